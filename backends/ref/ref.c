@@ -1,0 +1,439 @@
+/* Reference backend (GPT-2 family): a forward pass readable top to bottom.
+ *
+ * Activations are F32 between operations, as in PyTorch's fp32 path; every dot
+ * product, LayerNorm statistic and softmax is accumulated in double, so this
+ * backend is at least as accurate as any fp32 implementation it judges.
+ * Single-threaded (threads option accepted, 1 used). */
+#include "ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- lifetime 1: the model (weights transposed to [out, in] rows) ---- */
+
+typedef struct ref_layer {
+    float *ln1_w, *ln1_b;   /* (D) */
+    float *qkv_w;           /* (3D, D) */
+    float *qkv_b;           /* (3D) */
+    float *proj_w;          /* (D, D) */
+    float *proj_b;          /* (D) */
+    float *ln2_w, *ln2_b;   /* (D) */
+    float *fc_w;            /* (F, D) */
+    float *fc_b;            /* (F) */
+    float *mproj_w;         /* (D, F) */
+    float *mproj_b;         /* (D) */
+} ref_layer;
+
+typedef struct ref_model {
+    gf_model_config cfg;
+    float *wte;             /* (V, D) */
+    float *wpe;             /* (n_positions, D) */
+    ref_layer *layers;      /* (L) */
+    float *lnf_w, *lnf_b;   /* (D) */
+    float *lm_head;         /* (V, D); aliases wte when tied */
+} ref_model;
+
+/* ---- lifetime 2: the KV cache ---- */
+
+typedef struct ref_cache {
+    const ref_model *m;
+    int32_t B, max_len, length;
+    float *k, *v;           /* (L, B, H, max_len, d_head) each */
+} ref_cache;
+
+static gf_status ref_probe(char *why, size_t why_len)
+{
+    if (why && why_len)
+        why[0] = '\0';
+    return GF_OK;
+}
+
+static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info)
+{
+    (void)opts;
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    info->dtype = GF_COMPUTE_F32;
+    info->threads = 1;
+    info->library = "plain C (double accumulation)";
+    info->detail = "single-threaded oracle";
+    return GF_OK;
+}
+
+static void ref_model_free(void *handle)
+{
+    ref_model *m = handle;
+    if (!m)
+        return;
+    for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
+        ref_layer *ly = &m->layers[l];
+        free(ly->ln1_w); free(ly->ln1_b); free(ly->qkv_w); free(ly->qkv_b);
+        free(ly->proj_w); free(ly->proj_b); free(ly->ln2_w); free(ly->ln2_b);
+        free(ly->fc_w); free(ly->fc_b); free(ly->mproj_w); free(ly->mproj_b);
+    }
+    free(m->layers);
+    if (m->lm_head != m->wte)
+        free(m->lm_head);
+    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
+    free(m);
+}
+
+static float *dup_f32(const float *src, size_t n)
+{
+    if (!src)
+        return NULL;
+    float *dst = malloc(n * sizeof *dst);
+    if (dst)
+        memcpy(dst, src, n * sizeof *dst);
+    return dst;
+}
+
+/* [in, out] (Conv1D) -> [out, in] rows, so each output is one contiguous dot. */
+static float *transpose_f32(const float *src, int32_t in, int32_t out)
+{
+    if (!src)
+        return NULL;
+    float *dst = malloc((size_t)in * out * sizeof *dst);
+    if (!dst)
+        return NULL;
+    for (int32_t i = 0; i < in; i++)
+        for (int32_t o = 0; o < out; o++)
+            dst[(size_t)o * in + i] = src[(size_t)i * out + o];
+    return dst;
+}
+
+static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_options *opts,
+                                void **model_out)
+{
+    (void)opts;
+    *model_out = NULL;
+    const gf_model_config *c = &desc->config;
+    if (c->arch != GF_ARCH_GPT2)
+        return gf_error_set(GF_E_UNSUPPORTED, "ref: architecture %d not supported yet (GPT-2 only)",
+                            (int)c->arch);
+    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
+        c->activation != GF_ACT_RELU)
+        return gf_error_set(GF_E_UNSUPPORTED, "ref: activation %d not supported", (int)c->activation);
+    ref_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory");
+    m->cfg = *c;
+    const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
+    const gf_model_weights *w = &desc->weights;
+    int ok = 1;
+    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->wpe = dup_f32(w->wpe, (size_t)c->n_positions * D);
+    m->lnf_w = dup_f32(w->lnf_w, D);
+    m->lnf_b = dup_f32(w->lnf_b, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    ok = m->wte && m->wpe && m->lnf_w && m->lnf_b && m->lm_head && m->layers;
+    for (int32_t l = 0; ok && l < L; l++) {
+        const gf_layer_weights *s = &w->layers[l];
+        ref_layer *d = &m->layers[l];
+        d->ln1_w = dup_f32(s->ln1_w, D);
+        d->ln1_b = dup_f32(s->ln1_b, D);
+        d->qkv_w = transpose_f32(s->attn_qkv_w, D, 3 * D);
+        d->qkv_b = dup_f32(s->attn_qkv_b, (size_t)3 * D);
+        d->proj_w = transpose_f32(s->attn_proj_w, D, D);
+        d->proj_b = dup_f32(s->attn_proj_b, D);
+        d->ln2_w = dup_f32(s->ln2_w, D);
+        d->ln2_b = dup_f32(s->ln2_b, D);
+        d->fc_w = transpose_f32(s->mlp_fc_w, D, F);
+        d->fc_b = dup_f32(s->mlp_fc_b, F);
+        d->mproj_w = transpose_f32(s->mlp_proj_w, F, D);
+        d->mproj_b = dup_f32(s->mlp_proj_b, D);
+        ok = d->ln1_w && d->ln1_b && d->qkv_w && d->qkv_b && d->proj_w && d->proj_b &&
+             d->ln2_w && d->ln2_b && d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
+    }
+    if (!ok) {
+        ref_model_free(m);
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory (or a NULL weight) loading the model");
+    }
+    *model_out = m;
+    return GF_OK;
+}
+
+static gf_status ref_cache_create(void *model, int32_t batch, int32_t max_len, void **cache_out)
+{
+    const ref_model *m = model;
+    *cache_out = NULL;
+    if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
+        return gf_error_set(GF_E_INVALID_ARG, "ref: cache batch %d, max_len %d (must be 1..%d)",
+                            batch, max_len, m->cfg.n_positions);
+    ref_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory");
+    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_head * max_len * m->cfg.d_head;
+    c->m = m;
+    c->B = batch;
+    c->max_len = max_len;
+    c->k = calloc(n, sizeof *c->k);
+    c->v = calloc(n, sizeof *c->v);
+    if (!c->k || !c->v) {
+        free(c->k); free(c->v); free(c);
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory for a %zu-byte cache", 2 * n * sizeof(float));
+    }
+    *cache_out = c;
+    return GF_OK;
+}
+
+static gf_status ref_cache_reset(void *cache)
+{
+    ((ref_cache *)cache)->length = 0;
+    return GF_OK;
+}
+
+static void ref_cache_free(void *cache)
+{
+    ref_cache *c = cache;
+    if (!c)
+        return;
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+static int32_t ref_cache_length(const void *cache) { return ((const ref_cache *)cache)->length; }
+
+static size_t ref_cache_bytes(const void *cache)
+{
+    const ref_cache *c = cache;
+    const gf_model_config *g = &c->m->cfg;
+    return 2 * (size_t)g->n_layer * c->B * g->n_head * c->max_len * g->d_head * sizeof(float);
+}
+
+/* ---- the forward pass ---- */
+
+static double dot(const float *a, const float *b, int32_t n)
+{
+    double s = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        s += (double)a[i] * (double)b[i];
+    return s;
+}
+
+/* y (N) = W (N, K) x (K) + b */
+static void linear(float *y, const float *x, const float *W, const float *b, int32_t N, int32_t K)
+{
+    for (int32_t o = 0; o < N; o++)
+        y[o] = (float)(dot(W + (size_t)o * K, x, K) + (b ? (double)b[o] : 0.0));
+}
+
+static void layernorm(float *y, const float *x, const float *w, const float *b, int32_t D, double eps)
+{
+    double mean = 0.0, var = 0.0;
+    for (int32_t i = 0; i < D; i++)
+        mean += x[i];
+    mean /= D;
+    for (int32_t i = 0; i < D; i++)
+        var += ((double)x[i] - mean) * ((double)x[i] - mean);
+    var /= D;
+    double inv = 1.0 / sqrt(var + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = (float)(((double)x[i] - mean) * inv * (double)w[i] + (double)b[i]);
+}
+
+static float activation(gf_activation act, float xf)
+{
+    double x = xf;
+    switch (act) {
+    case GF_ACT_GELU_TANH:
+        return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    case GF_ACT_GELU_ERF:
+        return (float)(0.5 * x * (1.0 + erf(x * 0.7071067811865476)));
+    case GF_ACT_RELU:
+        return xf > 0.0f ? xf : 0.0f;
+    default:
+        return xf;
+    }
+}
+
+typedef struct ref_scratch {
+    float *x;      /* (B, T, D) residual stream */
+    float *h;      /* (B, T, D) normed */
+    float *qkv;    /* (B, T, 3D) */
+    float *att;    /* (B, T, D) attention output, heads concatenated */
+    float *tmp;    /* (B, T, D) */
+    float *ff;     /* (B, T, F) */
+    double *p;     /* (Tk) attention weights of one query */
+} ref_scratch;
+
+static void scratch_free(ref_scratch *s)
+{
+    free(s->x); free(s->h); free(s->qkv); free(s->att); free(s->tmp); free(s->ff); free(s->p);
+}
+
+static gf_status check_batch(const ref_model *m, const ref_cache *c, const gf_batch *in)
+{
+    if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids)
+        return gf_error_set(GF_E_INVALID_ARG, "ref: batch needs B >= 1, T >= 1, tokens and position_ids");
+    if (c && c->B != in->B)
+        return gf_error_set(GF_E_INVALID_ARG, "ref: batch has %d rows, cache has %d", in->B, c->B);
+    if (c && c->length + in->T > c->max_len)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: cache holds %d of %d positions; %d more do not fit",
+                            c->length, c->max_len, in->T);
+    if (!c && in->T > m->cfg.n_positions)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: %d positions exceed n_positions %d", in->T,
+                            m->cfg.n_positions);
+    for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
+        if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
+            return gf_error_set(GF_E_INVALID_ARG, "ref: token %d at (%lld, %lld) outside [0, %d)",
+                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.vocab_size);
+        if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
+            return gf_error_set(GF_E_INVALID_ARG, "ref: position %d at (%lld, %lld) outside [0, %d)",
+                                in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.n_positions);
+    }
+    return GF_OK;
+}
+
+static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    const ref_model *m = model;
+    const gf_model_config *g = &m->cfg;
+    ref_cache *c = cache, local = {0};
+    gf_status st = check_batch(m, c, in);
+    if (st != GF_OK)
+        return st;
+    if (!c) { /* uncached: a throwaway cache of exactly T positions */
+        void *tmp;
+        st = ref_cache_create(model, in->B, in->T, &tmp);
+        if (st != GF_OK)
+            return st;
+        local = *(ref_cache *)tmp;
+        free(tmp);
+        c = &local;
+    }
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
+    const int32_t V = g->vocab_size, start = c->length, Tk = start + T, S = c->max_len;
+    const size_t BT = (size_t)B * T;
+    ref_scratch s = {0};
+    s.x = malloc(BT * D * sizeof(float));
+    s.h = malloc(BT * D * sizeof(float));
+    s.qkv = malloc(BT * 3 * D * sizeof(float));
+    s.att = malloc(BT * D * sizeof(float));
+    s.tmp = malloc(BT * D * sizeof(float));
+    s.ff = malloc(BT * F * sizeof(float));
+    s.p = malloc((size_t)Tk * sizeof(double));
+    if (!s.x || !s.h || !s.qkv || !s.att || !s.tmp || !s.ff || !s.p) {
+        st = gf_error_set(GF_E_NOMEM, "ref: out of memory for activations");
+        goto done;
+    }
+
+    /* embeddings: x = wte[token] + wpe[position] */
+    for (size_t i = 0; i < BT; i++)
+        for (int32_t d = 0; d < D; d++)
+            s.x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] + m->wpe[(size_t)in->position_ids[i] * D + d];
+
+    const double scale = 1.0 / sqrt((double)dh);
+    for (int32_t l = 0; l < g->n_layer; l++) {
+        const ref_layer *ly = &m->layers[l];
+        float *K = c->k + (size_t)l * B * H * S * dh; /* (B, H, S, dh) of layer l */
+        float *Vc = c->v + (size_t)l * B * H * S * dh;
+
+        /* attention block: h = LN1(x); q, k, v = h W_qkv + b */
+        for (size_t i = 0; i < BT; i++) {
+            layernorm(s.h + i * D, s.x + i * D, ly->ln1_w, ly->ln1_b, D, g->norm_eps);
+            linear(s.qkv + i * 3 * D, s.h + i * D, ly->qkv_w, ly->qkv_b, 3 * D, D);
+        }
+        /* write this chunk's keys and values at [start, start + T) */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *row = s.qkv + ((size_t)b * T + t) * 3 * D;
+                    size_t off = (((size_t)b * H + hh) * S + start + t) * dh;
+                    memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
+                    memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
+                }
+        /* each query at absolute position start + t sees keys j <= start + t
+         * (causal, bottom-right aligned) that the key mask allows, and always its own */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *q = s.qkv + ((size_t)b * T + t) * 3 * D + hh * dh;
+                    const float *Kh = K + ((size_t)b * H + hh) * S * dh;
+                    const float *Vh = Vc + ((size_t)b * H + hh) * S * dh;
+                    const int32_t qpos = start + t;
+                    double mx = -INFINITY;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
+                        s.p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
+                        if (s.p[j] > mx)
+                            mx = s.p[j];
+                    }
+                    double sum = 0.0;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        s.p[j] = s.p[j] == -INFINITY ? 0.0 : exp(s.p[j] - mx);
+                        sum += s.p[j];
+                    }
+                    float *o = s.att + ((size_t)b * T + t) * D + hh * dh;
+                    for (int32_t d = 0; d < dh; d++) {
+                        double acc = 0.0;
+                        for (int32_t j = 0; j <= qpos; j++)
+                            acc += s.p[j] * (double)Vh[(size_t)j * dh + d];
+                        o[d] = (float)(acc / sum);
+                    }
+                }
+        /* x += att W_proj + b */
+        for (size_t i = 0; i < BT; i++) {
+            linear(s.tmp + i * D, s.att + i * D, ly->proj_w, ly->proj_b, D, D);
+            for (int32_t d = 0; d < D; d++)
+                s.x[i * D + d] += s.tmp[i * D + d];
+        }
+        /* MLP block: x += act(LN2(x) W_fc + b) W_proj + b */
+        for (size_t i = 0; i < BT; i++) {
+            layernorm(s.h + i * D, s.x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
+            linear(s.ff + i * F, s.h + i * D, ly->fc_w, ly->fc_b, F, D);
+            for (int32_t f = 0; f < F; f++)
+                s.ff[i * F + f] = activation(g->activation, s.ff[i * F + f]);
+            linear(s.tmp + i * D, s.ff + i * F, ly->mproj_w, ly->mproj_b, D, F);
+            for (int32_t d = 0; d < D; d++)
+                s.x[i * D + d] += s.tmp[i * D + d];
+        }
+    }
+    c->length = Tk; /* once, after the last layer */
+
+    /* logits = LN_f(x) lm_head^T, for every position or each row's last */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
+                continue;
+            size_t i = (size_t)b * T + t;
+            size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
+            layernorm(s.h, s.x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+            linear(logits_out + orow * V, s.h, m->lm_head, NULL, V, D);
+        }
+    st = GF_OK;
+done:
+    scratch_free(&s);
+    if (c == &local) {
+        free(local.k);
+        free(local.v);
+    }
+    return st;
+}
+
+static const gf_backend_ops k_ref_ops = {
+    .abi_version = GF_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(gf_backend_ops),
+    .name = "ref",
+    .description = "plain-C reference (the oracle): F32 activations, double accumulation",
+    .probe = ref_probe,
+    .info = ref_info,
+    .model_load = ref_model_load,
+    .model_free = ref_model_free,
+    .cache_create = ref_cache_create,
+    .cache_reset = ref_cache_reset,
+    .cache_free = ref_cache_free,
+    .cache_length = ref_cache_length,
+    .cache_bytes = ref_cache_bytes,
+    .forward = ref_forward,
+    .sample = NULL,
+    .last_error = NULL,
+};
+
+const gf_backend_ops *gf_backend_ref(void) { return &k_ref_ops; }

@@ -1,0 +1,112 @@
+/* gf_engine: a checked handle on one backend and one loaded model. */
+#include "genfence/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gf_engine {
+    const gf_backend_ops *ops;
+    void *model;               /* the backend's handle */
+    gf_model_config cfg;
+};
+
+gf_status gf_backend_check_ops(const gf_backend_ops *ops)
+{
+    if (!ops)
+        return gf_error_set(GF_E_ABI, "backend table is NULL");
+    const char *name = ops->name ? ops->name : "(unnamed)";
+    if (ops->abi_version != GF_BACKEND_ABI_VERSION)
+        return gf_error_set(GF_E_ABI,
+                            "backend '%s' was built for ABI version %u; this genfence speaks version %u",
+                            name, ops->abi_version, GF_BACKEND_ABI_VERSION);
+    if (!ops->name || !ops->name[0])
+        return gf_error_set(GF_E_ABI, "backend table has no name");
+    const struct { const void *slot; const char *what; } required[] = {
+        {(const void *)ops->probe, "probe"},
+        {(const void *)ops->model_load, "model_load"},
+        {(const void *)ops->model_free, "model_free"},
+        {(const void *)ops->cache_create, "cache_create"},
+        {(const void *)ops->cache_reset, "cache_reset"},
+        {(const void *)ops->cache_free, "cache_free"},
+        {(const void *)ops->cache_length, "cache_length"},
+        {(const void *)ops->cache_bytes, "cache_bytes"},
+        {(const void *)ops->forward, "forward"},
+    };
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!required[i].slot)
+            return gf_error_set(GF_E_ABI, "backend '%s' lacks the required slot '%s'", name,
+                                required[i].what);
+    return GF_OK;
+}
+
+/* Add the backend's name and vendor text to the current message. */
+static gf_status backend_error(const gf_engine *e, gf_status st)
+{
+    const char *vendor = e->ops->last_error ? e->ops->last_error(e->model) : NULL;
+    if (vendor && vendor[0])
+        return gf_error_prefix(st, "backend '%s' (%s)", e->ops->name, vendor);
+    return gf_error_prefix(st, "backend '%s'", e->ops->name);
+}
+
+gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
+                           const gf_backend_options *opts, gf_engine **engine_out)
+{
+    *engine_out = NULL;
+    gf_status st = gf_backend_check_ops(ops);
+    if (st != GF_OK)
+        return st;
+    char why[512] = "";
+    st = ops->probe(why, sizeof why);
+    if (st != GF_OK)
+        return gf_error_set(GF_E_UNAVAILABLE, "backend '%s' is unavailable here: %s", ops->name,
+                            why[0] ? why : gf_status_str(st));
+    gf_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return gf_error_set(GF_E_NOMEM, "out of memory");
+    e->ops = ops;
+    e->cfg = desc->config;
+    gf_backend_options o = {.struct_size = sizeof o, .threads = 1};
+    if (opts)
+        o = *opts;
+    gf_error_clear();
+    st = ops->model_load(desc, &o, &e->model);
+    if (st != GF_OK) {
+        backend_error(e, st);
+        free(e);
+        return st;
+    }
+    *engine_out = e;
+    return GF_OK;
+}
+
+void gf_engine_destroy(gf_engine *e)
+{
+    if (!e)
+        return;
+    e->ops->model_free(e->model);
+    free(e);
+}
+
+const gf_backend_ops *gf_engine_ops(const gf_engine *e) { return e->ops; }
+const gf_model_config *gf_engine_config(const gf_engine *e) { return &e->cfg; }
+
+gf_status gf_engine_cache_create(gf_engine *e, int32_t batch, int32_t max_len, void **cache_out)
+{
+    *cache_out = NULL;
+    gf_error_clear();
+    gf_status st = e->ops->cache_create(e->model, batch, max_len, cache_out);
+    return st == GF_OK ? GF_OK : backend_error(e, st);
+}
+
+void gf_engine_cache_free(gf_engine *e, void *cache)
+{
+    if (cache)
+        e->ops->cache_free(cache);
+}
+
+gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out)
+{
+    gf_error_clear();
+    gf_status st = e->ops->forward(e->model, cache, in, logits_out);
+    return st == GF_OK ? GF_OK : backend_error(e, st);
+}

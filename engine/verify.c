@@ -1,0 +1,174 @@
+/* verify_cache: a greedy cached decode, teacher-forced against the uncached
+ * forward over the same prefix at every step. */
+#include "genfence/engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gf_verify_result_clear(gf_verify_result *r)
+{
+    if (!r)
+        return;
+    free(r->step_max_delta);
+    free(r->step_margin);
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+}
+
+/* argmax (first on ties) and top-1 minus top-2 */
+static int32_t argmax_margin(const float *x, int32_t V, double *margin)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (x[i] > x[best])
+            best = i;
+    double second = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (i != best && x[i] > second)
+            second = x[i];
+    *margin = (double)x[best] - second;
+    return best;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || d != d)
+            m = d != d ? INFINITY : d;
+    }
+    return m;
+}
+
+gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t steps,
+                          const int32_t *prefill_chunks, int32_t n_chunks, gf_verify_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const gf_model_config *cfg = gf_engine_config(e);
+    const int32_t V = cfg->vocab_size, NP = cfg->n_positions;
+    if (prompt_len < 1 || steps < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "verify: need a prompt and at least one step");
+    if (prompt_len + steps - 1 > NP)
+        return gf_error_set(GF_E_CONTEXT_LIMIT,
+                            "verify: %d prompt tokens + %d steps need %d positions; the model has %d",
+                            prompt_len, steps, prompt_len + steps - 1, NP);
+    int32_t sum = 0;
+    for (int32_t i = 0; i < n_chunks; i++) {
+        if (prefill_chunks[i] < 1)
+            return gf_error_set(GF_E_INVALID_ARG, "verify: prefill chunk %d has size %d", i, prefill_chunks[i]);
+        sum += prefill_chunks[i];
+    }
+    if (sum > prompt_len)
+        return gf_error_set(GF_E_INVALID_ARG, "verify: prefill chunks cover %d tokens; the prompt has %d",
+                            sum, prompt_len);
+
+    gf_status st = GF_OK;
+    void *cache = NULL;
+    const int32_t total = prompt_len + steps;
+    int32_t *seq = malloc((size_t)total * sizeof *seq);
+    int32_t *pos = malloc((size_t)total * sizeof *pos);
+    float *cached = malloc((size_t)prompt_len * V * sizeof *cached);  /* (T, V) */
+    float *uncached = malloc((size_t)prompt_len * V * sizeof *uncached);
+    out->step_max_delta = calloc((size_t)steps, sizeof(double));
+    out->step_margin = calloc((size_t)steps, sizeof(double));
+    out->tokens = calloc((size_t)steps, sizeof(int32_t));
+    if (!seq || !pos || !cached || !uncached || !out->step_max_delta || !out->step_margin || !out->tokens) {
+        st = gf_error_set(GF_E_NOMEM, "verify: out of memory");
+        goto done;
+    }
+    memcpy(seq, prompt, (size_t)prompt_len * sizeof *seq);
+    for (int32_t i = 0; i < total; i++)
+        pos[i] = i;
+    out->steps = steps;
+    out->tokens_equal = 1;
+    out->first_divergence = -1;
+    out->min_margin = INFINITY;
+    out->max_delta_step = -1;
+    out->min_margin_step = -1;
+
+    st = gf_engine_cache_create(e, 1, NP, &cache);
+    if (st != GF_OK)
+        goto done;
+    /* prefill, possibly in chunks; every prompt position's logits are compared */
+    for (int32_t c = 0, at = 0; at < prompt_len; c++) {
+        int32_t n = c < n_chunks ? prefill_chunks[c] : prompt_len - at;
+        gf_batch in = {.B = 1, .T = n, .tokens = seq + at, .position_ids = pos + at,
+                       .logits_mode = GF_LOGITS_ALL};
+        st = gf_engine_forward(e, cache, &in, cached + (size_t)at * V);
+        if (st != GF_OK)
+            goto done;
+        at += n;
+    }
+    {
+        gf_batch in = {.B = 1, .T = prompt_len, .tokens = seq, .position_ids = pos,
+                       .logits_mode = GF_LOGITS_ALL};
+        st = gf_engine_forward(e, NULL, &in, uncached);
+        if (st != GF_OK)
+            goto done;
+    }
+    /* positions before the last are checked here; the last is step 0 below */
+    double prompt_delta = max_abs_diff(cached, uncached, (size_t)(prompt_len - 1) * V);
+    out->max_abs_delta = prompt_delta;
+    const float *cached_last = cached + (size_t)(prompt_len - 1) * V;
+    float *cur_cached = malloc((size_t)V * sizeof *cur_cached);
+    float *cur_uncached = malloc((size_t)V * sizeof *cur_uncached);
+    if (!cur_cached || !cur_uncached) {
+        free(cur_cached);
+        free(cur_uncached);
+        st = gf_error_set(GF_E_NOMEM, "verify: out of memory");
+        goto done;
+    }
+    memcpy(cur_cached, cached_last, (size_t)V * sizeof *cur_cached);
+    memcpy(cur_uncached, uncached + (size_t)(prompt_len - 1) * V, (size_t)V * sizeof *cur_uncached);
+    for (int32_t step = 0; step < steps; step++) {
+        int32_t len = prompt_len + step;
+        if (step > 0) { /* the uncached forward over the same prefix */
+            gf_batch in = {.B = 1, .T = len, .tokens = seq, .position_ids = pos,
+                           .logits_mode = GF_LOGITS_LAST};
+            st = gf_engine_forward(e, NULL, &in, cur_uncached);
+            if (st != GF_OK)
+                break;
+        }
+        double d = max_abs_diff(cur_cached, cur_uncached, (size_t)V);
+        double m_ref, m_c;
+        int32_t a_ref = argmax_margin(cur_uncached, V, &m_ref);
+        int32_t a_c = argmax_margin(cur_cached, V, &m_c);
+        out->step_max_delta[step] = d;
+        out->step_margin[step] = m_ref;
+        out->tokens[step] = a_c;
+        if (d > out->max_abs_delta || (out->max_delta_step < 0 && d >= out->max_abs_delta)) {
+            out->max_abs_delta = d; /* max_delta_step -1: in the (chunked) prefill */
+            out->max_delta_step = step;
+        }
+        if (m_ref < out->min_margin) {
+            out->min_margin = m_ref;
+            out->min_margin_step = step;
+        }
+        if (a_ref != a_c && out->tokens_equal) {
+            out->tokens_equal = 0;
+            out->first_divergence = step;
+            out->divergence_margin = m_ref;
+        }
+        seq[len] = a_c; /* the cached decode runs free; the uncached side follows it */
+        if (step + 1 < steps) {
+            gf_batch in = {.B = 1, .T = 1, .tokens = seq + len, .position_ids = pos + len,
+                           .logits_mode = GF_LOGITS_LAST};
+            st = gf_engine_forward(e, cache, &in, cur_cached);
+            if (st != GF_OK)
+                break;
+        }
+    }
+    free(cur_cached);
+    free(cur_uncached);
+done:
+    gf_engine_cache_free(e, cache);
+    free(seq);
+    free(pos);
+    free(cached);
+    free(uncached);
+    if (st != GF_OK)
+        gf_verify_result_clear(out);
+    return st;
+}

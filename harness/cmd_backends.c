@@ -1,0 +1,109 @@
+/* genfence backends: every known backend, whether it runs here, and why not. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: genfence backends [--backend PATH]... [--threads N] [--json]\n"
+"\n"
+"Lists the built-in backends (and any plugin paths given) with availability and the\n"
+"reason when unavailable, library versions, threads and compute dtype.\n");
+}
+
+static const char *dtype_str(gf_compute_dtype d)
+{
+    switch (d) {
+    case GF_COMPUTE_F32: return "fp32";
+    case GF_COMPUTE_F16: return "fp16";
+    case GF_COMPUTE_BF16: return "bf16";
+    case GF_COMPUTE_F64: return "fp64";
+    }
+    return "?";
+}
+
+static void show(const char *name, long threads, int json, int first)
+{
+    gf_backend_handle h;
+    gf_status st = gf_registry_open(name, &h);
+    char why[512] = "";
+    gf_backend_info info = {.struct_size = sizeof info};
+    int avail = 0;
+    if (st != GF_OK) {
+        snprintf(why, sizeof why, "%s", gf_error_msg());
+    } else if ((st = h.ops->probe(why, sizeof why)) == GF_OK) {
+        avail = 1;
+        gf_backend_options o = {.struct_size = sizeof o, .threads = (int32_t)threads};
+        if (!h.ops->info || h.ops->info(&o, &info) != GF_OK)
+            memset(&info, 0, sizeof info);
+    }
+    if (json) {
+        printf("%s{\"name\": ", first ? "" : ", ");
+        gf_json_write_string(stdout, name, strlen(name));
+        printf(", \"available\": %s, \"why\": ", avail ? "true" : "false");
+        gf_json_write_string(stdout, why, strlen(why));
+        printf(", \"dtype\": \"%s\", \"threads\": %d, \"library\": ", avail ? dtype_str(info.dtype) : "",
+               info.threads);
+        const char *lib = info.library ? info.library : "";
+        gf_json_write_string(stdout, lib, strlen(lib));
+        printf(", \"source\": ");
+        gf_json_write_string(stdout, h.source, strlen(h.source));
+        printf("}");
+    } else if (avail) {
+        printf("%-10s available    %-5s threads %-3d %s%s%s\n", name, dtype_str(info.dtype), info.threads,
+               info.library ? info.library : "", info.detail ? "; " : "", info.detail ? info.detail : "");
+    } else {
+        printf("%-10s unavailable  %s\n", name, why);
+    }
+    gf_registry_close(&h);
+}
+
+int gf_cmd_backends(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"backend", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
+        {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *extra[32];
+    int n_extra = 0, json = 0, c;
+    long threads = 1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            if (n_extra < 32)
+                extra[n_extra++] = optarg;
+            break;
+        case 't':
+            if (!gf_cli_parse_int(optarg, 1, 4096, &threads)) {
+                gf_cli_error("backends: bad value '%s' for --threads", optarg);
+                return GF_EXIT_USAGE;
+            }
+            break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return GF_EXIT_OK;
+        default:
+            gf_cli_error("backends: unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            return GF_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        gf_cli_error("backends: unexpected argument '%s'", argv[optind]);
+        return GF_EXIT_USAGE;
+    }
+    if (json)
+        printf("[");
+    int i = 0;
+    for (const char *const *n = gf_registry_names(); *n; n++, i++)
+        show(*n, threads, json, i == 0);
+    for (int k = 0; k < n_extra; k++, i++)
+        show(extra[k], threads, json, i == 0);
+    if (json)
+        printf("]\n");
+    return GF_EXIT_OK;
+}

@@ -1,0 +1,460 @@
+/* genfence generate: sample a continuation; --verify checks the cache against
+ * recomputation; --batch-prompts checks a left-padded batch against single runs. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: genfence generate --model DIR (--prompt TEXT | --tokens IDS | --batch-prompts \"A|B|C\")\n"
+"                         [options]\n"
+"\n"
+"Samples a continuation with the seed's defaults: 64 new tokens, temperature 0.8,\n"
+"top-k 40, top-p 0.95, seed 1337, stop at the model's eos_token_id.\n"
+"\n"
+"  --model DIR            Hugging Face GPT-2 directory (config.json, model.safetensors,\n"
+"                         tokenizer.json)\n"
+"  --prompt TEXT          prompt text (encoded with the model's tokenizer)\n"
+"  --tokens 1,2,3         prompt token ids instead of text\n"
+"  --max-new-tokens N     new tokens to generate (default 64)\n"
+"  --temperature T        0 = greedy (default 0.8)\n"
+"  --top-k K|none         (default 40)\n"
+"  --top-p P|none         (default 0.95)\n"
+"  --seed S               Philox key of the sampler (default 1337)\n"
+"  --eos-id N | --no-eos  stop token (default: the config's eos_token_id)\n"
+"  --no-cache             recompute every step (crops to the last n_positions tokens)\n"
+"  --on-limit stop|raise  cached generation at a full cache: stop with stop_reason\n"
+"                         context_limit (default) or fail with exit status 1\n"
+"  --stream               print the continuation as it is generated (UTF-8 safe)\n"
+"  --json                 print one JSON object\n"
+"  --verify               greedy cached decode of --max-new-tokens steps, teacher-forced\n"
+"                         against the uncached forward at every step; exit 1 unless\n"
+"                         max |delta| <= 1e-4 and every argmax agrees (a mismatch is\n"
+"                         excused only where the margin is below 1e-4)\n"
+"  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
+"                         against each prompt alone; exit 1 on an unexcused mismatch\n"
+"  --backend NAME|PATH    backend (default ref)\n"
+"  --threads N            backend threads (default 1)\n"
+"  -h, --help             this help\n"
+"\n"
+"exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n");
+}
+
+typedef struct gen_opts {
+    const char *model, *prompt, *tokens, *batch, *backend;
+    gf_generate_params gp;
+    int eos_set, no_eos, stream, json, verify, threads;
+} gen_opts;
+
+typedef struct stream_ctx {
+    const gf_tokenizer *tok;
+    gf_utf8_stream u8;
+} stream_ctx;
+
+static gf_status stream_step(void *user, const gf_step_info *info)
+{
+    stream_ctx *c = user;
+    if (info->finished_before[0])
+        return GF_OK;
+    size_t len;
+    const uint8_t *bytes = gf_tokenizer_token_bytes(c->tok, info->tokens[0], &len);
+    if (!bytes)
+        return GF_OK;
+    char buf[3 * (64 + 8) + 1];
+    for (size_t off = 0; off < len; off += 64) {
+        size_t n = len - off < 64 ? len - off : 64;
+        size_t w = gf_utf8_stream_feed(&c->u8, bytes + off, n, buf, sizeof buf);
+        fwrite(buf, 1, w, stdout);
+    }
+    fflush(stdout);
+    return GF_OK;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void print_text(const gf_tokenizer *tok, const int32_t *ids, size_t n, int json)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (tok && gf_tokenizer_decode(tok, ids, n, &text, &len) == GF_OK) {
+        if (json)
+            gf_json_write_string(stdout, text, len);
+        else
+            fwrite(text, 1, len, stdout);
+    } else if (json) {
+        fputs("null", stdout);
+    }
+    free(text);
+}
+
+static void print_ids(const int32_t *ids, size_t n)
+{
+    putchar('[');
+    for (size_t i = 0; i < n; i++)
+        printf(i ? ", %d" : "%d", ids[i]);
+    putchar(']');
+}
+
+/* --verify */
+static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_opts *o)
+{
+    gf_verify_result r;
+    gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, &r);
+    if (st != GF_OK) {
+        gf_cli_error("verify: %s", gf_error_msg());
+        return st == GF_E_INVALID_ARG || st == GF_E_CONTEXT_LIMIT ? GF_EXIT_USAGE : GF_EXIT_FAIL;
+    }
+    const double atol = 1e-4, gate = 1e-4;
+    int excused = !r.tokens_equal && r.divergence_margin < gate;
+    int ok = r.max_abs_delta <= atol && (r.tokens_equal || excused);
+    if (o->json) {
+        printf("{\"verify\": {\"steps\": %d, \"max_abs_logit_diff\": %.9g, \"max_diff_step\": %d, "
+               "\"tokens_equal\": %s, \"min_margin\": %.9g, \"min_margin_step\": %d, "
+               "\"first_divergence\": %d, \"divergence_margin\": %.9g, \"safety_factor\": %.6g, "
+               "\"atol\": %g, \"gate\": %g, \"passed\": %s, \"per16_max_diff\": [",
+               r.steps, r.max_abs_delta, r.max_delta_step, r.tokens_equal ? "true" : "false",
+               r.min_margin, r.min_margin_step, r.first_divergence,
+               r.first_divergence >= 0 ? r.divergence_margin : 0.0,
+               r.max_abs_delta > 0 ? r.min_margin / r.max_abs_delta : INFINITY, atol, gate,
+               ok ? "true" : "false");
+        for (int32_t i = 0; i < r.steps; i += 16) {
+            double m = 0;
+            for (int32_t j = i; j < i + 16 && j < r.steps; j++)
+                m = r.step_max_delta[j] > m ? r.step_max_delta[j] : m;
+            printf(i ? ", %.9g" : "%.9g", m);
+        }
+        printf("], \"tokens\": ");
+        print_ids(r.tokens, (size_t)r.steps);
+        printf(", \"completion\": ");
+        print_text(s->tok, r.tokens, (size_t)r.steps, 1);
+        printf("}}\n");
+    } else {
+        printf("verify: %d greedy steps, cached vs recomputed (backend %s)\n", r.steps,
+               gf_engine_ops(s->engine)->name);
+        printf("  max |delta logit|  %.3e at step %d (atol %.0e)\n", r.max_abs_delta, r.max_delta_step, atol);
+        printf("  tokens_equal       %s\n", r.tokens_equal ? "true" : "false");
+        if (!r.tokens_equal)
+            printf("  first divergence   step %d, margin %.3e (%s: gate %.0e)\n", r.first_divergence,
+                   r.divergence_margin, excused ? "excused near tie" : "NOT excused", gate);
+        printf("  smallest margin    %.4f at step %d\n", r.min_margin, r.min_margin_step);
+        printf("  safety factor      %.0f (smallest margin / max delta)\n",
+               r.max_abs_delta > 0 ? r.min_margin / r.max_abs_delta : INFINITY);
+        printf("  per-16-step max    ");
+        for (int32_t i = 0; i < r.steps; i += 16) {
+            double m = 0;
+            for (int32_t j = i; j < i + 16 && j < r.steps; j++)
+                m = r.step_max_delta[j] > m ? r.step_max_delta[j] : m;
+            printf("%s%.2e", i ? " " : "", m);
+        }
+        printf("\n  %s\n", ok ? "PASS" : "FAIL");
+    }
+    gf_verify_result_clear(&r);
+    return ok ? GF_EXIT_OK : GF_EXIT_FAIL;
+}
+
+/* Split "A|B|C" and encode each. */
+static gf_status encode_batch(const gf_session *s, const char *spec, int32_t ***prompts, int32_t **lens,
+                              int32_t *B)
+{
+    char *copy = strdup(spec);
+    if (!copy)
+        return gf_error_set(GF_E_NOMEM, "out of memory");
+    int32_t n = 1;
+    for (const char *p = spec; *p; p++)
+        n += *p == '|';
+    *prompts = calloc((size_t)n, sizeof **prompts);
+    *lens = calloc((size_t)n, sizeof **lens);
+    *B = n;
+    gf_status st = *prompts && *lens ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
+    char *save = NULL, *part = copy;
+    for (int32_t i = 0; st == GF_OK && i < n; i++) {
+        char *bar = strchr(part, '|');
+        if (bar)
+            *bar = '\0';
+        size_t len = 0;
+        st = gf_session_tokens(s, part, NULL, &(*prompts)[i], &len);
+        if (st != GF_OK)
+            gf_error_prefix(st, "batch prompt %d ('%s')", i, part);
+        (*lens)[i] = (int32_t)len;
+        part = bar ? bar + 1 : part + strlen(part);
+    }
+    (void)save;
+    free(copy);
+    return st;
+}
+
+/* --batch-prompts: greedy batch vs single, cached and uncached */
+static int run_batch(gf_session *s, const gen_opts *o)
+{
+    int32_t **prompts = NULL, *lens = NULL, B = 0;
+    int rc = GF_EXIT_OK;
+    gf_status st = encode_batch(s, o->batch, &prompts, &lens, &B);
+    if (st != GF_OK) {
+        gf_cli_error("%s", gf_error_msg());
+        rc = GF_EXIT_USAGE;
+        goto done;
+    }
+    gf_generate_params gp = o->gp;
+    gp.sampler = gf_sampler_greedy();
+    gp.eos_id = -1;
+    gp.on_step = NULL;
+    const double gate = 1e-4;
+    if (o->json)
+        printf("{\"batch_consistent\": {\"modes\": [");
+    for (int mode = 0; mode < 2; mode++) {
+        gp.use_cache = mode == 0;
+        gf_generation *batch = NULL;
+        st = gf_generate(s->engine, B, (const int32_t *const *)prompts, lens, &gp, &batch);
+        if (st != GF_OK) {
+            gf_cli_error("batch: %s", gf_error_msg());
+            rc = GF_EXIT_FAIL;
+            goto done;
+        }
+        if (o->json)
+            printf("%s{\"mode\": \"%s\", \"rows\": [", mode ? ", " : "", mode ? "uncached" : "cached");
+        else
+            printf("%s batch of %d prompts, %d greedy tokens:\n", mode ? "uncached" : "cached", B,
+                   gp.max_new_tokens);
+        for (int32_t b = 0; b < B; b++) {
+            gf_generation *single = NULL;
+            uint64_t id = (uint64_t)b;
+            gf_generate_params sp = gp;
+            sp.seq_ids = &id;
+            st = gf_generate(s->engine, 1, (const int32_t *const *)&prompts[b], &lens[b], &sp, &single);
+            if (st != GF_OK) {
+                gf_cli_error("single run %d: %s", b, gf_error_msg());
+                gf_generation_free(batch);
+                rc = GF_EXIT_FAIL;
+                goto done;
+            }
+            int32_t div = -1;
+            for (int32_t t = 0; t < single->steps && t < batch->steps; t++)
+                if (single->tokens[0][lens[b] + t] != batch->tokens[b][lens[b] + t]) {
+                    div = t;
+                    break;
+                }
+            double margin = div >= 0 ? single->margins[div] : NAN;
+            int ok = div < 0 || margin < gate;
+            if (!ok)
+                rc = GF_EXIT_FAIL;
+            if (o->json)
+                printf("%s{\"prompt_tokens\": %d, \"tokens_equal\": %s, \"first_divergence\": %d, "
+                       "\"margin\": %.9g, \"passed\": %s}", b ? ", " : "", lens[b], div < 0 ? "true" : "false",
+                       div, div >= 0 ? margin : 0.0, ok ? "true" : "false");
+            else
+                printf("  row %d (%d prompt tokens): %s\n", b, lens[b],
+                       div < 0 ? "tokens equal" : ok ? "diverged at a near tie (excused)" : "MISMATCH");
+            if (div >= 0 && !o->json)
+                printf("    first divergence at step %d, single-run margin %.3e (gate %.0e)\n", div, margin, gate);
+            gf_generation_free(single);
+        }
+        if (o->json)
+            printf("]}");
+        gf_generation_free(batch);
+    }
+    if (o->json)
+        printf("], \"passed\": %s}}\n", rc == GF_EXIT_OK ? "true" : "false");
+    else
+        printf("%s\n", rc == GF_EXIT_OK ? "PASS" : "FAIL");
+done:
+    for (int32_t b = 0; prompts && b < B; b++)
+        free(prompts[b]);
+    free(prompts);
+    free(lens);
+    return rc;
+}
+
+static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const gen_opts *o)
+{
+    gf_generate_params gp = o->gp;
+    stream_ctx sc = {.tok = s->tok};
+    gf_utf8_stream_init(&sc.u8);
+    if (o->stream && s->tok && !o->json) {
+        print_text(s->tok, prompt, n, 0);
+        fflush(stdout);
+        gp.on_step = stream_step;
+        gp.user = &sc;
+    }
+    int32_t len = (int32_t)n;
+    gf_generation *g = NULL;
+    double t0 = now_s();
+    gf_status st = gf_generate(s->engine, 1, &prompt, &len, &gp, &g);
+    double dt = now_s() - t0;
+    if (st != GF_OK) {
+        gf_cli_error("%s", gf_error_msg());
+        return st == GF_E_CONTEXT_LIMIT ? GF_EXIT_FAIL : st == GF_E_INVALID_ARG ? GF_EXIT_USAGE : GF_EXIT_FAIL;
+    }
+    int32_t n_new = g->n_until_stop[0] - len;
+    if (o->json) {
+        printf("{\"prompt\": ");
+        print_text(s->tok, prompt, n, 1);
+        printf(", \"prompt_tokens\": ");
+        print_ids(prompt, n);
+        printf(", \"completion\": ");
+        print_text(s->tok, g->tokens[0] + len, (size_t)n_new, 1);
+        printf(", \"tokens\": ");
+        print_ids(g->tokens[0] + len, (size_t)n_new);
+        printf(", \"stop_reason\": \"%s\", \"total_tokens\": %d, \"new_tokens\": %d, "
+               "\"backend\": \"%s\", \"cached\": %s, \"seconds\": %.6f, \"verify\": null, "
+               "\"batch_consistent\": null}\n",
+               gf_stop_reason_str(g->stop[0]), g->n_until_stop[0], n_new, gf_engine_ops(s->engine)->name,
+               gp.use_cache ? "true" : "false", dt);
+    } else if (o->stream) {
+        char tail[16];
+        size_t w = gf_utf8_stream_finish(&sc.u8, tail, sizeof tail);
+        fwrite(tail, 1, w, stdout);
+        putchar('\n');
+    } else {
+        print_text(s->tok, g->tokens[0], (size_t)g->n_until_stop[0], 0);
+        putchar('\n');
+    }
+    if (!o->json)
+        fprintf(stderr, "[%d new tokens, stop_reason %s, %.1f ms, %.0f tokens/s, backend %s, %s]\n", n_new,
+                gf_stop_reason_str(g->stop[0]), dt * 1e3, n_new / (dt > 0 ? dt : 1e-9),
+                gf_engine_ops(s->engine)->name, gp.use_cache ? "cached" : "uncached");
+    gf_generation_free(g);
+    return GF_EXIT_OK;
+}
+
+int gf_cmd_generate(int argc, char **argv)
+{
+    enum { O_TOKENS = 256, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_EOS, O_NOEOS, O_NOCACHE,
+           O_LIMIT, O_STREAM, O_JSON, O_VERIFY, O_BATCH, O_BACKEND, O_THREADS };
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, 'm'},       {"prompt", required_argument, 0, 'p'},
+        {"tokens", required_argument, 0, O_TOKENS}, {"max-new-tokens", required_argument, 0, O_MAXNEW},
+        {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
+        {"top-p", required_argument, 0, O_TOPP},    {"seed", required_argument, 0, O_SEED},
+        {"eos-id", required_argument, 0, O_EOS},    {"no-eos", no_argument, 0, O_NOEOS},
+        {"no-cache", no_argument, 0, O_NOCACHE},    {"on-limit", required_argument, 0, O_LIMIT},
+        {"stream", no_argument, 0, O_STREAM},       {"json", no_argument, 0, O_JSON},
+        {"verify", no_argument, 0, O_VERIFY},       {"batch-prompts", required_argument, 0, O_BATCH},
+        {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    gen_opts o = {.backend = "ref", .threads = 1};
+    o.gp = gf_generate_defaults();
+    o.gp.sampler.temperature = 0.8;
+    o.gp.sampler.use_top_k = 1;
+    o.gp.sampler.top_k = 40;
+    o.gp.sampler.use_top_p = 1;
+    o.gp.sampler.top_p = 0.95;
+    o.gp.sampler.seed = 1337;
+    long v;
+    double d;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "m:p:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o.model = optarg; break;
+        case 'p': o.prompt = optarg; break;
+        case O_TOKENS: o.tokens = optarg; break;
+        case O_MAXNEW:
+            if (!gf_cli_parse_int(optarg, 0, 1000000, &v)) goto bad_value;
+            o.gp.max_new_tokens = (int32_t)v;
+            break;
+        case O_TEMP:
+            if (!gf_cli_parse_double(optarg, &d)) goto bad_value;
+            o.gp.sampler.temperature = d;
+            break;
+        case O_TOPK:
+            if (!strcmp(optarg, "none")) { o.gp.sampler.use_top_k = 0; break; }
+            if (!gf_cli_parse_int(optarg, -2147483647L, 2147483647L, &v)) goto bad_value;
+            o.gp.sampler.top_k = (int32_t)v;
+            break;
+        case O_TOPP:
+            if (!strcmp(optarg, "none")) { o.gp.sampler.use_top_p = 0; break; }
+            if (!gf_cli_parse_double(optarg, &d)) goto bad_value;
+            o.gp.sampler.top_p = d;
+            break;
+        case O_SEED:
+            if (!gf_cli_parse_int(optarg, 0, 0x7fffffffffffffffL, &v)) goto bad_value;
+            o.gp.sampler.seed = (uint64_t)v;
+            break;
+        case O_EOS:
+            if (!gf_cli_parse_int(optarg, 0, 2147483647L, &v)) goto bad_value;
+            o.gp.eos_id = (int32_t)v;
+            o.eos_set = 1;
+            break;
+        case O_NOEOS: o.no_eos = 1; break;
+        case O_NOCACHE: o.gp.use_cache = 0; break;
+        case O_LIMIT:
+            if (!strcmp(optarg, "raise")) o.gp.raise_on_context_limit = 1;
+            else if (strcmp(optarg, "stop")) goto bad_value;
+            break;
+        case O_STREAM: o.stream = 1; break;
+        case O_JSON: o.json = 1; break;
+        case O_VERIFY: o.verify = 1; break;
+        case O_BATCH: o.batch = optarg; break;
+        case O_BACKEND: o.backend = optarg; break;
+        case O_THREADS:
+            if (!gf_cli_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            o.threads = (int)v;
+            break;
+        case 'h': usage(stdout); return GF_EXIT_OK;
+        default:
+            gf_cli_error("generate: unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            return GF_EXIT_USAGE;
+        }
+        continue;
+    bad_value:
+        gf_cli_error("generate: bad value '%s' for %s", optarg, argv[optind - 1]);
+        return GF_EXIT_USAGE;
+    }
+    if (optind < argc) {
+        gf_cli_error("generate: unexpected argument '%s'", argv[optind]);
+        return GF_EXIT_USAGE;
+    }
+    int sources = !!o.prompt + !!o.tokens + !!o.batch;
+    if (!o.model || sources != 1) {
+        gf_cli_error("generate: need --model and exactly one of --prompt, --tokens, --batch-prompts");
+        usage(stderr);
+        return GF_EXIT_USAGE;
+    }
+    if (o.eos_set && o.no_eos) {
+        gf_cli_error("generate: --eos-id and --no-eos contradict each other");
+        return GF_EXIT_USAGE;
+    }
+    if (gf_sampler_validate(&o.gp.sampler) != GF_OK) {
+        gf_cli_error("generate: %s", gf_error_msg());
+        return GF_EXIT_USAGE;
+    }
+    gf_session s;
+    gf_status st = gf_session_open(&s, o.model, o.backend, o.threads, o.prompt || o.batch);
+    if (st != GF_OK) {
+        gf_cli_error("%s", gf_error_msg());
+        return GF_EXIT_USAGE;
+    }
+    if (!o.eos_set)
+        o.gp.eos_id = o.no_eos ? -1 : gf_engine_config(s.engine)->eos_id;
+    int rc;
+    if (o.batch) {
+        rc = run_batch(&s, &o);
+    } else {
+        int32_t *prompt = NULL;
+        size_t n = 0;
+        st = gf_session_tokens(&s, o.prompt, o.tokens, &prompt, &n);
+        if (st != GF_OK) {
+            gf_cli_error("%s", gf_error_msg());
+            rc = GF_EXIT_USAGE;
+        } else {
+            rc = o.verify ? run_verify(&s, prompt, n, &o) : run_generate(&s, prompt, n, &o);
+        }
+        free(prompt);
+    }
+    gf_session_close(&s);
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* genfence: command dispatch. The only file that exits the process. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "genfence/version.h"
+
+typedef struct gf_command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} gf_command;
+
+static const gf_command k_commands[] = {
+    {"generate", gf_cmd_generate, "generate a continuation (cached or not, streamed, verified)"},
+    {"forward", gf_cmd_forward, "write the logits of every position to a safetensors file"},
+    {"tokenize", gf_cmd_tokenize, "encode text to token ids, or decode ids to text"},
+    {"backends", gf_cmd_backends, "list backends, their availability and versions"},
+};
+enum { N_COMMANDS = sizeof k_commands / sizeof k_commands[0] };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "genfence %s -- conformance and verification harness for LLM inference\n"
+            "\n"
+            "usage: genfence COMMAND [OPTIONS]\n"
+            "       genfence COMMAND --help\n"
+            "       genfence --version\n"
+            "\n"
+            "commands:\n",
+            GENFENCE_VERSION);
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+    fprintf(f, "\nexit status: 0 all passed, 1 a check failed, 2 bad input or usage\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return GF_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return GF_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("genfence %s (commit %s)\n", GENFENCE_VERSION, GENFENCE_COMMIT);
+        return GF_EXIT_OK;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(cmd, k_commands[i].name))
+            return k_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "genfence: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return GF_EXIT_USAGE;
+}

@@ -1,0 +1,142 @@
+/* The genfence backend ABI: one versioned function table per backend.
+ *
+ * A backend is a table of functions (gf_backend_ops). Built-in backends are
+ * registered by name; out-of-tree plugins are shared objects exporting
+ *
+ *     const gf_backend_ops *genfence_backend_entry(void);
+ *
+ * which genfence loads with dlopen and refuses if abi_version differs from
+ * GF_BACKEND_ABI_VERSION or a required slot is NULL. The engine reaches a
+ * backend only through this table.
+ *
+ * Ownership: the backend owns everything it returns through *_out handles and
+ * frees it in the matching *_free (NULL-safe). It must not keep pointers into
+ * gf_model_desc after model_load returns (copy or convert what it needs), nor
+ * into gf_batch after forward returns. Logits buffers belong to the caller.
+ *
+ * Threading: calls on one model handle (and its caches) are serialised by the
+ * caller. Distinct model handles may be used from distinct threads. A backend
+ * may use its own worker threads inside a call, at most options->threads.
+ *
+ * Errors: every gf_status-returning slot returns GF_OK or an error; on error it
+ * records a message with gf_error_set() when it links genfence's status.c (the
+ * built-in ones do) and/or makes it available through last_error (optional).
+ */
+#ifndef GENFENCE_BACKEND_H
+#define GENFENCE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "genfence/model_desc.h"
+#include "genfence/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GF_BACKEND_ABI_VERSION 1u
+
+/* The dtype a backend computes in; the margin gate uses its ULP. */
+typedef enum gf_compute_dtype {
+    GF_COMPUTE_F32 = 1,
+    GF_COMPUTE_F16 = 2,
+    GF_COMPUTE_BF16 = 3,
+    GF_COMPUTE_F64 = 4,
+} gf_compute_dtype;
+
+typedef struct gf_backend_options {
+    uint32_t struct_size;
+    int32_t threads;              /* worker threads the backend may use; >= 1 */
+} gf_backend_options;
+
+/* Which logits forward writes. */
+typedef enum gf_logits_mode {
+    GF_LOGITS_ALL = 0,            /* logits_out is (B, T, V) */
+    GF_LOGITS_LAST = 1,           /* logits_out is (B, 1, V): position T-1 of each row */
+} gf_logits_mode;
+
+typedef struct gf_batch {
+    int32_t B;                    /* rows */
+    int32_t T;                    /* new positions per row (>= 1) */
+    const int32_t *tokens;        /* (B, T) row-major */
+    const int32_t *position_ids;  /* (B, T) row-major; each in [0, n_positions) */
+    /* (B, Tk) row-major, 1 = real key, 0 = padding; Tk = cache length + T when
+     * cached, T when uncached; NULL = all keys real. It is ANDed with the
+     * causal mask; a query always sees its own key, whatever the mask says. */
+    const uint8_t *key_mask;
+    gf_logits_mode logits_mode;
+} gf_batch;
+
+/* Information a backend reports about itself (all strings static or owned by
+ * the backend; any may be NULL). */
+typedef struct gf_backend_info {
+    uint32_t struct_size;
+    gf_compute_dtype dtype;
+    int32_t threads;              /* threads it will use */
+    const char *library;          /* e.g. "OpenBLAS 0.3.21 ..." */
+    const char *detail;           /* ISA, device name, ... */
+} gf_backend_info;
+
+/* Random numbers for an on-device sampler: exactly the uniforms the engine's
+ * sampler would use (see docs/random.md), (B, V) row-major, each in (0, 1). */
+typedef struct gf_rng_draws {
+    const double *u;              /* (B, V) */
+} gf_rng_draws;
+
+typedef struct gf_sampler_params gf_sampler_params; /* engine/sampler.h */
+
+typedef struct gf_backend_ops {
+    uint32_t abi_version;         /* GF_BACKEND_ABI_VERSION */
+    uint32_t struct_size;         /* sizeof(gf_backend_ops) the backend was built with */
+    const char *name;             /* registry name, e.g. "ref" */
+    const char *description;      /* one line */
+
+    /* Can this backend run here? GF_OK, or GF_E_UNAVAILABLE with the reason
+     * written to why (NUL-terminated, truncated to why_len). */
+    gf_status (*probe)(char *why, size_t why_len);
+
+    /* (optional) fill *info_out for the given options. */
+    gf_status (*info)(const gf_backend_options *opts, gf_backend_info *info_out);
+
+    /* Build the backend's own copy of the model. *model_out NULL on failure. */
+    gf_status (*model_load)(const gf_model_desc *desc, const gf_backend_options *opts,
+                            void **model_out);
+    void (*model_free)(void *model);                    /* NULL-safe */
+
+    /* KV cache for `batch` rows of up to max_len positions (max_len <=
+     * n_positions). Allocated once; length starts at 0. */
+    gf_status (*cache_create)(void *model, int32_t batch, int32_t max_len, void **cache_out);
+    gf_status (*cache_reset)(void *cache);              /* length = 0 */
+    void (*cache_free)(void *cache);                    /* NULL-safe */
+    int32_t (*cache_length)(const void *cache);         /* positions held */
+    size_t (*cache_bytes)(const void *cache);           /* bytes of k and v storage */
+
+    /* Run the model over in->tokens. cache NULL: uncached, positions are the
+     * whole sequence. cache non-NULL: the T new positions are appended at
+     * [length, length + T) of every layer's k/v, queries attend over
+     * [0, length + T) with the causal mask offset by length (bottom-right
+     * aligned), and length advances by T once, after the last layer; it is an
+     * error if length + T > max_len or in->B != the cache's batch.
+     * logits_out: (B, T, V) or (B, 1, V), see gf_logits_mode. */
+    gf_status (*forward)(void *model, void *cache, const gf_batch *in, float *logits_out);
+
+    /* (optional) an on-device sampler: must return exactly the token the
+     * engine's sampler returns for the same logits (B, V), params and draws. */
+    gf_status (*sample)(void *model, const float *logits, int32_t B,
+                        const gf_sampler_params *params, const gf_rng_draws *draws,
+                        int32_t *ids_out);
+
+    /* (optional) the vendor's text for the last error on this model (or
+     * globally with model NULL); NULL or "" if none. */
+    const char *(*last_error)(void *model);
+} gf_backend_ops;
+
+/* What a plugin shared object exports. */
+typedef const gf_backend_ops *(*gf_backend_entry_fn)(void);
+#define GF_BACKEND_ENTRY_SYMBOL "genfence_backend_entry"
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,129 @@
+/* The engine: a backend (through its gf_backend_ops table only) plus a loaded
+ * model, and the generation loop on top of it. Knows nothing of YAML, goldens
+ * or reports. */
+#ifndef GENFENCE_ENGINE_H
+#define GENFENCE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "genfence/backend.h"
+#include "genfence/sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GF_OK if ops can be used: ABI version matches, required slots present.
+ * Otherwise GF_E_ABI with the reason (naming the slot or both versions). */
+gf_status gf_backend_check_ops(const gf_backend_ops *ops);
+
+typedef struct gf_engine gf_engine;
+
+/* Probe, then load desc into the backend. The engine keeps a copy of the
+ * config; desc's weights need not outlive the call. */
+gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
+                           const gf_backend_options *opts, gf_engine **engine_out);
+void gf_engine_destroy(gf_engine *e);                     /* NULL-safe */
+const gf_backend_ops *gf_engine_ops(const gf_engine *e);
+const gf_model_config *gf_engine_config(const gf_engine *e);
+
+/* Thin checked wrappers over the table (errors carry the backend's name and
+ * its last_error text when it has one). */
+gf_status gf_engine_cache_create(gf_engine *e, int32_t batch, int32_t max_len, void **cache_out);
+void gf_engine_cache_free(gf_engine *e, void *cache);
+gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out);
+
+/* ---- generation ---- */
+
+typedef enum gf_stop_reason {
+    GF_STOP_NONE = 0,          /* still running (internal) */
+    GF_STOP_EOS = 1,           /* sampled eos_id */
+    GF_STOP_LENGTH = 2,        /* max_new_tokens reached */
+    GF_STOP_CONTEXT_LIMIT = 3, /* cache full: length == n_positions */
+} gf_stop_reason;
+const char *gf_stop_reason_str(gf_stop_reason r);  /* "eos", "length", "context_limit" */
+
+typedef struct gf_step_info {
+    int32_t step;              /* 0-based sampling step */
+    int32_t B, V;
+    const float *logits;       /* (B, V): each row's last-position logits this step */
+    const int32_t *tokens;     /* (B): the token each row emits this step */
+    const gf_sample_result *results; /* (B): the sampler's result (margin...) */
+    const uint8_t *finished_before; /* (B): 1 if the row had finished before this step */
+} gf_step_info;
+
+/* Called after every sampling step; a non-OK return stops generation with it. */
+typedef gf_status (*gf_step_fn)(void *user, const gf_step_info *info);
+
+typedef struct gf_generate_params {
+    int32_t max_new_tokens;
+    gf_sampler_params sampler;
+    int32_t eos_id;            /* -1: no EOS stop */
+    int32_t use_cache;         /* 1: prefill + one token per step; 0: recompute loop */
+    int32_t raise_on_context_limit; /* cached: fail with GF_E_CONTEXT_LIMIT instead of stopping */
+    const uint64_t *seq_ids;   /* (B) the RNG's sequence id per prompt; NULL = row index */
+    int32_t pad_id;            /* token written into left padding (never attended); 0 ok */
+    gf_step_fn on_step;        /* (optional) */
+    void *user;
+} gf_generate_params;
+
+gf_generate_params gf_generate_defaults(void); /* greedy, 64 tokens, cached, no EOS */
+
+typedef struct gf_generation {
+    int32_t B;
+    int32_t steps;             /* sampling steps run */
+    int32_t *prompt_len;       /* (B) */
+    int32_t *n_tokens;         /* (B) prompt + generated tokens (a finished row keeps
+                                  emitting eos_id until the loop ends) */
+    int32_t **tokens;          /* (B) x n_tokens[b] */
+    int32_t *n_until_stop;     /* (B) tokens up to and including the row's stop (EOS) */
+    gf_stop_reason *stop;      /* (B) */
+    double *margins;           /* (steps, B) margin of each step's choice */
+} gf_generation;
+
+/* Left-pads the B prompts to a common length (key mask + position ids
+ * cumsum(mask) - 1 clamped at 0, next position = mask.sum()), then samples.
+ * Cached: stops with GF_STOP_CONTEXT_LIMIT once the cache holds n_positions
+ * positions, still returning the token sampled at the last position (or
+ * fails with GF_E_CONTEXT_LIMIT when raise_on_context_limit). Uncached: the
+ * sequence is cropped to its last n_positions tokens and generation goes on. */
+gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
+                      const int32_t *prompt_lens, const gf_generate_params *p,
+                      gf_generation **gen_out);
+void gf_generation_free(gf_generation *g);              /* NULL-safe */
+
+/* Left-padding arithmetic, exposed for tests and the harness.
+ * mask (B, T) of 0/1 -> positions (B, T) = max(cumsum(mask) - 1, 0) and
+ * next (B) = sum(mask). Either output may be NULL. */
+void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *positions_out,
+                            int32_t *next_out);
+
+/* ---- cache verification (the seed's verify_cache) ---- */
+
+typedef struct gf_verify_result {
+    int32_t steps;
+    double max_abs_delta;      /* over all steps and vocabulary entries */
+    int32_t max_delta_step;
+    double min_margin;         /* smallest top-1 minus top-2 of the uncached logits */
+    int32_t min_margin_step;
+    int32_t tokens_equal;      /* every step's argmax agreed */
+    int32_t first_divergence;  /* -1 if none */
+    double divergence_margin;  /* the uncached margin at first_divergence */
+    double *step_max_delta;    /* (steps) */
+    double *step_margin;       /* (steps) */
+    int32_t *tokens;           /* (steps) greedy tokens of the cached decode */
+} gf_verify_result;
+
+/* Greedy cached decode of `steps` tokens, teacher-forced against an uncached
+ * forward over the same prefix at every step. prefill_chunks (optional, n_chunks
+ * > 0): feed the prompt to the cache in pieces of these sizes (the rest in one
+ * piece). Fills *out; free its arrays with gf_verify_result_clear. */
+gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t steps,
+                          const int32_t *prefill_chunks, int32_t n_chunks, gf_verify_result *out);
+void gf_verify_result_clear(gf_verify_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

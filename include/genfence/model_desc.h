@@ -1,0 +1,94 @@
+/* The host-side description of a model: architecture family, hyperparameters
+ * and F32 weights. Produced by the engine's loader (engine/model.c) from a
+ * Hugging Face directory; consumed by backends through gf_backend_ops.model_load.
+ *
+ * Layouts are Hugging Face's, row-major F32, as stored on disk after dtype
+ * conversion. GPT-2's Conv1D weights are stored [in, out]: y = x @ W + b.
+ * Fields a family does not use are NULL / 0. The struct only ever grows at its
+ * end; `struct_size` says how much of it the producer filled. */
+#ifndef GENFENCE_MODEL_DESC_H
+#define GENFENCE_MODEL_DESC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gf_arch {
+    GF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU MLP, fused qkv */
+    GF_ARCH_LLAMA = 2, /* rotary positions, RMSNorm, SwiGLU, grouped-query attention (later) */
+} gf_arch;
+
+typedef enum gf_activation {
+    GF_ACT_GELU_TANH = 1, /* "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    GF_ACT_GELU_ERF = 2,  /* "gelu": 0.5 x (1 + erf(x / sqrt 2)) */
+    GF_ACT_RELU = 3,
+    GF_ACT_SILU = 4,      /* SwiGLU gate (Llama) */
+} gf_activation;
+
+typedef enum gf_norm_kind { GF_NORM_LAYERNORM = 1, GF_NORM_RMSNORM = 2 } gf_norm_kind;
+typedef enum gf_pos_kind { GF_POS_LEARNED = 1, GF_POS_ROPE = 2 } gf_pos_kind;
+
+typedef struct gf_model_config {
+    gf_arch arch;
+    gf_activation activation;
+    gf_norm_kind norm;
+    gf_pos_kind pos;
+    int32_t vocab_size;  /* V */
+    int32_t n_positions; /* context length: max cache length, rows of wpe */
+    int32_t n_embd;      /* D */
+    int32_t n_layer;     /* L */
+    int32_t n_head;      /* H (query heads) */
+    int32_t n_kv_head;   /* key/value heads; == n_head without GQA */
+    int32_t d_head;      /* D / H */
+    int32_t d_ff;        /* MLP inner width (4 D for GPT-2) */
+    float norm_eps;      /* layer_norm_epsilon / rms_norm_eps */
+    float rope_theta;    /* GF_POS_ROPE only */
+    int32_t bos_id;      /* -1 if none */
+    int32_t eos_id;      /* -1 if none */
+    int32_t tied_head;   /* 1: lm_head == wte */
+} gf_model_config;
+
+typedef struct gf_layer_weights {
+    /* GPT-2 (GF_ARCH_GPT2) */
+    const float *ln1_w, *ln1_b;   /* (D), (D) */
+    const float *attn_qkv_w;      /* (D, 3D) [in, out]; columns q | k | v, heads contiguous */
+    const float *attn_qkv_b;      /* (3D) */
+    const float *attn_proj_w;     /* (D, D) [in, out] */
+    const float *attn_proj_b;     /* (D) */
+    const float *ln2_w, *ln2_b;   /* (D), (D) */
+    const float *mlp_fc_w;        /* (D, F) [in, out] */
+    const float *mlp_fc_b;        /* (F) */
+    const float *mlp_proj_w;      /* (F, D) [in, out] */
+    const float *mlp_proj_b;      /* (D) */
+    /* Llama family (GF_ARCH_LLAMA), nn.Linear layout [out, in]; NULL for GPT-2 */
+    const float *attn_norm_w;     /* (D) */
+    const float *wq;              /* (H d_head, D) */
+    const float *wk, *wv;         /* (H_kv d_head, D) */
+    const float *wo;              /* (D, H d_head) */
+    const float *mlp_norm_w;      /* (D) */
+    const float *w_gate, *w_up;   /* (F, D) */
+    const float *w_down;          /* (D, F) */
+} gf_layer_weights;
+
+typedef struct gf_model_weights {
+    const float *wte;             /* (V, D) token embeddings */
+    const float *wpe;             /* (n_positions, D) learned positions; NULL for rotary */
+    const gf_layer_weights *layers; /* (L) */
+    const float *lnf_w, *lnf_b;   /* (D), (D); lnf_b NULL for RMSNorm */
+    const float *lm_head;         /* (V, D); == wte when tied */
+} gf_model_weights;
+
+typedef struct gf_model_desc {
+    uint32_t struct_size;         /* sizeof(gf_model_desc) as the producer knew it */
+    gf_model_config config;
+    gf_model_weights weights;
+    const char *name;             /* e.g. the model directory; informational */
+} gf_model_desc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
