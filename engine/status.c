@@ -33,7 +33,7 @@ gf_status gf_error_prefix(gf_status s, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%s: %s", prefix, old[0] ? old : gf_status_str(s));
+    snprintf(g_msg, sizeof g_msg, "%.1000s: %.1000s", prefix, old[0] ? old : gf_status_str(s));
     return s;
 }
 

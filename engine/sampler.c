@@ -1,0 +1,306 @@
+/* The sampler: temperature -> top-k -> top-p -> exponential race
+ * (include/genfence/sampler.h, docs/sampler.md, docs/random.md).
+ *
+ * All arithmetic is in double on float logits. Scratch memory is malloc'd per
+ * call and freed on every path; there is no global mutable state. */
+#include "genfence/sampler.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+gf_sampler_params gf_sampler_greedy(void)
+{
+    gf_sampler_params p;
+    p.temperature = 0.0;
+    p.use_top_k = 0;
+    p.top_k = 0;
+    p.use_top_p = 0;
+    p.top_p = 1.0;
+    p.seed = 0;
+    return p;
+}
+
+gf_status gf_sampler_validate(const gf_sampler_params *p)
+{
+    if (p == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "sampler params: NULL");
+    if (isnan(p->temperature))
+        return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got NaN");
+    if (isinf(p->temperature))
+        return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got %s",
+                            p->temperature > 0 ? "inf" : "-inf");
+    if (p->temperature < 0.0)
+        return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got %.17g",
+                            p->temperature);
+    if (p->use_top_k && p->top_k < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "top_k must be >= 1, got %d", (int)p->top_k);
+    if (p->use_top_p) {
+        if (isnan(p->top_p))
+            return gf_error_set(GF_E_INVALID_ARG, "top_p must lie in (0, 1], got NaN");
+        if (!(p->top_p > 0.0 && p->top_p <= 1.0))
+            return gf_error_set(GF_E_INVALID_ARG, "top_p must lie in (0, 1], got %.17g", p->top_p);
+    }
+    return GF_OK;
+}
+
+/* Logits: V >= 1, no NaN, no +inf, at least one finite (-inf = excluded). */
+static gf_status check_logits(const float *logits, int32_t V)
+{
+    if (logits == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "logits: NULL");
+    if (V < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "vocabulary size V must be >= 1, got %d", (int)V);
+    int32_t finite = 0;
+    for (int32_t i = 0; i < V; i++) {
+        float x = logits[i];
+        if (isnan(x))
+            return gf_error_set(GF_E_INVALID_ARG, "logits[%d] is NaN", (int)i);
+        if (isinf(x)) {
+            if (x > 0)
+                return gf_error_set(GF_E_INVALID_ARG, "logits[%d] is +inf", (int)i);
+            continue;
+        }
+        finite++;
+    }
+    if (finite == 0)
+        return gf_error_set(GF_E_INVALID_ARG, "all %d logits are -inf: nothing to sample", (int)V);
+    return GF_OK;
+}
+
+/* Greedy over raw logits (already checked): top-1 is the first index of the
+ * maximum, runner-up the first index of the maximum over the rest (so a tie
+ * at the top gives margin 0). -inf entries are never a runner-up. */
+static void greedy_pick(const float *logits, int32_t V, gf_sample_result *out)
+{
+    int32_t best = -1, second = -1;
+    double bv = -INFINITY, sv = -INFINITY;
+    for (int32_t i = 0; i < V; i++) {
+        double x = (double)logits[i];
+        if (x == -INFINITY)
+            continue;
+        if (best < 0 || x > bv) {
+            second = best;
+            sv = bv;
+            best = i;
+            bv = x;
+        } else if (second < 0 || x > sv) {
+            second = i;
+            sv = x;
+        }
+    }
+    out->token = best;
+    out->runner_up = second;
+    out->margin = second >= 0 ? bv - sv : INFINITY;
+    out->kept = V;
+}
+
+static int cmp_double_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* qsort has no context argument; sort (value, index) pairs instead. */
+typedef struct zi_pair {
+    double z;
+    int32_t i;
+} zi_pair;
+
+static int cmp_pair_desc(const void *a, const void *b)
+{
+    const zi_pair *x = a, *y = b;
+    if (x->z > y->z)
+        return -1;
+    if (x->z < y->z)
+        return 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Steps 1-3 for a non-greedy temperature: z = logits / T, then top-k, then
+ * top-p. Writes z (V) with -inf where dropped; *kept = finite entries. */
+static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler_params *p,
+                                double *z, int32_t *kept)
+{
+    const double T = p->temperature;
+    for (int32_t i = 0; i < V; i++) {
+        double x = (double)logits[i];
+        double v = x / T;
+        if (isinf(v) && !isinf(x))
+            return gf_error_set(GF_E_INVALID_ARG,
+                                "temperature %.17g overflows logits[%d] = %.9g / temperature",
+                                T, (int)i, (double)logits[i]);
+        z[i] = v;
+    }
+
+    if (p->use_top_k && p->top_k < V) {
+        /* The k-th largest z (-inf included, as torch.topk does); keep ties. */
+        double *tmp = malloc((size_t)V * sizeof *tmp);
+        if (tmp == NULL)
+            return gf_error_set(GF_E_NOMEM, "sampler: top-k scratch for %d logits", (int)V);
+        for (int32_t i = 0; i < V; i++)
+            tmp[i] = z[i];
+        qsort(tmp, (size_t)V, sizeof *tmp, cmp_double_desc);
+        double kth = tmp[p->top_k - 1];
+        free(tmp);
+        for (int32_t i = 0; i < V; i++)
+            if (z[i] < kth)
+                z[i] = -INFINITY;
+    }
+
+    if (p->use_top_p) {
+        /* Only finite entries carry mass; -inf ones stay dropped. */
+        int32_t n = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (z[i] != -INFINITY)
+                n++;
+        if (n == 0) /* cannot happen: check_logits found a finite logit */
+            return gf_error_set(GF_E_INTERNAL, "sampler: top-p found no candidates");
+        zi_pair *s = malloc((size_t)n * sizeof *s);
+        if (s == NULL)
+            return gf_error_set(GF_E_NOMEM, "sampler: top-p scratch for %d logits", (int)n);
+        n = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (z[i] != -INFINITY) {
+                s[n].z = z[i];
+                s[n].i = i;
+                n++;
+            }
+        qsort(s, (size_t)n, sizeof *s, cmp_pair_desc);
+        /* softmax in sorted order (subtract the max), then the exclusive
+         * prefix sum: drop a token once the mass before it is >= p. */
+        const double zmax = s[0].z;
+        double total = 0.0;
+        for (int32_t j = 0; j < n; j++)
+            total += exp(s[j].z - zmax);
+        double prefix = 0.0;
+        for (int32_t j = 0; j < n; j++) {
+            double pj = exp(s[j].z - zmax) / total;
+            if (j > 0 && prefix >= p->top_p)
+                z[s[j].i] = -INFINITY;
+            prefix += pj;
+        }
+        free(s);
+    }
+
+    int32_t k = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (z[i] != -INFINITY)
+            k++;
+    *kept = k;
+    return GF_OK;
+}
+
+/* Validation of params and logits, then z (V). Greedy keeps only the argmax,
+ * at its raw logit. */
+static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_params *p,
+                             double *z, int32_t *kept, gf_sample_result *greedy)
+{
+    gf_status st = gf_sampler_validate(p);
+    if (st != GF_OK)
+        return st;
+    st = check_logits(logits, V);
+    if (st != GF_OK)
+        return st;
+    if (z == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL output buffer");
+    if (p->temperature == 0.0) {
+        gf_sample_result g;
+        greedy_pick(logits, V, &g);
+        for (int32_t i = 0; i < V; i++)
+            z[i] = -INFINITY;
+        z[g.token] = (double)logits[g.token];
+        *kept = 1;
+        if (greedy)
+            *greedy = g;
+        return GF_OK;
+    }
+    return filter_sampled(logits, V, p, z, kept);
+}
+
+gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_params *p,
+                            double *z_out)
+{
+    int32_t kept;
+    return filter_impl(logits, V, p, z_out, &kept, NULL);
+}
+
+gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p,
+                           double *probs_out)
+{
+    int32_t kept;
+    gf_status st = filter_impl(logits, V, p, probs_out, &kept, NULL);
+    if (st != GF_OK)
+        return st;
+    double zmax = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (probs_out[i] > zmax)
+            zmax = probs_out[i];
+    double total = 0.0;
+    for (int32_t i = 0; i < V; i++) {
+        double e = probs_out[i] == -INFINITY ? 0.0 : exp(probs_out[i] - zmax);
+        probs_out[i] = e;
+        total += e;
+    }
+    for (int32_t i = 0; i < V; i++)
+        probs_out[i] /= total;
+    return GF_OK;
+}
+
+void gf_sampler_race(const double *z, const double *u, int32_t V, gf_sample_result *out)
+{
+    int32_t best = -1, second = -1, kept = 0;
+    double bs = -INFINITY, ss = -INFINITY;
+    for (int32_t i = 0; i < V; i++) {
+        if (!isfinite(z[i]))
+            continue;
+        kept++;
+        double score = z[i] - log(-log(u[i]));
+        if (best < 0 || score > bs) {
+            second = best;
+            ss = bs;
+            best = i;
+            bs = score;
+        } else if (second < 0 || score > ss) {
+            second = i;
+            ss = score;
+        }
+    }
+    out->token = best;
+    out->runner_up = second;
+    out->margin = best < 0 ? NAN : (second >= 0 ? bs - ss : INFINITY);
+    out->kept = kept;
+}
+
+gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
+                    uint64_t seq_id, uint64_t step, gf_sample_result *out)
+{
+    if (out == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL result");
+    gf_status st = gf_sampler_validate(p);
+    if (st != GF_OK)
+        return st;
+    st = check_logits(logits, V);
+    if (st != GF_OK)
+        return st;
+    if (p->temperature == 0.0) {
+        greedy_pick(logits, V, out);
+        return GF_OK;
+    }
+    double *z = malloc((size_t)V * sizeof *z);
+    double *u = malloc((size_t)V * sizeof *u);
+    if (z == NULL || u == NULL) {
+        free(z);
+        free(u);
+        return gf_error_set(GF_E_NOMEM, "sampler: scratch for %d logits", (int)V);
+    }
+    int32_t kept = 0;
+    st = filter_sampled(logits, V, p, z, &kept);
+    if (st == GF_OK) {
+        gf_rng_uniforms(p->seed, seq_id, step, V, u);
+        gf_sampler_race(z, u, V, out);
+    }
+    free(z);
+    free(u);
+    return st;
+}
