@@ -260,7 +260,12 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
                 gf_error_prefix(st, "generate: row %d, step %d", b, step);
                 goto fail;
             }
-            int32_t tok = s.finished[b] ? p->eos_id : s.results[b].token;
+            int32_t tok = s.finished[b] ? p->eos_id : p->forced ? p->forced[b][step] : s.results[b].token;
+            if (tok < 0 || tok >= V) {
+                st = gf_error_set(GF_E_INVALID_ARG, "generate: forced token %d at row %d, step %d is outside [0, %d)",
+                                  tok, b, step, V);
+                goto fail;
+            }
             s.step_tokens[b] = tok;
             s.seq[(size_t)b * s.cap + s.width] = tok;
             s.mask[(size_t)b * s.cap + s.width] = 1;

@@ -48,7 +48,7 @@ typedef struct gf_step_info {
     int32_t step;              /* 0-based sampling step */
     int32_t B, V;
     const float *logits;       /* (B, V): each row's last-position logits this step */
-    const int32_t *tokens;     /* (B): the token each row emits this step */
+    const int32_t *tokens;     /* (B): the token each row emits this step (forced or sampled) */
     const gf_sample_result *results; /* (B): the sampler's result (margin...) */
     const uint8_t *finished_before; /* (B): 1 if the row had finished before this step */
 } gf_step_info;
@@ -64,6 +64,10 @@ typedef struct gf_generate_params {
     int32_t raise_on_context_limit; /* cached: fail with GF_E_CONTEXT_LIMIT instead of stopping */
     const uint64_t *seq_ids;   /* (B) the RNG's sequence id per prompt; NULL = row index */
     int32_t pad_id;            /* token written into left padding (never attended); 0 ok */
+    /* (optional) teacher forcing: forced[b][step] is emitted instead of the
+     * sampled token (the sampler still runs; its choice is in on_step's
+     * results). Rows must hold max_new_tokens tokens. NULL = free running. */
+    const int32_t *const *forced;
     gf_step_fn on_step;        /* (optional) */
     void *user;
 } gf_generate_params;

@@ -1,0 +1,282 @@
+/* sha256 (FIPS 180-4), canonical JSON and the golden hashes. */
+#include "hash.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const uint32_t K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void block(gf_sha256 *s, const uint8_t *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d;
+    s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
+}
+
+void gf_sha256_init(gf_sha256 *s)
+{
+    static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, H0, sizeof H0);
+    s->len = 0;
+    s->n = 0;
+}
+
+void gf_sha256_update(gf_sha256 *s, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    s->len += len;
+    while (len) {
+        size_t take = 64 - s->n < len ? 64 - s->n : len;
+        memcpy(s->buf + s->n, p, take);
+        s->n += take;
+        p += take;
+        len -= take;
+        if (s->n == 64) {
+            block(s, s->buf);
+            s->n = 0;
+        }
+    }
+}
+
+void gf_sha256_hex(gf_sha256 *s, char hex[65])
+{
+    uint64_t bits = s->len * 8;
+    uint8_t pad = 0x80, zero = 0, lenb[8];
+    gf_sha256_update(s, &pad, 1);
+    while (s->n != 56)
+        gf_sha256_update(s, &zero, 1);
+    for (int i = 0; i < 8; i++)
+        lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+    gf_sha256_update(s, lenb, 8);
+    for (int i = 0; i < 8; i++)
+        snprintf(hex + 8 * i, 9, "%08x", s->h[i]);
+}
+
+void gf_sha256_of(const void *data, size_t len, char hex[65])
+{
+    gf_sha256 s;
+    gf_sha256_init(&s);
+    gf_sha256_update(&s, data, len);
+    gf_sha256_hex(&s, hex);
+}
+
+gf_status gf_sha256_file(const char *path, char hex[65])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gf_error_set(GF_E_IO, "%s: %s", path, strerror(errno));
+    gf_sha256 s;
+    gf_sha256_init(&s);
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        gf_sha256_update(&s, buf, n);
+    int err = ferror(f);
+    fclose(f);
+    if (err)
+        return gf_error_set(GF_E_IO, "%s: read error", path);
+    gf_sha256_hex(&s, hex);
+    return GF_OK;
+}
+
+/* ---- canonical JSON ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_string(sbuf *b, const char *s, size_t len)
+{
+    puts_(b, "\"");
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"')
+            puts_(b, "\\\"");
+        else if (c == '\\')
+            puts_(b, "\\\\");
+        else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            puts_(b, esc);
+        } else
+            put(b, (const char *)&s[i], 1);
+    }
+    puts_(b, "\"");
+}
+
+static void put_real(sbuf *b, double x)
+{
+    char s[40];
+    if (isnan(x)) {
+        puts_(b, "NaN");
+        return;
+    }
+    if (isinf(x)) {
+        puts_(b, x > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(s, sizeof s, "%.*g", p, x);
+        if (strtod(s, NULL) == x)
+            break;
+    }
+    puts_(b, s);
+    if (!strpbrk(s, ".en"))
+        puts_(b, ".0");
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void put_value(sbuf *b, const json_t *v, int top)
+{
+    char num[32];
+    switch (json_typeof(v)) {
+    case JSON_NULL: puts_(b, "null"); break;
+    case JSON_TRUE: puts_(b, "true"); break;
+    case JSON_FALSE: puts_(b, "false"); break;
+    case JSON_INTEGER:
+        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        puts_(b, num);
+        break;
+    case JSON_REAL: put_real(b, json_real_value(v)); break;
+    case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_ARRAY:
+        puts_(b, "[");
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                puts_(b, ",");
+            put_value(b, json_array_get(v, i), 0);
+        }
+        puts_(b, "]");
+        break;
+    case JSON_OBJECT: {
+        size_t n = json_object_size(v), k = 0;
+        const char **keys = malloc((n ? n : 1) * sizeof *keys);
+        if (!keys) {
+            b->oom = 1;
+            return;
+        }
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            if (!(top && gf_hash_key_excluded(key)))
+                keys[k++] = key;
+        }
+        qsort(keys, k, sizeof *keys, cmp_keys); /* strcmp orders by bytes, as UTF-8 */
+        puts_(b, "{");
+        for (size_t i = 0; i < k; i++) {
+            if (i)
+                puts_(b, ",");
+            put_string(b, keys[i], strlen(keys[i]));
+            puts_(b, ":");
+            put_value(b, json_object_get(v, keys[i]), 0);
+        }
+        puts_(b, "}");
+        free(keys);
+        break;
+    }
+    }
+}
+
+char *gf_canonical_json(const json_t *v)
+{
+    sbuf b = {0};
+    put_value(&b, v, 0);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+int gf_hash_key_excluded(const char *key)
+{
+    static const char *const excluded[] = {"atol", "gate", "tags", "backends", "golden", "description"};
+    for (size_t i = 0; i < sizeof excluded / sizeof excluded[0]; i++)
+        if (!strcmp(key, excluded[i]))
+            return 1;
+    return 0;
+}
+
+gf_status gf_case_hash(const json_t *case_obj, char hex[65])
+{
+    sbuf b = {0};
+    put_value(&b, case_obj, 1);
+    if (b.oom) {
+        free(b.p);
+        return gf_error_set(GF_E_NOMEM, "out of memory");
+    }
+    gf_sha256_of(b.p, b.n, hex);
+    free(b.p);
+    return GF_OK;
+}
+
+gf_status gf_model_hash(const char *dir, char hex[65])
+{
+    static const char *const files[3] = {"config.json", "model.safetensors", "tokenizer.json"};
+    char cat[3 * 65 + 1] = "", path[4096], h[65];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        gf_status st = gf_sha256_file(path, h);
+        if (st != GF_OK)
+            return st;
+        strcat(cat, h);
+        strcat(cat, "\n");
+    }
+    gf_sha256_of(cat, strlen(cat), hex);
+    return GF_OK;
+}
