@@ -1,0 +1,324 @@
+/* Hugging Face GPT-2 directory (config.json + model.safetensors) -> gf_model.
+ *
+ * Every weight is converted to F32 into one 64-byte-aligned allocation (each
+ * tensor starts on a 64-byte boundary), so the safetensors mapping is closed
+ * before gf_model_load returns. */
+#include "genfence/model.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "genfence/safetensors.h"
+
+struct gf_model {
+    char *dir;
+    float *arena;
+    gf_layer_weights *layers;
+    gf_model_desc desc;
+    size_t n_params;
+};
+
+#define GF_ALIGN_FLOATS 16 /* 64 bytes */
+
+/* One weight to load: its GPT-2 name, expected shape and destination. */
+typedef struct wspec {
+    char name[96];
+    int32_t ndim;
+    int64_t shape[2];
+    const char *why;     /* how the expected shape follows from the config */
+    const float **dst;
+    const gf_st_tensor *t;
+    size_t slot;         /* offset in floats into the arena */
+} wspec;
+
+static char *path_join(const char *dir, const char *file)
+{
+    size_t n = strlen(dir) + strlen(file) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, file);
+    return p;
+}
+
+static int file_exists(const char *dir, const char *file)
+{
+    char *p = path_join(dir, file);
+    struct stat sb;
+    int ok = p && stat(p, &sb) == 0;
+    free(p);
+    return ok;
+}
+
+static const char *shape_str(char *buf, size_t cap, int32_t ndim, const int64_t *shape)
+{
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int32_t i = 0; i < ndim && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+/* Find NAME or "transformer." NAME; both present is ambiguous. */
+static gf_status find_tensor(const gf_safetensors *st, const char *name, const gf_st_tensor **out)
+{
+    char pref[128];
+    snprintf(pref, sizeof pref, "transformer.%s", name);
+    const gf_st_tensor *a = gf_safetensors_find(st, name), *b = gf_safetensors_find(st, pref);
+    if (a && b)
+        return gf_error_set(GF_E_FORMAT, "%s: both '%s' and '%s' are present; which one is meant?",
+                            gf_safetensors_path(st), name, pref);
+    *out = a ? a : b;
+    return GF_OK;
+}
+
+static void add_w(wspec *ws, size_t *k, const char *name, int32_t ndim, int64_t d0, int64_t d1,
+                  const char *why, const float **dst)
+{
+    wspec *e = &ws[(*k)++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ndim = ndim;
+    e->shape[0] = d0;
+    e->shape[1] = d1;
+    e->why = why;
+    e->dst = dst;
+}
+
+static int is_float_dtype(gf_dtype dt)
+{
+    return dt == GF_DT_F32 || dt == GF_DT_F16 || dt == GF_DT_BF16 || dt == GF_DT_F64;
+}
+
+/* A tensor "h.K.*" / "transformer.h.K.*" with K >= n_layer means the config
+ * and the weights disagree on the depth. */
+static gf_status check_extra_layers(const gf_safetensors *st, const char *cfg_path, int32_t n_layer)
+{
+    for (size_t i = 0; i < gf_safetensors_count(st); i++) {
+        const char *nm = gf_safetensors_at(st, i)->name;
+        const char *p = nm;
+        if (!strncmp(p, "transformer.", 12))
+            p += 12;
+        if (strncmp(p, "h.", 2) != 0)
+            continue;
+        p += 2;
+        if (*p < '0' || *p > '9')
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long k = strtoull(p, &end, 10);
+        if (*end != '.')
+            continue;
+        if (errno == ERANGE || k >= (unsigned long long)n_layer)
+            return gf_error_set(GF_E_FORMAT,
+                                "%s: tensor '%.200s' belongs to layer %llu but %s says "
+                                "n_layer = %d (layers 0 .. %d); config and weights disagree",
+                                gf_safetensors_path(st), nm, k, cfg_path, (int)n_layer,
+                                (int)n_layer - 1);
+    }
+    return GF_OK;
+}
+
+void gf_model_free(gf_model *m)
+{
+    if (!m)
+        return;
+    free(m->arena);
+    free(m->layers);
+    free(m->dir);
+    free(m);
+}
+
+const gf_model_desc *gf_model_desc_get(const gf_model *m) { return m ? &m->desc : NULL; }
+const char *gf_model_dir(const gf_model *m) { return m ? m->dir : NULL; }
+size_t gf_model_param_count(const gf_model *m) { return m ? m->n_params : 0; }
+
+gf_status gf_model_load(const char *dir, gf_model **model_out)
+{
+    if (!dir || !model_out)
+        return gf_error_set(GF_E_INVALID_ARG, "gf_model_load: NULL argument");
+    *model_out = NULL;
+
+    gf_status s = GF_OK;
+    gf_model *m = calloc(1, sizeof *m);
+    char *cfg_path = path_join(dir, "config.json");
+    char *st_path = path_join(dir, "model.safetensors");
+    gf_safetensors *st = NULL;
+    wspec *ws = NULL;
+    if (!m || !cfg_path || !st_path || !(m->dir = strdup(dir))) {
+        s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);
+        goto fail;
+    }
+
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        s = gf_error_set(GF_E_IO, "%s: cannot open model directory: %s", dir, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        s = gf_error_set(GF_E_IO, "%s: not a directory (expected a model directory with "
+                         "config.json and model.safetensors)", dir);
+        goto fail;
+    }
+
+    gf_model_config cfg;
+    if ((s = gf_config_load(cfg_path, &cfg)) != GF_OK)
+        goto fail;
+
+    if ((s = gf_safetensors_open(st_path, &st)) != GF_OK) {
+        if (s == GF_E_IO && !file_exists(dir, "model.safetensors")) {
+            char prev[1024];
+            snprintf(prev, sizeof prev, "%s", gf_error_msg());
+            if (file_exists(dir, "model.safetensors.index.json"))
+                s = gf_error_set(GF_E_UNSUPPORTED,
+                                 "%s (the directory holds a sharded checkpoint, "
+                                 "model.safetensors.index.json; genfence reads a single "
+                                 "model.safetensors)", prev);
+            else if (file_exists(dir, "pytorch_model.bin"))
+                s = gf_error_set(GF_E_UNSUPPORTED,
+                                 "%s (the directory holds pytorch_model.bin; genfence reads "
+                                 "only safetensors: save with save_pretrained(..., "
+                                 "safe_serialization=True))", prev);
+        }
+        goto fail;
+    }
+
+    const int64_t V = cfg.vocab_size, P = cfg.n_positions, D = cfg.n_embd, F = cfg.d_ff;
+    const int32_t L = cfg.n_layer;
+    if ((s = check_extra_layers(st, cfg_path, L)) != GF_OK)
+        goto fail;
+
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    size_t n_ws = 2 + 12 * (size_t)L + 2 + 1;
+    ws = calloc(n_ws, sizeof *ws);
+    if (!m->layers || !ws) {
+        s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);
+        goto fail;
+    }
+    gf_model_weights *w = &m->desc.weights;
+    size_t k = 0;
+    char nm[96];
+    add_w(ws, &k, "wte.weight", 2, V, D, "(vocab_size, n_embd)", &w->wte);
+    add_w(ws, &k, "wpe.weight", 2, P, D, "(n_positions, n_embd)", &w->wpe);
+    for (int32_t l = 0; l < L; l++) {
+        gf_layer_weights *lw = &m->layers[l];
+#define LNAME(suffix) (snprintf(nm, sizeof nm, "h.%d.%s", (int)l, suffix), nm)
+        add_w(ws, &k, LNAME("ln_1.weight"), 1, D, 0, "(n_embd)", &lw->ln1_w);
+        add_w(ws, &k, LNAME("ln_1.bias"), 1, D, 0, "(n_embd)", &lw->ln1_b);
+        add_w(ws, &k, LNAME("attn.c_attn.weight"), 2, D, 3 * D, "(n_embd, 3*n_embd)", &lw->attn_qkv_w);
+        add_w(ws, &k, LNAME("attn.c_attn.bias"), 1, 3 * D, 0, "(3*n_embd)", &lw->attn_qkv_b);
+        add_w(ws, &k, LNAME("attn.c_proj.weight"), 2, D, D, "(n_embd, n_embd)", &lw->attn_proj_w);
+        add_w(ws, &k, LNAME("attn.c_proj.bias"), 1, D, 0, "(n_embd)", &lw->attn_proj_b);
+        add_w(ws, &k, LNAME("ln_2.weight"), 1, D, 0, "(n_embd)", &lw->ln2_w);
+        add_w(ws, &k, LNAME("ln_2.bias"), 1, D, 0, "(n_embd)", &lw->ln2_b);
+        add_w(ws, &k, LNAME("mlp.c_fc.weight"), 2, D, F, "(n_embd, n_inner)", &lw->mlp_fc_w);
+        add_w(ws, &k, LNAME("mlp.c_fc.bias"), 1, F, 0, "(n_inner)", &lw->mlp_fc_b);
+        add_w(ws, &k, LNAME("mlp.c_proj.weight"), 2, F, D, "(n_inner, n_embd)", &lw->mlp_proj_w);
+        add_w(ws, &k, LNAME("mlp.c_proj.bias"), 1, D, 0, "(n_embd)", &lw->mlp_proj_b);
+#undef LNAME
+    }
+    add_w(ws, &k, "ln_f.weight", 1, D, 0, "(n_embd)", &w->lnf_w);
+    add_w(ws, &k, "ln_f.bias", 1, D, 0, "(n_embd)", &w->lnf_b);
+
+    /* lm_head.weight is never prefixed (GPT2LMHeadModel keeps it outside
+     * "transformer."), but accept both spellings. */
+    const gf_st_tensor *head = NULL;
+    if ((s = find_tensor(st, "lm_head.weight", &head)) != GF_OK)
+        goto fail;
+    if (head)
+        add_w(ws, &k, "lm_head.weight", 2, V, D, "(vocab_size, n_embd)", &w->lm_head);
+    else if (!cfg.tied_head) {
+        s = gf_error_set(GF_E_FORMAT,
+                         "%s: tensor 'lm_head.weight' missing and %s sets tie_word_embeddings "
+                         "to false, so the output projection cannot be taken from wte.weight",
+                         st_path, cfg_path);
+        goto fail;
+    }
+
+    /* Find, type-check and shape-check everything before allocating. */
+    size_t total = 0, n_params = 0;
+    for (size_t i = 0; i < k; i++) {
+        wspec *e = &ws[i];
+        if ((s = find_tensor(st, e->name, &e->t)) != GF_OK)
+            goto fail;
+        if (!e->t) {
+            const gf_st_tensor *first = gf_safetensors_at(st, 0);
+            char layer_note[160] = "";
+            if (!strncmp(e->name, "h.", 2))
+                snprintf(layer_note, sizeof layer_note, "; %s has n_layer = %d", cfg_path, (int)L);
+            s = gf_error_set(GF_E_FORMAT,
+                             "%s: tensor '%s' missing (also looked for 'transformer.%s')%s; "
+                             "the file has %zu tensors%s%.200s%s",
+                             st_path, e->name, e->name, layer_note, gf_safetensors_count(st),
+                             first ? ", the first is '" : "", first ? first->name : "",
+                             first ? "'" : "");
+            goto fail;
+        }
+        char got[160], want[64];
+        int same = e->t->ndim == e->ndim;
+        for (int32_t d = 0; same && d < e->ndim; d++)
+            same = e->t->shape[d] == e->shape[d];
+        if (!same) {
+            s = gf_error_set(GF_E_FORMAT,
+                             "%s: tensor '%s': shape %s, expected %s = %s from %s "
+                             "(file offset %" PRIu64 ")",
+                             st_path, e->t->name, shape_str(got, sizeof got, e->t->ndim, e->t->shape),
+                             e->why, shape_str(want, sizeof want, e->ndim, e->shape), cfg_path,
+                             e->t->offset);
+            goto fail;
+        }
+        if (!is_float_dtype(e->t->dtype)) {
+            s = gf_error_set(GF_E_FORMAT,
+                             "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
+                             st_path, e->t->name, gf_dtype_name(e->t->dtype));
+            goto fail;
+        }
+        size_t numel = (size_t)gf_st_tensor_numel(e->t);
+        size_t padded = (numel + GF_ALIGN_FLOATS - 1) / GF_ALIGN_FLOATS * GF_ALIGN_FLOATS;
+        e->slot = total;
+        if (__builtin_add_overflow(total, padded, &total) ||
+            __builtin_add_overflow(n_params, numel, &n_params)) {
+            s = gf_error_set(GF_E_NOMEM, "%s: model too large", st_path);
+            goto fail;
+        }
+    }
+    size_t bytes;
+    if (__builtin_mul_overflow(total ? total : GF_ALIGN_FLOATS, sizeof(float), &bytes) ||
+        !(m->arena = aligned_alloc(64, bytes))) {
+        s = gf_error_set(GF_E_NOMEM, "%s: cannot allocate %zu floats for the weights", st_path,
+                         total);
+        goto fail;
+    }
+    for (size_t i = 0; i < k; i++) {
+        float *dst = m->arena + ws[i].slot;
+        if ((s = gf_st_tensor_to_f32(st, ws[i].t, dst)) != GF_OK)
+            goto fail;
+        *ws[i].dst = dst;
+    }
+    if (!head)
+        w->lm_head = w->wte;
+    w->layers = m->layers;
+
+    cfg.tied_head = head ? 0 : 1;
+    m->desc.struct_size = (uint32_t)sizeof m->desc;
+    m->desc.config = cfg;
+    m->desc.name = m->dir;
+    m->n_params = n_params;
+
+    gf_safetensors_close(st);
+    free(ws);
+    free(cfg_path);
+    free(st_path);
+    *model_out = m;
+    return GF_OK;
+fail:
+    gf_safetensors_close(st);
+    free(ws);
+    free(cfg_path);
+    free(st_path);
+    gf_model_free(m);
+    return s;
+}
