@@ -13,6 +13,8 @@ void gf_verify_result_clear(gf_verify_result *r)
     free(r->step_max_delta);
     free(r->step_margin);
     free(r->tokens);
+    free(r->ref_tokens);
+    free(r->step_top1);
     memset(r, 0, sizeof *r);
 }
 
@@ -74,7 +76,10 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
     out->step_max_delta = calloc((size_t)steps, sizeof(double));
     out->step_margin = calloc((size_t)steps, sizeof(double));
     out->tokens = calloc((size_t)steps, sizeof(int32_t));
-    if (!seq || !pos || !cached || !uncached || !out->step_max_delta || !out->step_margin || !out->tokens) {
+    out->ref_tokens = calloc((size_t)steps, sizeof(int32_t));
+    out->step_top1 = calloc((size_t)steps, sizeof(double));
+    if (!seq || !pos || !cached || !uncached || !out->step_max_delta || !out->step_margin || !out->tokens ||
+        !out->ref_tokens || !out->step_top1) {
         st = gf_error_set(GF_E_NOMEM, "verify: out of memory");
         goto done;
     }
@@ -138,6 +143,8 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         out->step_max_delta[step] = d;
         out->step_margin[step] = m_ref;
         out->tokens[step] = a_c;
+        out->ref_tokens[step] = a_ref;
+        out->step_top1[step] = cur_uncached[a_ref];
         if (d > out->max_abs_delta || (out->max_delta_step < 0 && d >= out->max_abs_delta)) {
             out->max_abs_delta = d; /* max_delta_step -1: in the (chunked) prefill */
             out->max_delta_step = step;

@@ -10,5 +10,7 @@ int gf_cmd_tokenize(int argc, char **argv);
 int gf_cmd_generate(int argc, char **argv);
 int gf_cmd_forward(int argc, char **argv);
 int gf_cmd_backends(int argc, char **argv);
+int gf_cmd_run(int argc, char **argv);
+int gf_cmd_list(int argc, char **argv);
 
 #endif

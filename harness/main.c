@@ -13,6 +13,8 @@ typedef struct gf_command {
 } gf_command;
 
 static const gf_command k_commands[] = {
+    {"run", gf_cmd_run, "run conformance cases (YAML) on backends, each in its own process"},
+    {"list", gf_cmd_list, "list (and check) the conformance cases"},
     {"generate", gf_cmd_generate, "generate a continuation (cached or not, streamed, verified)"},
     {"forward", gf_cmd_forward, "write the logits of every position to a safetensors file"},
     {"tokenize", gf_cmd_tokenize, "encode text to token ids, or decode ids to text"},

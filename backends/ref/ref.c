@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef GF_REF_NAME
+#define GF_REF_NAME "ref" /* test builds (tests/backends) rename it */
+#endif
+
 /* ---- lifetime 1: the model (weights transposed to [out, in] rows) ---- */
 
 typedef struct ref_layer {
@@ -299,6 +303,16 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
     gf_status st = check_batch(m, c, in);
     if (st != GF_OK)
         return st;
+#if GF_REF_FAULT == 3
+    if (c) { /* test backend ref-crash: segfaults in the first cached forward */
+        volatile int *volatile nowhere = NULL;
+        *nowhere = 1;
+    }
+#endif
+#if GF_REF_FAULT == 4
+    for (volatile unsigned long spin = 0;; spin++) { /* test backend ref-hang: never returns */
+    }
+#endif
     if (!c) { /* uncached: a throwaway cache of exactly T positions */
         void *tmp;
         st = ref_cache_create(model, in->B, in->T, &tmp);
@@ -349,6 +363,12 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
                     memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
                     memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
                 }
+#if GF_REF_FAULT == 1
+        /* test backend ref-bad-cache: corrupt one cache entry (layer 0, row 0,
+         * head 0, position 1, channel 0 of v) in a real cache only */
+        if (c != &local && l == 0 && start <= 1 && 1 < start + T)
+            Vc[(size_t)1 * dh] += 4.0f;
+#endif
         /* each query at absolute position start + t sees keys j <= start + t
          * (causal, bottom-right aligned) that the key mask allows, and always its own */
         for (int32_t b = 0; b < B; b++)
@@ -361,6 +381,9 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
                     double mx = -INFINITY;
                     for (int32_t j = 0; j <= qpos; j++) {
                         int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
+#if GF_REF_FAULT == 2
+                        allowed = 1; /* test backend ref-no-mask: ignores the key mask */
+#endif
                         s.p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
                         if (s.p[j] > mx)
                             mx = s.p[j];
@@ -420,7 +443,7 @@ done:
 static const gf_backend_ops k_ref_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
-    .name = "ref",
+    .name = GF_REF_NAME,
     .description = "plain-C reference (the oracle): F32 activations, double accumulation",
     .probe = ref_probe,
     .info = ref_info,
@@ -437,3 +460,8 @@ static const gf_backend_ops k_ref_ops = {
 };
 
 const gf_backend_ops *gf_backend_ref(void) { return &k_ref_ops; }
+
+#ifdef GF_REF_PLUGIN
+/* test builds: a plugin shared object (tests/backends/CMakeLists.txt) */
+const gf_backend_ops *genfence_backend_entry(void) { return &k_ref_ops; }
+#endif

@@ -117,6 +117,8 @@ typedef struct gf_verify_result {
     double *step_max_delta;    /* (steps) */
     double *step_margin;       /* (steps) */
     int32_t *tokens;           /* (steps) greedy tokens of the cached decode */
+    int32_t *ref_tokens;       /* (steps) argmax of the uncached logits at each step */
+    double *step_top1;         /* (steps) top-1 uncached logit at each step */
 } gf_verify_result;
 
 /* Greedy cached decode of `steps` tokens, teacher-forced against an uncached

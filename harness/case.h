@@ -1,0 +1,186 @@
+/* Case files (docs/cases.md): YAML read with libyaml into a small node tree,
+ * then checked against each kind's schema into a gf_case.
+ *
+ * harness/case.c is the only file that includes <yaml.h>; everything here is
+ * plain C. Every schema error names FILE:LINE:COLUMN (1-based). */
+#ifndef GENFENCE_HARNESS_CASE_H
+#define GENFENCE_HARNESS_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compare.h"
+
+/* ---- the node tree ---- */
+
+typedef enum gf_ynode_type { GF_YN_SCALAR = 1, GF_YN_SEQ = 2, GF_YN_MAP = 3 } gf_ynode_type;
+
+typedef struct gf_ynode gf_ynode;
+struct gf_ynode {
+    gf_ynode_type type;
+    int line, col;            /* 1-based start of the node */
+    char *value;              /* scalar text (NUL-terminated) */
+    size_t len;
+    int plain;                /* plain style: YAML core-schema resolution applies */
+    char *tag;                /* explicit tag (resolved, e.g. tag:yaml.org,2002:str) or NULL */
+    size_t n;                 /* sequence items, or mapping pairs */
+    gf_ynode **items;         /* sequence: n items; mapping: 2n (key, value, key, value...) */
+    unsigned char *used;      /* mapping: n flags, set when the schema read the pair */
+};
+
+/* YAML 1.2 core schema types of a scalar. */
+typedef enum gf_yscalar {
+    GF_YS_NULL = 1,           /* ~, null, Null, NULL, empty */
+    GF_YS_BOOL,               /* true/True/TRUE/false/False/FALSE */
+    GF_YS_INT,                /* [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+ */
+    GF_YS_FLOAT,              /* decimals, exponents, [-+]?.inf, .nan */
+    GF_YS_STR,
+} gf_yscalar;
+
+typedef struct gf_yvalue {
+    gf_yscalar type;
+    int b;
+    long long i;
+    double d;                 /* also set for ints */
+} gf_yvalue;
+
+/* Resolve a scalar node under the core schema (quoted scalars are strings;
+ * explicit !!str/!!int/!!float/!!bool/!!null tags are honoured). */
+gf_yvalue gf_yscalar_resolve(const gf_ynode *n);
+const char *gf_ynode_type_name(const gf_ynode *n); /* "a mapping", "a string", ... */
+
+/* ---- reading a mapping against a schema ---- */
+
+typedef struct gf_cctx {
+    const char *file;         /* path as given */
+    char **errors;            /* "FILE:LINE:COL: message" */
+    size_t n_errors, cap;
+    const char *root;         /* repository root for relative model paths */
+} gf_cctx;
+
+/* Record "FILE:LINE:COL: message" at node n (or at line/col 0 if n is NULL). */
+void gf_y_error(gf_cctx *ctx, const gf_ynode *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+enum { GF_Y_OPTIONAL = 0, GF_Y_REQUIRED = 1 };
+
+/* The value node under key (marked used), or NULL if absent; a required
+ * missing key is an error at the mapping. */
+const gf_ynode *gf_y_get(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags);
+
+/* Typed getters. Return 1 when present and valid (stored in *out), 0 when
+ * absent (and optional: *out untouched), -1 on an error (recorded). A null
+ * value counts as absent for optional keys. */
+int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, double *out);
+int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo,
+             long long hi, long long *out);
+int gf_y_bool(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int *out);
+int gf_y_string(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char **out);
+/* One of the given words (NULL-terminated); *out = its index. */
+int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags,
+              const char *const *words, int *out);
+
+/* Node-level conversions (for list items). */
+int gf_y_node_double(gf_cctx *ctx, const gf_ynode *n, const char *what, double *out);
+int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long lo, long long hi,
+                  long long *out);
+int gf_y_node_string(gf_cctx *ctx, const gf_ynode *n, const char *what, char **out);
+/* n must be a mapping / sequence, else an error naming `what`. */
+int gf_y_node_is_map(gf_cctx *ctx, const gf_ynode *n, const char *what);
+int gf_y_node_is_seq(gf_cctx *ctx, const gf_ynode *n, const char *what);
+
+/* Lists: a sequence of numbers (malloc'd, *n_out entries); min_len items at least. */
+int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
+                 double **out, size_t *n_out);
+int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo,
+              long long hi, size_t min_len, int32_t **out, size_t *n_out);
+/* A sequence of equally long number sequences: (rows, cols) row-major. A
+ * flat sequence of numbers counts as one row when allow_flat. */
+int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat,
+                double **out, size_t *rows, size_t *cols);
+/* A sequence of strings. */
+int gf_y_strings(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char ***out,
+                 size_t *n_out);
+void gf_y_strings_free(char **v, size_t n);
+
+/* Errors for every key of map that the schema did not read ("unknown key 'x'
+ * for kind K; known: a, b"). */
+void gf_y_check_unknown(gf_cctx *ctx, const gf_ynode *map, const char *where);
+
+/* gate: {abs, ulps} (either may be omitted: defaults 1e-4 and 4). */
+int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out);
+
+/* ---- cases ---- */
+
+typedef struct gf_kind_def gf_kind_def;
+
+typedef struct gf_case {
+    char *id;
+    const gf_kind_def *kind;
+    char *description;        /* optional */
+    char **tags;
+    size_t n_tags;
+    char **backends;          /* filter: names (or plugin paths); "!name" excludes */
+    size_t n_backends;
+    char *model_arg;          /* `model` as written, NULL if none */
+    char *model;              /* resolved directory, NULL if none */
+    char *file;               /* the file it came from (as given) */
+    int line, col;            /* where the case starts */
+    size_t index;             /* order of loading */
+    void *spec;               /* the kind's own parsed keys */
+} gf_case;
+
+typedef struct gf_case_set {
+    gf_case *cases;
+    size_t n;
+    char **errors;            /* every schema / YAML error, "FILE:LINE:COL: message" */
+    size_t n_errors;
+    char **files;             /* files read, in order */
+    size_t n_files;
+} gf_case_set;
+
+/* Load cases from files and directories (a directory: its *.yaml / *.yml
+ * files, sorted, not recursing). n_paths 0: the default suite, `cases/` under
+ * root. root: the repository root for relative `model` paths (NULL: found
+ * from each file, see docs/cases.md). Returns GF_OK, or GF_E_FORMAT with every
+ * error in set->errors (the set then holds no cases), GF_E_IO for unreadable
+ * paths (also listed). */
+int gf_cases_load(const char *const *paths, size_t n_paths, const char *root, gf_case_set *set);
+void gf_case_set_free(gf_case_set *set);
+
+/* Load one YAML text (for tests): `file` names it in messages. */
+int gf_cases_load_text(const char *text, size_t len, const char *file, const char *root,
+                       gf_case_set *set);
+
+/* Does the case have the tag? Does the filter admit a backend whose
+ * requested name is `requested` and reported name `name`? */
+int gf_case_has_tag(const gf_case *c, const char *tag);
+int gf_case_backend_allowed(const gf_case *c, const char *requested, const char *name);
+
+/* The repository root: $GENFENCE_ROOT, else the nearest ancestor of dir that
+ * holds .git or CMakeLists.txt beside a cases/ folder, else the build's source
+ * directory. Returns a malloc'd path. */
+char *gf_case_find_root(const char *dir);
+/* The default suite directory (root/cases). malloc'd. */
+char *gf_case_default_dir(const char *root);
+
+const char *gf_case_yaml_version(void); /* libyaml's version string */
+
+/* ---- selecting cases (case_filter.c) ---- */
+
+typedef struct gf_case_filter {
+    void *regex;               /* compiled --filter (POSIX ERE on the id), or NULL */
+    char **kinds;              /* --kind: any of these kinds (none: all) */
+    size_t n_kinds;
+    char **tags;               /* --tag: any of these tags; "!tag": none of those */
+    size_t n_tags;
+} gf_case_filter;
+
+/* 0 ok; -1 with a message in err (bad regex, unknown kind). kinds and tags are
+ * borrowed. */
+int gf_case_filter_init(gf_case_filter *f, const char *regex, char **kinds, size_t n_kinds, char **tags,
+                        size_t n_tags, char *err, size_t err_len);
+int gf_case_filter_match(const gf_case_filter *f, const gf_case *c);
+void gf_case_filter_free(gf_case_filter *f);
+
+#endif

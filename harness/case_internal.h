@@ -1,0 +1,15 @@
+/* Internal to the case loader (case.c, case_schema.c, case_load.c). */
+#ifndef GENFENCE_HARNESS_CASE_INTERNAL_H
+#define GENFENCE_HARNESS_CASE_INTERNAL_H
+
+#include "case.h"
+
+/* Parse one YAML document into a node tree (case.c, libyaml); NULL with
+ * errors recorded in ctx. */
+gf_ynode *gf_yaml_parse(gf_cctx *ctx, const char *text, size_t len);
+void gf_ynode_free(gf_ynode *n); /* NULL-safe */
+/* "FILE:LINE:COL: message" into ctx. */
+void gf_y_error_at(gf_cctx *ctx, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

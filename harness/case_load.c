@@ -1,0 +1,417 @@
+/* Case files, part 3: files and directories -> cases (common keys, the
+ * kind's keys, duplicate ids), the repository root, backend filters. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "case_internal.h"
+#include "kind.h"
+
+#ifndef GENFENCE_SOURCE_DIR
+#define GENFENCE_SOURCE_DIR "."
+#endif
+
+/* ---- cases ---- */
+
+static void case_clear(gf_case *c)
+{
+    if (c->kind && c->kind->free_spec && c->spec)
+        c->kind->free_spec(c->spec);
+    free(c->id);
+    free(c->description);
+    gf_y_strings_free(c->tags, c->n_tags);
+    gf_y_strings_free(c->backends, c->n_backends);
+    free(c->model_arg);
+    free(c->model);
+    free(c->file);
+    memset(c, 0, sizeof *c);
+}
+
+void gf_case_set_free(gf_case_set *set)
+{
+    if (!set)
+        return;
+    for (size_t i = 0; i < set->n; i++)
+        case_clear(&set->cases[i]);
+    free(set->cases);
+    gf_y_strings_free(set->errors, set->n_errors);
+    gf_y_strings_free(set->files, set->n_files);
+    memset(set, 0, sizeof *set);
+}
+
+static int valid_id(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-' || *s == '.'))
+            return 0;
+    return 1;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static char *dir_of(const char *file)
+{
+    char *d = strdup(file);
+    if (!d)
+        return NULL;
+    char *slash = strrchr(d, '/');
+    if (!slash) {
+        free(d);
+        return strdup(".");
+    }
+    if (slash == d)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    return d;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int exists(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+char *gf_case_find_root(const char *dir)
+{
+    const char *env = getenv("GENFENCE_ROOT");
+    if (env && env[0])
+        return strdup(env);
+    char buf[PATH_MAX];
+    if (dir && realpath(dir, buf)) {
+        for (;;) {
+            char *cases = path_join(buf, "cases"), *git = path_join(buf, ".git"),
+                 *cm = path_join(buf, "CMakeLists.txt");
+            int hit = cases && git && cm && is_dir(cases) && (exists(git) || exists(cm));
+            free(cases);
+            free(git);
+            free(cm);
+            if (hit)
+                return strdup(buf);
+            char *slash = strrchr(buf, '/');
+            if (!slash || slash == buf)
+                break;
+            *slash = '\0';
+        }
+    }
+    return strdup(GENFENCE_SOURCE_DIR);
+}
+
+char *gf_case_default_dir(const char *root)
+{
+    if (is_dir("cases")) {
+        char here[PATH_MAX], r[PATH_MAX];
+        if (getcwd(here, sizeof here) && root && realpath(root, r) && !strcmp(here, r))
+            return strdup("cases");
+    }
+    return path_join(root ? root : GENFENCE_SOURCE_DIR, "cases");
+}
+
+int gf_case_has_tag(const gf_case *c, const char *tag)
+{
+    for (size_t i = 0; i < c->n_tags; i++)
+        if (!strcmp(c->tags[i], tag))
+            return 1;
+    return 0;
+}
+
+int gf_case_backend_allowed(const gf_case *c, const char *requested, const char *name)
+{
+    if (c->n_backends == 0)
+        return 1;
+    int positives = 0, hit = 0;
+    for (size_t i = 0; i < c->n_backends; i++) {
+        const char *e = c->backends[i];
+        int neg = e[0] == '!';
+        if (neg)
+            e++;
+        int match = (requested && !strcmp(e, requested)) || (name && !strcmp(e, name));
+        if (neg && match)
+            return 0;
+        if (!neg) {
+            positives++;
+            hit |= match;
+        }
+    }
+    return positives == 0 || hit;
+}
+
+static int add_case(gf_case_set *set, gf_case *c)
+{
+    gf_case *grown = realloc(set->cases, (set->n + 1) * sizeof *grown);
+    if (!grown)
+        return 0;
+    set->cases = grown;
+    c->index = set->n;
+    set->cases[set->n++] = *c;
+    return 1;
+}
+
+/* Parse one case mapping; 1 added, 0 on errors (recorded). */
+static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const char *root,
+                      gf_case_set *set)
+{
+    if (!gf_y_node_is_map(ctx, m, "a case"))
+        return 0;
+    size_t errors_before = ctx->n_errors;
+    gf_case c = {0};
+    c.line = m->line;
+    c.col = m->col;
+    c.file = strdup(file);
+    char *kind = NULL;
+    const gf_ynode *idn = gf_y_get(ctx, m, "id", GF_Y_REQUIRED);
+    if (idn && gf_y_node_string(ctx, idn, "'id'", &c.id) > 0) {
+        if (!valid_id(c.id)) {
+            gf_y_error(ctx, idn, "id '%s' may hold only letters, digits, '_', '-' and '.'", c.id);
+        } else {
+            for (size_t i = 0; i < set->n; i++)
+                if (!strcmp(set->cases[i].id, c.id)) {
+                    gf_y_error(ctx, idn, "duplicate id '%s' (first at %s:%d:%d)", c.id, set->cases[i].file,
+                               set->cases[i].line, set->cases[i].col);
+                    break;
+                }
+        }
+    }
+    const gf_ynode *kn = gf_y_get(ctx, m, "kind", GF_Y_REQUIRED);
+    if (kn && gf_y_node_string(ctx, kn, "'kind'", &kind) > 0) {
+        c.kind = gf_kind_find(kind);
+        if (!c.kind) {
+            char list[1024] = "";
+            for (const gf_kind_def *const *k = gf_kinds(); *k; k++) {
+                strncat(list, k == gf_kinds() ? "" : ", ", sizeof list - strlen(list) - 1);
+                strncat(list, (*k)->name, sizeof list - strlen(list) - 1);
+            }
+            gf_y_error(ctx, kn, "unknown kind '%s' (known: %s)", kind, list);
+        }
+    }
+    gf_y_string(ctx, m, "description", 0, &c.description);
+    gf_y_strings(ctx, m, "tags", 0, &c.tags, &c.n_tags);
+    if (gf_y_strings(ctx, m, "backends", 0, &c.backends, &c.n_backends) > 0 && c.n_backends == 0)
+        gf_y_error(ctx, gf_y_get(ctx, m, "backends", 0), "'backends' is empty (omit it to allow every backend)");
+    if (c.kind) {
+        const gf_ynode *mn = gf_y_get(ctx, m, "model", 0);
+        if (c.kind->model == GF_KIND_NO_MODEL) {
+            if (mn)
+                gf_y_error(ctx, mn, "kind '%s' takes no 'model'", c.kind->name);
+        } else if (!mn) {
+            gf_y_error(ctx, m, "missing required key 'model' (kind '%s')", c.kind->name);
+        } else if (gf_y_node_string(ctx, mn, "'model'", &c.model_arg) > 0) {
+            if (c.model_arg[0] == '/') {
+                c.model = strdup(c.model_arg);
+            } else {
+                char *r = root ? strdup(root) : NULL;
+                if (!r) {
+                    char *d = dir_of(file);
+                    r = gf_case_find_root(d);
+                    free(d);
+                }
+                c.model = r ? path_join(r, c.model_arg) : NULL;
+                free(r);
+            }
+        }
+        if (c.kind->parse(ctx, m, &c) < 0 && ctx->n_errors == errors_before)
+            gf_y_error(ctx, m, "invalid case");
+        char where[512];
+        snprintf(where, sizeof where, "for kind '%s' (its keys: id, kind, description, tags, backends%s%s%s)",
+                 c.kind->name, c.kind->model ? ", model" : "", c.kind->keys[0] ? ", " : "", c.kind->keys);
+        gf_y_check_unknown(ctx, m, where);
+    }
+    free(kind);
+    if (ctx->n_errors != errors_before || !c.id || !c.kind) {
+        case_clear(&c);
+        return 0;
+    }
+    if (!add_case(set, &c)) {
+        case_clear(&c);
+        return 0;
+    }
+    return 1;
+}
+
+static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file, const char *root,
+                      gf_case_set *set)
+{
+    if (!gf_y_node_is_map(ctx, root_node, "a case file's top level"))
+        return;
+    const gf_ynode *cases = gf_y_get(ctx, root_node, "cases", GF_Y_REQUIRED);
+    gf_y_check_unknown(ctx, root_node, "at the top level (known: cases)");
+    if (!cases || !gf_y_node_is_seq(ctx, cases, "'cases'"))
+        return;
+    for (size_t i = 0; i < cases->n; i++)
+        parse_case(ctx, cases->items[i], file, root, set);
+}
+
+static void take_errors(gf_case_set *set, gf_cctx *ctx)
+{
+    if (!ctx->n_errors)
+        return;
+    char **grown = realloc(set->errors, (set->n_errors + ctx->n_errors) * sizeof *grown);
+    if (grown) {
+        set->errors = grown;
+        for (size_t i = 0; i < ctx->n_errors; i++)
+            set->errors[set->n_errors++] = ctx->errors[i];
+    } else {
+        gf_y_strings_free(ctx->errors, ctx->n_errors);
+        ctx->errors = NULL;
+    }
+    free(ctx->errors);
+    ctx->errors = NULL;
+    ctx->n_errors = ctx->cap = 0;
+}
+
+static void add_string(char ***v, size_t *n, const char *s)
+{
+    char **grown = realloc(*v, (*n + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    *v = grown;
+    (*v)[(*n)++] = strdup(s);
+}
+
+static void load_one_text(const char *text, size_t len, const char *file, const char *root, gf_case_set *set)
+{
+    gf_cctx ctx = {.file = file, .root = root};
+    add_string(&set->files, &set->n_files, file);
+    gf_ynode *tree = gf_yaml_parse(&ctx, text, len);
+    if (tree)
+        load_tree(&ctx, tree, file, root, set);
+    gf_ynode_free(tree);
+    take_errors(set, &ctx);
+}
+
+static void load_file(const char *path, const char *root, gf_case_set *set)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s:0:0: cannot read: %s", path, strerror(errno));
+        add_string(&set->errors, &set->n_errors, msg);
+        return;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s:0:0: out of memory reading the file", path);
+        add_string(&set->errors, &set->n_errors, msg);
+        return;
+    }
+    load_one_text(buf, len, path, root, set);
+    free(buf);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void load_dir(const char *dir, const char *root, gf_case_set *set)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s:0:0: cannot open directory: %s", dir, strerror(errno));
+        add_string(&set->errors, &set->n_errors, msg);
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] == '.')
+            continue;
+        if ((l > 5 && !strcmp(e->d_name + l - 5, ".yaml")) || (l > 4 && !strcmp(e->d_name + l - 4, ".yml"))) {
+            char *p = path_join(dir, e->d_name);
+            if (p && !is_dir(p))
+                add_string(&names, &n, p);
+            free(p);
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++)
+        load_file(names[i], root, set);
+    gf_y_strings_free(names, n);
+}
+
+static int finish(gf_case_set *set)
+{
+    if (set->n_errors) {
+        for (size_t i = 0; i < set->n; i++)
+            case_clear(&set->cases[i]);
+        set->n = 0;
+        return GF_E_FORMAT;
+    }
+    return GF_OK;
+}
+
+int gf_cases_load(const char *const *paths, size_t n_paths, const char *root, gf_case_set *set)
+{
+    memset(set, 0, sizeof *set);
+    if (n_paths == 0) {
+        char *r = root ? strdup(root) : gf_case_find_root(".");
+        char *dir = gf_case_default_dir(r);
+        if (dir)
+            load_dir(dir, r, set);
+        free(dir);
+        free(r);
+        return finish(set);
+    }
+    for (size_t i = 0; i < n_paths; i++) {
+        const char *p = paths[i];
+        if (is_dir(p)) {
+            load_dir(p, root, set);
+        } else if (exists(p)) {
+            load_file(p, root, set);
+        } else {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s:0:0: no such file or directory", p);
+            add_string(&set->errors, &set->n_errors, msg);
+        }
+    }
+    return finish(set);
+}
+
+int gf_cases_load_text(const char *text, size_t len, const char *file, const char *root, gf_case_set *set)
+{
+    memset(set, 0, sizeof *set);
+    load_one_text(text, len, file, root, set);
+    return finish(set);
+}

@@ -1,0 +1,373 @@
+/* Case files, part 2: reading the node tree against a schema (typed
+ * getters, unknown-key checks), each error with FILE:LINE:COLUMN. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case_internal.h"
+
+/* ---- schema getters ---- */
+
+const gf_ynode *gf_y_get(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags)
+{
+    if (!map || map->type != GF_YN_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++) {
+        const gf_ynode *k = map->items[2 * i];
+        if (k->type == GF_YN_SCALAR && !strcmp(k->value, key)) {
+            map->used[i] = 1;
+            return map->items[2 * i + 1];
+        }
+    }
+    if (flags & GF_Y_REQUIRED)
+        gf_y_error(ctx, map, "missing required key '%s'", key);
+    return NULL;
+}
+
+static int is_null(const gf_ynode *n)
+{
+    return n->type == GF_YN_SCALAR && gf_yscalar_resolve(n).type == GF_YS_NULL;
+}
+
+/* Present and not null (optional); errors for required null. */
+static const gf_ynode *get_value(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int *rc)
+{
+    const gf_ynode *n = gf_y_get(ctx, map, key, flags);
+    *rc = 0;
+    if (!n) {
+        *rc = (flags & GF_Y_REQUIRED) ? -1 : 0;
+        return NULL;
+    }
+    if (is_null(n)) {
+        if (flags & GF_Y_REQUIRED) {
+            gf_y_error(ctx, n, "key '%s' must not be null", key);
+            *rc = -1;
+        }
+        return NULL;
+    }
+    *rc = 1;
+    return n;
+}
+
+int gf_y_node_double(gf_cctx *ctx, const gf_ynode *n, const char *what, double *out)
+{
+    gf_yvalue v = gf_yscalar_resolve(n);
+    if (n->type != GF_YN_SCALAR || (v.type != GF_YS_INT && v.type != GF_YS_FLOAT)) {
+        gf_y_error(ctx, n, "%s must be a number, got %s%s%s%s", what, gf_ynode_type_name(n),
+                   n->type == GF_YN_SCALAR ? " '" : "", n->type == GF_YN_SCALAR ? n->value : "",
+                   n->type == GF_YN_SCALAR ? "'" : "");
+        return -1;
+    }
+    *out = v.d;
+    return 1;
+}
+
+int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long lo, long long hi,
+                  long long *out)
+{
+    gf_yvalue v = gf_yscalar_resolve(n);
+    if (n->type != GF_YN_SCALAR || v.type != GF_YS_INT) {
+        gf_y_error(ctx, n, "%s must be an integer, got %s%s%s%s", what, gf_ynode_type_name(n),
+                   n->type == GF_YN_SCALAR ? " '" : "", n->type == GF_YN_SCALAR ? n->value : "",
+                   n->type == GF_YN_SCALAR ? "'" : "");
+        return -1;
+    }
+    if (v.d < (double)lo || v.d > (double)hi || v.i < lo || v.i > hi) {
+        gf_y_error(ctx, n, "%s must lie in [%lld, %lld], got %s", what, lo, hi, n->value);
+        return -1;
+    }
+    *out = v.i;
+    return 1;
+}
+
+int gf_y_node_string(gf_cctx *ctx, const gf_ynode *n, const char *what, char **out)
+{
+    if (n->type != GF_YN_SCALAR || gf_yscalar_resolve(n).type != GF_YS_STR) {
+        gf_y_error(ctx, n, "%s must be a string, got %s", what, gf_ynode_type_name(n));
+        return -1;
+    }
+    *out = strdup(n->value);
+    return *out ? 1 : -1;
+}
+
+int gf_y_node_is_map(gf_cctx *ctx, const gf_ynode *n, const char *what)
+{
+    if (n->type == GF_YN_MAP)
+        return 1;
+    gf_y_error(ctx, n, "%s must be a mapping, got %s", what, gf_ynode_type_name(n));
+    return 0;
+}
+
+int gf_y_node_is_seq(gf_cctx *ctx, const gf_ynode *n, const char *what)
+{
+    if (n->type == GF_YN_SEQ)
+        return 1;
+    gf_y_error(ctx, n, "%s must be a sequence, got %s", what, gf_ynode_type_name(n));
+    return 0;
+}
+
+int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, double *out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    return gf_y_node_double(ctx, n, what, out);
+}
+
+int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi,
+             long long *out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    return gf_y_node_int(ctx, n, what, lo, hi, out);
+}
+
+int gf_y_bool(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int *out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    gf_yvalue v = gf_yscalar_resolve(n);
+    if (n->type != GF_YN_SCALAR || v.type != GF_YS_BOOL) {
+        gf_y_error(ctx, n, "'%s' must be true or false, got %s", key, gf_ynode_type_name(n));
+        return -1;
+    }
+    *out = v.b;
+    return 1;
+}
+
+int gf_y_string(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char **out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    return gf_y_node_string(ctx, n, what, out);
+}
+
+int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, const char *const *words,
+              int *out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    if (n->type == GF_YN_SCALAR)
+        for (int i = 0; words[i]; i++)
+            if (!strcmp(n->value, words[i])) {
+                *out = i;
+                return 1;
+            }
+    char list[256] = "";
+    for (int i = 0; words[i]; i++) {
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, words[i], sizeof list - strlen(list) - 1);
+    }
+    gf_y_error(ctx, n, "'%s' must be one of %s, got %s%s%s", key, list,
+               n->type == GF_YN_SCALAR ? "'" : "", n->type == GF_YN_SCALAR ? n->value : gf_ynode_type_name(n),
+               n->type == GF_YN_SCALAR ? "'" : "");
+    return -1;
+}
+
+int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
+                 double **out, size_t *n_out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    if (!gf_y_node_is_seq(ctx, n, what))
+        return -1;
+    if (n->n < min_len) {
+        gf_y_error(ctx, n, "'%s' needs at least %zu entries, has %zu", key, min_len, n->n);
+        return -1;
+    }
+    double *v = calloc(n->n ? n->n : 1, sizeof *v);
+    if (!v)
+        return -1;
+    int ok = 1;
+    for (size_t i = 0; i < n->n; i++) {
+        snprintf(what, sizeof what, "'%s' entry %zu", key, i);
+        if (gf_y_node_double(ctx, n->items[i], what, &v[i]) < 0)
+            ok = 0;
+    }
+    if (!ok) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n_out = n->n;
+    return 1;
+}
+
+int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi,
+              size_t min_len, int32_t **out, size_t *n_out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    if (!gf_y_node_is_seq(ctx, n, what))
+        return -1;
+    if (n->n < min_len) {
+        gf_y_error(ctx, n, "'%s' needs at least %zu entries, has %zu", key, min_len, n->n);
+        return -1;
+    }
+    int32_t *v = calloc(n->n ? n->n : 1, sizeof *v);
+    if (!v)
+        return -1;
+    int ok = 1;
+    for (size_t i = 0; i < n->n; i++) {
+        long long x = 0;
+        snprintf(what, sizeof what, "'%s' entry %zu", key, i);
+        if (gf_y_node_int(ctx, n->items[i], what, lo, hi, &x) < 0)
+            ok = 0;
+        v[i] = (int32_t)x;
+    }
+    if (!ok) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n_out = n->n;
+    return 1;
+}
+
+int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat,
+                double **out, size_t *rows, size_t *cols)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    if (!gf_y_node_is_seq(ctx, n, what))
+        return -1;
+    if (n->n == 0) {
+        gf_y_error(ctx, n, "'%s' is empty", key);
+        return -1;
+    }
+    int flat = n->items[0]->type == GF_YN_SCALAR;
+    if (flat && !allow_flat) {
+        gf_y_error(ctx, n, "'%s' must be a sequence of rows (sequences of numbers)", key);
+        return -1;
+    }
+    size_t R = flat ? 1 : n->n, C = flat ? n->n : n->items[0]->n;
+    if (C == 0) {
+        gf_y_error(ctx, n, "'%s' has an empty row", key);
+        return -1;
+    }
+    double *v = calloc(R * C, sizeof *v);
+    if (!v)
+        return -1;
+    int ok = 1;
+    for (size_t r = 0; r < R && ok; r++) {
+        const gf_ynode *row = flat ? n : n->items[r];
+        snprintf(what, sizeof what, "'%s' row %zu", key, r);
+        if (!gf_y_node_is_seq(ctx, row, what)) {
+            ok = 0;
+            break;
+        }
+        if (row->n != C) {
+            gf_y_error(ctx, row, "'%s' row %zu has %zu entries; row 0 has %zu", key, r, row->n, C);
+            ok = 0;
+            break;
+        }
+        for (size_t c = 0; c < C; c++) {
+            snprintf(what, sizeof what, "'%s' [%zu][%zu]", key, r, c);
+            if (gf_y_node_double(ctx, row->items[c], what, &v[r * C + c]) < 0)
+                ok = 0;
+        }
+    }
+    if (!ok) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *rows = R;
+    *cols = C;
+    return 1;
+}
+
+void gf_y_strings_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int gf_y_strings(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char ***out, size_t *n_out)
+{
+    int rc;
+    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    if (rc <= 0)
+        return rc;
+    char what[128];
+    snprintf(what, sizeof what, "'%s'", key);
+    if (!gf_y_node_is_seq(ctx, n, what))
+        return -1;
+    char **v = calloc(n->n ? n->n : 1, sizeof *v);
+    if (!v)
+        return -1;
+    int ok = 1;
+    for (size_t i = 0; i < n->n; i++) {
+        snprintf(what, sizeof what, "'%s' entry %zu", key, i);
+        if (gf_y_node_string(ctx, n->items[i], what, &v[i]) < 0)
+            ok = 0;
+    }
+    if (!ok) {
+        gf_y_strings_free(v, n->n);
+        return -1;
+    }
+    *out = v;
+    *n_out = n->n;
+    return 1;
+}
+
+void gf_y_check_unknown(gf_cctx *ctx, const gf_ynode *map, const char *where)
+{
+    if (!map || map->type != GF_YN_MAP)
+        return;
+    for (size_t i = 0; i < map->n; i++)
+        if (!map->used[i])
+            gf_y_error(ctx, map->items[2 * i], "unknown key '%s' %s", map->items[2 * i]->value, where);
+}
+
+int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out)
+{
+    *out = gf_gate_default();
+    const gf_ynode *g = gf_y_get(ctx, map, key, GF_Y_OPTIONAL);
+    if (!g || is_null(g))
+        return 0;
+    if (!gf_y_node_is_map(ctx, g, "'gate'"))
+        return -1;
+    int bad = gf_y_double(ctx, g, "abs", 0, &out->abs) < 0;
+    bad |= gf_y_double(ctx, g, "ulps", 0, &out->ulps) < 0;
+    if (!bad && (!(out->abs >= 0) || !isfinite(out->abs))) {
+        gf_y_error(ctx, g, "gate.abs must be a finite number >= 0");
+        bad = 1;
+    }
+    if (!bad && (!(out->ulps >= 0) || !isfinite(out->ulps))) {
+        gf_y_error(ctx, g, "gate.ulps must be a finite number >= 0");
+        bad = 1;
+    }
+    gf_y_check_unknown(ctx, g, "in 'gate' (known: abs, ulps)");
+    return bad ? -1 : 1;
+}
+

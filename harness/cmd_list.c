@@ -1,0 +1,158 @@
+/* genfence list: the cases (after filters), as text or JSON. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "case.h"
+#include "cli.h"
+#include "commands.h"
+#include "kind.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]... [--json]\n"
+"       genfence list --kinds\n"
+"\n"
+"Loads and checks the case files (default: cases/*.yaml) and prints one line per case:\n"
+"id, kind, file:line, tags, backends filter, model. Schema errors are printed with\n"
+"FILE:LINE:COLUMN and exit status 2.\n"
+"\n"
+"  --filter REGEX   only cases whose id matches (POSIX extended regex)\n"
+"  --kind KIND      only cases of this kind (repeatable)\n"
+"  --tag TAG        only cases with this tag (repeatable: any); !TAG excludes\n"
+"  --json           one JSON array of cases\n"
+"  --kinds          list the kinds and their keys instead\n"
+"\n"
+"exit status: 0 listed, 2 bad case files or usage\n");
+}
+
+static void join(char *buf, size_t cap, char **v, size_t n)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        strncat(buf, i ? "," : "", cap - strlen(buf) - 1);
+        strncat(buf, v[i], cap - strlen(buf) - 1);
+    }
+    if (!n)
+        snprintf(buf, cap, "-");
+}
+
+static json_t *strings(char **v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+int gf_cmd_list(int argc, char **argv)
+{
+    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS };
+    static const struct option longopts[] = {
+        {"filter", required_argument, 0, O_FILTER}, {"kind", required_argument, 0, O_KIND},
+        {"tag", required_argument, 0, O_TAG},       {"json", no_argument, 0, O_JSON},
+        {"kinds", no_argument, 0, O_KINDS},         {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *filter = NULL;
+    char **kinds = NULL, **tags = NULL;
+    size_t n_kinds = 0, n_tags = 0;
+    int json = 0, list_kinds = 0, rc = GF_EXIT_USAGE, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_FILTER: filter = optarg; break;
+        case O_KIND: {
+            char **g = realloc(kinds, (n_kinds + 1) * sizeof *g);
+            if (g) {
+                kinds = g;
+                kinds[n_kinds++] = optarg;
+            }
+            break;
+        }
+        case O_TAG: {
+            char **g = realloc(tags, (n_tags + 1) * sizeof *g);
+            if (g) {
+                tags = g;
+                tags[n_tags++] = optarg;
+            }
+            break;
+        }
+        case O_JSON: json = 1; break;
+        case O_KINDS: list_kinds = 1; break;
+        case 'h':
+            usage(stdout);
+            rc = GF_EXIT_OK;
+            goto out;
+        default:
+            gf_cli_error("list: unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            goto out;
+        }
+    }
+    if (list_kinds) {
+        for (const gf_kind_def *const *k = gf_kinds(); *k; k++)
+            printf("%-24s %s\n%-24s   keys: %s%s\n", (*k)->name, (*k)->summary, "",
+                   (*k)->model ? "model, " : "", (*k)->keys);
+        rc = GF_EXIT_OK;
+        goto out;
+    }
+    gf_case_filter cf;
+    char err[512];
+    if (gf_case_filter_init(&cf, filter, kinds, n_kinds, tags, n_tags, err, sizeof err) < 0) {
+        gf_cli_error("list: %s", err);
+        goto out;
+    }
+    gf_case_set set;
+    int ls = gf_cases_load((const char *const *)(argv + optind), (size_t)(argc - optind), NULL, &set);
+    if (ls != GF_OK || set.n_errors) {
+        for (size_t i = 0; i < set.n_errors; i++)
+            fprintf(stderr, "%s\n", set.errors[i]);
+        gf_cli_error("list: %zu error%s in the case files", set.n_errors, set.n_errors == 1 ? "" : "s");
+        gf_case_set_free(&set);
+        gf_case_filter_free(&cf);
+        goto out;
+    }
+    json_t *arr = json ? json_array() : NULL;
+    size_t shown = 0;
+    for (size_t i = 0; i < set.n; i++) {
+        const gf_case *k = &set.cases[i];
+        if (!gf_case_filter_match(&cf, k))
+            continue;
+        shown++;
+        if (json) {
+            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:s?, s:s?}", "id", k->id, "kind",
+                                  k->kind->name, "file", k->file, "line", k->line, "column", k->col, "tags",
+                                  strings(k->tags, k->n_tags), "backends", strings(k->backends, k->n_backends),
+                                  "model", k->model_arg, "description", k->description);
+            json_array_append_new(arr, o);
+        } else {
+            char t[512], b[512], where[1200];
+            join(t, sizeof t, k->tags, k->n_tags);
+            join(b, sizeof b, k->backends, k->n_backends);
+            snprintf(where, sizeof where, "%s:%d", k->file, k->line);
+            printf("%-34s %-24s %-34s tags=%-20s backends=%-12s model=%s\n", k->id, k->kind->name, where, t, b,
+                   k->model_arg ? k->model_arg : "-");
+        }
+    }
+    if (json) {
+        char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (s)
+            printf("%s\n", s);
+        free(s);
+        json_decref(arr);
+    } else {
+        printf("%zu case%s\n", shown, shown == 1 ? "" : "s");
+    }
+    gf_case_set_free(&set);
+    gf_case_filter_free(&cf);
+    rc = GF_EXIT_OK;
+out:
+    free(kinds);
+    free(tags);
+    return rc;
+}

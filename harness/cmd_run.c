@@ -1,0 +1,350 @@
+/* genfence run: load cases, probe backends, run every (case, backend) in its
+ * own child, report. docs/harness.md. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "case.h"
+#include "cli.h"
+#include "commands.h"
+#include "kind.h"
+#include "registry.h"
+#include "report.h"
+#include "runner.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
+"                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
+"                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
+"\n"
+"Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
+"*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
+"Each (case, backend) runs in its own child process with a watchdog and a memory cap.\n"
+"\n"
+"  --backend NAME|PATH      run on this backend (repeatable); default: every built-in\n"
+"                           backend whose probe succeeds here\n"
+"  --require-backend NAME   like --backend, and a skip on it (unavailable) is a failure\n"
+"  --filter REGEX           only cases whose id matches (POSIX extended regex)\n"
+"  --kind KIND              only cases of this kind (repeatable)\n"
+"  --tag TAG                only cases with this tag (repeatable: any); !TAG excludes\n"
+"  -j, --jobs N             children at once (default 1)\n"
+"  --threads N              backend threads per child (default 1); -j x --threads may\n"
+"                           not exceed the cores (%d here) unless --oversubscribe\n"
+"  --oversubscribe          allow -j x --threads above the core count\n"
+"  --timeout S              seconds per (case, backend) before it is killed (default %.0f;\n"
+"                           0 = none); the verdict is then timeout\n"
+"  --memory-limit SIZE      address-space cap per child, e.g. 8G, 512M (default %.0fG;\n"
+"                           0 = none; off in AddressSanitizer builds)\n"
+"  --shard I/N              run the I-th of N interleaved slices of the cases (1 <= I <= N)\n"
+"  --report-dir DIR         where run.json, junit.xml and failing-step logits go\n"
+"                           (default reports/)\n"
+"  --no-report              write no report files\n"
+"  -q, --quiet              print only failures and the summary\n"
+"  -h, --help               this help\n"
+"\n"
+"Verdicts: pass, pass-near-tie, skip -> 0; fail, crash, timeout -> 1; error (bad case,\n"
+"bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
+"\n"
+"exit status: 0 all passed, 1 a case failed, 2 bad input or usage\n",
+            gf_cpu_count(), GF_RUN_DEFAULT_TIMEOUT_S, GF_RUN_DEFAULT_MEMORY_GIB);
+}
+
+typedef struct strv {
+    char **v;
+    size_t n;
+} strv;
+
+static void strv_push(strv *s, const char *x)
+{
+    char **g = realloc(s->v, (s->n + 1) * sizeof *g);
+    if (!g)
+        return;
+    s->v = g;
+    s->v[s->n++] = (char *)x;
+}
+
+/* Remove stale failing-step files from an earlier run. */
+static void clean_failures(const char *report_dir)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/failures", report_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) {
+            char p[4400];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    }
+    closedir(d);
+}
+
+static int add_backend(gf_backend_probe **bs, size_t *n, const char *name, int required)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*bs)[i].requested, name)) {
+            (*bs)[i].required |= required;
+            return 1;
+        }
+    gf_backend_probe *g = realloc(*bs, (*n + 1) * sizeof *g);
+    if (!g)
+        return 0;
+    *bs = g;
+    memset(&g[*n], 0, sizeof g[*n]);
+    g[*n].requested = strdup(name);
+    g[*n].required = required;
+    g[*n].explicit_ = 1;
+    (*n)++;
+    return 1;
+}
+
+int gf_cmd_run(int argc, char **argv)
+{
+    enum { O_BACKEND = 256, O_REQUIRE, O_FILTER, O_KIND, O_TAG, O_THREADS, O_TIMEOUT, O_MEM, O_SHARD,
+           O_REPORT, O_NOREPORT, O_OVER };
+    static const struct option longopts[] = {
+        {"backend", required_argument, 0, O_BACKEND}, {"require-backend", required_argument, 0, O_REQUIRE},
+        {"filter", required_argument, 0, O_FILTER},   {"kind", required_argument, 0, O_KIND},
+        {"tag", required_argument, 0, O_TAG},         {"jobs", required_argument, 0, 'j'},
+        {"threads", required_argument, 0, O_THREADS}, {"timeout", required_argument, 0, O_TIMEOUT},
+        {"memory-limit", required_argument, 0, O_MEM}, {"shard", required_argument, 0, O_SHARD},
+        {"report-dir", required_argument, 0, O_REPORT}, {"no-report", no_argument, 0, O_NOREPORT},
+        {"oversubscribe", no_argument, 0, O_OVER},    {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    gf_run_opts o = {.jobs = 1, .threads = 1, .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
+                     .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
+                     .report_dir = "reports"};
+    gf_run_info info;
+    memset(&info, 0, sizeof info);
+    info.started = time(NULL);
+    info.argc = argc - 1;
+    info.argv = argv + 1;
+    double t0 = gf_now_s();
+    strv backends = {0}, required = {0}, kinds = {0}, tags = {0};
+    const char *filter = NULL;
+    int no_report = 0, oversubscribe = 0, quiet = 0, shard_i = 0, shard_n = 0;
+    int rc = GF_EXIT_USAGE;
+    long v;
+    double d;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "j:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_BACKEND: strv_push(&backends, optarg); break;
+        case O_REQUIRE: strv_push(&required, optarg); break;
+        case O_FILTER: filter = optarg; break;
+        case O_KIND: strv_push(&kinds, optarg); break;
+        case O_TAG: strv_push(&tags, optarg); break;
+        case 'j':
+            if (!gf_cli_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            o.jobs = (int)v;
+            break;
+        case O_THREADS:
+            if (!gf_cli_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            o.threads = (int)v;
+            break;
+        case O_TIMEOUT:
+            if (!gf_cli_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d)) goto bad_value;
+            o.timeout_s = d;
+            break;
+        case O_MEM:
+            if (gf_parse_size(optarg, &o.memory_limit) < 0) goto bad_value;
+            break;
+        case O_SHARD:
+            if (sscanf(optarg, "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 1 || shard_i > shard_n)
+                goto bad_value;
+            break;
+        case O_REPORT: o.report_dir = optarg; break;
+        case O_NOREPORT: no_report = 1; break;
+        case O_OVER: oversubscribe = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h':
+            usage(stdout);
+            rc = GF_EXIT_OK;
+            goto out;
+        default:
+            gf_cli_error("run: unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            goto out;
+        }
+        continue;
+    bad_value:
+        gf_cli_error("run: bad value '%s' for %s", optarg, argv[optind - 1]);
+        goto out;
+    }
+    int cores = gf_cpu_count();
+    if (!oversubscribe && (long)o.jobs * o.threads > cores) {
+        gf_cli_error("run: -j %d x --threads %d = %ld exceeds the %d cores this process may use; "
+                     "lower them or pass --oversubscribe", o.jobs, o.threads, (long)o.jobs * o.threads, cores);
+        goto out;
+    }
+    gf_case_filter cf;
+    char ferr[512];
+    if (gf_case_filter_init(&cf, filter, kinds.v, kinds.n, tags.v, tags.n, ferr, sizeof ferr) < 0) {
+        gf_cli_error("run: %s", ferr);
+        goto out;
+    }
+
+    /* cases */
+    gf_case_set set;
+    int ls = gf_cases_load((const char *const *)(argv + optind), (size_t)(argc - optind), NULL, &set);
+    if (ls != GF_OK || set.n_errors) {
+        for (size_t i = 0; i < set.n_errors; i++)
+            fprintf(stderr, "%s\n", set.errors[i]);
+        gf_cli_error("run: %zu error%s in the case files; nothing was run", set.n_errors,
+                     set.n_errors == 1 ? "" : "s");
+        gf_case_set_free(&set);
+        gf_case_filter_free(&cf);
+        goto out;
+    }
+    const gf_case **sel = calloc(set.n ? set.n : 1, sizeof *sel);
+    size_t n_sel = 0, n_matched = 0;
+    for (size_t i = 0; sel && i < set.n; i++) {
+        if (!gf_case_filter_match(&cf, &set.cases[i]))
+            continue;
+        if (shard_n && (int)(n_matched++ % (size_t)shard_n) != shard_i - 1)
+            continue;
+        sel[n_sel++] = &set.cases[i];
+    }
+    if (!shard_n)
+        n_matched = n_sel;
+    gf_case_filter_free(&cf);
+    if (n_matched == 0) {
+        gf_cli_error("run: no case %s", set.n ? "matches the filters" : "found");
+        free(sel);
+        gf_case_set_free(&set);
+        goto out;
+    }
+
+    /* backends: as asked, else every built-in name (kept when available) */
+    gf_backend_probe *bs = NULL;
+    size_t n_bs = 0;
+    for (size_t i = 0; i < backends.n; i++)
+        add_backend(&bs, &n_bs, backends.v[i], 0);
+    for (size_t i = 0; i < required.n; i++)
+        add_backend(&bs, &n_bs, required.v[i], 1);
+    info.default_backends = n_bs == 0;
+    if (info.default_backends)
+        for (const char *const *nm = gf_registry_names(); *nm; nm++) {
+            add_backend(&bs, &n_bs, *nm, 0);
+            bs[n_bs - 1].explicit_ = 0;
+        }
+    gf_runner_probe(bs, n_bs, &o);
+
+    /* jobs: case-major */
+    gf_job *jobs = calloc(n_sel * (n_bs + 1) + 1, sizeof *jobs);
+    size_t n_jobs = 0;
+    for (size_t i = 0; jobs && i < n_sel; i++) {
+        size_t before = n_jobs;
+        for (size_t b = 0; b < n_bs; b++) {
+            if (!bs[b].explicit_ && !bs[b].available)
+                continue; /* default mode: only what runs here */
+            if (!gf_case_backend_allowed(sel[i], bs[b].requested, bs[b].name))
+                continue;
+            gf_job *j = &jobs[n_jobs];
+            j->c = sel[i];
+            j->backend = &bs[b];
+            j->index = n_jobs++;
+            if (!bs[b].available) {
+                j->verdict = GF_V_SKIP;
+                j->decided = 1;
+                size_t len = strlen(bs[b].why) + 64;
+                j->reason = malloc(len);
+                if (j->reason)
+                    snprintf(j->reason, len, "backend unavailable: %s", bs[b].why);
+            }
+        }
+        if (n_jobs == before) {
+            gf_job *j = &jobs[n_jobs];
+            j->c = sel[i];
+            j->index = n_jobs++;
+            j->verdict = GF_V_SKIP;
+            j->decided = 1;
+            char buf[1024] = "no selected backend matches the case's backends filter [";
+            for (size_t k = 0; k < sel[i]->n_backends; k++) {
+                strncat(buf, k ? ", " : "", sizeof buf - strlen(buf) - 1);
+                strncat(buf, sel[i]->backends[k], sizeof buf - strlen(buf) - 1);
+            }
+            strncat(buf, "]", sizeof buf - strlen(buf) - 1);
+            j->reason = strdup(buf);
+        }
+    }
+
+    info.opts = &o;
+    info.filter = filter;
+    info.kinds = kinds.v;
+    info.n_kinds = kinds.n;
+    info.tags = tags.v;
+    info.n_tags = tags.n;
+    info.shard_i = shard_i;
+    info.shard_n = shard_n;
+    info.oversubscribe = oversubscribe;
+    info.backends = bs;
+    info.n_backends = n_bs;
+    info.jobs = jobs;
+    info.n_jobs = n_jobs;
+    info.cases = &set;
+    info.n_selected = n_sel;
+    info.tty = isatty(STDOUT_FILENO);
+    info.quiet = quiet;
+    if (no_report)
+        o.report_dir = NULL;
+    if (o.report_dir) {
+        mkdir(o.report_dir, 0777);
+        clean_failures(o.report_dir);
+    }
+
+    gf_console_header(&info);
+    for (size_t i = 0; i < n_jobs; i++)
+        if (jobs[i].decided)
+            gf_console_line(&info, &jobs[i]);
+    gf_run_hooks hooks = {.started = gf_console_started, .finished = gf_console_finished, .user = &info};
+    gf_runner_run(jobs, n_jobs, &o, &hooks);
+    info.seconds = gf_now_s() - t0;
+    gf_run_tally(&info);
+
+    char json_path[4096], junit_path[4096];
+    if (o.report_dir) {
+        snprintf(json_path, sizeof json_path, "%s/run.json", o.report_dir);
+        snprintf(junit_path, sizeof junit_path, "%s/junit.xml", o.report_dir);
+        if (gf_report_json_write(&info, json_path) == 0)
+            info.json_path = json_path;
+        else
+            gf_cli_error("run: cannot write %s: %s", json_path, strerror(errno));
+        if (gf_report_junit_write(&info, junit_path) == 0)
+            info.junit_path = junit_path;
+        else
+            gf_cli_error("run: cannot write %s: %s", junit_path, strerror(errno));
+    }
+    gf_console_summary(&info);
+    rc = info.exit_status;
+
+    for (size_t i = 0; i < n_jobs; i++)
+        gf_job_clear(&jobs[i]);
+    free(jobs);
+    for (size_t b = 0; b < n_bs; b++)
+        gf_backend_probe_clear(&bs[b]);
+    free(bs);
+    free(sel);
+    gf_case_set_free(&set);
+out:
+    free(backends.v);
+    free(required.v);
+    free(kinds.v);
+    free(tags.v);
+    return rc;
+}

@@ -1,0 +1,389 @@
+/* Verdicts, the margin gate and per-step comparison metrics. */
+#include "compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- verdicts ---- */
+
+static const char *const k_verdicts[GF_V_COUNT] = {
+    "pass", "pass-near-tie", "skip", "fail", "crash", "timeout", "error",
+};
+
+const char *gf_verdict_str(gf_verdict v)
+{
+    return (unsigned)v < GF_V_COUNT ? k_verdicts[v] : "?";
+}
+
+int gf_verdict_parse(const char *s, gf_verdict *out)
+{
+    for (int i = 0; s && i < GF_V_COUNT; i++)
+        if (!strcmp(s, k_verdicts[i])) {
+            *out = (gf_verdict)i;
+            return 1;
+        }
+    return 0;
+}
+
+int gf_verdict_exit(gf_verdict v, int backend_required)
+{
+    switch (v) {
+    case GF_V_PASS:
+    case GF_V_PASS_NEAR_TIE: return 0;
+    case GF_V_SKIP: return backend_required ? 1 : 0;
+    case GF_V_ERROR: return 2;
+    default: return 1;
+    }
+}
+
+int gf_exit_combine(int a, int b)
+{
+    if (a == 2 || b == 2)
+        return 2;
+    return a == 1 || b == 1 ? 1 : 0;
+}
+
+static int severity(gf_verdict v)
+{
+    switch (v) {
+    case GF_V_PASS: return 0;
+    case GF_V_PASS_NEAR_TIE: return 1;
+    case GF_V_SKIP: return 2;
+    case GF_V_FAIL: return 3;
+    case GF_V_TIMEOUT: return 4;
+    case GF_V_CRASH: return 5;
+    case GF_V_ERROR: return 6;
+    default: return 6;
+    }
+}
+
+gf_verdict gf_verdict_worse(gf_verdict a, gf_verdict b)
+{
+    return severity(b) > severity(a) ? b : a;
+}
+
+/* ---- the gate ---- */
+
+gf_gate gf_gate_default(void)
+{
+    gf_gate g = {.abs = 1e-4, .ulps = 4.0};
+    return g;
+}
+
+const char *gf_dtype_str(gf_compute_dtype dt)
+{
+    switch (dt) {
+    case GF_COMPUTE_F32: return "fp32";
+    case GF_COMPUTE_F16: return "fp16";
+    case GF_COMPUTE_BF16: return "bf16";
+    case GF_COMPUTE_F64: return "fp64";
+    }
+    return "fp32";
+}
+
+double gf_ulp_at(double x, gf_compute_dtype dt)
+{
+    if (!isfinite(x))
+        return NAN;
+    int digits, emin; /* significand bits (with the implicit one), smallest normal exponent */
+    switch (dt) {
+    case GF_COMPUTE_F16: digits = 11; emin = -14; break;
+    case GF_COMPUTE_BF16: digits = 8; emin = -126; break;
+    case GF_COMPUTE_F64: digits = 53; emin = -1022; break;
+    case GF_COMPUTE_F32:
+    default: digits = 24; emin = -126; break;
+    }
+    double ax = fabs(x);
+    int e = 0;
+    if (ax > 0)
+        frexp(ax, &e); /* ax = m 2^e, m in [0.5, 1): the binade [2^(e-1), 2^e) */
+    int binade = ax > 0 ? e - 1 : emin;
+    if (binade < emin)
+        binade = emin; /* subnormals share the smallest normal spacing */
+    return ldexp(1.0, binade - (digits - 1));
+}
+
+double gf_gate_threshold(const gf_gate *g, double ref_top1, gf_compute_dtype dt)
+{
+    double u = gf_ulp_at(ref_top1, dt);
+    double t = isfinite(u) ? g->ulps * u : 0.0;
+    return t > g->abs ? t : g->abs;
+}
+
+int32_t gf_row_top(const float *x, int32_t V, double *top1, double *margin)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (x[i] > x[best] || (isnan(x[best]) && !isnan(x[i])))
+            best = i;
+    double second = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (i != best && x[i] > second)
+            second = x[i];
+    if (top1)
+        *top1 = x[best];
+    if (margin)
+        *margin = second == -INFINITY ? INFINITY : (double)x[best] - second;
+    return best;
+}
+
+double gf_max_abs_delta(const float *a, const float *b, size_t n, size_t *where)
+{
+    double m = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = a[i], y = b[i], d;
+        if (isnan(x) || isnan(y))
+            d = isnan(x) && isnan(y) ? 0.0 : INFINITY;
+        else if (isinf(x) || isinf(y))
+            d = x == y ? 0.0 : INFINITY;
+        else
+            d = fabs(x - y);
+        if (d > m) {
+            m = d;
+            at = i;
+        }
+    }
+    if (where)
+        *where = at;
+    return m;
+}
+
+/* ---- comparison ---- */
+
+void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode mode, double atol)
+{
+    memset(c, 0, sizeof *c);
+    c->gate = g ? *g : gf_gate_default();
+    c->dtype = dt ? dt : GF_COMPUTE_F32;
+    c->mode = mode;
+    c->atol = atol;
+    c->max_delta_step = -1;
+    c->min_margin = INFINITY;
+    c->min_margin_step = -1;
+    c->min_margin_threshold = c->gate.abs;
+    c->first_divergence = -1;
+    c->first_unexcused = -1;
+    c->first_over_atol = -1;
+    c->first_nonfinite = -1;
+    c->first_failing = -1;
+    c->divergence_margin = c->divergence_threshold = NAN;
+    c->unexcused_margin = c->unexcused_threshold = NAN;
+    c->over_atol_delta = NAN;
+}
+
+int gf_cmp_stopped(const gf_cmp *c)
+{
+    return c->mode == GF_CMP_FREE_RUNNING && c->first_divergence >= 0;
+}
+
+int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_t test_token,
+                double ref_margin, double ref_top1)
+{
+    if (gf_cmp_stopped(c)) {
+        c->ignored++;
+        return 0;
+    }
+    int failed_before = c->first_failing >= 0;
+    double thr = gf_gate_threshold(&c->gate, ref_top1, c->dtype);
+    int first = c->steps == 0;
+    c->steps++;
+    if (!isnan(delta)) {
+        if (!isfinite(delta) && c->first_nonfinite < 0)
+            c->first_nonfinite = step;
+        if (delta > c->max_delta || first) {
+            c->max_delta = delta > c->max_delta ? delta : c->max_delta;
+            c->max_delta_step = step;
+        }
+        if (!isnan(c->atol) && !(delta <= c->atol) && c->first_over_atol < 0) {
+            c->first_over_atol = step;
+            c->over_atol_delta = delta;
+        }
+    }
+    if (!isnan(ref_margin) && ref_margin < c->min_margin) {
+        c->min_margin = ref_margin;
+        c->min_margin_step = step;
+        c->min_margin_threshold = thr;
+    }
+    if (ref_margin < thr)
+        c->near_ties++;
+    if (ref_token != test_token) {
+        c->mismatches++;
+        if (c->first_divergence < 0) {
+            c->first_divergence = step;
+            c->divergence_margin = ref_margin;
+            c->divergence_threshold = thr;
+        }
+        if (ref_margin < thr) {
+            c->excused++;
+        } else if (c->first_unexcused < 0) {
+            c->first_unexcused = step;
+            c->unexcused_margin = ref_margin;
+            c->unexcused_threshold = thr;
+            c->unexcused_ref_token = ref_token;
+            c->unexcused_test_token = test_token;
+        }
+    }
+    int failed_now = c->first_unexcused >= 0 || c->first_over_atol >= 0 || c->first_nonfinite >= 0;
+    if (failed_now && !failed_before) {
+        c->first_failing = step;
+        return 1;
+    }
+    return 0;
+}
+
+int gf_cmp_logits(gf_cmp *c, int32_t step, const float *ref, const float *test, int32_t V)
+{
+    double top1, margin, t1, m1;
+    int32_t a_ref = gf_row_top(ref, V, &top1, &margin);
+    int32_t a_test = gf_row_top(test, V, &t1, &m1);
+    double delta = gf_max_abs_delta(ref, test, (size_t)V, NULL);
+    return gf_cmp_step(c, step, delta, a_ref, a_test, margin, top1);
+}
+
+void gf_cmp_merge(gf_cmp *a, const gf_cmp *b)
+{
+    int a_empty = a->steps == 0;
+    a->steps += b->steps;
+    a->ignored += b->ignored;
+    if (b->steps > 0 && (b->max_delta > a->max_delta || a_empty)) {
+        a->max_delta = b->max_delta > a->max_delta || a_empty ? b->max_delta : a->max_delta;
+        a->max_delta_step = b->max_delta_step;
+    }
+    if (b->min_margin < a->min_margin) {
+        a->min_margin = b->min_margin;
+        a->min_margin_step = b->min_margin_step;
+        a->min_margin_threshold = b->min_margin_threshold;
+    }
+    a->near_ties += b->near_ties;
+    a->mismatches += b->mismatches;
+    a->excused += b->excused;
+    if (a->first_divergence < 0 && b->first_divergence >= 0) {
+        a->first_divergence = b->first_divergence;
+        a->divergence_margin = b->divergence_margin;
+        a->divergence_threshold = b->divergence_threshold;
+    }
+    if (a->first_unexcused < 0 && b->first_unexcused >= 0) {
+        a->first_unexcused = b->first_unexcused;
+        a->unexcused_margin = b->unexcused_margin;
+        a->unexcused_threshold = b->unexcused_threshold;
+        a->unexcused_ref_token = b->unexcused_ref_token;
+        a->unexcused_test_token = b->unexcused_test_token;
+    }
+    if (a->first_over_atol < 0 && b->first_over_atol >= 0) {
+        a->first_over_atol = b->first_over_atol;
+        a->over_atol_delta = b->over_atol_delta;
+    }
+    if (a->first_nonfinite < 0)
+        a->first_nonfinite = b->first_nonfinite;
+    if (a->first_failing < 0)
+        a->first_failing = b->first_failing;
+}
+
+double gf_cmp_safety_factor(const gf_cmp *c)
+{
+    if (c->max_delta == 0.0)
+        return c->min_margin > 0 ? INFINITY : NAN;
+    return c->min_margin / c->max_delta;
+}
+
+gf_verdict gf_cmp_verdict(const gf_cmp *c, char *why, size_t why_len)
+{
+    char tmp[768], tok[320] = "", atol[200] = "";
+    gf_verdict v = GF_V_PASS;
+    if (c->first_unexcused >= 0)
+        snprintf(tok, sizeof tok,
+                 "token differs at step %d (reference %d, test %d) with reference margin %.3g >= gate %.3g",
+                 c->first_unexcused, c->unexcused_ref_token, c->unexcused_test_token, c->unexcused_margin,
+                 c->unexcused_threshold);
+    if (c->first_over_atol >= 0)
+        snprintf(atol, sizeof atol, "max |delta| %.3g at step %d exceeds atol %.3g", c->over_atol_delta,
+                 c->first_over_atol, c->atol);
+    if (c->first_nonfinite >= 0) {
+        snprintf(tmp, sizeof tmp, "non-finite logits delta at step %d", c->first_nonfinite);
+        v = GF_V_FAIL;
+    } else if (tok[0] && atol[0]) {
+        int tok_first = c->first_unexcused <= c->first_over_atol;
+        snprintf(tmp, sizeof tmp, "%s; %s", tok_first ? tok : atol, tok_first ? atol : tok);
+        v = GF_V_FAIL;
+    } else if (tok[0] || atol[0]) {
+        snprintf(tmp, sizeof tmp, "%s", tok[0] ? tok : atol);
+        v = GF_V_FAIL;
+    } else if (c->excused > 0) {
+        snprintf(tmp, sizeof tmp, "token differs at step %d at a near tie: margin %.3g < gate %.3g",
+                 c->first_divergence, c->divergence_margin, c->divergence_threshold);
+        v = GF_V_PASS_NEAR_TIE;
+    } else {
+        snprintf(tmp, sizeof tmp, "%d steps agree", c->steps);
+    }
+    if (why && why_len)
+        snprintf(why, why_len, "%s", tmp);
+    return v;
+}
+
+/* ---- JSON ---- */
+
+void gf_json_set_number(json_t *obj, const char *key, double v, const char *reason)
+{
+    if (isfinite(v)) {
+        json_object_set_new(obj, key, json_real(v));
+        return;
+    }
+    json_object_set_new(obj, key, json_null());
+    char rk[256];
+    snprintf(rk, sizeof rk, "%s_reason", key);
+    const char *r = reason ? reason : isnan(v) ? "nan" : v > 0 ? "+inf" : "-inf";
+    json_object_set_new(obj, rk, json_string(r));
+}
+
+json_t *gf_json_doubles(const double *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null());
+    return a;
+}
+
+json_t *gf_json_ints(const int32_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+json_t *gf_cmp_json(const gf_cmp *c)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "mode", json_string(c->mode == GF_CMP_TEACHER_FORCED ? "teacher-forced"
+                                                                               : "free-running"));
+    json_object_set_new(o, "gate", json_pack("{s:f, s:f, s:s}", "abs", c->gate.abs, "ulps", c->gate.ulps,
+                                             "dtype", gf_dtype_str(c->dtype)));
+    gf_json_set_number(o, "atol", c->atol, "not checked");
+    json_object_set_new(o, "steps", json_integer(c->steps));
+    json_object_set_new(o, "steps_ignored", json_integer(c->ignored));
+    gf_json_set_number(o, "max_abs_delta", c->max_delta, "a side is not finite");
+    json_object_set_new(o, "max_delta_step", json_integer(c->max_delta_step));
+    gf_json_set_number(o, "min_margin", c->min_margin,
+                       c->min_margin == INFINITY ? "+inf: a single candidate at every step" : NULL);
+    json_object_set_new(o, "min_margin_step", json_integer(c->min_margin_step));
+    gf_json_set_number(o, "gate_threshold", c->min_margin_threshold, NULL);
+    double sf = gf_cmp_safety_factor(c);
+    gf_json_set_number(o, "safety_factor", sf,
+                       isinf(sf) ? "+inf: max |delta| is 0 (the sides are identical)" : "undefined");
+    json_object_set_new(o, "near_ties", json_integer(c->near_ties));
+    json_object_set_new(o, "mismatches", json_integer(c->mismatches));
+    json_object_set_new(o, "excused", json_integer(c->excused));
+    json_object_set_new(o, "first_divergence", json_integer(c->first_divergence));
+    if (c->first_divergence >= 0) {
+        gf_json_set_number(o, "divergence_margin", c->divergence_margin, NULL);
+        gf_json_set_number(o, "divergence_threshold", c->divergence_threshold, NULL);
+    }
+    if (c->first_unexcused >= 0)
+        json_object_set_new(o, "first_unexcused", json_integer(c->first_unexcused));
+    if (c->first_over_atol >= 0)
+        json_object_set_new(o, "first_over_atol", json_integer(c->first_over_atol));
+    json_object_set_new(o, "failing_step", json_integer(c->first_failing));
+    return o;
+}

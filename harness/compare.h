@@ -1,0 +1,141 @@
+/* Verdicts, the margin gate and per-step comparison metrics (docs/harness.md).
+ *
+ * A comparison pits a test side against a reference side, step by step. At
+ * each step it takes the largest |delta| over the vocabulary, both sides'
+ * chosen tokens, and the reference's top-1 minus top-2 margin. A step whose
+ * token differs from the reference's is excused only where the reference
+ * margin is below the gate threshold
+ *
+ *     threshold = max(gate.abs, gate.ulps * ulp(|reference top-1|, dtype))
+ *
+ * with dtype the test backend's declared compute dtype (fp32 by default).
+ * Teacher-forced comparisons (both sides see the same prefix at every step)
+ * gate every step; free-running ones gate the first divergence and compare
+ * nothing after it. Sampled steps pass the margin of the raced scores, so one
+ * gate serves greedy and sampled runs.
+ *
+ * Nothing here knows about YAML, backends or reports; a goldens comparison
+ * reuses it unchanged. */
+#ifndef GENFENCE_HARNESS_COMPARE_H
+#define GENFENCE_HARNESS_COMPARE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "genfence/backend.h"
+
+/* ---- verdicts ---- */
+
+typedef enum gf_verdict {
+    GF_V_PASS = 0,
+    GF_V_PASS_NEAR_TIE,  /* passed; a token differed only at a near tie */
+    GF_V_SKIP,           /* did not run here (the reason says why) */
+    GF_V_FAIL,
+    GF_V_CRASH,          /* the child died without a result, or after one */
+    GF_V_TIMEOUT,        /* the watchdog fired */
+    GF_V_ERROR,          /* bad case or bad input */
+    GF_V_COUNT
+} gf_verdict;
+
+const char *gf_verdict_str(gf_verdict v);       /* "pass", "pass-near-tie", ... */
+int gf_verdict_parse(const char *s, gf_verdict *out); /* 1 if known */
+/* The exit status a verdict asks for: 0, 1 or 2 (a skip is 1 when the
+ * backend was required with --require-backend). */
+int gf_verdict_exit(gf_verdict v, int backend_required);
+/* Combine exit statuses: 2 wins over 1 wins over 0. */
+int gf_exit_combine(int a, int b);
+/* The more severe of two verdicts a single run can have (error > crash >
+ * timeout > fail > skip > pass-near-tie > pass). */
+gf_verdict gf_verdict_worse(gf_verdict a, gf_verdict b);
+
+/* ---- the gate ---- */
+
+typedef struct gf_gate {
+    double abs;   /* default 1e-4 */
+    double ulps;  /* default 4 */
+} gf_gate;
+
+gf_gate gf_gate_default(void);
+const char *gf_dtype_str(gf_compute_dtype dt); /* "fp32", "fp16", "bf16", "fp64" */
+/* Spacing of the dtype's representable numbers at |x| (the distance to the
+ * next one away from zero); NaN for a non-finite x. */
+double gf_ulp_at(double x, gf_compute_dtype dt);
+double gf_gate_threshold(const gf_gate *g, double ref_top1, gf_compute_dtype dt);
+
+/* argmax (lowest index on ties), top-1 value and top-1 minus top-2 of a row;
+ * -inf entries never count as the runner-up (margin +inf then). */
+int32_t gf_row_top(const float *x, int32_t V, double *top1, double *margin);
+/* max |a - b| over n entries; +inf if either side is NaN where the other is
+ * not, or the two are infinities of different sign. */
+double gf_max_abs_delta(const float *a, const float *b, size_t n, size_t *where);
+
+/* ---- step-by-step comparison ---- */
+
+typedef enum gf_cmp_mode {
+    GF_CMP_TEACHER_FORCED = 0, /* both sides see the same prefix every step */
+    GF_CMP_FREE_RUNNING = 1,   /* each side feeds its own tokens back */
+} gf_cmp_mode;
+
+typedef struct gf_cmp {
+    gf_gate gate;
+    gf_compute_dtype dtype;
+    gf_cmp_mode mode;
+    double atol;               /* max |delta| allowed; NaN: not checked */
+
+    int32_t steps;             /* steps compared */
+    int32_t ignored;           /* free-running: steps after the divergence */
+    double max_delta;          /* over compared steps */
+    int32_t max_delta_step;    /* -1: none compared / all deltas 0 at step -1 */
+    double min_margin;         /* smallest reference margin */
+    int32_t min_margin_step;
+    double min_margin_threshold; /* the gate threshold at that step */
+    int32_t near_ties;         /* steps whose reference margin is below the gate */
+    int32_t mismatches;        /* steps whose tokens differ */
+    int32_t excused;           /* ... of which at a near tie */
+    int32_t first_divergence;  /* -1 if none */
+    double divergence_margin, divergence_threshold;
+    int32_t first_unexcused;   /* -1 if none */
+    double unexcused_margin, unexcused_threshold;
+    int32_t unexcused_ref_token, unexcused_test_token;
+    int32_t first_over_atol;   /* -1 if none */
+    double over_atol_delta;
+    int32_t first_nonfinite;   /* first step whose delta is not finite, -1 if none */
+    int32_t first_failing;     /* the step that decided a failure, -1 if none */
+} gf_cmp;
+
+void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode mode, double atol);
+
+/* One step from summaries. delta: max |delta| (NaN if unknown); ref_top1: the
+ * reference's top-1 score (for the ULP; NaN: use gate.abs alone). Returns 1 if
+ * this step made the comparison fail (first time only), else 0. Free-running
+ * steps after the first divergence are only counted as ignored. */
+int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_t test_token,
+                double ref_margin, double ref_top1);
+/* One greedy step from both sides' full rows (tokens = argmaxes). */
+int gf_cmp_logits(gf_cmp *c, int32_t step, const float *ref, const float *test, int32_t V);
+/* Has the comparison stopped (free-running after a divergence)? */
+int gf_cmp_stopped(const gf_cmp *c);
+
+/* Fold b into a (several rows or modes into one case's numbers). Steps keep
+ * their own numbering; the label says which part a step came from. */
+void gf_cmp_merge(gf_cmp *a, const gf_cmp *b);
+
+/* pass, pass-near-tie or fail, with the reason (why may be NULL). */
+gf_verdict gf_cmp_verdict(const gf_cmp *c, char *why, size_t why_len);
+/* smallest margin / largest delta (+inf when the delta is 0). */
+double gf_cmp_safety_factor(const gf_cmp *c);
+
+/* The metrics as a JSON object (non-finite numbers as null + a reason). */
+json_t *gf_cmp_json(const gf_cmp *c);
+
+/* ---- JSON numbers that may be non-finite ---- */
+
+/* obj[key] = v; a NaN or infinite v becomes null and obj[key + "_reason"] =
+ * reason (or "nan" / "+inf" / "-inf" when reason is NULL). */
+void gf_json_set_number(json_t *obj, const char *key, double v, const char *reason);
+/* A JSON array of doubles, non-finite entries as null. */
+json_t *gf_json_doubles(const double *v, size_t n);
+json_t *gf_json_ints(const int32_t *v, size_t n);
+
+#endif

@@ -1,0 +1,128 @@
+/* Case kinds: each parses its own keys (in the parent, at load time) and runs
+ * in a child process against one backend, building one result record.
+ *
+ * Kinds live in harness/kind_*.c; the table in kind_table.c. */
+#ifndef GENFENCE_HARNESS_KIND_H
+#define GENFENCE_HARNESS_KIND_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "case.h"
+#include "cli.h"
+#include "compare.h"
+
+typedef struct gf_krun gf_krun;
+
+enum { GF_KIND_NO_MODEL = 0, GF_KIND_MODEL_TOKENIZER = 1, GF_KIND_MODEL_REQUIRED = 2 };
+
+struct gf_kind_def {
+    const char *name;
+    const char *summary;
+    int uses_backend;         /* 1: the child opens model + backend (gf_session_open) */
+    int model;                /* GF_KIND_NO_MODEL / _MODEL_TOKENIZER (model for its tokenizer) / _REQUIRED */
+    const char *keys;         /* the kind's own keys, for messages: "probs, logits, expect" */
+    /* Read the kind's keys from map into c->spec; 0 ok, -1 error (recorded). */
+    int (*parse)(gf_cctx *ctx, const gf_ynode *map, gf_case *c);
+    void (*free_spec)(void *spec);
+    /* Run in the child; results go into k. */
+    void (*run)(const gf_case *c, gf_krun *k);
+};
+
+const gf_kind_def *gf_kind_find(const char *name);
+const gf_kind_def *const *gf_kinds(void); /* NULL-terminated, in documentation order */
+
+/* ---- the run of one (case, backend), in the child ---- */
+
+struct gf_krun {
+    const char *backend;       /* as requested (name or plugin path) */
+    const char *backend_name;  /* as the backend reports it */
+    int32_t threads;
+    gf_compute_dtype dtype;    /* the backend's declared compute dtype (fp32 if undeclared) */
+    int backend_has_sample;    /* the backend has its own `sample` slot */
+    gf_session *session;       /* uses_backend kinds: open; else NULL */
+    const char *artifact_dir;  /* where failing-step logits go (NULL: nowhere) */
+    const char *artifact_stem; /* "<id>@<backend>" */
+
+    json_t *checks;            /* [{name, passed, detail}] */
+    json_t *metrics;           /* {...}; "summary" holds the comparison metrics */
+    json_t *seeds;             /* {what: seed} */
+    json_t *artifacts;         /* [path] */
+    gf_verdict verdict;        /* so far */
+    char reason[1024];         /* why (first failure, error or skip; or a near tie) */
+    gf_cmp summary;            /* every comparison merged */
+    int has_summary;
+};
+
+void gf_krun_init(gf_krun *k);
+void gf_krun_clear(gf_krun *k);
+/* The record as JSON (verdict, reason, checks, metrics, seeds, artifacts). */
+json_t *gf_krun_record(const gf_krun *k);
+
+/* A named check; a failed one makes the run fail (the first one gives the
+ * reason). Returns ok. */
+int gf_k_check(gf_krun *k, int ok, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void gf_k_fail(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gf_k_error(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gf_k_skip(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An engine call failed: bad input -> error, unavailable/unsupported -> skip,
+ * anything else (the backend misbehaved) -> fail. what: "cached generate". */
+void gf_k_status(gf_krun *k, gf_status st, const char *what);
+
+void gf_k_metric(gf_krun *k, const char *key, double v);
+void gf_k_metric_int(gf_krun *k, const char *key, long long v);
+void gf_k_metric_json(gf_krun *k, const char *key, json_t *v); /* steals v */
+void gf_k_seed(gf_krun *k, const char *what, uint64_t seed);
+
+/* Record a comparison under metrics.comparisons[label], fold it into the
+ * summary and apply its verdict (fail / pass-near-tie). */
+void gf_k_compare(gf_krun *k, const char *label, const gf_cmp *c);
+
+/* Write the logits of both sides at a failing step next to the report:
+ * <artifact_dir>/<stem>.<label>.safetensors with F32 tensors "reference" and
+ * "test" (V each) and metadata naming the sides, the step and the case. */
+void gf_k_write_logits(gf_krun *k, const char *label, int32_t step, const float *ref,
+                       const char *ref_side, const float *test, const char *test_side, int32_t V);
+
+/* ---- helpers shared by kinds ---- */
+
+/* Sampler keys of a mapping: temperature, top_k, top_p (null = off), seed.
+ * Defaults come from *p. */
+int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p);
+json_t *gf_sampler_json(const gf_sampler_params *p);
+
+/* `probs` or `logits` (exactly one, unless optional): V float logits
+ * (probabilities become their logs). Returns 1 read, 0 absent, -1 error. */
+int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits,
+                         int32_t *V, int *from_probs);
+
+/* A prompt list: each item a string (text) or a sequence of token ids. */
+typedef struct gf_prompt_spec {
+    char *text;                /* NULL when ids are given */
+    int32_t *ids;
+    size_t n_ids;
+} gf_prompt_spec;
+int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags,
+                 gf_prompt_spec **out, size_t *n_out);
+void gf_prompts_free(gf_prompt_spec *p, size_t n);
+/* Tokens of a prompt (text via the session's tokenizer). malloc'd. */
+gf_status gf_prompt_tokens(const gf_session *s, const gf_prompt_spec *p, int32_t **ids, int32_t *n);
+
+/* A batch of B prompts (sequence ids 0..B-1) against each prompt alone,
+ * free-running, gated (kind_model.c; used by batch_consistency and
+ * seeded_reproducibility). Comparisons are recorded as "<label>/row<b>".
+ * singles_out (optional, B entries) keeps the single runs for the caller. */
+gf_status gf_kind_batch_vs_single(gf_krun *k, const char *label, int32_t B, int32_t *const *prompts,
+                                  const int32_t *lens, const gf_generate_params *gp, const gf_gate *gate,
+                                  double atol, gf_generation **singles_out);
+
+/* "[0, 1, 2]" into buf (truncated to cap). */
+const char *gf_k_ids_str(char *buf, size_t cap, const int32_t *v, size_t n);
+/* Record that the engine's sampler ran (and whether the backend has its own slot). */
+void gf_k_note_sampler(gf_krun *k);
+
+/* Seeded N(0, 1) numbers from Philox (seed, stream). */
+void gf_k_normals(uint64_t seed, uint64_t stream, double *out, size_t n);
+
+#endif

@@ -1,0 +1,607 @@
+/* Sampler-only kinds: top_p_fence, top_k_fence, temperature_limits,
+ * sampler_errors. They run on the engine's sampler; no model, no backend.
+ * (sampling_distribution and left_padding_positions: kind_distribution.c.) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "genfence/engine.h"
+#include "genfence/sampler.h"
+#include "kind.h"
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ======================= top_p_fence / top_k_fence ======================= */
+
+typedef struct fence_expect {
+    double p;
+    long long k;
+    int32_t *keep;
+    size_t n_keep;
+} fence_expect;
+
+typedef struct fence_spec {
+    int is_k;
+    float *logits;
+    int32_t V;
+    int from_probs;
+    fence_expect *ex;
+    size_t n_ex;
+    int32_t *perm;
+    size_t n_perm;
+    double atol, temperature;
+} fence_spec;
+
+static void fence_free(void *p)
+{
+    fence_spec *s = p;
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_ex; i++)
+        free(s->ex[i].keep);
+    free(s->ex);
+    free(s->logits);
+    free(s->perm);
+    free(s);
+}
+
+static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
+{
+    fence_spec *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    c->spec = s;
+    s->is_k = is_k;
+    s->atol = 1e-6;
+    s->temperature = 1.0;
+    int bad = gf_y_probs_or_logits(ctx, m, GF_Y_REQUIRED, &s->logits, &s->V, &s->from_probs) < 0;
+    bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
+    bad |= gf_y_double(ctx, m, "temperature", 0, &s->temperature) < 0;
+    if (!bad && !(s->temperature > 0 && isfinite(s->temperature))) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "temperature", 0), "'temperature' must be > 0 for a fence");
+        bad = 1;
+    }
+    if (gf_y_ints(ctx, m, "permutation", 0, 0, 2147483647LL, 1, &s->perm, &s->n_perm) < 0) {
+        bad = 1;
+    } else if (s->perm && !bad) {
+        const gf_ynode *pn = gf_y_get(ctx, m, "permutation", 0);
+        if ((int32_t)s->n_perm != s->V) {
+            gf_y_error(ctx, pn, "'permutation' has %zu entries; the distribution has %d", s->n_perm, s->V);
+            bad = 1;
+        } else {
+            unsigned char *seen = calloc((size_t)s->V, 1);
+            for (size_t i = 0; seen && i < s->n_perm; i++) {
+                if (s->perm[i] >= s->V || seen[s->perm[i]]) {
+                    gf_y_error(ctx, pn, "'permutation' must hold each index 0..%d once", s->V - 1);
+                    bad = 1;
+                    break;
+                }
+                seen[s->perm[i]] = 1;
+            }
+            free(seen);
+        }
+    }
+    const gf_ynode *ex = gf_y_get(ctx, m, "expect", GF_Y_REQUIRED);
+    if (!ex || !gf_y_node_is_seq(ctx, ex, "'expect'"))
+        return -1;
+    if (ex->n == 0) {
+        gf_y_error(ctx, ex, "'expect' is empty");
+        return -1;
+    }
+    s->ex = calloc(ex->n, sizeof *s->ex);
+    if (!s->ex)
+        return -1;
+    s->n_ex = ex->n;
+    for (size_t i = 0; i < ex->n; i++) {
+        const gf_ynode *e = ex->items[i];
+        if (!gf_y_node_is_map(ctx, e, "an 'expect' entry")) {
+            bad = 1;
+            continue;
+        }
+        if (is_k) {
+            bad |= gf_y_int(ctx, e, "k", GF_Y_REQUIRED, -2147483647LL, 2147483647LL, &s->ex[i].k) < 0;
+        } else {
+            bad |= gf_y_double(ctx, e, "p", GF_Y_REQUIRED, &s->ex[i].p) < 0;
+        }
+        if (gf_y_ints(ctx, e, "keep", GF_Y_REQUIRED, 0, s->V > 0 ? s->V - 1 : 0, 0, &s->ex[i].keep,
+                      &s->ex[i].n_keep) < 0)
+            bad = 1;
+        gf_y_check_unknown(ctx, e, is_k ? "in an 'expect' entry (known: k, keep)" : "in an 'expect' entry (known: p, keep)");
+    }
+    return bad ? -1 : 0;
+}
+
+static int parse_top_p(gf_cctx *ctx, const gf_ynode *m, gf_case *c) { return fence_parse(ctx, m, c, 0); }
+static int parse_top_k(gf_cctx *ctx, const gf_ynode *m, gf_case *c) { return fence_parse(ctx, m, c, 1); }
+
+/* Kept set of the filter on `logits` (sorted indices, malloc'd). */
+static gf_status kept_set(const float *logits, int32_t V, const gf_sampler_params *p, int32_t **kept, size_t *n)
+{
+    double *z = malloc((size_t)V * sizeof *z);
+    *kept = malloc((size_t)V * sizeof **kept);
+    if (!z || !*kept) {
+        free(z);
+        free(*kept);
+        *kept = NULL;
+        return gf_error_set(GF_E_NOMEM, "out of memory");
+    }
+    gf_status st = gf_sampler_filter(logits, V, p, z);
+    *n = 0;
+    for (int32_t i = 0; st == GF_OK && i < V; i++)
+        if (z[i] != -INFINITY)
+            (*kept)[(*n)++] = i;
+    free(z);
+    return st;
+}
+
+static int same_set(const int32_t *a, size_t na, int32_t *b_unsorted, size_t nb)
+{
+    if (na != nb)
+        return 0;
+    int32_t *b = malloc((nb ? nb : 1) * sizeof *b);
+    if (!b)
+        return 0;
+    memcpy(b, b_unsorted, nb * sizeof *b);
+    qsort(b, nb, sizeof *b, cmp_i32);
+    int eq = !memcmp(a, b, na * sizeof *a);
+    free(b);
+    return eq;
+}
+
+/* Distance of p from the nearest prefix mass of the sorted distribution. */
+static double boundary_distance(const double *q, int32_t V, double p)
+{
+    double *s = malloc((size_t)V * sizeof *s);
+    if (!s)
+        return NAN;
+    memcpy(s, q, (size_t)V * sizeof *s);
+    for (int32_t i = 1; i < V; i++) { /* insertion sort, descending */
+        double x = s[i];
+        int32_t j = i - 1;
+        while (j >= 0 && s[j] < x) {
+            s[j + 1] = s[j];
+            j--;
+        }
+        s[j + 1] = x;
+    }
+    double prefix = 0, best = INFINITY;
+    for (int32_t i = 0; i + 1 < V; i++) { /* the masses before tokens 1..V-1 */
+        prefix += s[i];
+        if (fabs(prefix - p) < best)
+            best = fabs(prefix - p);
+    }
+    free(s);
+    return best;
+}
+
+static void run_fence(const gf_case *c, gf_krun *k)
+{
+    const fence_spec *s = c->spec;
+    const int32_t V = s->V;
+    gf_k_note_sampler(k);
+    double *q = malloc((size_t)V * sizeof *q), *probs = malloc((size_t)V * sizeof *probs);
+    float *shuffled = malloc((size_t)V * sizeof *shuffled);
+    if (!q || !probs || !shuffled) {
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
+    /* the unfiltered softmax(logits / T) in double */
+    double mx = -INFINITY, tot = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (s->logits[i] / s->temperature > mx)
+            mx = s->logits[i] / s->temperature;
+    for (int32_t i = 0; i < V; i++)
+        tot += q[i] = s->logits[i] == -INFINITY ? 0.0 : exp(s->logits[i] / s->temperature - mx);
+    for (int32_t i = 0; i < V; i++)
+        q[i] /= tot;
+    json_t *per = json_array();
+    double worst_renorm = 0, min_boundary = INFINITY;
+    for (size_t e = 0; e < s->n_ex; e++) {
+        const fence_expect *x = &s->ex[e];
+        gf_sampler_params p = gf_sampler_greedy();
+        p.temperature = s->temperature;
+        char label[64], a[512], b[512];
+        if (s->is_k) {
+            p.use_top_k = 1;
+            p.top_k = (int32_t)x->k;
+            snprintf(label, sizeof label, "k=%lld", x->k);
+        } else {
+            p.use_top_p = 1;
+            p.top_p = x->p;
+            snprintf(label, sizeof label, "p=%g", x->p);
+        }
+        int32_t *kept = NULL;
+        size_t n_kept = 0;
+        gf_status st = kept_set(s->logits, V, &p, &kept, &n_kept);
+        if (st != GF_OK) {
+            gf_k_error(k, "%s: the sampler refused the parameters: %s", label, gf_error_msg());
+            free(kept);
+            continue;
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%s kept set", label);
+        gf_k_check(k, same_set(kept, n_kept, x->keep, x->n_keep), name, "kept %s, expected %s",
+                   gf_k_ids_str(a, sizeof a, kept, n_kept), gf_k_ids_str(b, sizeof b, x->keep, x->n_keep));
+        json_t *row = json_pack("{s:s, s:o}", "param", label, "kept", gf_json_ints(kept, n_kept));
+        if (!s->is_k) {
+            double bd = boundary_distance(q, V, x->p);
+            gf_json_set_number(row, "boundary_distance", bd, NULL);
+            if (bd < min_boundary)
+                min_boundary = bd;
+        }
+        /* kept probabilities renormalise */
+        if (gf_sampler_probs(s->logits, V, &p, probs) == GF_OK) {
+            double sum = 0, keep_mass = 0, err = 0;
+            for (int32_t i = 0; i < V; i++)
+                sum += probs[i];
+            for (size_t j = 0; j < n_kept; j++)
+                keep_mass += q[kept[j]];
+            for (size_t j = 0; j < n_kept; j++) {
+                double want = q[kept[j]] / keep_mass, d = fabs(probs[kept[j]] - want);
+                if (d > err)
+                    err = d;
+            }
+            double total_err = fabs(sum - 1.0) > err ? fabs(sum - 1.0) : err;
+            if (total_err > worst_renorm)
+                worst_renorm = total_err;
+            snprintf(name, sizeof name, "%s renormalised", label);
+            gf_k_check(k, fabs(sum - 1.0) <= s->atol && err <= s->atol, name,
+                       "sum %.9g, max |p_kept - p/sum(kept)| %.3g (atol %.3g)", sum, err, s->atol);
+            gf_json_set_number(row, "renorm_error", total_err, NULL);
+        }
+        /* the kept set follows the tokens under a permutation */
+        if (s->perm) {
+            for (int32_t j = 0; j < V; j++)
+                shuffled[j] = s->logits[s->perm[j]];
+            int32_t *want = malloc((size_t)V * sizeof *want), *pk = NULL;
+            size_t n_want = 0, n_pk = 0;
+            for (int32_t j = 0; want && j < V; j++)
+                for (size_t t = 0; t < x->n_keep; t++)
+                    if (s->perm[j] == x->keep[t]) {
+                        want[n_want++] = j;
+                        break;
+                    }
+            if (want && kept_set(shuffled, V, &p, &pk, &n_pk) == GF_OK) {
+                snprintf(name, sizeof name, "%s permuted kept set", label);
+                gf_k_check(k, same_set(pk, n_pk, want, n_want), name, "kept %s, expected %s",
+                           gf_k_ids_str(a, sizeof a, pk, n_pk), gf_k_ids_str(b, sizeof b, want, n_want));
+            }
+            free(want);
+            free(pk);
+        }
+        json_array_append_new(per, row);
+        free(kept);
+    }
+    gf_k_metric_json(k, "expectations", per);
+    gf_k_metric(k, "max_renorm_error", worst_renorm);
+    if (!s->is_k)
+        gf_k_metric(k, "min_boundary_distance", min_boundary);
+    gf_k_metric_int(k, "vocab", V);
+done:
+    free(q);
+    free(probs);
+    free(shuffled);
+}
+
+/* ======================= temperature_limits ======================= */
+
+typedef struct temp_spec {
+    double *logits;             /* (rows, V) */
+    size_t rows, V;
+    int random;
+    long long r_rows, r_vocab, r_seed;
+    double r_scale, r_margin;
+    double cold_t, cold_min, hot_t, hot_spread;
+    int greedy;
+    long long seed;             /* for the cold draw */
+} temp_spec;
+
+static void temp_free(void *p)
+{
+    temp_spec *s = p;
+    if (s)
+        free(s->logits);
+    free(s);
+}
+
+static int parse_temp(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
+{
+    temp_spec *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    c->spec = s;
+    s->cold_t = 1e-3;
+    s->cold_min = 0.999;
+    s->hot_t = 1e3;
+    s->hot_spread = 1e-2;
+    s->greedy = 1;
+    s->seed = 35;
+    s->r_rows = 3;
+    s->r_vocab = 512;
+    s->r_seed = 35;
+    s->r_scale = 3.0;
+    s->r_margin = 1.0;
+    int bad = 0;
+    int rl = gf_y_matrix(ctx, m, "logits", 0, 1, &s->logits, &s->rows, &s->V);
+    bad |= rl < 0;
+    const gf_ynode *r = gf_y_get(ctx, m, "random", 0);
+    if (r && rl > 0) {
+        gf_y_error(ctx, r, "give 'logits' or 'random', not both");
+        bad = 1;
+    } else if (r) {
+        if (!gf_y_node_is_map(ctx, r, "'random'"))
+            return -1;
+        s->random = 1;
+        bad |= gf_y_int(ctx, r, "rows", 0, 1, 4096, &s->r_rows) < 0;
+        bad |= gf_y_int(ctx, r, "vocab", 0, 2, 1 << 20, &s->r_vocab) < 0;
+        bad |= gf_y_int(ctx, r, "seed", 0, 0, 0x7fffffffffffffffLL, &s->r_seed) < 0;
+        bad |= gf_y_double(ctx, r, "scale", 0, &s->r_scale) < 0;
+        bad |= gf_y_double(ctx, r, "margin", 0, &s->r_margin) < 0;
+        gf_y_check_unknown(ctx, r, "in 'random' (known: rows, vocab, seed, scale, margin)");
+        s->seed = s->r_seed;
+    } else if (rl == 0) {
+        gf_y_error(ctx, m, "missing required key 'logits' or 'random'");
+        bad = 1;
+    }
+    const gf_ynode *cold = gf_y_get(ctx, m, "cold", 0);
+    if (cold && gf_y_node_is_map(ctx, cold, "'cold'")) {
+        bad |= gf_y_double(ctx, cold, "temperature", 0, &s->cold_t) < 0;
+        bad |= gf_y_double(ctx, cold, "min_max_prob", 0, &s->cold_min) < 0;
+        gf_y_check_unknown(ctx, cold, "in 'cold' (known: temperature, min_max_prob)");
+    } else if (cold) {
+        bad = 1;
+    }
+    const gf_ynode *hot = gf_y_get(ctx, m, "hot", 0);
+    if (hot && gf_y_node_is_map(ctx, hot, "'hot'")) {
+        bad |= gf_y_double(ctx, hot, "temperature", 0, &s->hot_t) < 0;
+        bad |= gf_y_double(ctx, hot, "max_spread", 0, &s->hot_spread) < 0;
+        gf_y_check_unknown(ctx, hot, "in 'hot' (known: temperature, max_spread)");
+    } else if (hot) {
+        bad = 1;
+    }
+    bad |= gf_y_bool(ctx, m, "greedy", 0, &s->greedy) < 0;
+    bad |= gf_y_int(ctx, m, "seed", 0, 0, 0x7fffffffffffffffLL, &s->seed) < 0;
+    return bad ? -1 : 0;
+}
+
+static void run_temp(const gf_case *c, gf_krun *k)
+{
+    const temp_spec *s = c->spec;
+    gf_k_note_sampler(k);
+    size_t R = s->random ? (size_t)s->r_rows : s->rows, V = s->random ? (size_t)s->r_vocab : s->V;
+    float *L = malloc(R * V * sizeof *L);
+    double *pr = malloc(V * sizeof *pr);
+    double *nrm = s->random ? malloc(R * V * sizeof *nrm) : NULL;
+    if (!L || !pr || (s->random && !nrm)) {
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
+    if (s->random) {
+        gf_k_seed(k, "random", (uint64_t)s->r_seed);
+        gf_k_normals((uint64_t)s->r_seed, 0, nrm, R * V);
+        for (size_t i = 0; i < R * V; i++)
+            L[i] = (float)(nrm[i] * s->r_scale);
+        for (size_t r = 0; r < R; r++) { /* a clear winner: its margin grows by `margin` */
+            int32_t top = gf_row_top(L + r * V, (int32_t)V, NULL, NULL);
+            L[r * V + top] += (float)s->r_margin;
+        }
+    } else {
+        for (size_t i = 0; i < R * V; i++)
+            L[i] = (float)s->logits[i];
+    }
+    gf_k_seed(k, "draw", (uint64_t)s->seed);
+    double cold_worst = INFINITY, hot_worst = 0, min_margin = INFINITY;
+    int cold_ok = 1, hot_ok = 1, greedy_ok = 1, cold_draw_ok = 1;
+    char cold_msg[256] = "", hot_msg[256] = "", gmsg[256] = "", dmsg[256] = "";
+    for (size_t r = 0; r < R; r++) {
+        const float *row = L + r * V;
+        double top1, margin;
+        int32_t am = gf_row_top(row, (int32_t)V, &top1, &margin);
+        if (margin < min_margin)
+            min_margin = margin;
+        gf_sampler_params p = gf_sampler_greedy();
+        p.seed = (uint64_t)s->seed;
+        p.temperature = s->cold_t;
+        gf_status st = gf_sampler_probs(row, (int32_t)V, &p, pr);
+        if (st != GF_OK) {
+            gf_k_error(k, "cold temperature %g: %s", s->cold_t, gf_error_msg());
+            goto done;
+        }
+        double mx = 0;
+        for (size_t i = 0; i < V; i++)
+            mx = pr[i] > mx ? pr[i] : mx;
+        if (mx < cold_worst)
+            cold_worst = mx;
+        if (!(mx > s->cold_min) && cold_ok) {
+            cold_ok = 0;
+            snprintf(cold_msg, sizeof cold_msg, "row %zu: max prob %.9g <= %g", r, mx, s->cold_min);
+        }
+        p.temperature = s->hot_t;
+        st = gf_sampler_probs(row, (int32_t)V, &p, pr);
+        if (st != GF_OK) {
+            gf_k_error(k, "hot temperature %g: %s", s->hot_t, gf_error_msg());
+            goto done;
+        }
+        double hi = 0, lo = 1;
+        for (size_t i = 0; i < V; i++) {
+            hi = pr[i] > hi ? pr[i] : hi;
+            lo = pr[i] < lo ? pr[i] : lo;
+        }
+        if (hi - lo > hot_worst)
+            hot_worst = hi - lo;
+        if (!(hi - lo < s->hot_spread) && hot_ok) {
+            hot_ok = 0;
+            snprintf(hot_msg, sizeof hot_msg, "row %zu: spread %.3g >= %g", r, hi - lo, s->hot_spread);
+        }
+        if (s->greedy) {
+            gf_sample_result g, d;
+            p.temperature = 0;
+            st = gf_sample(row, (int32_t)V, &p, r, 0, &g);
+            if (st != GF_OK || g.token != am) {
+                if (greedy_ok)
+                    snprintf(gmsg, sizeof gmsg, "row %zu: greedy gave %d, argmax %d%s%s", r, st == GF_OK ? g.token : -1,
+                             am, st == GF_OK ? "" : ": ", st == GF_OK ? "" : gf_error_msg());
+                greedy_ok = 0;
+            }
+            p.temperature = s->cold_t;
+            st = gf_sample(row, (int32_t)V, &p, r, 0, &d);
+            if (st != GF_OK || d.token != am) {
+                if (cold_draw_ok)
+                    snprintf(dmsg, sizeof dmsg, "row %zu: cold draw gave %d, greedy %d", r, st == GF_OK ? d.token : -1, am);
+                cold_draw_ok = 0;
+            }
+        }
+    }
+    gf_k_check(k, cold_ok, "cold is near one-hot", "%s", cold_ok ? "every row's max prob above the bound" : cold_msg);
+    gf_k_check(k, hot_ok, "hot is near uniform", "%s", hot_ok ? "every row's spread below the bound" : hot_msg);
+    if (s->greedy) {
+        gf_k_check(k, greedy_ok, "greedy equals argmax", "%s", greedy_ok ? "every row" : gmsg);
+        gf_k_check(k, cold_draw_ok, "cold draw equals greedy", "%s", cold_draw_ok ? "every row" : dmsg);
+    }
+    gf_k_metric(k, "cold_min_max_prob", cold_worst);
+    gf_k_metric(k, "hot_max_spread", hot_worst);
+    gf_k_metric(k, "min_margin", min_margin);
+    gf_k_metric_int(k, "rows", (long long)R);
+    gf_k_metric_int(k, "vocab", (long long)V);
+done:
+    free(L);
+    free(pr);
+    free(nrm);
+}
+
+/* ======================= sampler_errors ======================= */
+
+enum { EXPECT_ERROR = 0, EXPECT_ARGMAX = 1, EXPECT_OK = 2 };
+static const char *const k_expect_words[] = {"error", "argmax", "ok", NULL};
+
+typedef struct err_call {
+    gf_sampler_params p;
+    int expect;
+    int line;
+} err_call;
+
+typedef struct err_spec {
+    float *logits;
+    int32_t V;
+    long long vocab, seed;
+    err_call *calls;
+    size_t n_calls;
+} err_spec;
+
+static void err_free(void *p)
+{
+    err_spec *s = p;
+    if (s) {
+        free(s->logits);
+        free(s->calls);
+    }
+    free(s);
+}
+
+static int parse_err(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
+{
+    err_spec *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    c->spec = s;
+    s->vocab = 64;
+    s->seed = 35;
+    int from_probs = 0;
+    int bad = gf_y_probs_or_logits(ctx, m, 0, &s->logits, &s->V, &from_probs) < 0;
+    bad |= gf_y_int(ctx, m, "vocab", 0, 2, 1 << 20, &s->vocab) < 0;
+    bad |= gf_y_int(ctx, m, "seed", 0, 0, 0x7fffffffffffffffLL, &s->seed) < 0;
+    const gf_ynode *calls = gf_y_get(ctx, m, "calls", GF_Y_REQUIRED);
+    if (!calls || !gf_y_node_is_seq(ctx, calls, "'calls'"))
+        return -1;
+    s->calls = calloc(calls->n ? calls->n : 1, sizeof *s->calls);
+    if (!s->calls)
+        return -1;
+    s->n_calls = calls->n;
+    for (size_t i = 0; i < calls->n; i++) {
+        const gf_ynode *e = calls->items[i];
+        if (!gf_y_node_is_map(ctx, e, "a 'calls' entry")) {
+            bad = 1;
+            continue;
+        }
+        s->calls[i].p = gf_sampler_greedy();
+        s->calls[i].p.temperature = 1.0;
+        s->calls[i].p.seed = (uint64_t)s->seed;
+        s->calls[i].line = e->line;
+        bad |= gf_y_sampler(ctx, e, &s->calls[i].p) < 0;
+        bad |= gf_y_enum(ctx, e, "expect", GF_Y_REQUIRED, k_expect_words, &s->calls[i].expect) < 0;
+        gf_y_check_unknown(ctx, e, "in a 'calls' entry (known: temperature, top_k, top_p, seed, expect)");
+    }
+    return bad ? -1 : 0;
+}
+
+static void run_err(const gf_case *c, gf_krun *k)
+{
+    const err_spec *s = c->spec;
+    gf_k_note_sampler(k);
+    int32_t V = s->logits ? s->V : (int32_t)s->vocab;
+    float *L = malloc((size_t)V * sizeof *L);
+    double *nrm = malloc((size_t)V * sizeof *nrm);
+    if (!L || !nrm) {
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
+    if (s->logits) {
+        memcpy(L, s->logits, (size_t)V * sizeof *L);
+    } else {
+        gf_k_seed(k, "logits", (uint64_t)s->seed);
+        gf_k_normals((uint64_t)s->seed, 0, nrm, (size_t)V);
+        for (int32_t i = 0; i < V; i++)
+            L[i] = (float)(3.0 * nrm[i]);
+    }
+    int32_t am = gf_row_top(L, V, NULL, NULL);
+    int n_ok = 0;
+    for (size_t i = 0; i < s->n_calls; i++) {
+        const err_call *e = &s->calls[i];
+        gf_sample_result r;
+        gf_error_clear();
+        gf_status st = gf_sample(L, V, &e->p, 0, i, &r);
+        char name[256], ps[160];
+        snprintf(ps, sizeof ps, "temperature=%g top_k=%s%d top_p=%s%g", e->p.temperature,
+                 e->p.use_top_k ? "" : "off/", e->p.top_k, e->p.use_top_p ? "" : "off/", e->p.top_p);
+        snprintf(name, sizeof name, "line %d: %s -> %s", e->line, ps, k_expect_words[e->expect]);
+        int ok;
+        if (e->expect == EXPECT_ERROR)
+            ok = gf_k_check(k, st == GF_E_INVALID_ARG && gf_error_msg()[0], name, "%s",
+                            st == GF_OK ? "accepted (returned a token)" : gf_error_msg());
+        else if (e->expect == EXPECT_ARGMAX)
+            ok = gf_k_check(k, st == GF_OK && r.token == am, name, "got %d, argmax %d%s%s", st == GF_OK ? r.token : -1,
+                            am, st == GF_OK ? "" : ": ", st == GF_OK ? "" : gf_error_msg());
+        else
+            ok = gf_k_check(k, st == GF_OK, name, "%s", st == GF_OK ? "accepted" : gf_error_msg());
+        n_ok += ok;
+    }
+    gf_k_metric_int(k, "calls", (long long)s->n_calls);
+    gf_k_metric_int(k, "calls_as_expected", n_ok);
+done:
+    free(L);
+    free(nrm);
+}
+
+/* ======================= definitions ======================= */
+
+const gf_kind_def gf_kind_top_p_fence = {
+    "top_p_fence", "top-p kept sets (and their renormalised probabilities) on a fixed distribution",
+    0, GF_KIND_NO_MODEL, "probs, logits, expect, permutation, temperature, atol",
+    parse_top_p, fence_free, run_fence};
+const gf_kind_def gf_kind_top_k_fence = {
+    "top_k_fence", "top-k kept sets on a fixed distribution",
+    0, GF_KIND_NO_MODEL, "probs, logits, expect, permutation, temperature, atol",
+    parse_top_k, fence_free, run_fence};
+const gf_kind_def gf_kind_temperature_limits = {
+    "temperature_limits", "cold is one-hot, hot is uniform, greedy is argmax and equals a cold draw",
+    0, GF_KIND_NO_MODEL, "logits, random, cold, hot, greedy, seed",
+    parse_temp, temp_free, run_temp};
+const gf_kind_def gf_kind_sampler_errors = {
+    "sampler_errors", "invalid sampler parameters are errors; degenerate ones give argmax",
+    0, GF_KIND_NO_MODEL, "calls, probs, logits, vocab, seed",
+    parse_err, err_free, run_err};

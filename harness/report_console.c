@@ -1,0 +1,200 @@
+/* Console report: one line per (case, backend), a progress line when stdout
+ * is a terminal, and the summary CI parses. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "genfence/version.h"
+#include "kind.h"
+#include "report.h"
+
+int gf_job_required(const gf_job *j)
+{
+    return j->backend && j->backend->required;
+}
+
+void gf_run_tally(gf_run_info *r)
+{
+    memset(r->by_verdict, 0, sizeof r->by_verdict);
+    r->passed = r->failed = r->skipped = r->required_skips = 0;
+    int exit_status = 0;
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        const gf_job *j = &r->jobs[i];
+        r->by_verdict[j->verdict]++;
+        int req = gf_job_required(j);
+        switch (j->verdict) {
+        case GF_V_PASS:
+        case GF_V_PASS_NEAR_TIE: r->passed++; break;
+        case GF_V_SKIP:
+            if (req) {
+                r->failed++;
+                r->required_skips++;
+            } else {
+                r->skipped++;
+            }
+            break;
+        default: r->failed++; break;
+        }
+        exit_status = gf_exit_combine(exit_status, gf_verdict_exit(j->verdict, req));
+    }
+    r->exit_status = exit_status;
+}
+
+static const char *verdict_label(gf_verdict v)
+{
+    switch (v) {
+    case GF_V_PASS: return "pass";
+    case GF_V_PASS_NEAR_TIE: return "pass-near-tie";
+    case GF_V_SKIP: return "skip";
+    case GF_V_FAIL: return "FAIL";
+    case GF_V_CRASH: return "CRASH";
+    case GF_V_TIMEOUT: return "TIMEOUT";
+    case GF_V_ERROR: return "ERROR";
+    default: return "?";
+    }
+}
+
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (json_is_number(v))
+        return json_number_value(v);
+    const char *why = NULL;
+    char rk[128];
+    snprintf(rk, sizeof rk, "%s_reason", key);
+    why = json_string_value(json_object_get(o, rk));
+    if (why && why[0] == '+')
+        return INFINITY;
+    return NAN;
+}
+
+void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    json_t *m = j->record ? json_object_get(j->record, "metrics") : NULL;
+    json_t *s = m ? json_object_get(m, "summary") : NULL;
+    if (s && json_object_get(s, "steps")) {
+        double d = num(s, "max_abs_delta"), mm = num(s, "min_margin"), sf = num(s, "safety_factor");
+        long long step = json_integer_value(json_object_get(s, "max_delta_step"));
+        long long ties = json_integer_value(json_object_get(s, "near_ties"));
+        char sfs[32];
+        if (isinf(sf))
+            snprintf(sfs, sizeof sfs, "inf");
+        else
+            snprintf(sfs, sizeof sfs, "%.2g", sf);
+        snprintf(buf, cap, "max|d| %.2e @%lld  margin %.2e  sf %s  ties %lld", d, step, mm, sfs, ties);
+        return;
+    }
+    json_t *checks = j->record ? json_object_get(j->record, "checks") : NULL;
+    if (json_is_array(checks) && json_array_size(checks)) {
+        size_t ok = 0, n = json_array_size(checks);
+        for (size_t i = 0; i < n; i++)
+            ok += json_is_true(json_object_get(json_array_get(checks, i), "passed"));
+        snprintf(buf, cap, "%zu/%zu checks", ok, n);
+    }
+}
+
+static int g_progress_shown;
+
+static void clear_progress(const gf_run_info *r)
+{
+    if (r->tty && g_progress_shown) {
+        fputs("\r\033[K", stdout);
+        g_progress_shown = 0;
+    }
+}
+
+void gf_console_header(const gf_run_info *r)
+{
+    if (r->quiet)
+        return;
+    size_t avail = 0;
+    for (size_t i = 0; i < r->n_backends; i++)
+        avail += r->backends[i].available;
+    printf("genfence %s (%s): %zu case%s, %zu backend%s available, %zu run%s; -j %d, %d thread%s, timeout %.0f s\n",
+           GENFENCE_VERSION, GENFENCE_COMMIT, r->n_selected, r->n_selected == 1 ? "" : "s", avail,
+           avail == 1 ? "" : "s", r->n_jobs, r->n_jobs == 1 ? "" : "s", r->opts->jobs, r->opts->threads,
+           r->opts->threads == 1 ? "" : "s", r->opts->timeout_s);
+    for (size_t i = 0; i < r->n_backends; i++) {
+        const gf_backend_probe *b = &r->backends[i];
+        if (b->available)
+            printf("  backend %-14s available   %s%s%s\n", b->name, b->library, b->detail[0] ? "; " : "", b->detail);
+        else
+            printf("  backend %-14s unavailable %s%s\n", b->name, b->why,
+                   b->required ? " (required)" : r->default_backends ? " (not run)" : "");
+    }
+    fflush(stdout);
+}
+
+void gf_console_line(const gf_run_info *r, const gf_job *j)
+{
+    int bad = j->verdict >= GF_V_FAIL || (j->verdict == GF_V_SKIP && gf_job_required(j));
+    if (r->quiet && !bad)
+        return;
+    clear_progress(r);
+    char metrics[256];
+    gf_job_key_metrics(j, metrics, sizeof metrics);
+    char who[512];
+    snprintf(who, sizeof who, "%s [%s]", j->c->id, j->backend ? j->backend->name : "-");
+    printf("%-13s %-44s %-46s %6.2fs\n", verdict_label(j->verdict), who, metrics, j->seconds);
+    if (j->verdict == GF_V_PASS_NEAR_TIE || j->verdict == GF_V_SKIP || bad) {
+        if (j->reason && j->reason[0])
+            printf("    %s%s\n", j->reason, j->verdict == GF_V_SKIP && gf_job_required(j) ? " (required backend)" : "");
+    }
+    if (bad) {
+        char *rep = gf_job_reproduce(j, r->opts);
+        if (rep)
+            printf("    reproduce: %s\n", rep);
+        free(rep);
+        json_t *arts = j->record ? json_object_get(j->record, "artifacts") : NULL;
+        for (size_t i = 0; json_is_array(arts) && i < json_array_size(arts); i++) {
+            json_t *a = json_array_get(arts, i);
+            if (json_is_string(a))
+                printf("    logits: %s\n", json_string_value(a));
+        }
+        if (j->stderr_tail && (j->verdict == GF_V_CRASH || j->verdict == GF_V_TIMEOUT)) {
+            const char *t = j->stderr_tail;
+            size_t n = strlen(t);
+            if (n > 600)
+                t += n - 600;
+            printf("    stderr (tail): %s%s", t, n && t[strlen(t) - 1] == '\n' ? "" : "\n");
+        }
+    }
+    fflush(stdout);
+}
+
+void gf_console_started(gf_job *j, size_t running, size_t done, size_t total, void *user)
+{
+    const gf_run_info *r = user;
+    if (!r->tty)
+        return;
+    printf("\r\033[K[%zu/%zu] %zu running: %s [%s]", done, total, running, j->c->id, j->backend->name);
+    g_progress_shown = 1;
+    fflush(stdout);
+}
+
+void gf_console_finished(gf_job *j, size_t done, size_t total, void *user)
+{
+    const gf_run_info *r = user;
+    (void)done;
+    (void)total;
+    gf_console_line(r, j);
+}
+
+void gf_console_summary(const gf_run_info *r)
+{
+    clear_progress(r);
+    if (r->json_path || r->junit_path)
+        printf("reports: %s%s%s\n", r->json_path ? r->json_path : "", r->json_path && r->junit_path ? ", " : "",
+               r->junit_path ? r->junit_path : "");
+    printf("verdicts:");
+    for (int v = 0; v < GF_V_COUNT; v++)
+        printf("%s %zu %s", v ? "," : "", r->by_verdict[v], gf_verdict_str((gf_verdict)v));
+    if (r->required_skips)
+        printf(" (%zu skip%s of a required backend count as failed)", r->required_skips,
+               r->required_skips == 1 ? "" : "s");
+    printf("; %.2f s\n", r->seconds);
+    printf("%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
+    fflush(stdout);
+}

@@ -1,0 +1,291 @@
+/* The JSON report (schema in docs/harness.md) and atomic file writes. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <errno.h>
+#include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "genfence/version.h"
+#include "kind.h"
+#include "report.h"
+
+int gf_write_atomic(const char *path, const char *data, size_t len)
+{
+    size_t n = strlen(path) + 64;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        free(tmp);
+        return -1;
+    }
+    size_t at = 0;
+    while (at < len) {
+        ssize_t w = write(fd, data + at, len - at);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            errno = e;
+            return -1;
+        }
+        at += (size_t)w;
+    }
+    if (fsync(fd) < 0 && errno != EINVAL) {
+        /* best effort */
+    }
+    if (close(fd) < 0 || rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        errno = e;
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+/* "model name" (x86) / "Hardware" or "CPU part" (arm) and the ISA flags that matter. */
+static void cpu_info(json_t *env)
+{
+    static const char *const wanted[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                                         "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                                         "amx_bf16", "amx_int8", "asimd", "asimdhp", "sve", "sve2", "bf16",
+                                         "i8mm", NULL};
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[8192], model[256] = "";
+    json_t *isa = json_array();
+    int flags_done = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        char *val = colon + 1;
+        while (*val == ' ' || *val == '\t')
+            val++;
+        val[strcspn(val, "\n")] = '\0';
+        if (!model[0] && (!strncmp(line, "model name", 10) || !strncmp(line, "Hardware", 8)))
+            snprintf(model, sizeof model, "%s", val);
+        if (!flags_done && (!strncmp(line, "flags", 5) || !strncmp(line, "Features", 8))) {
+            flags_done = 1;
+            for (int i = 0; wanted[i]; i++) {
+                size_t wl = strlen(wanted[i]);
+                for (const char *p = val; (p = strstr(p, wanted[i])); p += wl)
+                    if ((p == val || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\0')) {
+                        json_array_append_new(isa, json_string(wanted[i]));
+                        break;
+                    }
+            }
+        }
+    }
+    if (f)
+        fclose(f);
+    json_object_set_new(env, "cpu_model", model[0] ? json_string(model) : json_null());
+    json_object_set_new(env, "isa", isa);
+}
+
+json_t *gf_report_environment(const gf_run_info *r)
+{
+    json_t *env = json_object();
+    cpu_info(env);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    json_object_set_new(env, "nproc", json_integer(gf_cpu_count()));
+    json_object_set_new(env, "cpus_online", json_integer(online));
+    json_object_set_new(env, "jobs", json_integer(r->opts->jobs));
+    json_object_set_new(env, "threads_per_job", json_integer(r->opts->threads));
+    json_object_set_new(env, "oversubscribe", json_boolean(r->oversubscribe));
+    struct utsname u;
+    if (uname(&u) == 0)
+        json_object_set_new(env, "os", json_pack("{s:s, s:s, s:s, s:s}", "sysname", u.sysname, "release", u.release,
+                                                 "machine", u.machine, "node", u.nodename));
+    char pcre_ver[64] = "";
+    pcre2_config(PCRE2_CONFIG_VERSION, pcre_ver);
+    json_t *libs = json_object();
+    json_object_set_new(libs, "jansson", json_string(JANSSON_VERSION));
+    json_object_set_new(libs, "libyaml", json_string(gf_case_yaml_version()));
+    json_object_set_new(libs, "pcre2", json_string(pcre_ver));
+    json_object_set_new(libs, "glibc", json_string(gnu_get_libc_version()));
+#ifdef __VERSION__
+    json_object_set_new(libs, "compiler", json_string(__VERSION__));
+#endif
+    json_object_set_new(env, "libraries", libs);
+    static const char *const vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                                       "MKL_NUM_THREADS", "GENFENCE_MODULE_DIR", "GENFENCE_ROOT",
+                                       "CUDA_VISIBLE_DEVICES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", NULL};
+    json_t *ev = json_object();
+    for (int i = 0; vars[i]; i++)
+        json_object_set_new(ev, vars[i], str_or_null(getenv(vars[i])));
+    json_object_set_new(env, "env", ev);
+#ifdef __SANITIZE_ADDRESS__
+    json_object_set_new(env, "memory_cap", json_string("off (AddressSanitizer build)"));
+#endif
+    return env;
+}
+
+static json_t *backend_json(const gf_backend_probe *b)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "requested", json_string(b->requested));
+    json_object_set_new(o, "name", json_string(b->name));
+    json_object_set_new(o, "available", json_boolean(b->available));
+    json_object_set_new(o, "required", json_boolean(b->required));
+    if (!b->available)
+        json_object_set_new(o, "why", json_string(b->why));
+    json_object_set_new(o, "dtype", json_string(gf_dtype_str(b->dtype)));
+    json_object_set_new(o, "threads", json_integer(b->threads));
+    json_object_set_new(o, "library", json_string(b->library));
+    json_object_set_new(o, "detail", json_string(b->detail));
+    json_object_set_new(o, "source", json_string(b->source));
+    json_object_set_new(o, "description", json_string(b->description));
+    json_object_set_new(o, "sample_slot", json_boolean(b->has_sample));
+    return o;
+}
+
+static json_t *strings(char **v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static json_t *job_json(const gf_run_info *r, const gf_job *j)
+{
+    const gf_case *c = j->c;
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(c->id));
+    json_object_set_new(o, "kind", json_string(c->kind->name));
+    json_object_set_new(o, "file", json_string(c->file));
+    json_object_set_new(o, "line", json_integer(c->line));
+    json_object_set_new(o, "tags", strings(c->tags, c->n_tags));
+    json_object_set_new(o, "model", str_or_null(c->model_arg));
+    json_object_set_new(o, "backend", j->backend ? json_string(j->backend->name) : json_null());
+    json_object_set_new(o, "backend_requested", j->backend ? json_string(j->backend->requested) : json_null());
+    json_object_set_new(o, "backend_required", json_boolean(gf_job_required(j)));
+    json_object_set_new(o, "dtype", json_string(gf_dtype_str(j->backend ? j->backend->dtype : GF_COMPUTE_F32)));
+    json_object_set_new(o, "verdict", json_string(gf_verdict_str(j->verdict)));
+    json_object_set_new(o, "reason", json_string(j->reason ? j->reason : ""));
+    json_object_set_new(o, "exit_status", json_integer(gf_verdict_exit(j->verdict, gf_job_required(j))));
+    json_object_set_new(o, "seconds", json_real(j->seconds));
+    json_object_set_new(o, "sampler", json_string(c->kind->uses_backend ? "engine (generation loop)" : "engine"));
+    if (j->record) {
+        json_t *m = json_object_get(j->record, "metrics");
+        json_object_set(o, "metrics", m ? m : json_object());
+        json_object_set(o, "checks", json_object_get(j->record, "checks"));
+        json_object_set(o, "seeds", json_object_get(j->record, "seeds"));
+        json_object_set(o, "artifacts", json_object_get(j->record, "artifacts"));
+        json_t *cs = json_object_get(j->record, "child_seconds");
+        if (cs)
+            json_object_set(o, "child_seconds", cs);
+    } else {
+        json_object_set_new(o, "metrics", json_object());
+        json_object_set_new(o, "checks", json_array());
+        json_object_set_new(o, "seeds", json_object());
+        json_object_set_new(o, "artifacts", json_array());
+    }
+    if (j->ran)
+        json_object_set_new(o, "process", json_pack("{s:i, s:i, s:s?}", "exit_code", j->exit_code, "signal", j->signal,
+                                                     "stderr_tail", j->stderr_tail));
+    if (j->verdict >= GF_V_FAIL || (j->verdict == GF_V_SKIP && gf_job_required(j))) {
+        char *rep = gf_job_reproduce(j, r->opts);
+        json_object_set_new(o, "reproduce", str_or_null(rep));
+        free(rep);
+    }
+    return o;
+}
+
+json_t *gf_report_json(const gf_run_info *r)
+{
+    json_t *doc = json_object();
+    json_object_set_new(doc, "schema_version", json_integer(GF_REPORT_SCHEMA_VERSION));
+    json_object_set_new(doc, "genfence", json_pack("{s:s, s:s}", "version", GENFENCE_VERSION, "commit", GENFENCE_COMMIT));
+    char when[64];
+    struct tm tm;
+    gmtime_r(&r->started, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(doc, "started", json_string(when));
+    json_object_set_new(doc, "seconds", json_real(r->seconds));
+    json_t *argv = json_array();
+    json_array_append_new(argv, json_string("genfence"));
+    for (int i = 0; i < r->argc; i++)
+        json_array_append_new(argv, json_string(r->argv[i]));
+    json_object_set_new(doc, "command", argv);
+    json_t *opts = json_object();
+    json_object_set_new(opts, "jobs", json_integer(r->opts->jobs));
+    json_object_set_new(opts, "threads", json_integer(r->opts->threads));
+    json_object_set_new(opts, "timeout_s", json_real(r->opts->timeout_s));
+    json_object_set_new(opts, "memory_limit_bytes",
+                        r->opts->memory_limit ? json_integer((json_int_t)r->opts->memory_limit) : json_null());
+    json_object_set_new(opts, "filter", str_or_null(r->filter));
+    json_object_set_new(opts, "kinds", strings(r->kinds, r->n_kinds));
+    json_object_set_new(opts, "tags", strings(r->tags, r->n_tags));
+    json_object_set_new(opts, "shard", r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n)
+                                                  : json_null());
+    json_object_set_new(opts, "report_dir", str_or_null(r->opts->report_dir));
+    json_object_set_new(doc, "options", opts);
+    json_object_set_new(doc, "environment", gf_report_environment(r));
+    json_t *bs = json_array();
+    for (size_t i = 0; i < r->n_backends; i++)
+        json_array_append_new(bs, backend_json(&r->backends[i]));
+    json_object_set_new(doc, "backends", bs);
+    json_t *files = json_array();
+    for (size_t i = 0; r->cases && i < r->cases->n_files; i++)
+        json_array_append_new(files, json_string(r->cases->files[i]));
+    json_object_set_new(doc, "case_files", files);
+    json_t *res = json_array();
+    for (size_t i = 0; i < r->n_jobs; i++)
+        json_array_append_new(res, job_json(r, &r->jobs[i]));
+    json_object_set_new(doc, "results", res);
+    json_t *sum = json_object();
+    json_object_set_new(sum, "passed", json_integer((json_int_t)r->passed));
+    json_object_set_new(sum, "failed", json_integer((json_int_t)r->failed));
+    json_object_set_new(sum, "skipped", json_integer((json_int_t)r->skipped));
+    json_t *byv = json_object();
+    for (int v = 0; v < GF_V_COUNT; v++)
+        json_object_set_new(byv, gf_verdict_str((gf_verdict)v), json_integer((json_int_t)r->by_verdict[v]));
+    json_object_set_new(sum, "by_verdict", byv);
+    json_object_set_new(sum, "required_skips", json_integer((json_int_t)r->required_skips));
+    json_object_set_new(sum, "cases", json_integer((json_int_t)r->n_selected));
+    json_object_set_new(sum, "runs", json_integer((json_int_t)r->n_jobs));
+    json_object_set_new(sum, "exit_status", json_integer(r->exit_status));
+    json_object_set_new(doc, "summary", sum);
+    return doc;
+}
+
+int gf_report_json_write(const gf_run_info *r, const char *path)
+{
+    json_t *doc = gf_report_json(r);
+    char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(doc);
+    if (!s) {
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t n = strlen(s);
+    char *t = realloc(s, n + 2);
+    if (t) {
+        s = t;
+        s[n++] = '\n';
+        s[n] = '\0';
+    }
+    int rc = gf_write_atomic(path, s, n);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* The runner: every backend probe and every (case, backend) runs in its own
+ * child process (fork) with a watchdog (alarm in the child, SIGKILL from the
+ * parent after a grace period) and a memory cap (RLIMIT_AS). The child writes
+ * one JSON result record over a pipe; the parent derives crash / timeout from
+ * the wait status when no record arrives. The parent never opens a backend. */
+#ifndef GENFENCE_HARNESS_RUNNER_H
+#define GENFENCE_HARNESS_RUNNER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "case.h"
+#include "compare.h"
+
+#define GF_RUN_DEFAULT_TIMEOUT_S 120.0
+#define GF_RUN_DEFAULT_MEMORY_GIB 8.0
+#define GF_RUN_PROBE_TIMEOUT_S 30.0
+
+typedef struct gf_run_opts {
+    int jobs;                  /* children at once (-j) */
+    int threads;               /* backend threads per child (--threads) */
+    double timeout_s;          /* per (case, backend) */
+    unsigned long long memory_limit; /* bytes of address space per child; 0 = none */
+    const char *report_dir;    /* reports go here; failing-step logits under report_dir/failures */
+} gf_run_opts;
+
+/* A backend as probed (in a child). */
+typedef struct gf_backend_probe {
+    char *requested;           /* name or plugin path as given */
+    char *name;                /* as the backend reports it (requested if it could not be opened) */
+    int available;
+    int required;              /* --require-backend */
+    int explicit_;             /* named with --backend / --require-backend */
+    char why[512];             /* why unavailable */
+    gf_compute_dtype dtype;    /* declared compute dtype (fp32 if undeclared) */
+    int32_t threads;
+    int has_sample;            /* has its own sampler slot */
+    char library[256], detail[256], source[512], description[256];
+} gf_backend_probe;
+
+typedef struct gf_job {
+    const gf_case *c;
+    gf_backend_probe *backend; /* NULL: the case matched no backend (a skip) */
+    size_t index;              /* order in the run */
+    /* results */
+    gf_verdict verdict;
+    char *reason;
+    double seconds;            /* wall time, fork to reap */
+    json_t *record;            /* the child's record (NULL if none arrived) */
+    char *stderr_tail;         /* the child's last stderr bytes, if any */
+    int exit_code;             /* -1 if killed */
+    int signal;                /* 0 if it exited */
+    int ran;                   /* a child was started */
+    int decided;               /* the verdict is final (run, or decided without a child) */
+} gf_job;
+
+/* Probe each backend in a child: open (registry), probe, info. */
+void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o);
+void gf_backend_probe_clear(gf_backend_probe *b);
+
+/* Callbacks in the parent: a child started / a job finished. */
+typedef struct gf_run_hooks {
+    void (*started)(gf_job *job, size_t running, size_t done, size_t total, void *user);
+    void (*finished)(gf_job *job, size_t done, size_t total, void *user);
+    void *user;
+} gf_run_hooks;
+
+/* Run the jobs not yet decided whose backend is available, at most o->jobs
+ * at a time, each in its own child. */
+void gf_runner_run(gf_job *jobs, size_t n, const gf_run_opts *o, const gf_run_hooks *hooks);
+void gf_job_clear(gf_job *j);
+
+/* A shell command that reproduces one job alone. malloc'd. */
+char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o);
+
+/* Parse "8G", "512M", "1.5GiB", "0" (none) into bytes; 0 on success. */
+int gf_parse_size(const char *s, unsigned long long *out);
+/* Online CPUs this process may use (affinity), at least 1. */
+int gf_cpu_count(void);
+double gf_now_s(void);
+
+#endif

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The harness's power to catch bugs (issue: detection tests). Every must-fail
+# case in cases/detect/ fails with its expected verdict: wrong kept sets and
+# positions, faulty test backends (tests/backends: a corrupted cache entry, an
+# ignored key mask, a crash, a hang), a missing model (error, exit 2). Every
+# kind has a failing case; failures print a reproduce line that fails alone
+# and write the logits of both sides; the same model cases pass on `ref`.
+set -euo pipefail
+: "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "harness_detect: FAIL: $*" >&2; exit 1; }
+
+# The model: models/holmes-gpt, or (before it is trained) a random GPT-2 of
+# the same shape with the project's tokenizer.
+if [[ ! -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]]; then
+  mkdir -p "$tmp/root/models/holmes-gpt"
+  "$PY" - "$tmp/root/models/holmes-gpt" <<'PY'
+import sys, torch
+from transformers import GPT2Config, GPT2LMHeadModel
+torch.manual_seed(0)
+c = GPT2Config(vocab_size=512, n_positions=128, n_embd=128, n_layer=4, n_head=4,
+               activation_function="gelu_new", bos_token_id=511, eos_token_id=511)
+GPT2LMHeadModel(c).save_pretrained(sys.argv[1], safe_serialization=True)
+PY
+  cp "$GF_SRC/models/holmes-gpt/tokenizer.json" "$tmp/root/models/holmes-gpt/"
+  ln -s "$GF_SRC/cases" "$tmp/root/cases"
+  export GENFENCE_ROOT="$tmp/root"
+  echo "harness_detect: models/holmes-gpt not trained yet; using a random model of its shape"
+fi
+
+B="$GF_BUILD/tests/backends"
+for f in ref_bad_cache ref_no_mask ref_crash ref_hang; do
+  [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
+done
+backends=(--backend ref --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_no_mask.so"
+          --backend "$B/libgenfence_test_ref_crash.so" --backend "$B/libgenfence_test_ref_hang.so")
+
+set +e
+"$GENFENCE" run "$GF_SRC/cases/detect" "${backends[@]}" --timeout 3 -j 1 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+rc=$?
+set -e
+cat "$tmp/out"
+[[ $rc == 2 ]] || fail "exit status $rc, expected 2 (an error verdict wins over failures)"
+tail -n 1 "$tmp/out" | grep -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "bad summary line: $(tail -n 1 "$tmp/out")"
+
+"$PY" - "$tmp/rep" <<'PY'
+import json, os, struct, sys
+import xml.etree.ElementTree as ET
+rep = sys.argv[1]
+doc = json.load(open(os.path.join(rep, "run.json")))
+expected = {
+    "detect.top_p.wrong_keep": "fail",
+    "detect.top_p.permutation": "fail",
+    "detect.top_k.wrong_keep": "fail",
+    "detect.temperature.not_uniform": "fail",
+    "detect.sampler_errors.accepted": "fail",
+    "detect.distribution.unfiltered": "fail",
+    "detect.left_padding.wrong_position": "fail",
+    "detect.cache.bad_cache": "fail",
+    "detect.cache.bad_cache_chunked": "fail",
+    "detect.batch.no_mask": "fail",
+    "detect.seeded.no_mask": "fail",
+    "detect.context_limit.off_by_one": "fail",
+    "detect.eos.wrong_stop": "fail",
+    "detect.stream.per_token": "fail",
+    "detect.runner.crash": "crash",
+    "detect.runner.hang": "timeout",
+    "detect.runner.missing_model": "error",
+}
+backend_of = {"detect.cache.bad_cache": "ref-bad-cache", "detect.cache.bad_cache_chunked": "ref-bad-cache",
+              "detect.batch.no_mask": "ref-no-mask", "detect.seeded.no_mask": "ref-no-mask",
+              "detect.runner.crash": "ref-crash", "detect.runner.hang": "ref-hang"}
+got = {}
+errors = []
+for r in doc["results"]:
+    if r["id"] in got:
+        errors.append(f"{r['id']} ran twice ({got[r['id']]['backend']}, {r['backend']})")
+    got[r["id"]] = r
+for cid, verdict in expected.items():
+    r = got.get(cid)
+    if r is None:
+        errors.append(f"{cid}: did not run")
+        continue
+    if r["verdict"] != verdict:
+        errors.append(f"{cid}: verdict {r['verdict']} ({r['reason']}), expected {verdict}")
+    if r["backend"] != backend_of.get(cid, "ref"):
+        errors.append(f"{cid}: ran on {r['backend']}")
+    if not r.get("reproduce", "").startswith("genfence run "):
+        errors.append(f"{cid}: no reproduce line")
+for cid in got:
+    if cid not in expected:
+        errors.append(f"{cid}: not in this test's table of expected verdicts")
+# every kind can fail
+kinds = {r["kind"] for r in doc["results"] if r["verdict"] == "fail"}
+all_kinds = {"top_p_fence", "top_k_fence", "temperature_limits", "sampler_errors", "sampling_distribution",
+             "seeded_reproducibility", "cache_equals_recompute", "left_padding_positions", "batch_consistency",
+             "context_limit", "eos", "stream_decode"}
+if all_kinds - kinds:
+    errors.append(f"kinds without a failing detection case: {sorted(all_kinds - kinds)}")
+# failing comparisons carry both sides' logits
+for cid in ("detect.cache.bad_cache", "detect.cache.bad_cache_chunked", "detect.batch.no_mask", "detect.seeded.no_mask"):
+    r = got.get(cid, {})
+    arts = [a for a in r.get("artifacts", []) if isinstance(a, str)]
+    if not arts:
+        errors.append(f"{cid}: no logits written")
+    for a in arts:
+        with open(a, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            hdr = json.loads(f.read(n))
+        for t in ("reference", "test"):
+            if t not in hdr or hdr[t]["dtype"] != "F32" or hdr[t]["shape"] != [512]:
+                errors.append(f"{a}: tensor {t} missing or not F32 (512)")
+        if "step" not in hdr.get("__metadata__", {}):
+            errors.append(f"{a}: no step in the metadata")
+    s = r.get("metrics", {}).get("summary", {})
+    for key in ("max_abs_delta", "max_delta_step", "min_margin", "safety_factor", "near_ties"):
+        if key not in s:
+            errors.append(f"{cid}: summary metric {key} missing")
+# JUnit agrees
+root = ET.parse(os.path.join(rep, "junit.xml")).getroot()
+cases = root.findall(".//testcase")
+if len(cases) != len(doc["results"]):
+    errors.append(f"junit has {len(cases)} testcases, the JSON report {len(doc['results'])}")
+if int(root.get("errors")) != 1 or int(root.get("failures")) != len(expected) - 1:
+    errors.append(f"junit counts: failures {root.get('failures')}, errors {root.get('errors')}")
+if errors:
+    print("\n".join(errors), file=sys.stderr)
+    sys.exit(1)
+print(f"harness_detect: {len(expected)} detection cases, verdicts as expected; every kind fails somewhere")
+PY
+
+# A reproduce line runs that failure alone and fails again.
+rep_line=$(grep -m1 "reproduce: .*detect\\\\.cache\\\\.bad_cache\\$" "$tmp/out" | sed 's/^ *reproduce: //')
+[[ -n "$rep_line" ]] || fail "no reproduce line for detect.cache.bad_cache"
+rep_line=${rep_line/#genfence /\"\$GENFENCE\" }
+set +e
+eval "$rep_line --no-report" >"$tmp/out2" 2>&1
+rc=$?
+set -e
+[[ $rc == 1 ]] || { cat "$tmp/out2"; fail "reproduce line exited $rc, expected 1"; }
+tail -n 1 "$tmp/out2" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "reproduce summary: $(tail -n 1 "$tmp/out2")"
+
+# Specificity: the same model cases pass on the correct backend.
+sed -e 's/backends: \[ref-bad-cache\]/backends: [ref]/' -e 's/backends: \[ref-no-mask\]/backends: [ref]/' \
+    "$GF_SRC/cases/detect/model.yaml" >"$tmp/model_on_ref.yaml"
+"$GENFENCE" run "$tmp/model_on_ref.yaml" --backend ref --no-report \
+    --filter '^detect\.(cache|batch|seeded)\.' >"$tmp/out3" 2>&1 || { cat "$tmp/out3"; fail "the faulty-backend cases do not pass on ref"; }
+tail -n 1 "$tmp/out3" | grep -qx '4 passed, 0 failed, 0 skipped' || fail "on ref: $(tail -n 1 "$tmp/out3")"
+echo "harness_detect: ok"

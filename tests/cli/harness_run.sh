@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# genfence run / list: the default suite on ref (when models/holmes-gpt is
+# trained), the summary line CI parses, the JSON and JUnit reports, the
+# options (backends, required backends, filters, shards, limits) and usage
+# errors (exit 2).
+set -euo pipefail
+: "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "harness_run: FAIL: $*" >&2; exit 1; }
+summary_re='^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$'
+cd "$GF_SRC"
+
+# list: the default suite, no detection cases; --json; --kinds
+"$GENFENCE" list >"$tmp/list"
+grep -q '^cache.sherlock ' "$tmp/list" || fail "list lacks cache.sherlock"
+! grep -q '^detect\.' "$tmp/list" || fail "the default suite includes cases/detect"
+"$GENFENCE" list --json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert len(d) >= 12 and all("id" in c and "kind" in c and "line" in c for c in d)' \
+  || fail "list --json"
+[[ $("$GENFENCE" list --kinds | grep -c '^[a-z_][a-z_]* ') == 12 ]] || fail "list --kinds does not show 12 kinds"
+"$GENFENCE" list cases/detect --tag detect --kind eos | grep -q '^detect.eos.wrong_stop ' || fail "list with filters"
+
+# the sampler-only part of the suite (no model needed)
+"$GENFENCE" run --backend ref --kind top_p_fence --kind top_k_fence --kind temperature_limits \
+  --kind sampler_errors --kind sampling_distribution --kind left_padding_positions --report-dir "$tmp/s" >"$tmp/out"
+tail -n 1 "$tmp/out" | grep -Eq "$summary_re" || fail "summary line: $(tail -n 1 "$tmp/out")"
+tail -n 1 "$tmp/out" | grep -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$' || fail "sampler cases: $(tail -n 1 "$tmp/out")"
+
+# the whole default suite on ref
+if [[ -f models/holmes-gpt/model.safetensors ]]; then
+  start=$(date +%s)
+  jobs=$(( $(nproc) > 1 ? 2 : 1 ))
+  "$GENFENCE" run --backend ref -j "$jobs" --report-dir "$tmp/rep" >"$tmp/out" || { cat "$tmp/out"; fail "default suite on ref"; }
+  cat "$tmp/out"
+  echo "harness_run: default suite on ref in $(( $(date +%s) - start )) s"
+  tail -n 1 "$tmp/out" | grep -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$' || fail "summary: $(tail -n 1 "$tmp/out")"
+  "$PY" - "$tmp/rep" <<'PY' || fail "report contents"
+import json, os, sys
+import xml.etree.ElementTree as ET
+rep = sys.argv[1]
+d = json.load(open(os.path.join(rep, "run.json")))
+assert d["schema_version"] == 1
+assert d["genfence"]["version"] and d["genfence"]["commit"]
+env = d["environment"]
+for k in ("cpu_model", "isa", "nproc", "jobs", "threads_per_job", "libraries", "env"):
+    assert k in env, k
+for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "GENFENCE_MODULE_DIR"):
+    assert v in env["env"], v
+assert d["backends"][0]["name"] == "ref" and d["backends"][0]["dtype"] == "fp32"
+kinds = {r["kind"] for r in d["results"]}
+assert len(kinds) == 12, kinds
+for r in d["results"]:
+    assert r["verdict"] in ("pass", "pass-near-tie"), (r["id"], r["verdict"], r["reason"])
+    if r["kind"] in ("cache_equals_recompute", "batch_consistency", "seeded_reproducibility"):
+        s = r["metrics"]["summary"]
+        for k in ("max_abs_delta", "max_delta_step", "min_margin", "safety_factor", "near_ties"):
+            assert k in s, (r["id"], k)
+        # a non-finite safety factor is null with a reason
+        if s["safety_factor"] is None:
+            assert s["safety_factor_reason"], r["id"]
+    if r["kind"] in ("seeded_reproducibility", "sampling_distribution", "temperature_limits"):
+        assert r["seeds"], r["id"]
+j = ET.parse(os.path.join(rep, "junit.xml")).getroot()
+assert len(j.findall(".//testcase")) == len(d["results"])
+assert j.get("failures") == "0" and j.get("errors") == "0"
+print("harness_run: report ok:", len(d["results"]), "results")
+PY
+else
+  echo "harness_run: models/holmes-gpt/model.safetensors missing; skipping the model cases"
+fi
+
+# a backend that cannot load: a skip (exit 0) ...
+"$GENFENCE" run --backend /nonexistent/libnothing.so --filter '^top_p\.fence$' --no-report >"$tmp/out"
+tail -n 1 "$tmp/out" | grep -qx '0 passed, 0 failed, 1 skipped' || fail "unavailable backend: $(tail -n 1 "$tmp/out")"
+grep -q 'backend unavailable' "$tmp/out" || fail "the skip does not say why"
+# ... and a failure when required
+set +e
+"$GENFENCE" run --require-backend /nonexistent/libnothing.so --filter '^top_p\.fence$' --no-report >"$tmp/out"
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "a skipped required backend exits $rc, expected 1"
+tail -n 1 "$tmp/out" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "required skip: $(tail -n 1 "$tmp/out")"
+
+# shards partition the cases
+n_all=$("$GENFENCE" run --backend ref --kind sampler_errors --kind top_k_fence --kind top_p_fence --no-report | tail -n 1 | cut -d' ' -f1)
+n1=$("$GENFENCE" run --backend ref --kind sampler_errors --kind top_k_fence --kind top_p_fence --shard 1/2 --no-report | tail -n 1 | cut -d' ' -f1)
+n2=$("$GENFENCE" run --backend ref --kind sampler_errors --kind top_k_fence --kind top_p_fence --shard 2/2 --no-report | tail -n 1 | cut -d' ' -f1)
+[[ $((n1 + n2)) == "$n_all" && $n1 -gt 0 && $n2 -gt 0 ]] || fail "shards: $n1 + $n2 != $n_all"
+# tags exclude
+"$GENFENCE" run --backend ref --kind top_p_fence --tag '!seed' --no-report | grep -q 'top_p.fence ' && fail "--tag '!seed' kept top_p.fence"
+
+# usage errors: exit 2
+usage() {
+  set +e
+  "$GENFENCE" run "$@" --no-report >"$tmp/out" 2>&1
+  local rc=$?
+  set -e
+  [[ $rc == 2 ]] || { cat "$tmp/out"; fail "run $* exited $rc, expected 2"; }
+}
+cores=$(nproc)
+usage -j "$((cores + 1))"
+grep -q -- '--oversubscribe' "$tmp/out" || fail "no hint about --oversubscribe"
+usage -j 1 --threads "$((cores + 1))"
+usage --filter '(['
+usage --filter '^no such case$'
+usage --kind no_such_kind
+usage --shard 3/2
+usage --timeout -1
+usage --memory-limit lots
+usage --bogus-option
+usage cases/no-such-file.yaml
+# --oversubscribe lifts the core limit
+"$GENFENCE" run --backend ref --filter '^top_k\.fence$' -j "$((cores + 1))" --oversubscribe --no-report >/dev/null \
+  || fail "--oversubscribe"
+# --help states the defaults
+"$GENFENCE" run --help | grep -q 'default 120' || fail "--help does not state the default timeout"
+echo "harness_run: ok"
