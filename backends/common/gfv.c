@@ -1,0 +1,430 @@
+/* Shared host-side forward pass of the vendor backends (see gfv.h). */
+#include "gfv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the model ---- */
+
+static float *dup_f32(const float *src, size_t n)
+{
+    if (!src)
+        return NULL;
+    float *dst = malloc(n * sizeof *dst);
+    if (dst)
+        memcpy(dst, src, n * sizeof *dst);
+    return dst;
+}
+
+static void scratch_release(gfv_model *m)
+{
+    free(m->x); free(m->h); free(m->qkv); free(m->att); free(m->tmp); free(m->ff); free(m->p);
+    free(m->kv_tmp);
+    m->x = m->h = m->qkv = m->att = m->tmp = m->ff = m->p = m->kv_tmp = NULL;
+    m->scratch_rows = 0;
+    m->kv_tmp_floats = 0;
+}
+
+void gfv_model_release(gfv_model *m)
+{
+    if (!m)
+        return;
+    for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
+        gfv_layer *ly = &m->layers[l];
+        free(ly->ln1_w); free(ly->ln1_b); free(ly->ln2_w); free(ly->ln2_b);
+        free(ly->qkv_w); free(ly->qkv_b); free(ly->proj_w); free(ly->proj_b);
+        free(ly->fc_w); free(ly->fc_b); free(ly->mproj_w); free(ly->mproj_b);
+    }
+    free(m->layers);
+    if (m->lm_head != m->wte)
+        free(m->lm_head);
+    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
+    free(m->lm_head_kn);
+    free(m->lin);
+    scratch_release(m);
+    m->layers = NULL;
+    m->lin = NULL;
+    m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = m->lm_head_kn = NULL;
+}
+
+gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend,
+                         gfv_linear_fn linear)
+{
+    m->backend = backend;
+    m->linear = linear;
+    if (!desc || desc->struct_size < offsetof(gf_model_desc, name))
+        return gf_error_set(GF_E_INVALID_ARG, "%s: model description missing or too small", backend);
+    const gf_model_config *c = &desc->config;
+    if (c->arch != GF_ARCH_GPT2)
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: architecture %d not supported (GPT-2 only)", backend,
+                            (int)c->arch);
+    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
+        c->activation != GF_ACT_RELU)
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: activation %d not supported", backend,
+                            (int)c->activation);
+    if (c->n_embd < 1 || c->n_head < 1 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 ||
+        c->n_positions < 1 || c->d_head * c->n_head != c->n_embd ||
+        (c->n_kv_head && c->n_kv_head != c->n_head))
+        return gf_error_set(GF_E_UNSUPPORTED,
+                            "%s: unsupported shape (D %d, H %d, kv heads %d, d_head %d, L %d, V %d, F %d)",
+                            backend, c->n_embd, c->n_head, c->n_kv_head, c->d_head, c->n_layer,
+                            c->vocab_size, c->d_ff);
+    m->cfg = *c;
+    const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
+    const gf_model_weights *w = &desc->weights;
+    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->wpe = dup_f32(w->wpe, (size_t)c->n_positions * D);
+    m->lnf_w = dup_f32(w->lnf_w, D);
+    m->lnf_b = dup_f32(w->lnf_b, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    m->n_lin = L * GFV_PER_LAYER + 1;
+    m->lin = calloc((size_t)m->n_lin, sizeof *m->lin);
+    int ok = m->wte && m->wpe && m->lnf_w && m->lnf_b && m->lm_head && m->layers && m->lin;
+    for (int32_t l = 0; ok && l < L; l++) {
+        const gf_layer_weights *s = &w->layers[l];
+        gfv_layer *d = &m->layers[l];
+        d->ln1_w = dup_f32(s->ln1_w, D);
+        d->ln1_b = dup_f32(s->ln1_b, D);
+        d->ln2_w = dup_f32(s->ln2_w, D);
+        d->ln2_b = dup_f32(s->ln2_b, D);
+        d->qkv_w = dup_f32(s->attn_qkv_w, (size_t)D * 3 * D);
+        d->qkv_b = dup_f32(s->attn_qkv_b, (size_t)3 * D);
+        d->proj_w = dup_f32(s->attn_proj_w, (size_t)D * D);
+        d->proj_b = dup_f32(s->attn_proj_b, D);
+        d->fc_w = dup_f32(s->mlp_fc_w, (size_t)D * F);
+        d->fc_b = dup_f32(s->mlp_fc_b, F);
+        d->mproj_w = dup_f32(s->mlp_proj_w, (size_t)F * D);
+        d->mproj_b = dup_f32(s->mlp_proj_b, D);
+        ok = d->ln1_w && d->ln1_b && d->ln2_w && d->ln2_b && d->qkv_w && d->qkv_b && d->proj_w &&
+             d->proj_b && d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
+        if (!ok)
+            break;
+        m->lin[GFV_LIN_ID(l, GFV_QKV)] = (gfv_lin){D, 3 * D, d->qkv_w, 0, d->qkv_b};
+        m->lin[GFV_LIN_ID(l, GFV_PROJ)] = (gfv_lin){D, D, d->proj_w, 0, d->proj_b};
+        m->lin[GFV_LIN_ID(l, GFV_FC)] = (gfv_lin){D, F, d->fc_w, 0, d->fc_b};
+        m->lin[GFV_LIN_ID(l, GFV_MPROJ)] = (gfv_lin){F, D, d->mproj_w, 0, d->mproj_b};
+    }
+    if (!ok) {
+        gfv_model_release(m);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory (or a NULL weight) loading the model", backend);
+    }
+    /* the LM head as (D, V) [in, out] too: a single row is then the same
+     * (fast) transposed gemv as every other product */
+    m->lm_head_kn = malloc((size_t)V * D * sizeof(float));
+    if (!m->lm_head_kn) {
+        gfv_model_release(m);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory loading the model", backend);
+    }
+    for (int32_t v = 0; v < V; v++)
+        for (int32_t d = 0; d < D; d++)
+            m->lm_head_kn[(size_t)d * V + v] = m->lm_head[(size_t)v * D + d];
+    m->lin[GFV_LIN_HEAD(m)] = (gfv_lin){D, V, m->lm_head_kn, 0, NULL};
+    return GF_OK;
+}
+
+/* Grow the activations to `rows` positions (and p to n_positions). */
+static gf_status scratch_reserve(gfv_model *m, size_t rows)
+{
+    if (rows <= m->scratch_rows)
+        return GF_OK;
+    const size_t D = (size_t)m->cfg.n_embd, F = (size_t)m->cfg.d_ff;
+    scratch_release(m);
+    m->x = malloc(rows * D * sizeof(float));
+    m->h = malloc(rows * D * sizeof(float));
+    m->qkv = malloc(rows * 3 * D * sizeof(float));
+    m->att = malloc(rows * D * sizeof(float));
+    m->tmp = malloc(rows * D * sizeof(float));
+    m->ff = malloc(rows * F * sizeof(float));
+    m->p = malloc((size_t)m->cfg.n_positions * sizeof(float));
+    if (!m->x || !m->h || !m->qkv || !m->att || !m->tmp || !m->ff || !m->p) {
+        scratch_release(m);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory for activations of %zu positions", m->backend,
+                            rows);
+    }
+    m->scratch_rows = rows;
+    return GF_OK;
+}
+
+/* ---- the cache ---- */
+
+gf_status gfv_cache_create(void *model, int32_t batch, int32_t max_len, void **cache_out)
+{
+    const gfv_model *m = model;
+    *cache_out = NULL;
+    gf_error_clear();
+    if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
+        return gf_error_set(GF_E_INVALID_ARG, "%s: cache batch %d, max_len %d (must be 1..%d)", m->backend,
+                            batch, max_len, m->cfg.n_positions);
+    gfv_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory", m->backend);
+    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_head * max_len * m->cfg.d_head;
+    c->m = m;
+    c->B = batch;
+    c->max_len = max_len;
+    c->k = calloc(n, sizeof *c->k);
+    c->v = calloc(n, sizeof *c->v);
+    if (!c->k || !c->v) {
+        free(c->k); free(c->v); free(c);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory for a %zu-byte cache", m->backend,
+                            2 * n * sizeof(float));
+    }
+    *cache_out = c;
+    return GF_OK;
+}
+
+gf_status gfv_cache_reset(void *cache)
+{
+    ((gfv_cache *)cache)->length = 0;
+    return GF_OK;
+}
+
+void gfv_cache_free(void *cache)
+{
+    gfv_cache *c = cache;
+    if (!c)
+        return;
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+int32_t gfv_cache_length(const void *cache) { return ((const gfv_cache *)cache)->length; }
+
+size_t gfv_cache_bytes(const void *cache)
+{
+    const gfv_cache *c = cache;
+    const gf_model_config *g = &c->m->cfg;
+    return 2 * (size_t)g->n_layer * c->B * g->n_head * c->max_len * g->d_head * sizeof(float);
+}
+
+/* ---- F32 building blocks ---- */
+
+static void layernorm_f32(float *restrict y, const float *restrict x, const float *w, const float *b,
+                          int32_t D, float eps)
+{
+    float mean = 0.0f, var = 0.0f;
+    for (int32_t i = 0; i < D; i++)
+        mean += x[i];
+    mean /= (float)D;
+    for (int32_t i = 0; i < D; i++) {
+        float d = x[i] - mean;
+        var += d * d;
+    }
+    var /= (float)D;
+    const float inv = 1.0f / sqrtf(var + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = (x[i] - mean) * inv * w[i] + b[i];
+}
+
+static void activation_f32(gf_activation act, float *x, size_t n)
+{
+    switch (act) {
+    case GF_ACT_GELU_TANH:
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        }
+        break;
+    case GF_ACT_GELU_ERF:
+        for (size_t i = 0; i < n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
+        break;
+    case GF_ACT_RELU:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    default:
+        break;
+    }
+}
+
+static float dot_f32(const float *restrict a, const float *restrict b, int32_t n)
+{
+    /* four partial sums: vectorisable without -ffast-math, and a little
+     * more accurate than one running sum */
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static gf_status check_batch(const gfv_model *m, const gfv_cache *c, const gf_batch *in)
+{
+    const char *be = m->backend;
+    if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids)
+        return gf_error_set(GF_E_INVALID_ARG, "%s: batch needs B >= 1, T >= 1, tokens and position_ids", be);
+    if (in->logits_mode != GF_LOGITS_ALL && in->logits_mode != GF_LOGITS_LAST)
+        return gf_error_set(GF_E_INVALID_ARG, "%s: unknown logits mode %d", be, (int)in->logits_mode);
+    if (c && c->B != in->B)
+        return gf_error_set(GF_E_INVALID_ARG, "%s: batch has %d rows, cache has %d", be, in->B, c->B);
+    if (c && c->length + in->T > c->max_len)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "%s: cache holds %d of %d positions; %d more do not fit", be,
+                            c->length, c->max_len, in->T);
+    if (!c && in->T > m->cfg.n_positions)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "%s: %d positions exceed n_positions %d", be, in->T,
+                            m->cfg.n_positions);
+    for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
+        if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
+            return gf_error_set(GF_E_INVALID_ARG, "%s: token %d at (%lld, %lld) outside [0, %d)", be,
+                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.vocab_size);
+        if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
+            return gf_error_set(GF_E_INVALID_ARG, "%s: position %d at (%lld, %lld) outside [0, %d)", be,
+                                in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.n_positions);
+    }
+    return GF_OK;
+}
+
+/* ---- the forward pass ---- */
+
+gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out)
+{
+    gf_error_clear();
+    const gf_model_config *g = &m->cfg;
+    gf_status st = check_batch(m, cache, in);
+    if (st != GF_OK)
+        return st;
+    if (!logits_out)
+        return gf_error_set(GF_E_INVALID_ARG, "%s: logits_out is NULL", m->backend);
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
+    const size_t BT = (size_t)B * T;
+    st = scratch_reserve(m, BT);
+    if (st != GF_OK)
+        return st;
+
+    /* uncached: a throwaway cache of exactly T positions, reused across calls */
+    gfv_cache local = {0}, *c = cache;
+    if (!c) {
+        size_t n = (size_t)g->n_layer * B * H * T * dh;
+        if (2 * n > m->kv_tmp_floats) {
+            free(m->kv_tmp);
+            m->kv_tmp_floats = 0;
+            m->kv_tmp = malloc(2 * n * sizeof(float));
+            if (!m->kv_tmp)
+                return gf_error_set(GF_E_NOMEM, "%s: out of memory for a %zu-byte scratch cache",
+                                    m->backend, 2 * n * sizeof(float));
+            m->kv_tmp_floats = 2 * n;
+        }
+        local = (gfv_cache){.m = m, .B = B, .max_len = T, .length = 0, .k = m->kv_tmp, .v = m->kv_tmp + n};
+        c = &local;
+    }
+    const int32_t start = c->length, Tk = start + T, S = c->max_len;
+    float *x = m->x, *h = m->h, *qkv = m->qkv, *att = m->att, *tmp = m->tmp, *ff = m->ff, *p = m->p;
+
+    /* embeddings: x = wte[token] + wpe[position] */
+    for (size_t i = 0; i < BT; i++) {
+        const float *te = m->wte + (size_t)in->tokens[i] * D;
+        const float *pe = m->wpe + (size_t)in->position_ids[i] * D;
+        for (int32_t d = 0; d < D; d++)
+            x[i * D + d] = te[d] + pe[d];
+    }
+
+    const float scale = (float)(1.0 / sqrt((double)dh));
+    for (int32_t l = 0; l < g->n_layer; l++) {
+        const gfv_layer *ly = &m->layers[l];
+        float *K = c->k + (size_t)l * B * H * S * dh; /* (B, H, S, dh) of layer l */
+        float *Vc = c->v + (size_t)l * B * H * S * dh;
+
+        for (size_t i = 0; i < BT; i++)
+            layernorm_f32(h + i * D, x + i * D, ly->ln1_w, ly->ln1_b, D, g->norm_eps);
+        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_QKV), h, qkv, (int32_t)BT)) != GF_OK)
+            return st;
+        /* this chunk's keys and values at [start, start + T) */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *row = qkv + ((size_t)b * T + t) * 3 * D;
+                    size_t off = (((size_t)b * H + hh) * S + start + t) * dh;
+                    memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
+                    memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
+                }
+        /* query at absolute position start + t: keys j <= start + t that the key
+         * mask allows, and always its own */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *q = qkv + ((size_t)b * T + t) * 3 * D + hh * dh;
+                    const float *Kh = K + ((size_t)b * H + hh) * S * dh;
+                    const float *Vh = Vc + ((size_t)b * H + hh) * S * dh;
+                    const uint8_t *km = in->key_mask ? in->key_mask + (size_t)b * Tk : NULL;
+                    const int32_t qpos = start + t;
+                    float mx = -INFINITY;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        int allowed = j == qpos || !km || km[j];
+                        p[j] = allowed ? dot_f32(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
+                        if (p[j] > mx)
+                            mx = p[j];
+                    }
+                    float sum = 0.0f;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        p[j] = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+                        sum += p[j];
+                    }
+                    float *o = att + ((size_t)b * T + t) * D + hh * dh;
+                    memset(o, 0, dh * sizeof(float));
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        const float pj = p[j];
+                        if (pj == 0.0f)
+                            continue;
+                        const float *vj = Vh + (size_t)j * dh;
+                        for (int32_t d = 0; d < dh; d++)
+                            o[d] += pj * vj[d];
+                    }
+                    const float inv = 1.0f / sum;
+                    for (int32_t d = 0; d < dh; d++)
+                        o[d] *= inv;
+                }
+        /* x += att W_proj + b */
+        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_PROJ), att, tmp, (int32_t)BT)) != GF_OK)
+            return st;
+        for (size_t i = 0; i < BT * D; i++)
+            x[i] += tmp[i];
+        /* x += act(LN2(x) W_fc + b) W_proj + b */
+        for (size_t i = 0; i < BT; i++)
+            layernorm_f32(h + i * D, x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
+        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_FC), h, ff, (int32_t)BT)) != GF_OK)
+            return st;
+        activation_f32(g->activation, ff, BT * F);
+        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_MPROJ), ff, tmp, (int32_t)BT)) != GF_OK)
+            return st;
+        for (size_t i = 0; i < BT * D; i++)
+            x[i] += tmp[i];
+    }
+    c->length = Tk; /* once, after the last layer */
+
+    /* logits = LN_f(x) lm_head^T: every position, or each row's last */
+    if (in->logits_mode == GF_LOGITS_LAST) {
+        for (int32_t b = 0; b < B; b++)
+            layernorm_f32(h + (size_t)b * D, x + ((size_t)b * T + T - 1) * D, m->lnf_w, m->lnf_b, D,
+                          g->norm_eps);
+        return m->linear(m, GFV_LIN_HEAD(m), h, logits_out, B);
+    }
+    for (size_t i = 0; i < BT; i++)
+        layernorm_f32(h + i * D, x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+    return m->linear(m, GFV_LIN_HEAD(m), h, logits_out, (int32_t)BT);
+}
+
+const char *gfv_last_error(void *model)
+{
+    (void)model;
+    return gf_error_msg();
+}
+
+int gfv_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

@@ -1,0 +1,47 @@
+# Sourced by tests/cli/backend_*.sh and plugin_*.sh (needs GENFENCE, GF_SRC,
+# GF_PYTHON and a $tmp directory).
+
+# gf_test_model: prints the model directory to test with: models/holmes-gpt
+# when its weights are there, else a random GPT-2 of its shape made in $tmp
+# (with holmes-gpt's tokenizer).
+gf_test_model() {
+    local model="$GF_SRC/models/holmes-gpt"
+    if [ -f "$model/model.safetensors" ]; then
+        echo "$model"
+        return
+    fi
+    if [ ! -f "$tmp/model/model.safetensors" ]; then
+        echo "models/holmes-gpt has no weights: using a random GPT-2 of its shape" >&2
+        "$GF_PYTHON" "$GF_SRC/backends/common/make_test_model.py" "$tmp/model" \
+            --tokenizer "$GF_SRC/models/holmes-gpt/tokenizer.json" >&2
+    fi
+    echo "$tmp/model"
+}
+
+# gf_run_suite BACKEND: `genfence run` of the default suite (cases/*.yaml) on
+# BACKEND; 0 when every case passed (pass-near-tie counts as a pass) and none
+# was skipped. Without holmes-gpt's weights the suite runs from a scratch
+# root whose models/holmes-gpt is the random model, without the eos case
+# (tuned to the trained model: it needs eos_id sampled within a few steps).
+gf_run_suite() {
+    local be=$1 model root args=()
+    model=$(gf_test_model)
+    if [ "$model" = "$GF_SRC/models/holmes-gpt" ]; then
+        root="$GF_SRC"
+    else
+        root="$tmp/root"
+        mkdir -p "$root/cases" "$root/models"
+        cp "$GF_SRC"/cases/*.yaml "$root/cases/"
+        ln -sfn "$model" "$root/models/holmes-gpt"
+        args=(--tag '!eos')
+    fi
+    local out="$tmp/suite.out" rc=0
+    (cd "$root" && GENFENCE_ROOT="$root" "$GENFENCE" run --require-backend "$be" "${args[@]}" --no-report) \
+        >"$out" 2>&1 || rc=$?
+    grep -v '^pass ' "$out" || true
+    if [ $rc -ne 0 ] || ! tail -n 1 "$out" | grep -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$'; then
+        echo "FAIL default suite on $be (exit $rc)"
+        return 1
+    fi
+    echo "ok   default suite on $be: $(tail -n 1 "$out")"
+}

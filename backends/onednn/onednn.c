@@ -1,0 +1,401 @@
+/* oneDNN backend: the shared F32 forward (backends/common) with every dense
+ * product done by a oneDNN 2.x matmul primitive (C API: op descriptor, then
+ * primitive descriptor, then primitive).
+ *
+ * Primitives are created once per shape (M, K, N, weight layout, bias) and
+ * reused: every layer's q/k/v product shares one primitive per M, and so on.
+ * The per-model cache keeps at most GF_DNNL_MAX_PRIMS of them, evicting the
+ * least recently used (an uncached verify run sees every M from 1 to the
+ * context length). Weights stay in Hugging Face's layouts and are wrapped, not
+ * copied: Conv1D (K, N) is tag ab, the tied LM head (V, D) is the same matrix
+ * viewed as (K, N) with tag ba. Source and destination memory objects are made
+ * once per primitive and re-pointed with dnnl_memory_set_data_handle.
+ *
+ * Threads: Debian's libdnnl uses OpenMP; options->threads is the most any
+ * product uses: the module sets omp_set_num_threads(options->threads) for
+ * products of at least GF_DNNL_PAR_MIN_MACS multiply-adds and 1 below (an
+ * OpenMP fork/join costs more than such a product; OpenBLAS makes the same
+ * call internally), both when it creates a primitive and before it runs it.
+ * Built as a module loaded at run time: genfence itself never
+ * links oneDNN. */
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gfv.h"
+
+#define GF_EXPORT __attribute__((visibility("default")))
+#define GF_DNNL_MAX_PRIMS 256
+/* Products smaller than this (M K N multiply-adds) run on one thread: an
+ * OpenMP fork/join costs more than it saves there, and on a loaded machine a
+ * descheduled worker stalls every barrier (decode products here are 16K-65K). */
+#define GF_DNNL_PAR_MIN_MACS (1 << 20)
+
+typedef struct dn_prim {
+    int32_t M, K, N, trans_w, has_bias;
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, dst;    /* no buffer of their own; re-pointed per call */
+    uint64_t last_use;
+} dn_prim;
+
+typedef struct dn_model {
+    gfv_model base;            /* first: the common slots take this pointer */
+    int threads;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_memory_t *w_mem, *b_mem; /* (n_lin) wrapping base.lin[i].w / .b */
+    dn_prim *prims;            /* (GF_DNNL_MAX_PRIMS) */
+    int32_t n_prims;
+    uint64_t tick;
+} dn_model;
+
+/* ---- library facts, computed once ---- */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static char g_why[512];        /* "" if usable */
+static char g_library[160], g_detail[256];
+
+static const char *isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_all: return "all";
+    default: return NULL;
+    }
+}
+
+/* The ISA oneDNN will dispatch to: dnnl_get_effective_cpu_isa() is the cap
+ * (all = none set); report what this CPU offers beneath it. */
+static const char *effective_isa(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if (isa != dnnl_cpu_isa_all) {
+        const char *n = isa_name(isa);
+        return n ? n : dnnl_cpu_isa2str(isa);
+    }
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return __builtin_cpu_supports("avx512vnni") ? "avx512_core_vnni" : "avx512_core";
+    if (__builtin_cpu_supports("avx2"))
+        return "avx2";
+    if (__builtin_cpu_supports("avx"))
+        return "avx";
+    if (__builtin_cpu_supports("sse4.1"))
+        return "sse41";
+    return "none";
+}
+
+static void matmul_md(int32_t M, int32_t K, int32_t N, int trans_w, int has_bias, dnnl_memory_desc_t *src,
+                      dnnl_memory_desc_t *wei, dnnl_memory_desc_t *bia, dnnl_memory_desc_t *dst)
+{
+    dnnl_dims_t sd = {M, K}, wd = {K, N}, bd = {1, N}, dd = {M, N};
+    dnnl_memory_desc_init_by_tag(src, 2, sd, dnnl_f32, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(wei, 2, wd, dnnl_f32, trans_w ? dnnl_ba : dnnl_ab);
+    if (has_bias)
+        dnnl_memory_desc_init_by_tag(bia, 2, bd, dnnl_f32, dnnl_ab);
+    else
+        memset(bia, 0, sizeof *bia);
+    dnnl_memory_desc_init_by_tag(dst, 2, dd, dnnl_f32, dnnl_ab);
+}
+
+/* Create a matmul primitive descriptor for one shape. */
+static dnnl_status_t matmul_pd(dnnl_engine_t eng, int32_t M, int32_t K, int32_t N, int trans_w, int has_bias,
+                               dnnl_primitive_desc_t *pd)
+{
+    dnnl_memory_desc_t src, wei, bia, dst;
+    matmul_md(M, K, N, trans_w, has_bias, &src, &wei, &bia, &dst);
+    dnnl_matmul_desc_t op;
+    dnnl_status_t s = dnnl_matmul_desc_init(&op, &src, &wei, has_bias ? &bia : NULL, &dst);
+    if (s != dnnl_success)
+        return s;
+    return dnnl_primitive_desc_create(pd, &op, NULL, eng, NULL);
+}
+
+static void init_once(void)
+{
+    const dnnl_version_t *v = dnnl_version();
+    const char *hash = v && v->hash && strcmp(v->hash, "N/A") ? v->hash : NULL;
+    snprintf(g_library, sizeof g_library, "oneDNN %d.%d.%d%s%s, ISA %s", v ? v->major : 0, v ? v->minor : 0,
+             v ? v->patch : 0, hash ? " " : "", hash ? hash : "", effective_isa());
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("sse4.1")) {
+        snprintf(g_why, sizeof g_why, "this CPU lacks SSE4.1, the least ISA oneDNN's x64 CPU engine needs");
+        return;
+    }
+    dnnl_engine_t eng = NULL;
+    dnnl_status_t s = dnnl_engine_create(&eng, dnnl_cpu, 0);
+    if (s != dnnl_success) {
+        snprintf(g_why, sizeof g_why, "oneDNN cannot create a CPU engine: %s", dnnl_status2str(s));
+        return;
+    }
+    /* one decode-shaped product, to learn which implementation serves it */
+    dnnl_primitive_desc_t pd = NULL;
+    s = matmul_pd(eng, 1, 64, 64, 0, 1, &pd);
+    const char *impl = NULL;
+    if (s == dnnl_success)
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    if (s != dnnl_success)
+        snprintf(g_why, sizeof g_why, "oneDNN cannot create an f32 matmul: %s", dnnl_status2str(s));
+    else
+        snprintf(g_detail, sizeof g_detail, "OpenMP (%d cpus), matmul impl %s; primitives cached per shape",
+                 omp_get_num_procs(), impl ? impl : "?");
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(eng);
+}
+
+static gf_status dn_probe(char *why, size_t why_len)
+{
+    pthread_once(&g_once, init_once);
+    if (why && why_len)
+        snprintf(why, why_len, "%s", g_why);
+    return g_why[0] ? GF_E_UNAVAILABLE : GF_OK;
+}
+
+static int clamp_threads(const gf_backend_options *opts)
+{
+    return opts && opts->threads > 0 ? opts->threads : 1;
+}
+
+static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info)
+{
+    pthread_once(&g_once, init_once);
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    info->dtype = GF_COMPUTE_F32;
+    info->threads = clamp_threads(opts);
+    info->library = g_library;
+    info->detail = g_detail[0] ? g_detail : NULL;
+    return GF_OK;
+}
+
+static gf_status dn_fail(dnnl_status_t s, const char *what, int32_t M, int32_t K, int32_t N)
+{
+    return gf_error_set(GF_E_BACKEND, "onednn: %s for a (%d x %d) x (%d x %d) matmul failed: %s", what, M, K,
+                        K, N, dnnl_status2str(s));
+}
+
+static void prim_destroy(dn_prim *p)
+{
+    if (p->prim)
+        dnnl_primitive_destroy(p->prim);
+    if (p->src)
+        dnnl_memory_destroy(p->src);
+    if (p->dst)
+        dnnl_memory_destroy(p->dst);
+    memset(p, 0, sizeof *p);
+}
+
+/* The OpenMP threads a product of this shape runs on (see GF_DNNL_PAR_MIN_MACS). */
+static int threads_for(const dn_model *m, int32_t M, const gfv_lin *L)
+{
+    return (double)M * L->K * L->N >= GF_DNNL_PAR_MIN_MACS ? m->threads : 1;
+}
+
+static void use_threads(int nt)
+{
+    if (omp_get_max_threads() != nt)
+        omp_set_num_threads(nt);
+}
+
+/* The primitive for this shape: from the cache, or created (evicting the least
+ * recently used when full). It is created under the thread count it will run
+ * with: oneDNN fixes some of its parallelism (the bias pass of the gemm-based
+ * matmul) when the primitive descriptor is made. */
+static gf_status get_prim(dn_model *m, int32_t M, const gfv_lin *L, dn_prim **out)
+{
+    const int has_bias = L->b != NULL;
+    dn_prim *victim = NULL;
+    for (int32_t i = 0; i < m->n_prims; i++) {
+        dn_prim *p = &m->prims[i];
+        if (p->M == M && p->K == L->K && p->N == L->N && p->trans_w == L->trans_w && p->has_bias == has_bias) {
+            p->last_use = ++m->tick;
+            *out = p;
+            return GF_OK;
+        }
+        if (!victim || p->last_use < victim->last_use)
+            victim = p;
+    }
+    dn_prim *p;
+    if (m->n_prims < GF_DNNL_MAX_PRIMS) {
+        p = &m->prims[m->n_prims++];
+    } else {
+        p = victim;
+        prim_destroy(p);
+    }
+    use_threads(threads_for(m, M, L));
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = matmul_pd(m->engine, M, L->K, L->N, L->trans_w, has_bias, &pd);
+    if (s != dnnl_success)
+        goto fail_pd;
+    s = dnnl_primitive_create(&p->prim, pd);
+    if (s != dnnl_success)
+        goto fail_pd;
+    dnnl_memory_desc_t src, wei, bia, dst;
+    matmul_md(M, L->K, L->N, L->trans_w, has_bias, &src, &wei, &bia, &dst);
+    if ((s = dnnl_memory_create(&p->src, &src, m->engine, DNNL_MEMORY_NONE)) != dnnl_success ||
+        (s = dnnl_memory_create(&p->dst, &dst, m->engine, DNNL_MEMORY_NONE)) != dnnl_success)
+        goto fail_pd;
+    dnnl_primitive_desc_destroy(pd);
+    p->M = M;
+    p->K = L->K;
+    p->N = L->N;
+    p->trans_w = L->trans_w;
+    p->has_bias = has_bias;
+    p->last_use = ++m->tick;
+    *out = p;
+    return GF_OK;
+fail_pd:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    prim_destroy(p);
+    if (p == &m->prims[m->n_prims - 1])
+        m->n_prims--;
+    return dn_fail(s, "creating the primitive", M, L->K, L->N);
+}
+
+/* y (M, N) = x (M, K) W + b */
+static gf_status dn_linear(gfv_model *base, int32_t id, const float *x, float *y, int32_t M)
+{
+    dn_model *m = (dn_model *)base;
+    const gfv_lin *L = &base->lin[id];
+    dn_prim *p;
+    gf_status st = get_prim(m, M, L, &p);
+    if (st != GF_OK)
+        return st;
+    use_threads(threads_for(m, M, L));
+    dnnl_status_t s;
+    if ((s = dnnl_memory_set_data_handle(p->src, (void *)x)) != dnnl_success ||
+        (s = dnnl_memory_set_data_handle(p->dst, y)) != dnnl_success)
+        return dn_fail(s, "binding buffers", M, L->K, L->N);
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, m->w_mem[id]}, {DNNL_ARG_DST, p->dst},
+        {DNNL_ARG_BIAS, m->b_mem[id]}};
+    s = dnnl_primitive_execute(p->prim, m->stream, L->b ? 4 : 3, args);
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(m->stream);
+    if (s != dnnl_success)
+        return dn_fail(s, "executing", M, L->K, L->N);
+    return GF_OK;
+}
+
+static void dn_model_free(void *handle)
+{
+    dn_model *m = handle;
+    if (!m)
+        return;
+    for (int32_t i = 0; m->prims && i < m->n_prims; i++)
+        prim_destroy(&m->prims[i]);
+    free(m->prims);
+    for (int32_t i = 0; i < m->base.n_lin; i++) {
+        if (m->w_mem && m->w_mem[i])
+            dnnl_memory_destroy(m->w_mem[i]);
+        if (m->b_mem && m->b_mem[i])
+            dnnl_memory_destroy(m->b_mem[i]);
+    }
+    free(m->w_mem);
+    free(m->b_mem);
+    if (m->stream)
+        dnnl_stream_destroy(m->stream);
+    if (m->engine)
+        dnnl_engine_destroy(m->engine);
+    gfv_model_release(&m->base);
+    free(m);
+}
+
+static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
+{
+    *model_out = NULL;
+    gf_error_clear();
+    char why[512];
+    if (dn_probe(why, sizeof why) != GF_OK)
+        return gf_error_set(GF_E_UNAVAILABLE, "onednn: %s", why);
+    dn_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return gf_error_set(GF_E_NOMEM, "onednn: out of memory");
+    gf_status st = gfv_model_init(&m->base, desc, "onednn", dn_linear);
+    if (st != GF_OK) {
+        free(m);
+        return st;
+    }
+    m->threads = clamp_threads(opts);
+    dnnl_status_t s = dnnl_engine_create(&m->engine, dnnl_cpu, 0);
+    if (s == dnnl_success)
+        s = dnnl_stream_create(&m->stream, m->engine, dnnl_stream_default_flags);
+    if (s != dnnl_success) {
+        dn_model_free(m);
+        return gf_error_set(GF_E_BACKEND, "onednn: cannot create the CPU engine and stream: %s",
+                            dnnl_status2str(s));
+    }
+    m->w_mem = calloc((size_t)m->base.n_lin, sizeof *m->w_mem);
+    m->b_mem = calloc((size_t)m->base.n_lin, sizeof *m->b_mem);
+    m->prims = calloc(GF_DNNL_MAX_PRIMS, sizeof *m->prims);
+    if (!m->w_mem || !m->b_mem || !m->prims) {
+        dn_model_free(m);
+        return gf_error_set(GF_E_NOMEM, "onednn: out of memory");
+    }
+    /* wrap the weights and biases (no copy); their descriptors are the ones
+     * every primitive of that shape expects */
+    for (int32_t i = 0; i < m->base.n_lin; i++) {
+        const gfv_lin *L = &m->base.lin[i];
+        dnnl_memory_desc_t src, wei, bia, dst;
+        matmul_md(1, L->K, L->N, L->trans_w, L->b != NULL, &src, &wei, &bia, &dst);
+        s = dnnl_memory_create(&m->w_mem[i], &wei, m->engine, (void *)L->w);
+        if (s == dnnl_success && L->b)
+            s = dnnl_memory_create(&m->b_mem[i], &bia, m->engine, (void *)L->b);
+        if (s != dnnl_success) {
+            dn_model_free(m);
+            return gf_error_set(GF_E_BACKEND, "onednn: cannot wrap weight %d: %s", i, dnnl_status2str(s));
+        }
+    }
+    /* the decode shapes up front: one primitive per distinct (1, K, N) */
+    for (int32_t i = 0; i < m->base.n_lin; i++) {
+        dn_prim *p;
+        if ((st = get_prim(m, 1, &m->base.lin[i], &p)) != GF_OK) {
+            dn_model_free(m);
+            return st;
+        }
+    }
+    *model_out = m;
+    return GF_OK;
+}
+
+static gf_status dn_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    return gfv_forward(&((dn_model *)model)->base, cache, in, logits_out);
+}
+
+static const gf_backend_ops k_onednn_ops = {
+    .abi_version = GF_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(gf_backend_ops),
+    .name = "onednn",
+    .description = "oneDNN matmul primitives (cached per shape) for the dense products, F32 host loops for the rest",
+    .probe = dn_probe,
+    .info = dn_info,
+    .model_load = dn_model_load,
+    .model_free = dn_model_free,
+    .cache_create = gfv_cache_create,
+    .cache_reset = gfv_cache_reset,
+    .cache_free = gfv_cache_free,
+    .cache_length = gfv_cache_length,
+    .cache_bytes = gfv_cache_bytes,
+    .forward = dn_forward,
+    .sample = NULL,
+    .last_error = gfv_last_error,
+};
+
+GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_onednn_ops; }

@@ -1,0 +1,404 @@
+/* An out-of-tree genfence backend: a small GPT-2 forward pass in F32, built
+ * only against the installed headers (pkg-config genfence) and loaded with
+ *
+ *     genfence generate --backend path/to/libgenfence_example.so ...
+ *
+ * It links nothing of genfence: errors go to its own thread-local buffer,
+ * which genfence reads through the last_error slot.
+ *
+ * Semantics (the ABI contract in genfence/backend.h, docs/backends.md):
+ *   - cache (L, B, H, max_len, d_head); the T new positions go to
+ *     [length, length + T) of every layer, length advances once at the end;
+ *   - a query at absolute position start + t sees keys j <= start + t that
+ *     the key mask allows, and always its own key;
+ *   - GF_LOGITS_LAST writes (B, 1, V): each row's position T - 1.
+ * Numerics: F32 storage and F32 accumulation throughout. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <genfence/backend.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- errors: our own buffer, handed to genfence through last_error ---- */
+
+static _Thread_local char g_err[1024];
+
+static gf_status fail(gf_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static gf_status fail(gf_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static const char *ex_last_error(void *model)
+{
+    (void)model;
+    return g_err;
+}
+
+/* ---- the model: weights as [out, in] rows, so every output is one dot ---- */
+
+typedef struct ex_layer {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    float *qkv_w, *qkv_b;      /* (3D, D), (3D) */
+    float *proj_w, *proj_b;    /* (D, D), (D) */
+    float *fc_w, *fc_b;        /* (F, D), (F) */
+    float *mproj_w, *mproj_b;  /* (D, F), (D) */
+} ex_layer;
+
+typedef struct ex_model {
+    gf_model_config cfg;
+    float *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head aliases wte when tied */
+    ex_layer *layers;
+} ex_model;
+
+typedef struct ex_cache {
+    const ex_model *m;
+    int32_t B, max_len, length;
+    float *k, *v;              /* (L, B, H, max_len, d_head) */
+} ex_cache;
+
+static gf_status ex_probe(char *why, size_t why_len)
+{
+    if (why && why_len)
+        why[0] = '\0';
+    return GF_OK;
+}
+
+static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info)
+{
+    (void)opts;
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    info->dtype = GF_COMPUTE_F32;
+    info->threads = 1;
+    info->library = "example plugin (plain C, F32 accumulation)";
+    info->detail = "out-of-tree, built against the installed headers";
+    return GF_OK;
+}
+
+static float *dup_f32(const float *src, size_t n)
+{
+    if (!src)
+        return NULL;
+    float *dst = malloc(n * sizeof *dst);
+    if (dst)
+        memcpy(dst, src, n * sizeof *dst);
+    return dst;
+}
+
+static float *transpose_f32(const float *src, int32_t in, int32_t out)
+{
+    if (!src)
+        return NULL;
+    float *dst = malloc((size_t)in * out * sizeof *dst);
+    if (!dst)
+        return NULL;
+    for (int32_t i = 0; i < in; i++)
+        for (int32_t o = 0; o < out; o++)
+            dst[(size_t)o * in + i] = src[(size_t)i * out + o];
+    return dst;
+}
+
+static void ex_model_free(void *handle)
+{
+    ex_model *m = handle;
+    if (!m)
+        return;
+    for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
+        ex_layer *y = &m->layers[l];
+        free(y->ln1_w); free(y->ln1_b); free(y->ln2_w); free(y->ln2_b);
+        free(y->qkv_w); free(y->qkv_b); free(y->proj_w); free(y->proj_b);
+        free(y->fc_w); free(y->fc_b); free(y->mproj_w); free(y->mproj_b);
+    }
+    free(m->layers);
+    if (m->lm_head != m->wte)
+        free(m->lm_head);
+    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
+    free(m);
+}
+
+static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **out)
+{
+    (void)opts;
+    *out = NULL;
+    g_err[0] = '\0';
+    const gf_model_config *c = &desc->config;
+    if (c->arch != GF_ARCH_GPT2)
+        return fail(GF_E_UNSUPPORTED, "example plugin: GPT-2 only (architecture %d)", (int)c->arch);
+    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
+        c->activation != GF_ACT_RELU)
+        return fail(GF_E_UNSUPPORTED, "example plugin: activation %d not supported", (int)c->activation);
+    ex_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return fail(GF_E_NOMEM, "example plugin: out of memory");
+    m->cfg = *c;
+    const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
+    const gf_model_weights *w = &desc->weights;
+    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->wpe = dup_f32(w->wpe, (size_t)c->n_positions * D);
+    m->lnf_w = dup_f32(w->lnf_w, D);
+    m->lnf_b = dup_f32(w->lnf_b, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    int ok = m->wte && m->wpe && m->lnf_w && m->lnf_b && m->lm_head && m->layers;
+    for (int32_t l = 0; ok && l < L; l++) {
+        const gf_layer_weights *s = &w->layers[l];
+        ex_layer *y = &m->layers[l];
+        y->ln1_w = dup_f32(s->ln1_w, D);
+        y->ln1_b = dup_f32(s->ln1_b, D);
+        y->ln2_w = dup_f32(s->ln2_w, D);
+        y->ln2_b = dup_f32(s->ln2_b, D);
+        y->qkv_w = transpose_f32(s->attn_qkv_w, D, 3 * D);
+        y->qkv_b = dup_f32(s->attn_qkv_b, (size_t)3 * D);
+        y->proj_w = transpose_f32(s->attn_proj_w, D, D);
+        y->proj_b = dup_f32(s->attn_proj_b, D);
+        y->fc_w = transpose_f32(s->mlp_fc_w, D, F);
+        y->fc_b = dup_f32(s->mlp_fc_b, F);
+        y->mproj_w = transpose_f32(s->mlp_proj_w, F, D);
+        y->mproj_b = dup_f32(s->mlp_proj_b, D);
+        ok = y->ln1_w && y->ln1_b && y->ln2_w && y->ln2_b && y->qkv_w && y->qkv_b && y->proj_w &&
+             y->proj_b && y->fc_w && y->fc_b && y->mproj_w && y->mproj_b;
+    }
+    if (!ok) {
+        ex_model_free(m);
+        return fail(GF_E_NOMEM, "example plugin: out of memory (or a NULL weight)");
+    }
+    *out = m;
+    return GF_OK;
+}
+
+/* ---- the cache ---- */
+
+static gf_status ex_cache_create(void *model, int32_t batch, int32_t max_len, void **out)
+{
+    const ex_model *m = model;
+    *out = NULL;
+    if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
+        return fail(GF_E_INVALID_ARG, "example plugin: cache batch %d, max_len %d (must be 1..%d)", batch,
+                    max_len, m->cfg.n_positions);
+    ex_cache *c = calloc(1, sizeof *c);
+    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_head * max_len * m->cfg.d_head;
+    if (c) {
+        c->k = calloc(n, sizeof(float));
+        c->v = calloc(n, sizeof(float));
+    }
+    if (!c || !c->k || !c->v) {
+        if (c) {
+            free(c->k);
+            free(c->v);
+        }
+        free(c);
+        return fail(GF_E_NOMEM, "example plugin: out of memory for the cache");
+    }
+    c->m = m;
+    c->B = batch;
+    c->max_len = max_len;
+    *out = c;
+    return GF_OK;
+}
+
+static gf_status ex_cache_reset(void *cache)
+{
+    ((ex_cache *)cache)->length = 0;
+    return GF_OK;
+}
+
+static void ex_cache_free(void *cache)
+{
+    ex_cache *c = cache;
+    if (!c)
+        return;
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+static int32_t ex_cache_length(const void *cache) { return ((const ex_cache *)cache)->length; }
+
+static size_t ex_cache_bytes(const void *cache)
+{
+    const ex_cache *c = cache;
+    const gf_model_config *g = &c->m->cfg;
+    return 2 * (size_t)g->n_layer * c->B * g->n_head * c->max_len * g->d_head * sizeof(float);
+}
+
+/* ---- F32 building blocks ---- */
+
+static float dot(const float *a, const float *b, int32_t n)
+{
+    float s = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static void linear(float *y, const float *x, const float *W, const float *b, int32_t N, int32_t K)
+{
+    for (int32_t o = 0; o < N; o++)
+        y[o] = dot(W + (size_t)o * K, x, K) + (b ? b[o] : 0.0f);
+}
+
+static void layernorm(float *y, const float *x, const float *w, const float *b, int32_t D, float eps)
+{
+    float mean = 0.0f, var = 0.0f;
+    for (int32_t i = 0; i < D; i++)
+        mean += x[i];
+    mean /= (float)D;
+    for (int32_t i = 0; i < D; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= (float)D;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = (x[i] - mean) * inv * w[i] + b[i];
+}
+
+static float act(gf_activation a, float x)
+{
+    switch (a) {
+    case GF_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+    case GF_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.7071067812f));
+    case GF_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    default: return x;
+    }
+}
+
+/* ---- the forward pass ---- */
+
+static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits)
+{
+    const ex_model *m = model;
+    const gf_model_config *g = &m->cfg;
+    ex_cache *c = cache, *own = NULL;
+    g_err[0] = '\0';
+    if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids || !logits)
+        return fail(GF_E_INVALID_ARG, "example plugin: bad batch");
+    if (c && c->B != in->B)
+        return fail(GF_E_INVALID_ARG, "example plugin: batch has %d rows, cache has %d", in->B, c->B);
+    if (c && c->length + in->T > c->max_len)
+        return fail(GF_E_CONTEXT_LIMIT, "example plugin: cache holds %d of %d positions; %d more do not fit",
+                    c->length, c->max_len, in->T);
+    for (int64_t i = 0; i < (int64_t)in->B * in->T; i++)
+        if (in->tokens[i] < 0 || in->tokens[i] >= g->vocab_size || in->position_ids[i] < 0 ||
+            in->position_ids[i] >= g->n_positions)
+            return fail(GF_E_INVALID_ARG, "example plugin: token %d / position %d out of range", in->tokens[i],
+                        in->position_ids[i]);
+    if (!c) { /* uncached: a throwaway cache of exactly T positions */
+        void *tmp;
+        gf_status st = ex_cache_create(model, in->B, in->T, &tmp);
+        if (st != GF_OK)
+            return st;
+        c = own = tmp;
+    }
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
+    const int32_t V = g->vocab_size, start = c->length, Tk = start + T, S = c->max_len;
+    const size_t BT = (size_t)B * T;
+    float *x = malloc(BT * D * sizeof(float)), *h = malloc(BT * D * sizeof(float));
+    float *qkv = malloc(BT * 3 * D * sizeof(float)), *att = malloc(BT * D * sizeof(float));
+    float *tmp = malloc((size_t)D * sizeof(float)), *ff = malloc((size_t)F * sizeof(float));
+    float *p = malloc((size_t)Tk * sizeof(float));
+    gf_status st = GF_OK;
+    if (!x || !h || !qkv || !att || !tmp || !ff || !p) {
+        st = fail(GF_E_NOMEM, "example plugin: out of memory for activations");
+        goto done;
+    }
+    for (size_t i = 0; i < BT; i++)
+        for (int32_t d = 0; d < D; d++)
+            x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] + m->wpe[(size_t)in->position_ids[i] * D + d];
+    const float scale = 1.0f / sqrtf((float)dh);
+    for (int32_t l = 0; l < g->n_layer; l++) {
+        const ex_layer *y = &m->layers[l];
+        float *K = c->k + (size_t)l * B * H * S * dh, *Vc = c->v + (size_t)l * B * H * S * dh;
+        for (size_t i = 0; i < BT; i++) {
+            layernorm(h + i * D, x + i * D, y->ln1_w, y->ln1_b, D, g->norm_eps);
+            linear(qkv + i * 3 * D, h + i * D, y->qkv_w, y->qkv_b, 3 * D, D);
+        }
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *row = qkv + ((size_t)b * T + t) * 3 * D;
+                    size_t off = (((size_t)b * H + hh) * S + start + t) * dh;
+                    memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
+                    memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
+                }
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *q = qkv + ((size_t)b * T + t) * 3 * D + hh * dh;
+                    const float *Kh = K + ((size_t)b * H + hh) * S * dh, *Vh = Vc + ((size_t)b * H + hh) * S * dh;
+                    const int32_t qpos = start + t;
+                    float mx = -INFINITY, sum = 0.0f;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        int ok = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
+                        p[j] = ok ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
+                        mx = p[j] > mx ? p[j] : mx;
+                    }
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        p[j] = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+                        sum += p[j];
+                    }
+                    float *o = att + ((size_t)b * T + t) * D + hh * dh;
+                    for (int32_t d = 0; d < dh; d++) {
+                        float acc = 0.0f;
+                        for (int32_t j = 0; j <= qpos; j++)
+                            acc += p[j] * Vh[(size_t)j * dh + d];
+                        o[d] = acc / sum;
+                    }
+                }
+        for (size_t i = 0; i < BT; i++) {
+            linear(tmp, att + i * D, y->proj_w, y->proj_b, D, D);
+            for (int32_t d = 0; d < D; d++)
+                x[i * D + d] += tmp[d];
+        }
+        for (size_t i = 0; i < BT; i++) {
+            layernorm(h + i * D, x + i * D, y->ln2_w, y->ln2_b, D, g->norm_eps);
+            linear(ff, h + i * D, y->fc_w, y->fc_b, F, D);
+            for (int32_t f = 0; f < F; f++)
+                ff[f] = act(g->activation, ff[f]);
+            linear(tmp, ff, y->mproj_w, y->mproj_b, D, F);
+            for (int32_t d = 0; d < D; d++)
+                x[i * D + d] += tmp[d];
+        }
+    }
+    c->length = Tk; /* once, after the last layer */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
+                continue;
+            size_t i = (size_t)b * T + t, orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
+            layernorm(h, x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+            linear(logits + orow * V, h, m->lm_head, NULL, V, D);
+        }
+done:
+    free(x); free(h); free(qkv); free(att); free(tmp); free(ff); free(p);
+    ex_cache_free(own);
+    return st;
+}
+
+static const gf_backend_ops k_ops = {
+    .abi_version = GF_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(gf_backend_ops),
+    .name = "example",
+    .description = "out-of-tree example plugin: a small F32 GPT-2 forward",
+    .probe = ex_probe,
+    .info = ex_info,
+    .model_load = ex_model_load,
+    .model_free = ex_model_free,
+    .cache_create = ex_cache_create,
+    .cache_reset = ex_cache_reset,
+    .cache_free = ex_cache_free,
+    .cache_length = ex_cache_length,
+    .cache_bytes = ex_cache_bytes,
+    .forward = ex_forward,
+    .sample = NULL,
+    .last_error = ex_last_error,
+};
+
+EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_ops; }

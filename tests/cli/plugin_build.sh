@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# examples/plugin built out of tree, against nothing but a `cmake --install`
+# of this build into a temporary prefix (headers + genfence.pc through
+# pkg-config), from a clean copy of its sources; then loaded with
+# --backend path/to/libgenfence_example.so and put through the suite checks
+# against ref (forward logits within 1e-4, greedy tokens equal, margin-gated;
+# generate --verify and --batch-prompts), then the default suite (genfence run)
+# through it.
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cmake --install "$GF_BUILD" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+pc=$(find "$tmp/prefix" -name genfence.pc | head -1)
+[ -n "$pc" ] || fail "no genfence.pc installed"
+[ -f "$tmp/prefix/include/genfence/backend.h" ] || fail "backend.h not installed"
+pcdir=$(dirname "$pc")
+echo "installed: $(cd "$tmp/prefix" && find . -type f | sort | tr '\n' ' ')"
+PKG_CONFIG_PATH="$pcdir" pkg-config --exists genfence || fail "pkg-config cannot read $pc"
+echo "pkg-config: cflags '$(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags genfence)'," \
+     "abi_version $(PKG_CONFIG_PATH="$pcdir" pkg-config --variable=abi_version genfence)"
+
+# a clean copy of the sources, nothing of the tree on any include path
+cp -r "$GF_SRC/examples/plugin" "$tmp/src"
+rm -rf "$tmp/src/build"*
+env -u CPATH -u C_INCLUDE_PATH PKG_CONFIG_PATH="$pcdir" \
+    cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release >"$tmp/cfg.log" 2>&1 \
+    || { cat "$tmp/cfg.log"; fail "configure"; }
+cmake --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build"; }
+if grep -q "$GF_SRC/include" "$tmp/build/compile_commands.json" 2>/dev/null \
+   || grep -rq -- "-I$GF_SRC" "$tmp/build/CMakeFiles" 2>/dev/null; then
+    fail "the plugin build used the source tree's headers"
+fi
+so="$tmp/build/libgenfence_example.so"
+[ -f "$so" ] || fail "no $so"
+exports=$(nm -D --defined-only "$so" | awk '{print $3}')
+[ "$exports" = "genfence_backend_entry" ] || fail "plugin exports: $exports"
+echo "ok   built $so (exports only genfence_backend_entry)"
+
+"$GENFENCE" backends --backend "$so" | tee "$tmp/backends.txt"
+grep -E "^$so +available +fp32" "$tmp/backends.txt" >/dev/null || fail "plugin not listed available"
+
+. "$GF_SRC/backends/common/test_lib.sh"
+model=$(gf_test_model)
+"$GF_PYTHON" "$GF_SRC/backends/common/check_backend.py" "$GENFENCE" "$model" "$so" || fail "checks against ref"
+gf_run_suite "$so" || fail "default suite through the plugin"
