@@ -155,3 +155,11 @@ void gf_json_write_string(FILE *f, const char *s, size_t len)
     }
     fputc('"', f);
 }
+
+void gf_json_write_number(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.17g", x);
+    else
+        fputs("null", f);
+}

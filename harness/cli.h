@@ -41,5 +41,7 @@ gf_status gf_session_tokens(const gf_session *s, const char *text, const char *i
 /* JSON string escaping into f. */
 #include <stdio.h>
 void gf_json_write_string(FILE *f, const char *s, size_t len);
+/* A finite number with 17 significant digits, or null when not finite. */
+void gf_json_write_number(FILE *f, double x);
 
 #endif

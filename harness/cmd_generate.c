@@ -120,20 +120,28 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
     int excused = !r.tokens_equal && r.divergence_margin < gate;
     int ok = r.max_abs_delta <= atol && (r.tokens_equal || excused);
     if (o->json) {
-        printf("{\"verify\": {\"steps\": %d, \"max_abs_logit_diff\": %.9g, \"max_diff_step\": %d, "
-               "\"tokens_equal\": %s, \"min_margin\": %.9g, \"min_margin_step\": %d, "
-               "\"first_divergence\": %d, \"divergence_margin\": %.9g, \"safety_factor\": %.6g, "
-               "\"atol\": %g, \"gate\": %g, \"passed\": %s, \"per16_max_diff\": [",
-               r.steps, r.max_abs_delta, r.max_delta_step, r.tokens_equal ? "true" : "false",
-               r.min_margin, r.min_margin_step, r.first_divergence,
-               r.first_divergence >= 0 ? r.divergence_margin : 0.0,
-               r.max_abs_delta > 0 ? r.min_margin / r.max_abs_delta : INFINITY, atol, gate,
+        double safety = r.max_abs_delta > 0 ? r.min_margin / r.max_abs_delta : INFINITY;
+        printf("{\"verify\": {\"steps\": %d, \"max_abs_logit_diff\": ", r.steps);
+        gf_json_write_number(stdout, r.max_abs_delta);
+        printf(", \"max_diff_step\": %d, \"tokens_equal\": %s, \"min_margin\": ", r.max_delta_step,
+               r.tokens_equal ? "true" : "false");
+        gf_json_write_number(stdout, r.min_margin);
+        printf(", \"min_margin_step\": %d, \"first_divergence\": %d, \"divergence_margin\": ",
+               r.min_margin_step, r.first_divergence);
+        gf_json_write_number(stdout, r.first_divergence >= 0 ? r.divergence_margin : NAN);
+        printf(", \"safety_factor\": ");
+        gf_json_write_number(stdout, safety);
+        if (!isfinite(safety))
+            printf(", \"safety_factor_null_reason\": \"the two sides agree exactly (max |delta| 0)\"");
+        printf(", \"atol\": %g, \"gate\": %g, \"passed\": %s, \"per16_max_diff\": [", atol, gate,
                ok ? "true" : "false");
         for (int32_t i = 0; i < r.steps; i += 16) {
             double m = 0;
             for (int32_t j = i; j < i + 16 && j < r.steps; j++)
                 m = r.step_max_delta[j] > m ? r.step_max_delta[j] : m;
-            printf(i ? ", %.9g" : "%.9g", m);
+            if (i)
+                printf(", ");
+            gf_json_write_number(stdout, m);
         }
         printf("], \"tokens\": ");
         print_ids(r.tokens, (size_t)r.steps);
@@ -149,8 +157,10 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
             printf("  first divergence   step %d, margin %.3e (%s: gate %.0e)\n", r.first_divergence,
                    r.divergence_margin, excused ? "excused near tie" : "NOT excused", gate);
         printf("  smallest margin    %.4f at step %d\n", r.min_margin, r.min_margin_step);
-        printf("  safety factor      %.0f (smallest margin / max delta)\n",
-               r.max_abs_delta > 0 ? r.min_margin / r.max_abs_delta : INFINITY);
+        if (r.max_abs_delta > 0)
+            printf("  safety factor      %.0f (smallest margin / max delta)\n", r.min_margin / r.max_abs_delta);
+        else
+            printf("  safety factor      unbounded: cached and recomputed logits are bit-identical\n");
         printf("  per-16-step max    ");
         for (int32_t i = 0; i < r.steps; i += 16) {
             double m = 0;
@@ -250,9 +260,12 @@ static int run_batch(gf_session *s, const gen_opts *o)
             if (!ok)
                 rc = GF_EXIT_FAIL;
             if (o->json)
-                printf("%s{\"prompt_tokens\": %d, \"tokens_equal\": %s, \"first_divergence\": %d, "
-                       "\"margin\": %.9g, \"passed\": %s}", b ? ", " : "", lens[b], div < 0 ? "true" : "false",
-                       div, div >= 0 ? margin : 0.0, ok ? "true" : "false");
+            {
+                printf("%s{\"prompt_tokens\": %d, \"tokens_equal\": %s, \"first_divergence\": %d, \"margin\": ",
+                       b ? ", " : "", lens[b], div < 0 ? "true" : "false", div);
+                gf_json_write_number(stdout, margin);
+                printf(", \"passed\": %s}", ok ? "true" : "false");
+            }
             else
                 printf("  row %d (%d prompt tokens): %s\n", b, lens[b],
                        div < 0 ? "tokens equal" : ok ? "diverged at a near tie (excused)" : "MISMATCH");

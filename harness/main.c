@@ -15,6 +15,7 @@ typedef struct gf_command {
 static const gf_command k_commands[] = {
     {"run", gf_cmd_run, "run conformance cases (YAML) on backends, each in its own process"},
     {"list", gf_cmd_list, "list (and check) the conformance cases"},
+    {"bless", gf_cmd_bless, "write goldens from a C backend (docs/goldens.md)"},
     {"generate", gf_cmd_generate, "generate a continuation (cached or not, streamed, verified)"},
     {"forward", gf_cmd_forward, "write the logits of every position to a safetensors file"},
     {"tokenize", gf_cmd_tokenize, "encode text to token ids, or decode ids to text"},
@@ -40,6 +41,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* OpenMP backends (oneDNN) otherwise spin between products, which starves
+     * the other processes of a parallel run; a user's own setting wins. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (argc < 2) {
         usage(stderr);
         return GF_EXIT_USAGE;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "genfence/engine.h"
 #include "ref/ref.h"
@@ -18,7 +20,6 @@ static const builtin k_builtins[] = {
     {"ref", gf_backend_ref},
     {"openblas", NULL},
     {"onednn", NULL},
-    {"cuda", NULL},
 };
 
 const char *const *gf_registry_names(void)
@@ -31,8 +32,27 @@ const char *const *gf_registry_names(void)
 
 const char *gf_registry_module_dir(void)
 {
+    /* $GENFENCE_MODULE_DIR, else the build tree's, else <exe>/../lib/genfence/backends
+     * (an installed genfence) */
+    static char installed[4096];
     const char *env = getenv("GENFENCE_MODULE_DIR");
-    return env && env[0] ? env : GENFENCE_MODULE_DIR;
+    if (env && env[0])
+        return env;
+    struct stat sb;
+    if (stat(GENFENCE_MODULE_DIR, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return GENFENCE_MODULE_DIR;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(installed, sizeof installed, "%.4000s/../lib/genfence/backends", exe);
+            return installed;
+        }
+    }
+    return GENFENCE_MODULE_DIR;
 }
 
 static gf_status open_shared(const char *path, const char *label, gf_backend_handle *h)
@@ -81,7 +101,7 @@ gf_status gf_registry_open(const char *name, gf_backend_handle *h)
         snprintf(path, sizeof path, "%s/libgenfence_backend_%s.so", gf_registry_module_dir(), name);
         return open_shared(path, name, h);
     }
-    return gf_error_set(GF_E_NOT_FOUND, "unknown backend '%s' (known: ref, openblas, onednn, cuda, or a plugin path)",
+    return gf_error_set(GF_E_NOT_FOUND, "unknown backend '%s' (known: ref, openblas, onednn, or a plugin path)",
                         name);
 }
 
