@@ -30,5 +30,11 @@ test-asan: setup
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) -L unit --output-on-failure -j$(JOBS)
 
+# Regenerate the committed goldens (golden/*.safetensors) of cases/golden*.yaml
+# (and cases/detect/golden*.yaml) from transformers on PyTorch
+# (docs/goldens.md); genfence reads the case files.
+goldens: build
+	.venv/bin/python tools/golden.py --genfence $(BUILD)/genfence $(wildcard cases/golden*.yaml cases/detect/golden*.yaml)
+
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -128,6 +128,8 @@ typedef struct gf_case {
     int line, col;            /* where the case starts */
     size_t index;             /* order of loading */
     void *spec;               /* the kind's own parsed keys */
+    json_t *tree;             /* the case as written, as JSON (gf_ynode_to_json): what
+                                 the case hash is computed over (docs/goldens.md) */
 } gf_case;
 
 typedef struct gf_case_set {
@@ -147,6 +149,14 @@ typedef struct gf_case_set {
  * paths (also listed). */
 int gf_cases_load(const char *const *paths, size_t n_paths, const char *root, gf_case_set *set);
 void gf_case_set_free(gf_case_set *set);
+
+/* A node tree as JSON, values resolved by the core schema: maps -> objects
+ * (keys as written), sequences -> arrays, null/bool/int/float/str scalars ->
+ * null/true,false/integer/real/string. A non-finite float (which JSON cannot
+ * hold) becomes the object {"$float": "NaN" | "Infinity" | "-Infinity"},
+ * which the canonical JSON writes as the bare token. NULL on OOM or a string
+ * that is not UTF-8. New reference. */
+json_t *gf_ynode_to_json(const gf_ynode *n);
 
 /* Load one YAML text (for tests): `file` names it in messages. */
 int gf_cases_load_text(const char *text, size_t len, const char *file, const char *root,

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,48 @@
 #ifndef GENFENCE_SOURCE_DIR
 #define GENFENCE_SOURCE_DIR "."
 #endif
+
+/* ---- the case as JSON (for its hash) ---- */
+
+json_t *gf_ynode_to_json(const gf_ynode *n)
+{
+    if (!n)
+        return NULL;
+    if (n->type == GF_YN_MAP) {
+        json_t *o = json_object();
+        for (size_t i = 0; o && i < n->n; i++) {
+            const gf_ynode *k = n->items[2 * i];
+            json_t *v = gf_ynode_to_json(n->items[2 * i + 1]);
+            if (!v || k->type != GF_YN_SCALAR || json_object_set_new(o, k->value, v)) {
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return o;
+    }
+    if (n->type == GF_YN_SEQ) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < n->n; i++) {
+            json_t *v = gf_ynode_to_json(n->items[i]);
+            if (!v || json_array_append_new(a, v)) {
+                json_decref(a);
+                return NULL;
+            }
+        }
+        return a;
+    }
+    gf_yvalue v = gf_yscalar_resolve(n);
+    switch (v.type) {
+    case GF_YS_NULL: return json_null();
+    case GF_YS_BOOL: return json_boolean(v.b);
+    case GF_YS_INT: return json_integer((json_int_t)v.i);
+    case GF_YS_FLOAT:
+        if (isfinite(v.d))
+            return json_real(v.d);
+        return json_pack("{s:s}", "$float", isnan(v.d) ? "NaN" : v.d > 0 ? "Infinity" : "-Infinity");
+    default: return json_stringn(n->value, n->len);
+    }
+}
 
 /* ---- cases ---- */
 
@@ -29,6 +72,7 @@ static void case_clear(gf_case *c)
     free(c->model_arg);
     free(c->model);
     free(c->file);
+    json_decref(c->tree);
     memset(c, 0, sizeof *c);
 }
 
@@ -238,6 +282,11 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         gf_y_check_unknown(ctx, m, where);
     }
     free(kind);
+    if (ctx->n_errors == errors_before && c.id && c.kind) {
+        c.tree = gf_ynode_to_json(m);
+        if (!c.tree)
+            gf_y_error(ctx, m, "cannot represent the case as JSON (out of memory?)");
+    }
     if (ctx->n_errors != errors_before || !c.id || !c.kind) {
         case_clear(&c);
         return 0;

@@ -9,6 +9,8 @@
 #include "case.h"
 #include "cli.h"
 #include "commands.h"
+#include "golden.h"
+#include "hash.h"
 #include "kind.h"
 
 static void usage(FILE *f)
@@ -24,7 +26,9 @@ static void usage(FILE *f)
 "  --filter REGEX   only cases whose id matches (POSIX extended regex)\n"
 "  --kind KIND      only cases of this kind (repeatable)\n"
 "  --tag TAG        only cases with this tag (repeatable: any); !TAG excludes\n"
-"  --json           one JSON array of cases\n"
+"  --json           one JSON array of cases; each also carries \"case\" (the case as\n"
+"                   JSON) and \"case_hash\", with a model \"model_dir\" and \"model_hash\",\n"
+"                   golden_generation cases \"golden\" (docs/goldens.md)\n"
 "  --kinds          list the kinds and their keys instead\n"
 "\n"
 "exit status: 0 listed, 2 bad case files or usage\n");
@@ -47,6 +51,18 @@ static json_t *strings(char **v, size_t n)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(a, json_string(v[i]));
     return a;
+}
+
+/* The model hash of dir, once per directory (null when it cannot be read). */
+static const char *model_hash_cached(json_t **cache, const char *dir)
+{
+    json_t *v = json_object_get(*cache, dir);
+    if (!v) {
+        char hex[65];
+        v = gf_model_hash(dir, hex) == GF_OK ? json_string(hex) : json_null();
+        json_object_set_new(*cache, dir, v);
+    }
+    return json_string_value(v);
 }
 
 int gf_cmd_list(int argc, char **argv)
@@ -118,6 +134,7 @@ int gf_cmd_list(int argc, char **argv)
         goto out;
     }
     json_t *arr = json ? json_array() : NULL;
+    json_t *mh_cache = json_object();
     size_t shown = 0;
     for (size_t i = 0; i < set.n; i++) {
         const gf_case *k = &set.cases[i];
@@ -129,6 +146,20 @@ int gf_cmd_list(int argc, char **argv)
                                   k->kind->name, "file", k->file, "line", k->line, "column", k->col, "tags",
                                   strings(k->tags, k->n_tags), "backends", strings(k->backends, k->n_backends),
                                   "model", k->model_arg, "description", k->description);
+            /* what goldens are hashed over (docs/goldens.md) */
+            char hex[65];
+            json_object_set(o, "case", k->tree ? k->tree : json_null());
+            json_object_set_new(o, "case_hash", gf_case_hash_of(k, hex) == GF_OK ? json_string(hex) : json_null());
+            if (k->model) {
+                json_object_set_new(o, "model_dir", json_string(k->model));
+                const char *mh = model_hash_cached(&mh_cache, k->model);
+                json_object_set_new(o, "model_hash", mh ? json_string(mh) : json_null());
+            }
+            if (k->kind == &gf_kind_golden_generation) {
+                char *gp = gf_golden_path_for(k, NULL);
+                json_object_set_new(o, "golden", gp ? json_string(gp) : json_null());
+                free(gp);
+            }
             json_array_append_new(arr, o);
         } else {
             char t[512], b[512], where[1200];
@@ -148,6 +179,7 @@ int gf_cmd_list(int argc, char **argv)
     } else {
         printf("%zu case%s\n", shown, shown == 1 ? "" : "s");
     }
+    json_decref(mh_cache);
     gf_case_set_free(&set);
     gf_case_filter_free(&cf);
     rc = GF_EXIT_OK;

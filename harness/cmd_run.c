@@ -25,6 +25,7 @@ static void usage(FILE *f)
 "usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
 "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
 "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
+"                    [--golden-dir DIR]\n"
 "\n"
 "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
 "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -48,6 +49,8 @@ static void usage(FILE *f)
 "  --report-dir DIR         where run.json, junit.xml and failing-step logits go\n"
 "                           (default reports/)\n"
 "  --no-report              write no report files\n"
+"  --golden-dir DIR         golden_generation cases read DIR/<id>.safetensors instead of\n"
+"                           their own golden (e.g. goldens made by genfence bless)\n"
 "  -q, --quiet              print only failures and the summary\n"
 "  -h, --help               this help\n"
 "\n"
@@ -114,7 +117,7 @@ static int add_backend(gf_backend_probe **bs, size_t *n, const char *name, int r
 int gf_cmd_run(int argc, char **argv)
 {
     enum { O_BACKEND = 256, O_REQUIRE, O_FILTER, O_KIND, O_TAG, O_THREADS, O_TIMEOUT, O_MEM, O_SHARD,
-           O_REPORT, O_NOREPORT, O_OVER };
+           O_REPORT, O_NOREPORT, O_OVER, O_GOLDEN_DIR };
     static const struct option longopts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"require-backend", required_argument, 0, O_REQUIRE},
         {"filter", required_argument, 0, O_FILTER},   {"kind", required_argument, 0, O_KIND},
@@ -123,6 +126,7 @@ int gf_cmd_run(int argc, char **argv)
         {"memory-limit", required_argument, 0, O_MEM}, {"shard", required_argument, 0, O_SHARD},
         {"report-dir", required_argument, 0, O_REPORT}, {"no-report", no_argument, 0, O_NOREPORT},
         {"oversubscribe", no_argument, 0, O_OVER},    {"quiet", no_argument, 0, 'q'},
+        {"golden-dir", required_argument, 0, O_GOLDEN_DIR},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     gf_run_opts o = {.jobs = 1, .threads = 1, .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
                      .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
@@ -171,6 +175,15 @@ int gf_cmd_run(int argc, char **argv)
         case O_REPORT: o.report_dir = optarg; break;
         case O_NOREPORT: no_report = 1; break;
         case O_OVER: oversubscribe = 1; break;
+        case O_GOLDEN_DIR: {
+            struct stat sb;
+            if (stat(optarg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+                gf_cli_error("run: --golden-dir %s is not a directory", optarg);
+                goto out;
+            }
+            o.golden_dir = optarg;
+            break;
+        }
         case 'q': quiet = 1; break;
         case 'h':
             usage(stdout);

@@ -12,5 +12,6 @@ int gf_cmd_forward(int argc, char **argv);
 int gf_cmd_backends(int argc, char **argv);
 int gf_cmd_run(int argc, char **argv);
 int gf_cmd_list(int argc, char **argv);
+int gf_cmd_bless(int argc, char **argv);
 
 #endif

@@ -8,7 +8,7 @@
 /* ---- verdicts ---- */
 
 static const char *const k_verdicts[GF_V_COUNT] = {
-    "pass", "pass-near-tie", "skip", "fail", "crash", "timeout", "error",
+    "pass", "pass-near-tie", "skip", "fail", "stale", "crash", "timeout", "error",
 };
 
 const char *gf_verdict_str(gf_verdict v)
@@ -51,10 +51,11 @@ static int severity(gf_verdict v)
     case GF_V_PASS_NEAR_TIE: return 1;
     case GF_V_SKIP: return 2;
     case GF_V_FAIL: return 3;
-    case GF_V_TIMEOUT: return 4;
-    case GF_V_CRASH: return 5;
-    case GF_V_ERROR: return 6;
-    default: return 6;
+    case GF_V_STALE: return 4;
+    case GF_V_TIMEOUT: return 5;
+    case GF_V_CRASH: return 6;
+    case GF_V_ERROR: return 7;
+    default: return 7;
     }
 }
 

@@ -32,6 +32,7 @@ typedef enum gf_verdict {
     GF_V_PASS_NEAR_TIE,  /* passed; a token differed only at a near tie */
     GF_V_SKIP,           /* did not run here (the reason says why) */
     GF_V_FAIL,
+    GF_V_STALE,          /* a golden no longer matches its case or model (a failure) */
     GF_V_CRASH,          /* the child died without a result, or after one */
     GF_V_TIMEOUT,        /* the watchdog fired */
     GF_V_ERROR,          /* bad case or bad input */
@@ -46,7 +47,7 @@ int gf_verdict_exit(gf_verdict v, int backend_required);
 /* Combine exit statuses: 2 wins over 1 wins over 0. */
 int gf_exit_combine(int a, int b);
 /* The more severe of two verdicts a single run can have (error > crash >
- * timeout > fail > skip > pass-near-tie > pass). */
+ * timeout > stale > fail > skip > pass-near-tie > pass). */
 gf_verdict gf_verdict_worse(gf_verdict a, gf_verdict b);
 
 /* ---- the gate ---- */

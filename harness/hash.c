@@ -176,6 +176,16 @@ static void put_real(sbuf *b, double x)
         puts_(b, ".0");
 }
 
+const char *gf_json_nonfinite(const json_t *v)
+{
+    if (!json_is_object(v) || json_object_size(v) != 1)
+        return NULL;
+    const char *s = json_string_value(json_object_get(v, "$float"));
+    if (s && (!strcmp(s, "NaN") || !strcmp(s, "Infinity") || !strcmp(s, "-Infinity")))
+        return s;
+    return NULL;
+}
+
 static int cmp_keys(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -204,6 +214,11 @@ static void put_value(sbuf *b, const json_t *v, int top)
         puts_(b, "]");
         break;
     case JSON_OBJECT: {
+        const char *nf = gf_json_nonfinite(v);
+        if (nf) { /* {"$float": "NaN"}: a non-finite float, written bare */
+            puts_(b, nf);
+            break;
+        }
         size_t n = json_object_size(v), k = 0;
         const char **keys = malloc((n ? n : 1) * sizeof *keys);
         if (!keys) {

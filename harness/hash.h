@@ -26,8 +26,15 @@ gf_status gf_sha256_file(const char *path, char hex_out[65]);
 /* Canonical JSON: keys sorted by bytes, no whitespace, integers in decimal,
  * reals as the shortest %.{p}g that round-trips (".0" appended when it reads
  * as an integer), NaN / Infinity / -Infinity, strings with only '"', '\\' and
- * control characters escaped. malloc'd result. */
+ * control characters escaped; {"$float": "NaN"} objects as bare tokens (below).
+ * malloc'd result. */
 char *gf_canonical_json(const json_t *v);
+
+/* A case tree holds a non-finite float (which JSON cannot) as the object
+ * {"$float": "NaN" | "Infinity" | "-Infinity"}; the canonical JSON writes it
+ * as that bare token, as it writes a non-finite real. Returns the token, or
+ * NULL when v is not such an object. */
+const char *gf_json_nonfinite(const json_t *v);
 
 /* The keys a case hash leaves out: comparing, not generating. */
 int gf_hash_key_excluded(const char *key);

@@ -43,6 +43,7 @@ struct gf_krun {
     gf_session *session;       /* uses_backend kinds: open; else NULL */
     const char *artifact_dir;  /* where failing-step logits go (NULL: nowhere) */
     const char *artifact_stem; /* "<id>@<backend>" */
+    const char *golden_dir;    /* run --golden-dir: goldens are read from here (NULL: each case's own) */
 
     json_t *checks;            /* [{name, passed, detail}] */
     json_t *metrics;           /* {...}; "summary" holds the comparison metrics */
@@ -66,6 +67,8 @@ int gf_k_check(gf_krun *k, int ok, const char *name, const char *fmt, ...)
 void gf_k_fail(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gf_k_error(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gf_k_skip(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A golden no longer matches its case or model (docs/goldens.md). */
+void gf_k_stale(gf_krun *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An engine call failed: bad input -> error, unavailable/unsupported -> skip,
  * anything else (the backend misbehaved) -> fail. what: "cached generate". */
 void gf_k_status(gf_krun *k, gf_status st, const char *what);

@@ -82,6 +82,14 @@ void gf_k_skip(gf_krun *k, const char *fmt, ...)
     va_end(ap);
 }
 
+void gf_k_stale(gf_krun *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    raise_verdict(k, GF_V_STALE, fmt, ap);
+    va_end(ap);
+}
+
 static void near_tie(gf_krun *k, const char *fmt, ...)
 {
     va_list ap;

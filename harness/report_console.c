@@ -48,6 +48,7 @@ static const char *verdict_label(gf_verdict v)
     case GF_V_PASS_NEAR_TIE: return "pass-near-tie";
     case GF_V_SKIP: return "skip";
     case GF_V_FAIL: return "FAIL";
+    case GF_V_STALE: return "STALE";
     case GF_V_CRASH: return "CRASH";
     case GF_V_TIMEOUT: return "TIMEOUT";
     case GF_V_ERROR: return "ERROR";

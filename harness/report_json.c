@@ -239,6 +239,7 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(opts, "shard", r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n)
                                                   : json_null());
     json_object_set_new(opts, "report_dir", str_or_null(r->opts->report_dir));
+    json_object_set_new(opts, "golden_dir", str_or_null(r->opts->golden_dir));
     json_object_set_new(doc, "options", opts);
     json_object_set_new(doc, "environment", gf_report_environment(r));
     json_t *bs = json_array();

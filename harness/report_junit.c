@@ -82,8 +82,8 @@ static void testcase(xbuf *b, const gf_run_info *r, const gf_job *j)
     putf(b, "\" line=\"%d\" time=\"%.3f\">\n", j->c->line, j->seconds);
     const char *reason = j->reason ? j->reason : "";
     int req = gf_job_required(j);
-    if (j->verdict == GF_V_FAIL || j->verdict == GF_V_CRASH || j->verdict == GF_V_TIMEOUT ||
-        (j->verdict == GF_V_SKIP && req)) {
+    if (j->verdict == GF_V_FAIL || j->verdict == GF_V_STALE || j->verdict == GF_V_CRASH ||
+        j->verdict == GF_V_TIMEOUT || (j->verdict == GF_V_SKIP && req)) {
         puts_(b, "      <failure type=\"");
         puts_(b, j->verdict == GF_V_SKIP ? "required-skip" : gf_verdict_str(j->verdict));
         puts_(b, "\" message=\"");

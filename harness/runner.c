@@ -533,6 +533,7 @@ static json_t *job_child(const void *arg)
     snprintf(dir, sizeof dir, "%s/failures", a->o->report_dir ? a->o->report_dir : "reports");
     k.artifact_stem = stem;
     k.artifact_dir = a->o->report_dir ? dir : NULL;
+    k.golden_dir = a->o->golden_dir;
     if (c->kind->uses_backend) {
         gf_session s;
         gf_status st = gf_session_open(&s, c->model, k.backend, k.threads, 0);
@@ -735,9 +736,14 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
         shell_quote(q, sizeof q, j->backend->requested);
         snprintf(be, sizeof be, " --backend %s", q);
     }
-    char extra[64] = "";
+    char extra[1200] = "";
     if (o->threads != 1)
         snprintf(extra, sizeof extra, " --threads %d", o->threads);
+    if (o->golden_dir) {
+        char q[1100];
+        shell_quote(q, sizeof q, o->golden_dir);
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --golden-dir %s", q);
+    }
     size_t n = strlen(file) + strlen(filt) + strlen(be) + strlen(extra) + 64;
     char *out = malloc(n);
     if (out)

@@ -23,6 +23,7 @@ typedef struct gf_run_opts {
     double timeout_s;          /* per (case, backend) */
     unsigned long long memory_limit; /* bytes of address space per child; 0 = none */
     const char *report_dir;    /* reports go here; failing-step logits under report_dir/failures */
+    const char *golden_dir;    /* --golden-dir: read goldens from here (NULL: each case's own path) */
 } gf_run_opts;
 
 /* A backend as probed (in a child). */

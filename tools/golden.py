@@ -1,34 +1,49 @@
 #!/usr/bin/env python3
-"""Make genfence goldens with Hugging Face transformers on PyTorch.
+"""Make genfence goldens with Hugging Face transformers on PyTorch (docs/goldens.md).
 
-For every `golden_generation` case it is given, this tool runs the case's
-prompts through GPT2LMHeadModel (float32, uncached full recompute at every
-step, no code shared with genfence's C engine) and writes golden/<id>.safetensors:
+For every `golden_generation` case it is given, this tool runs each of the
+case's prompts alone through GPT2LMHeadModel (float32, eval mode, an uncached
+full recompute of the whole sequence at every step; prompts encoded by the
+`tokenizers` library from the model's tokenizer.json; no code shared with
+genfence's C engine) and writes the case's golden (golden/<id>.safetensors, or
+its `golden:` path, or --out-dir DIR/<id>.safetensors):
 
-  tokens.<b>   I64 (P_b + N_b)  prompt + generated tokens of row b (a row stops at EOS)
-  logits.<b>   F32 (N_b, V)     last-position logits at each step, teacher-forced
-                                (step k's logits produced tokens.<b>[P_b + k])
-  margins.<b>  F64 (N_b)        top-1 minus top-2 of the scores that chose each token:
-                                raw logits when greedy, raced scores when sampled
-  __metadata__ format, generator, generator_version, torch_version, model_hash,
-               case_hash, case_id, created, sampler (JSON), seed, rows
+  tokens.<b>   I64 (P_b + N)  prompt + generated tokens of row b
+  logits.<b>   F32 (N, V)     the last-position logits at each step, teacher-forced
+                              (step k's logits chose tokens.<b>[P_b + k])
+  margins.<b>  F64 (N)        the margin of each step's choice: top-1 minus top-2
+                              logit when greedy, best minus second raced score when
+                              sampled
+  __metadata__ format, generator, generator_version, torch_version, ..., model,
+               model_hash, case_id, case_hash, created, sampler, seed, rows,
+               steps, data_sha256
 
-Sampled goldens reproduce genfence's documented draw (docs/random.md): the
-exponential race with Philox4x32-10 uniforms keyed by the seed, counter
-(i/4, step, sequence id), the sequence id being the row index; implemented
-independently in tools/gf_random.py.
+Greedy steps take the argmax (lowest index on ties). Sampled steps reproduce
+genfence's documented draw (docs/random.md, docs/sampler.md) over the float32
+logits taken as float64: temperature, top-k, top-p, then the exponential race
+with Philox4x32-10 uniforms keyed by (seed, sequence id = row index, step),
+implemented independently in tools/gf_random.py.
 
-Hashes (docs/goldens.md), defined once and computed identically by genfence:
-  case hash  = sha256 of the canonical JSON of the case (keys sorted, no
-               whitespace, numbers in shortest round-trip form), without the
-               comparison-only keys (atol, gate, tags, backends, golden, description)
-  model hash = sha256 of "<sha256(config.json)>\\n<sha256(model.safetensors)>\\n<sha256(tokenizer.json)>\\n"
+Hashes, defined once (docs/goldens.md) and computed identically by genfence:
+  case hash   = sha256 of the canonical JSON of the case (keys sorted by bytes,
+                no whitespace, numbers in shortest round-trip form) without the
+                comparison-only top-level keys atol, gate, tags, backends,
+                golden, description
+  model hash  = sha256 of "<sha256(config.json)>\\n<sha256(model.safetensors)>\\n<sha256(tokenizer.json)>\\n"
+  data_sha256 = sha256 over every tensor's raw little-endian bytes, tensors in
+                byte order of their names
+
+The YAML is read once, by genfence (`genfence list --json`, the C loader);
+this tool recomputes every case hash and model hash itself and refuses to
+write when either disagrees with genfence's.
 
 Usage:
-  tools/golden.py --genfence build/genfence [--out-dir golden] [--filter REGEX] [CASE_FILES...]
-The case files are parsed by `genfence list --json` (one YAML reading, the
-C loader's); this tool recomputes each case's hash itself and refuses to
-write if it disagrees with genfence's.
+  tools/golden.py --genfence build/genfence [--filter REGEX] [--out-dir DIR] [CASE_PATHS...]
+  tools/golden.py --genfence build/genfence --check-hashes [CASE_PATHS...]
+      (no torch needed: recompute every case's hash and every model hash and
+       compare them with genfence's; exit 1 on a disagreement)
+  tools/golden.py --verify FILE...
+      (check a golden's format and data_sha256)
 """
 import argparse
 import datetime
@@ -36,11 +51,9 @@ import hashlib
 import json
 import math
 import os
-import re
+import platform
 import subprocess
 import sys
-
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,6 +61,7 @@ import gf_random  # noqa: E402
 
 FORMAT = "genfence-golden-1"
 HASH_EXCLUDED = ("atol", "gate", "tags", "backends", "golden", "description")
+NONFINITE = ("NaN", "Infinity", "-Infinity")
 
 
 # ---- canonical JSON and hashes ---------------------------------------------
@@ -83,7 +97,9 @@ def _canon_str(s):
 
 
 def canonical_json(v):
-    """The canonical form genfence hashes (docs/goldens.md)."""
+    """The canonical form genfence hashes (docs/goldens.md). A non-finite float
+    in a case tree arrives as {"$float": "NaN"|"Infinity"|"-Infinity"} (JSON
+    has no such numbers) and is written as the bare token, as a float is."""
     if v is None:
         return "null"
     if v is True:
@@ -99,6 +115,8 @@ def canonical_json(v):
     if isinstance(v, list):
         return "[" + ",".join(canonical_json(x) for x in v) + "]"
     if isinstance(v, dict):
+        if len(v) == 1 and v.get("$float") in NONFINITE:
+            return v["$float"]
         keys = sorted(v.keys(), key=lambda k: k.encode("utf-8"))
         return "{" + ",".join(_canon_str(k) + ":" + canonical_json(v[k]) for k in keys) + "}"
     raise TypeError(f"cannot canonicalise {type(v).__name__}")
@@ -122,108 +140,236 @@ def model_hash(model_dir):
     return hashlib.sha256("".join(p + "\n" for p in parts).encode("ascii")).hexdigest()
 
 
-# ---- the golden run ----------------------------------------------------------
-
-def sampler_of(case):
-    t = float(case.get("temperature", 0.0))
-    return {
-        "temperature": t,
-        "top_k": case.get("top_k"),
-        "top_p": case.get("top_p"),
-        "seed": int(case.get("seed", 0)),
-    }
-
-
-def golden_rows(model, tok, case, repo):
-    """Per row: (tokens, logits (N, V), margins (N))."""
-    import torch
-    s = sampler_of(case)
-    eos = case.get("eos_id")
-    n_new = int(case["max_new_tokens"])
-    rows = []
-    for b, prompt in enumerate(case["prompts"]):
-        ids = list(tok.encode(prompt).ids) if isinstance(prompt, str) else [int(i) for i in prompt]
-        seq = list(ids)
-        logits_rows, margins = [], []
-        for step in range(n_new):
-            with torch.no_grad():
-                row = model(input_ids=torch.tensor([seq], dtype=torch.long), use_cache=False).logits[0, -1]
-            r = row.float().numpy().astype(np.float32)
-            if s["temperature"] == 0:
-                t, _, margin, _ = gf_random.greedy([float(x) for x in r])
-            else:
-                t, _, margin, _ = gf_random.sample([float(x) for x in r], s["temperature"], s["seed"], b, step,
-                                                   s["top_k"], s["top_p"])
-            logits_rows.append(r)
-            margins.append(margin)
-            seq.append(int(t))
-            if eos is not None and t == eos:
-                break
-        rows.append((np.array(seq, dtype=np.int64), np.stack(logits_rows), np.array(margins, dtype=np.float64)))
-    return rows
+def data_sha256(tensors):
+    """sha256 over each tensor's raw little-endian bytes, tensors in byte order of their names."""
+    import numpy as np
+    h = hashlib.sha256()
+    for name in sorted(tensors, key=lambda n: n.encode("utf-8")):
+        a = np.ascontiguousarray(tensors[name])
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
-def write_golden(path, rows, meta):
-    from safetensors.numpy import save_file
+# ---- reading and writing goldens ------------------------------------------
+
+def read_golden(path, verify=True):
+    """(tensors {name: np.ndarray}, metadata {str: str}); with verify, the format
+    tag and data_sha256 are checked (ValueError naming both digests)."""
+    from safetensors import safe_open
     tensors = {}
-    for b, (toks, logits, margins) in enumerate(rows):
-        tensors[f"tokens.{b}"] = toks
-        tensors[f"logits.{b}"] = logits
-        tensors[f"margins.{b}"] = margins
+    with safe_open(path, framework="numpy") as f:
+        meta = dict(f.metadata() or {})
+        for k in f.keys():
+            tensors[k] = f.get_tensor(k)
+    if verify:
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+        got = data_sha256(tensors)
+        if meta.get("data_sha256") != got:
+            raise ValueError(f"{path}: data_sha256 mismatch: the metadata says {meta.get('data_sha256')}, "
+                             f"the tensor data hashes to {got}")
+    return tensors, meta
+
+
+def write_golden(path, tensors, meta):
+    """Write tensors with meta plus format, rows, steps and data_sha256 (atomic)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    rows = len([k for k in tensors if k.startswith("tokens.")])
+    meta = dict(meta)
+    meta["format"] = FORMAT
+    meta["rows"] = str(rows)
+    steps = {int(tensors[f"margins.{b}"].shape[0]) for b in range(rows)}
+    if len(steps) == 1:
+        meta["steps"] = str(steps.pop())
+    meta["data_sha256"] = data_sha256(tensors)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
     tmp = path + ".tmp"
     save_file(tensors, tmp, metadata=meta)
     os.replace(tmp, path)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--genfence", required=True, help="the genfence binary (parses the YAML)")
-    ap.add_argument("--out-dir", default="golden")
-    ap.add_argument("--filter", default=None, help="only case ids matching this regex")
-    ap.add_argument("paths", nargs="*", default=["cases"])
-    a = ap.parse_args(argv)
-    repo = os.path.dirname(HERE)
-    listing = subprocess.run([a.genfence, "list", "--json", *a.paths], check=True, capture_output=True, text=True)
-    cases = [c for c in json.loads(listing.stdout)["cases"] if c["kind"] == "golden_generation"]
-    if a.filter:
-        cases = [c for c in cases if re.search(a.filter, c["id"])]
-    if not cases:
-        print("golden.py: no golden_generation cases", file=sys.stderr)
-        return 2
+# ---- the golden run ----------------------------------------------------------
+
+def sampler_of(case):
+    """The case's sampler keys with genfence's defaults (greedy, top-k/top-p off, seed 0)."""
+    top_k, top_p = case.get("top_k"), case.get("top_p")
+    return {
+        "temperature": float(case.get("temperature") if case.get("temperature") is not None else 0.0),
+        "top_k": int(top_k) if top_k is not None else None,
+        "top_p": float(top_p) if top_p is not None else None,
+        "seed": int(case.get("seed") if case.get("seed") is not None else 0),
+    }
+
+
+def golden_row(model, prompt_ids, n_new, s, seq):
+    """One prompt alone: (tokens int64 (P + N), logits float32 (N, V), margins float64 (N))."""
+    import numpy as np
+    import torch
+    n_pos = model.config.n_positions
+    if len(prompt_ids) + n_new - 1 > n_pos:
+        raise ValueError(f"{len(prompt_ids)} prompt tokens + {n_new} new - 1 exceed the model's {n_pos} positions")
+    seq_ids = list(prompt_ids)
+    rows, margins = [], []
+    for step in range(n_new):
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([seq_ids], dtype=torch.long), use_cache=False)
+        r = out.logits[0, -1].float().numpy().astype(np.float32)
+        vals = [float(x) for x in r]  # float32 -> float64, exactly
+        if s["temperature"] == 0:
+            tok, _, margin, _ = gf_random.greedy(vals)
+        else:
+            tok, _, margin, _ = gf_random.sample(vals, s["temperature"], s["seed"], seq, step, s["top_k"], s["top_p"])
+        if tok < 0:
+            raise ValueError(f"step {step}: nothing to sample")
+        rows.append(r)
+        margins.append(margin)
+        seq_ids.append(int(tok))
+    return (np.array(seq_ids, dtype=np.int64), np.stack(rows).astype(np.float32),
+            np.array(margins, dtype=np.float64))
+
+
+def list_cases(genfence, paths, kind=None, regex=None):
+    cmd = [genfence, "list", "--json"]
+    if kind:
+        cmd += ["--kind", kind]
+    if regex:
+        cmd += ["--filter", regex]
+    cmd += list(paths)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise SystemExit(f"golden.py: `{' '.join(cmd)}` failed with status {p.returncode}")
+    return json.loads(p.stdout)
+
+
+def check_hashes(entries):
+    """[(what, mine, genfence's)] for every disagreement."""
+    bad = []
+    models = {}
+    for e in entries:
+        mine = case_hash(e["case"])
+        if mine != e.get("case_hash"):
+            bad.append((f"case {e['id']}", mine, e.get("case_hash")))
+        d = e.get("model_dir")
+        if d and e.get("model_hash") is not None:
+            if d not in models:
+                models[d] = model_hash(d)
+            if models[d] != e["model_hash"]:
+                bad.append((f"model {d} (case {e['id']})", models[d], e["model_hash"]))
+        elif d and os.path.isfile(os.path.join(d, "model.safetensors")):
+            bad.append((f"model {d} (case {e['id']})", "readable", "genfence could not hash it"))
+    return bad
+
+
+def versions():
+    import numpy
+    import safetensors
+    import tokenizers
     import torch
     import transformers
-    sys.path.insert(0, HERE)
-    import reference
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    os.makedirs(a.out_dir, exist_ok=True)
-    for entry in cases:
-        case = entry["case"]
-        h = case_hash(case)
-        if entry.get("case_hash") != h:
-            print(f"golden.py: case {case['id']}: my hash {h} != genfence's {entry.get('case_hash')}", file=sys.stderr)
+    return {
+        "generator_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "tokenizers_version": tokenizers.__version__,
+        "safetensors_version": safetensors.__version__,
+        "numpy_version": numpy.__version__,
+        "python_version": platform.python_version(),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--genfence", help="the genfence binary (reads the YAML)")
+    ap.add_argument("--out-dir", default=None, help="write DIR/<id>.safetensors (default: each case's golden)")
+    ap.add_argument("--filter", default=None, help="only case ids matching this POSIX extended regex")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--check-hashes", action="store_true",
+                    help="compare every case hash and model hash with genfence's; write nothing")
+    ap.add_argument("--verify", nargs="+", metavar="FILE", help="check goldens' format and data_sha256")
+    ap.add_argument("paths", nargs="*", help="case files or directories (default: genfence's default suite)")
+    a = ap.parse_args(argv)
+
+    if a.verify:
+        rc = 0
+        for f in a.verify:
+            try:
+                t, m = read_golden(f)
+                print(f"golden.py: {f}: ok ({m.get('generator')} {m.get('generator_version')}, "
+                      f"{m.get('rows')} rows, data_sha256 {m['data_sha256']})")
+            except Exception as e:  # noqa: BLE001
+                print(f"golden.py: {e}", file=sys.stderr)
+                rc = 1
+        return rc
+    if not a.genfence:
+        ap.error("--genfence is required")
+
+    if a.check_hashes:
+        entries = list_cases(a.genfence, a.paths, regex=a.filter)
+        bad = check_hashes(entries)
+        for what, mine, theirs in bad:
+            print(f"golden.py: {what}: mine {mine}, genfence's {theirs}", file=sys.stderr)
+        n_models = len({e["model_dir"] for e in entries if e.get("model_hash")})
+        print(f"golden.py: {len(entries)} case hashes and {n_models} model hash(es) checked, "
+              f"{len(bad)} disagreement(s)")
+        return 1 if bad else 0
+
+    entries = list_cases(a.genfence, a.paths, kind="golden_generation", regex=a.filter)
+    if not entries:
+        print("golden.py: no golden_generation cases", file=sys.stderr)
+        return 2
+    for e in entries:
+        if not e.get("model_hash"):
+            print(f"golden.py: case {e['id']}: genfence cannot read the model {e.get('model_dir')}", file=sys.stderr)
             return 2
-        model_dir = os.path.join(repo, case["model"])
-        model, tok = reference.load_model(model_dir), reference.load_tokenizer(model_dir)
-        rows = golden_rows(model, tok, case, repo)
+    bad = check_hashes(entries)
+    if bad:
+        for what, mine, theirs in bad:
+            print(f"golden.py: {what}: my hash {mine} != genfence's {theirs}; refusing to write", file=sys.stderr)
+        return 2
+
+    import torch
+    import reference
+    torch.set_num_threads(max(1, a.threads))
+    ver = versions()
+    loaded = {}
+    for e in entries:
+        case = e["case"]
+        model_dir = e["model_dir"]
+        if model_dir not in loaded:
+            loaded[model_dir] = (reference.load_model(model_dir), reference.load_tokenizer(model_dir))
+        model, tok = loaded[model_dir]
+        s = sampler_of(case)
+        n_new = int(case.get("max_new_tokens", 64))
+        tensors = {}
+        for b, prompt in enumerate(case["prompts"]):
+            ids = list(tok.encode(prompt).ids) if isinstance(prompt, str) else [int(i) for i in prompt]
+            if not ids:
+                raise SystemExit(f"golden.py: {e['id']}: prompt {b} encodes to no tokens")
+            toks, logits, margins = golden_row(model, ids, n_new, s, b)
+            tensors[f"tokens.{b}"], tensors[f"logits.{b}"], tensors[f"margins.{b}"] = toks, logits, margins
         meta = {
-            "format": FORMAT,
             "generator": "transformers",
-            "generator_version": transformers.__version__,
-            "torch_version": torch.__version__,
+            **ver,
             "model": case["model"],
-            "model_hash": model_hash(model_dir),
+            "model_hash": e["model_hash"],
             "case_id": case["id"],
-            "case_hash": h,
+            "case_hash": e["case_hash"],
             "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "sampler": json.dumps(sampler_of(case), sort_keys=True),
-            "seed": str(sampler_of(case)["seed"]),
-            "rows": str(len(rows)),
+            "sampler": canonical_json(s),
+            "seed": str(s["seed"]),
+            "decoding": "each prompt alone, uncached full recompute (GPT2LMHeadModel, float32)",
         }
-        out = os.path.join(a.out_dir, case["id"] + ".safetensors")
-        write_golden(out, rows, meta)
-        mins = min(float(m.min()) for _, _, m in rows)
-        print(f"golden.py: wrote {out}: {len(rows)} rows, {sum(len(m) for _, _, m in rows)} steps, "
-              f"smallest margin {mins:.4f}")
+        out = os.path.join(a.out_dir, case["id"] + ".safetensors") if a.out_dir else e["golden"]
+        write_golden(out, tensors, meta)
+        rows = len(case["prompts"])
+        mins = min(float(tensors[f"margins.{b}"].min()) for b in range(rows))
+        print(f"golden.py: wrote {out}: {rows} row{'s' if rows != 1 else ''} x {n_new} steps, "
+              f"smallest margin {mins:.4g}")
     return 0
 
 

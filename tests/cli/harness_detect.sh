@@ -66,12 +66,15 @@ expected = {
     "detect.context_limit.off_by_one": "fail",
     "detect.eos.wrong_stop": "fail",
     "detect.stream.per_token": "fail",
+    "detect.golden.bad_cache": "fail",
+    "detect.golden.no_mask": "fail",
     "detect.runner.crash": "crash",
     "detect.runner.hang": "timeout",
     "detect.runner.missing_model": "error",
 }
 backend_of = {"detect.cache.bad_cache": "ref-bad-cache", "detect.cache.bad_cache_chunked": "ref-bad-cache",
               "detect.batch.no_mask": "ref-no-mask", "detect.seeded.no_mask": "ref-no-mask",
+              "detect.golden.bad_cache": "ref-bad-cache", "detect.golden.no_mask": "ref-no-mask",
               "detect.runner.crash": "ref-crash", "detect.runner.hang": "ref-hang"}
 got = {}
 errors = []
@@ -97,11 +100,12 @@ for cid in got:
 kinds = {r["kind"] for r in doc["results"] if r["verdict"] == "fail"}
 all_kinds = {"top_p_fence", "top_k_fence", "temperature_limits", "sampler_errors", "sampling_distribution",
              "seeded_reproducibility", "cache_equals_recompute", "left_padding_positions", "batch_consistency",
-             "context_limit", "eos", "stream_decode"}
+             "context_limit", "eos", "stream_decode", "golden_generation"}
 if all_kinds - kinds:
     errors.append(f"kinds without a failing detection case: {sorted(all_kinds - kinds)}")
 # failing comparisons carry both sides' logits
-for cid in ("detect.cache.bad_cache", "detect.cache.bad_cache_chunked", "detect.batch.no_mask", "detect.seeded.no_mask"):
+for cid in ("detect.cache.bad_cache", "detect.cache.bad_cache_chunked", "detect.batch.no_mask", "detect.seeded.no_mask",
+            "detect.golden.bad_cache", "detect.golden.no_mask"):
     r = got.get(cid, {})
     arts = [a for a in r.get("artifacts", []) if isinstance(a, str)]
     if not arts:
@@ -146,7 +150,9 @@ tail -n 1 "$tmp/out2" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "reprod
 # Specificity: the same model cases pass on the correct backend.
 sed -e 's/backends: \[ref-bad-cache\]/backends: [ref]/' -e 's/backends: \[ref-no-mask\]/backends: [ref]/' \
     "$GF_SRC/cases/detect/model.yaml" >"$tmp/model_on_ref.yaml"
-"$GENFENCE" run "$tmp/model_on_ref.yaml" --backend ref --no-report \
-    --filter '^detect\.(cache|batch|seeded)\.' >"$tmp/out3" 2>&1 || { cat "$tmp/out3"; fail "the faulty-backend cases do not pass on ref"; }
-tail -n 1 "$tmp/out3" | grep -qx '4 passed, 0 failed, 0 skipped' || fail "on ref: $(tail -n 1 "$tmp/out3")"
+sed -e 's/backends: \[ref-bad-cache\]/backends: [ref]/' -e 's/backends: \[ref-no-mask\]/backends: [ref]/' \
+    "$GF_SRC/cases/detect/golden.yaml" >"$tmp/golden_on_ref.yaml"
+"$GENFENCE" run "$tmp/model_on_ref.yaml" "$tmp/golden_on_ref.yaml" --backend ref --no-report \
+    --filter '^detect\.(cache|batch|seeded|golden)\.' >"$tmp/out3" 2>&1 || { cat "$tmp/out3"; fail "the faulty-backend cases do not pass on ref"; }
+tail -n 1 "$tmp/out3" | grep -qx '6 passed, 0 failed, 0 skipped' || fail "on ref: $(tail -n 1 "$tmp/out3")"
 echo "harness_detect: ok"

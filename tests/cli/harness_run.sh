@@ -19,7 +19,7 @@ grep -q '^cache.sherlock ' "$tmp/list" || fail "list lacks cache.sherlock"
 ! grep -q '^detect\.' "$tmp/list" || fail "the default suite includes cases/detect"
 "$GENFENCE" list --json | "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert len(d) >= 12 and all("id" in c and "kind" in c and "line" in c for c in d)' \
   || fail "list --json"
-[[ $("$GENFENCE" list --kinds | grep -c '^[a-z_][a-z_]* ') == 12 ]] || fail "list --kinds does not show 12 kinds"
+[[ $("$GENFENCE" list --kinds | grep -c '^[a-z_][a-z_]* ') == 13 ]] || fail "list --kinds does not show 13 kinds"
 "$GENFENCE" list cases/detect --tag detect --kind eos | grep -q '^detect.eos.wrong_stop ' || fail "list with filters"
 
 # the sampler-only part of the suite (no model needed)
@@ -50,10 +50,10 @@ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "GENFE
     assert v in env["env"], v
 assert d["backends"][0]["name"] == "ref" and d["backends"][0]["dtype"] == "fp32"
 kinds = {r["kind"] for r in d["results"]}
-assert len(kinds) == 12, kinds
+assert len(kinds) == 13, kinds
 for r in d["results"]:
     assert r["verdict"] in ("pass", "pass-near-tie"), (r["id"], r["verdict"], r["reason"])
-    if r["kind"] in ("cache_equals_recompute", "batch_consistency", "seeded_reproducibility"):
+    if r["kind"] in ("cache_equals_recompute", "batch_consistency", "seeded_reproducibility", "golden_generation"):
         s = r["metrics"]["summary"]
         for k in ("max_abs_delta", "max_delta_step", "min_margin", "safety_factor", "near_ties"):
             assert k in s, (r["id"], k)

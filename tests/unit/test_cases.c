@@ -176,14 +176,22 @@ static const char *k_all_kinds =
     "    kind: stream_decode\n"
     "    model: models/m\n"
     "    sample: {tokens: 48, seed: 1}\n"
-    "    backends: [ref, \"!cuda\"]\n";
+    "    backends: [ref, \"!cuda\"]\n"
+    "  - id: a.golden\n"
+    "    kind: golden_generation\n"
+    "    model: models/m\n"
+    "    prompts: [\"Holmes\", [1, 2, 3]]\n"
+    "    max_new_tokens: 64\n"
+    "    temperature: 0.8\n"
+    "    seed: 1337\n"
+    "    golden: golden/g.safetensors\n";
 
 Test(kinds, every_kind_parses)
 {
     gf_case_set set;
     int rc = load(k_all_kinds, &set);
     cr_assert_eq(rc, GF_OK, "%s", set.n_errors ? set.errors[0] : "");
-    cr_assert_eq(set.n, 14);
+    cr_assert_eq(set.n, 15);
     int seen[64] = {0};
     for (size_t i = 0; i < set.n; i++)
         for (int k = 0; gf_kinds()[k]; k++)
