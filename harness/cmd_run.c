@@ -18,6 +18,7 @@
 #include "registry.h"
 #include "report.h"
 #include "runner.h"
+#include "triangulate.h"
 
 static void usage(FILE *f)
 {
@@ -37,7 +38,7 @@ static void usage(FILE *f)
 "  --filter REGEX           only cases whose id matches (POSIX extended regex)\n"
 "  --kind KIND              only cases of this kind (repeatable)\n"
 "  --tag TAG                only cases with this tag (repeatable: any); !TAG excludes\n"
-"  -j, --jobs N             children at once (default 1)\n"
+"  -j, --jobs N             children at once (default: cores / threads)\n"
 "  --threads N              backend threads per child (default 1); -j x --threads may\n"
 "                           not exceed the cores (%d here) unless --oversubscribe\n"
 "  --oversubscribe          allow -j x --threads above the core count\n"
@@ -51,6 +52,8 @@ static void usage(FILE *f)
 "  --no-report              write no report files\n"
 "  --golden-dir DIR         golden_generation cases read DIR/<id>.safetensors instead of\n"
 "                           their own golden (e.g. goldens made by genfence bless)\n"
+"  --no-triangulate         skip the probe that compares every other backend with ref\n"
+"                           (run when two or more backends run model cases)\n"
 "  -q, --quiet              print only failures and the summary\n"
 "  -h, --help               this help\n"
 "\n"
@@ -114,10 +117,36 @@ static int add_backend(gf_backend_probe **bs, size_t *n, const char *name, int r
     return 1;
 }
 
+/* Triangulate when two or more backends ran model cases: every model used,
+ * every available backend but ref, against ref (triangulate.h). */
+static json_t *run_triangulation(const gf_run_info *info, const gf_run_opts *o)
+{
+    const char *models[64];
+    size_t n_models = 0, n_backends = 0;
+    const gf_backend_probe *seen[64];
+    for (size_t i = 0; i < info->n_jobs; i++) {
+        const gf_job *j = &info->jobs[i];
+        if (!j->ran || !j->backend || !j->c->model || !j->c->kind->uses_backend)
+            continue;
+        size_t k;
+        for (k = 0; k < n_models && strcmp(models[k], j->c->model); k++)
+            ;
+        if (k == n_models && n_models < 64)
+            models[n_models++] = j->c->model;
+        for (k = 0; k < n_backends && seen[k] != j->backend; k++)
+            ;
+        if (k == n_backends && n_backends < 64)
+            seen[n_backends++] = j->backend;
+    }
+    if (n_backends < 2 || !n_models)
+        return NULL;
+    return gf_triangulate(models, n_models, info->backends, info->n_backends, o);
+}
+
 int gf_cmd_run(int argc, char **argv)
 {
     enum { O_BACKEND = 256, O_REQUIRE, O_FILTER, O_KIND, O_TAG, O_THREADS, O_TIMEOUT, O_MEM, O_SHARD,
-           O_REPORT, O_NOREPORT, O_OVER, O_GOLDEN_DIR };
+           O_REPORT, O_NOREPORT, O_OVER, O_GOLDEN_DIR, O_NOTRI };
     static const struct option longopts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"require-backend", required_argument, 0, O_REQUIRE},
         {"filter", required_argument, 0, O_FILTER},   {"kind", required_argument, 0, O_KIND},
@@ -126,9 +155,9 @@ int gf_cmd_run(int argc, char **argv)
         {"memory-limit", required_argument, 0, O_MEM}, {"shard", required_argument, 0, O_SHARD},
         {"report-dir", required_argument, 0, O_REPORT}, {"no-report", no_argument, 0, O_NOREPORT},
         {"oversubscribe", no_argument, 0, O_OVER},    {"quiet", no_argument, 0, 'q'},
-        {"golden-dir", required_argument, 0, O_GOLDEN_DIR},
+        {"golden-dir", required_argument, 0, O_GOLDEN_DIR}, {"no-triangulate", no_argument, 0, O_NOTRI},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-    gf_run_opts o = {.jobs = 1, .threads = 1, .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
+    gf_run_opts o = {.jobs = 0, .threads = 1, .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
                      .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
                      .report_dir = "reports"};
     gf_run_info info;
@@ -139,7 +168,7 @@ int gf_cmd_run(int argc, char **argv)
     double t0 = gf_now_s();
     strv backends = {0}, required = {0}, kinds = {0}, tags = {0};
     const char *filter = NULL;
-    int no_report = 0, oversubscribe = 0, quiet = 0, shard_i = 0, shard_n = 0;
+    int no_report = 0, oversubscribe = 0, quiet = 0, shard_i = 0, shard_n = 0, triangulate = 1;
     int rc = GF_EXIT_USAGE;
     long v;
     double d;
@@ -174,6 +203,7 @@ int gf_cmd_run(int argc, char **argv)
             break;
         case O_REPORT: o.report_dir = optarg; break;
         case O_NOREPORT: no_report = 1; break;
+        case O_NOTRI: triangulate = 0; break;
         case O_OVER: oversubscribe = 1; break;
         case O_GOLDEN_DIR: {
             struct stat sb;
@@ -200,6 +230,8 @@ int gf_cmd_run(int argc, char **argv)
         goto out;
     }
     int cores = gf_cpu_count();
+    if (o.jobs == 0) /* default: fill the cores, never oversubscribe them */
+        o.jobs = cores / o.threads > 0 ? cores / o.threads : 1;
     if (!oversubscribe && (long)o.jobs * o.threads > cores) {
         gf_cli_error("run: -j %d x --threads %d = %ld exceeds the %d cores this process may use; "
                      "lower them or pass --oversubscribe", o.jobs, o.threads, (long)o.jobs * o.threads, cores);
@@ -327,8 +359,11 @@ int gf_cmd_run(int argc, char **argv)
             gf_console_line(&info, &jobs[i]);
     gf_run_hooks hooks = {.started = gf_console_started, .finished = gf_console_finished, .user = &info};
     gf_runner_run(jobs, n_jobs, &o, &hooks);
-    info.seconds = gf_now_s() - t0;
     gf_run_tally(&info);
+    if (triangulate)
+        info.triangulation = run_triangulation(&info, &o);
+    gf_triangulation_print(info.triangulation, jobs, n_jobs, 1e-4);
+    info.seconds = gf_now_s() - t0;
 
     char json_path[4096], junit_path[4096];
     if (o.report_dir) {
@@ -346,6 +381,7 @@ int gf_cmd_run(int argc, char **argv)
     gf_console_summary(&info);
     rc = info.exit_status;
 
+    json_decref(info.triangulation);
     for (size_t i = 0; i < n_jobs; i++)
         gf_job_clear(&jobs[i]);
     free(jobs);

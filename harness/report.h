@@ -36,6 +36,7 @@ typedef struct gf_run_info {
     int tty;                   /* stdout is a terminal */
     int quiet;                 /* failures and the summary only */
     const char *json_path, *junit_path;
+    json_t *triangulation;     /* triangulate.h; NULL when not run */
 } gf_run_info;
 
 /* Count verdicts and derive the exit status (2 wins over 1 wins over 0; a

@@ -266,6 +266,7 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(sum, "cases", json_integer((json_int_t)r->n_selected));
     json_object_set_new(sum, "runs", json_integer((json_int_t)r->n_jobs));
     json_object_set_new(sum, "exit_status", json_integer(r->exit_status));
+    json_object_set_new(doc, "triangulation", r->triangulation ? json_incref(r->triangulation) : json_null());
     json_object_set_new(doc, "summary", sum);
     return doc;
 }

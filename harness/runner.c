@@ -383,6 +383,40 @@ static void run_tasks(task *tasks, size_t n, int jobs, unsigned long long mem,
     free(pfd);
 }
 
+void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs,
+                        double timeout_s, unsigned long long mem, json_t **records_out, char (*why_out)[256])
+{
+    task *tasks = calloc(n ? n : 1, sizeof *tasks);
+    for (size_t i = 0; i < n; i++) {
+        records_out[i] = NULL;
+        snprintf(why_out[i], 256, "%s", tasks ? "" : "out of memory");
+    }
+    if (!tasks)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        tasks[i].fn = fn;
+        tasks[i].arg = args[i];
+        tasks[i].timeout_s = timeout_s;
+    }
+    run_tasks(tasks, n, jobs, mem, NULL, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        task *t = &tasks[i];
+        records_out[i] = t->record;
+        if (!t->record) {
+            if (t->spawn_failed)
+                snprintf(why_out[i], 256, "not started: %s", t->spawn_err);
+            else if (t->timed_out)
+                snprintf(why_out[i], 256, "timed out after %.0f s", timeout_s);
+            else if (t->signal)
+                snprintf(why_out[i], 256, "crashed (signal %d, %s)", t->signal, strsignal(t->signal));
+            else
+                snprintf(why_out[i], 256, "exited with status %d without an answer", t->exit_code);
+        }
+        free(t->err);
+    }
+    free(tasks);
+}
+
 /* ---- probes ---- */
 
 void gf_backend_probe_clear(gf_backend_probe *b)

@@ -75,6 +75,12 @@ void gf_job_clear(gf_job *j);
 /* A shell command that reproduces one job alone. malloc'd. */
 char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o);
 
+/* Run fn(args[i]) for each i in its own child (at most `jobs` at once) with
+ * the watchdog and memory cap. records_out[i]: the child's JSON result, or
+ * NULL with why_out[i] saying why (crash, timeout, no answer). */
+void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs,
+                        double timeout_s, unsigned long long mem, json_t **records_out, char (*why_out)[256]);
+
 /* Parse "8G", "512M", "1.5GiB", "0" (none) into bytes; 0 on success. */
 int gf_parse_size(const char *s, unsigned long long *out);
 /* Online CPUs this process may use (affinity), at least 1. */

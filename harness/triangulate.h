@@ -1,0 +1,29 @@
+/* Triangulation: when backends disagree, which one is off, and by how much?
+ *
+ * For every model a run used and every backend other than ref, a child loads
+ * the model on that backend AND on ref and runs one fixed probe through both:
+ *   forward  uncached logits at every position of a deterministic sequence
+ *            (Philox tokens, seed 0x747269, up to 96 positions);
+ *   cached   its second half decoded one token at a time through the cache;
+ *   padded   a left-padded two-row batch whose second row is the sequence's
+ *            second half, against that half run alone.
+ * Each part's max |delta logit| against ref, where it occurred, and ref's
+ * top-1 minus top-2 margin there, go into the report. */
+#ifndef GENFENCE_HARNESS_TRIANGULATE_H
+#define GENFENCE_HARNESS_TRIANGULATE_H
+
+#include <jansson.h>
+
+#include "runner.h"
+
+/* models: distinct model directories; backends: the run's probed backends.
+ * Returns a JSON array (one object per (model, non-ref available backend)),
+ * or an empty array when there is nothing to triangulate. */
+json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_backend_probe *backends,
+                       size_t n_backends, const gf_run_opts *o);
+
+/* Console lines for the array; tol: the |delta| called "agrees". Also names,
+ * for each case whose verdicts differ across backends, the one that is off. */
+void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs, double tol);
+
+#endif
