@@ -26,7 +26,7 @@ static void usage(FILE *f)
 "usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
 "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
 "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
-"                    [--golden-dir DIR]\n"
+"                    [--golden-dir DIR] [--no-triangulate]\n"
 "\n"
 "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
 "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -57,8 +57,8 @@ static void usage(FILE *f)
 "  -q, --quiet              print only failures and the summary\n"
 "  -h, --help               this help\n"
 "\n"
-"Verdicts: pass, pass-near-tie, skip -> 0; fail, crash, timeout -> 1; error (bad case,\n"
-"bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
+"Verdicts: pass, pass-near-tie, skip -> 0; fail, stale, crash, timeout -> 1; error (bad\n"
+"case, bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
 "\n"
 "exit status: 0 all passed, 1 a case failed, 2 bad input or usage\n",
             gf_cpu_count(), GF_RUN_DEFAULT_TIMEOUT_S, GF_RUN_DEFAULT_MEMORY_GIB);
