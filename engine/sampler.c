@@ -71,7 +71,7 @@ static gf_status check_logits(const float *logits, int32_t V)
 /* Greedy over raw logits (already checked): top-1 is the first index of the
  * maximum, runner-up the first index of the maximum over the rest (so a tie
  * at the top gives margin 0). -inf entries are never a runner-up. */
-static void greedy_pick(const float *logits, int32_t V, gf_sample_result *out)
+void gf_sampler_greedy_pick(const float *logits, int32_t V, gf_sample_result *out)
 {
     int32_t best = -1, second = -1;
     double bv = -INFINITY, sv = -INFINITY;
@@ -206,7 +206,7 @@ static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_pa
         return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL output buffer");
     if (p->temperature == 0.0) {
         gf_sample_result g;
-        greedy_pick(logits, V, &g);
+        gf_sampler_greedy_pick(logits, V, &g);
         for (int32_t i = 0; i < V; i++)
             z[i] = -INFINITY;
         z[g.token] = (double)logits[g.token];
@@ -284,7 +284,7 @@ gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
     if (st != GF_OK)
         return st;
     if (p->temperature == 0.0) {
-        greedy_pick(logits, V, out);
+        gf_sampler_greedy_pick(logits, V, out);
         return GF_OK;
     }
     double *z = malloc((size_t)V * sizeof *z);

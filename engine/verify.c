@@ -21,16 +21,10 @@ void gf_verify_result_clear(gf_verify_result *r)
 /* argmax (first on ties) and top-1 minus top-2 */
 static int32_t argmax_margin(const float *x, int32_t V, double *margin)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (x[i] > x[best])
-            best = i;
-    double second = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (i != best && x[i] > second)
-            second = x[i];
-    *margin = (double)x[best] - second;
-    return best;
+    gf_sample_result r;
+    gf_sampler_greedy_pick(x, V, &r);
+    *margin = r.margin;
+    return r.token;
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n)

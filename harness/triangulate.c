@@ -27,15 +27,9 @@ typedef struct tri_part {
 
 static double margin_of(const float *x, int32_t V)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (x[i] > x[best])
-            best = i;
-    double second = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (i != best && x[i] > second)
-            second = x[i];
-    return (double)x[best] - second;
+    gf_sample_result r;
+    gf_sampler_greedy_pick(x, V, &r);
+    return r.margin;
 }
 
 /* rows of V logits: test vs ref; pos0: the position of row 0 */

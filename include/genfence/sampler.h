@@ -63,6 +63,11 @@ gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_par
 gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p,
                            double *probs_out);
 
+/* Greedy over raw logits without validation: token = first index of the
+ * maximum, runner_up = first index of the maximum of the rest, margin = their
+ * difference (+inf if no runner-up); -inf entries are never a runner-up. */
+void gf_sampler_greedy_pick(const float *logits, int32_t V, gf_sample_result *out);
+
 /* The race over already-filtered z (V) with the given uniforms u (V). */
 void gf_sampler_race(const double *z, const double *u, int32_t V, gf_sample_result *out);
 
