@@ -173,6 +173,11 @@ int gf_case_backend_allowed(const gf_case *c, const char *requested, const char 
 char *gf_case_find_root(const char *dir);
 /* The default suite directory (root/cases). malloc'd. */
 char *gf_case_default_dir(const char *root);
+/* "a/b", malloc'd. */
+char *gf_case_path_join(const char *a, const char *b);
+/* The root a case file's relative paths (model, golden) resolve against: root
+ * when given, else gf_case_find_root of the file's directory. malloc'd. */
+char *gf_case_root_for(const char *root, const char *file);
 
 const char *gf_case_yaml_version(void); /* libyaml's version string */
 
@@ -192,5 +197,13 @@ int gf_case_filter_init(gf_case_filter *f, const char *regex, char **kinds, size
                         size_t n_tags, char *err, size_t err_len);
 int gf_case_filter_match(const gf_case_filter *f, const gf_case *c);
 void gf_case_filter_free(gf_case_filter *f);
+
+/* The filter (regex, kinds, tags as for gf_case_filter_init) in *cf and the
+ * case files (gf_cases_load) in *set, for subcommand cmd: 0 ok (free both);
+ * -1 with nothing to free after printing "CMD: <filter error>" or each schema
+ * error then "CMD: N errors in the case files<note>" (case_select.c). */
+int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds,
+                        char **tags, size_t n_tags, const char *const *paths, size_t n_paths,
+                        gf_case_filter *cf, gf_case_set *set);
 
 #endif

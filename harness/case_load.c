@@ -99,7 +99,7 @@ static int valid_id(const char *s)
     return 1;
 }
 
-static char *path_join(const char *a, const char *b)
+char *gf_case_path_join(const char *a, const char *b)
 {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
@@ -125,6 +125,16 @@ static char *dir_of(const char *file)
     return d;
 }
 
+char *gf_case_root_for(const char *root, const char *file)
+{
+    if (root)
+        return strdup(root);
+    char *d = dir_of(file ? file : ".");
+    char *r = d ? gf_case_find_root(d) : NULL;
+    free(d);
+    return r;
+}
+
 static int is_dir(const char *p)
 {
     struct stat sb;
@@ -145,8 +155,8 @@ char *gf_case_find_root(const char *dir)
     char buf[PATH_MAX];
     if (dir && realpath(dir, buf)) {
         for (;;) {
-            char *cases = path_join(buf, "cases"), *git = path_join(buf, ".git"),
-                 *cm = path_join(buf, "CMakeLists.txt");
+            char *cases = gf_case_path_join(buf, "cases"), *git = gf_case_path_join(buf, ".git"),
+                 *cm = gf_case_path_join(buf, "CMakeLists.txt");
             int hit = cases && git && cm && is_dir(cases) && (exists(git) || exists(cm));
             free(cases);
             free(git);
@@ -169,7 +179,7 @@ char *gf_case_default_dir(const char *root)
         if (getcwd(here, sizeof here) && root && realpath(root, r) && !strcmp(here, r))
             return strdup("cases");
     }
-    return path_join(root ? root : GENFENCE_SOURCE_DIR, "cases");
+    return gf_case_path_join(root ? root : GENFENCE_SOURCE_DIR, "cases");
 }
 
 int gf_case_has_tag(const gf_case *c, const char *tag)
@@ -264,13 +274,8 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
             if (c.model_arg[0] == '/') {
                 c.model = strdup(c.model_arg);
             } else {
-                char *r = root ? strdup(root) : NULL;
-                if (!r) {
-                    char *d = dir_of(file);
-                    r = gf_case_find_root(d);
-                    free(d);
-                }
-                c.model = r ? path_join(r, c.model_arg) : NULL;
+                char *r = gf_case_root_for(root, file);
+                c.model = r ? gf_case_path_join(r, c.model_arg) : NULL;
                 free(r);
             }
         }
@@ -407,7 +412,7 @@ static void load_dir(const char *dir, const char *root, gf_case_set *set)
         if (e->d_name[0] == '.')
             continue;
         if ((l > 5 && !strcmp(e->d_name + l - 5, ".yaml")) || (l > 4 && !strcmp(e->d_name + l - 4, ".yml"))) {
-            char *p = path_join(dir, e->d_name);
+            char *p = gf_case_path_join(dir, e->d_name);
             if (p && !is_dir(p))
                 add_string(&names, &n, p);
             free(p);

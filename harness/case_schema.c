@@ -107,7 +107,44 @@ int gf_y_node_is_seq(gf_cctx *ctx, const gf_ynode *n, const char *what)
     return 0;
 }
 
-int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, double *out)
+/* Reads one value (a scalar, or a list entry) into slot, named `what` in errors. */
+typedef int (*entry_reader)(gf_cctx *ctx, const gf_ynode *item, const char *what, const void *arg, void *slot);
+
+static int entry_double(gf_cctx *ctx, const gf_ynode *item, const char *what, const void *arg, void *slot)
+{
+    (void)arg;
+    return gf_y_node_double(ctx, item, what, slot);
+}
+
+typedef struct int_range {
+    long long lo, hi;
+} int_range;
+
+static int entry_int(gf_cctx *ctx, const gf_ynode *item, const char *what, const void *arg, void *slot)
+{
+    const int_range *r = arg;
+    return gf_y_node_int(ctx, item, what, r->lo, r->hi, slot);
+}
+
+static int entry_int32(gf_cctx *ctx, const gf_ynode *item, const char *what, const void *arg, void *slot)
+{
+    const int_range *r = arg;
+    long long x = 0;
+    int rc = gf_y_node_int(ctx, item, what, r->lo, r->hi, &x);
+    *(int32_t *)slot = (int32_t)x;
+    return rc;
+}
+
+static int entry_string(gf_cctx *ctx, const gf_ynode *item, const char *what, const void *arg, void *slot)
+{
+    (void)arg;
+    return gf_y_node_string(ctx, item, what, slot);
+}
+
+/* The value under key through read, named "'key'" in errors: 1 read, 0 for an
+ * absent or null optional key, -1 after an error. */
+static int read_value(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, entry_reader read,
+                      const void *arg, void *out)
 {
     int rc;
     const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
@@ -115,19 +152,19 @@ int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, d
         return rc;
     char what[128];
     snprintf(what, sizeof what, "'%s'", key);
-    return gf_y_node_double(ctx, n, what, out);
+    return read(ctx, n, what, arg, out);
+}
+
+int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, double *out)
+{
+    return read_value(ctx, map, key, flags, entry_double, NULL, out);
 }
 
 int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi,
              long long *out)
 {
-    int rc;
-    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
-    if (rc <= 0)
-        return rc;
-    char what[128];
-    snprintf(what, sizeof what, "'%s'", key);
-    return gf_y_node_int(ctx, n, what, lo, hi, out);
+    const int_range r = {lo, hi};
+    return read_value(ctx, map, key, flags, entry_int, &r, out);
 }
 
 int gf_y_bool(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int *out)
@@ -147,13 +184,7 @@ int gf_y_bool(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int
 
 int gf_y_string(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char **out)
 {
-    int rc;
-    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
-    if (rc <= 0)
-        return rc;
-    char what[128];
-    snprintf(what, sizeof what, "'%s'", key);
-    return gf_y_node_string(ctx, n, what, out);
+    return read_value(ctx, map, key, flags, entry_string, NULL, out);
 }
 
 int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, const char *const *words,
@@ -180,85 +211,95 @@ int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, con
     return -1;
 }
 
-int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
-                 double **out, size_t *n_out)
+static int entry_seq(gf_cctx *ctx, const gf_ynode *item, const char *what, const void *arg, void *slot)
 {
-    int rc;
-    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    (void)arg;
+    if (!gf_y_node_is_seq(ctx, item, what))
+        return -1;
+    *(const gf_ynode **)slot = item;
+    return 1;
+}
+
+/* The sequence under key (present, not null, a sequence of at least min_len
+ * entries): 1 with *seq, 0 for an absent or null optional key, -1 after an error. */
+static int get_seq(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
+                   const gf_ynode **seq)
+{
+    const gf_ynode *n = NULL;
+    int rc = read_value(ctx, map, key, flags, entry_seq, NULL, &n);
     if (rc <= 0)
         return rc;
-    char what[128];
-    snprintf(what, sizeof what, "'%s'", key);
-    if (!gf_y_node_is_seq(ctx, n, what))
-        return -1;
     if (n->n < min_len) {
         gf_y_error(ctx, n, "'%s' needs at least %zu entries, has %zu", key, min_len, n->n);
         return -1;
     }
-    double *v = calloc(n->n ? n->n : 1, sizeof *v);
+    *seq = n;
+    return 1;
+}
+
+/* A typed list: get_seq, then every entry through read into a calloc'd array
+ * of n elements of `size` bytes; on a bad entry the array goes to drop (NULL:
+ * free). Same returns as get_seq; *out and *n_out are set only on 1. */
+static int read_list(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
+                     size_t size, entry_reader read, const void *arg, void (*drop)(void *, size_t),
+                     void **out, size_t *n_out)
+{
+    const gf_ynode *n = NULL;
+    int rc = get_seq(ctx, map, key, flags, min_len, &n);
+    if (rc <= 0)
+        return rc;
+    unsigned char *v = calloc(n->n ? n->n : 1, size);
     if (!v)
         return -1;
     int ok = 1;
     for (size_t i = 0; i < n->n; i++) {
+        char what[128];
         snprintf(what, sizeof what, "'%s' entry %zu", key, i);
-        if (gf_y_node_double(ctx, n->items[i], what, &v[i]) < 0)
+        if (read(ctx, n->items[i], what, arg, v + i * size) < 0)
             ok = 0;
     }
     if (!ok) {
-        free(v);
+        if (drop)
+            drop(v, n->n);
+        else
+            free(v);
         return -1;
     }
     *out = v;
     *n_out = n->n;
     return 1;
+}
+
+static void drop_strings(void *v, size_t n) { gf_y_strings_free(v, n); }
+
+int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
+                 double **out, size_t *n_out)
+{
+    void *v = NULL;
+    int rc = read_list(ctx, map, key, flags, min_len, sizeof **out, entry_double, NULL, NULL, &v, n_out);
+    if (rc > 0)
+        *out = v;
+    return rc;
 }
 
 int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi,
               size_t min_len, int32_t **out, size_t *n_out)
 {
-    int rc;
-    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
-    if (rc <= 0)
-        return rc;
-    char what[128];
-    snprintf(what, sizeof what, "'%s'", key);
-    if (!gf_y_node_is_seq(ctx, n, what))
-        return -1;
-    if (n->n < min_len) {
-        gf_y_error(ctx, n, "'%s' needs at least %zu entries, has %zu", key, min_len, n->n);
-        return -1;
-    }
-    int32_t *v = calloc(n->n ? n->n : 1, sizeof *v);
-    if (!v)
-        return -1;
-    int ok = 1;
-    for (size_t i = 0; i < n->n; i++) {
-        long long x = 0;
-        snprintf(what, sizeof what, "'%s' entry %zu", key, i);
-        if (gf_y_node_int(ctx, n->items[i], what, lo, hi, &x) < 0)
-            ok = 0;
-        v[i] = (int32_t)x;
-    }
-    if (!ok) {
-        free(v);
-        return -1;
-    }
-    *out = v;
-    *n_out = n->n;
-    return 1;
+    const int_range r = {lo, hi};
+    void *v = NULL;
+    int rc = read_list(ctx, map, key, flags, min_len, sizeof **out, entry_int32, &r, NULL, &v, n_out);
+    if (rc > 0)
+        *out = v;
+    return rc;
 }
 
 int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat,
                 double **out, size_t *rows, size_t *cols)
 {
-    int rc;
-    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
+    const gf_ynode *n = NULL;
+    int rc = get_seq(ctx, map, key, flags, 0, &n);
     if (rc <= 0)
         return rc;
-    char what[128];
-    snprintf(what, sizeof what, "'%s'", key);
-    if (!gf_y_node_is_seq(ctx, n, what))
-        return -1;
     if (n->n == 0) {
         gf_y_error(ctx, n, "'%s' is empty", key);
         return -1;
@@ -276,6 +317,7 @@ int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, i
     double *v = calloc(R * C, sizeof *v);
     if (!v)
         return -1;
+    char what[128];
     int ok = 1;
     for (size_t r = 0; r < R && ok; r++) {
         const gf_ynode *row = flat ? n : n->items[r];
@@ -314,30 +356,11 @@ void gf_y_strings_free(char **v, size_t n)
 
 int gf_y_strings(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char ***out, size_t *n_out)
 {
-    int rc;
-    const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
-    if (rc <= 0)
-        return rc;
-    char what[128];
-    snprintf(what, sizeof what, "'%s'", key);
-    if (!gf_y_node_is_seq(ctx, n, what))
-        return -1;
-    char **v = calloc(n->n ? n->n : 1, sizeof *v);
-    if (!v)
-        return -1;
-    int ok = 1;
-    for (size_t i = 0; i < n->n; i++) {
-        snprintf(what, sizeof what, "'%s' entry %zu", key, i);
-        if (gf_y_node_string(ctx, n->items[i], what, &v[i]) < 0)
-            ok = 0;
-    }
-    if (!ok) {
-        gf_y_strings_free(v, n->n);
-        return -1;
-    }
-    *out = v;
-    *n_out = n->n;
-    return 1;
+    void *v = NULL;
+    int rc = read_list(ctx, map, key, flags, 0, sizeof **out, entry_string, NULL, drop_strings, &v, n_out);
+    if (rc > 0)
+        *out = v;
+    return rc;
 }
 
 void gf_y_check_unknown(gf_cctx *ctx, const gf_ynode *map, const char *where)

@@ -118,21 +118,10 @@ int gf_cmd_list(int argc, char **argv)
         goto out;
     }
     gf_case_filter cf;
-    char err[512];
-    if (gf_case_filter_init(&cf, filter, kinds, n_kinds, tags, n_tags, err, sizeof err) < 0) {
-        gf_cli_error("list: %s", err);
-        goto out;
-    }
     gf_case_set set;
-    int ls = gf_cases_load((const char *const *)(argv + optind), (size_t)(argc - optind), NULL, &set);
-    if (ls != GF_OK || set.n_errors) {
-        for (size_t i = 0; i < set.n_errors; i++)
-            fprintf(stderr, "%s\n", set.errors[i]);
-        gf_cli_error("list: %zu error%s in the case files", set.n_errors, set.n_errors == 1 ? "" : "s");
-        gf_case_set_free(&set);
-        gf_case_filter_free(&cf);
+    if (gf_case_select_load("list", "", filter, kinds, n_kinds, tags, n_tags,
+                            (const char *const *)(argv + optind), (size_t)(argc - optind), &cf, &set) < 0)
         goto out;
-    }
     json_t *arr = json ? json_array() : NULL;
     json_t *mh_cache = json_object();
     size_t shown = 0;

@@ -237,25 +237,13 @@ int gf_cmd_run(int argc, char **argv)
                      "lower them or pass --oversubscribe", o.jobs, o.threads, (long)o.jobs * o.threads, cores);
         goto out;
     }
-    gf_case_filter cf;
-    char ferr[512];
-    if (gf_case_filter_init(&cf, filter, kinds.v, kinds.n, tags.v, tags.n, ferr, sizeof ferr) < 0) {
-        gf_cli_error("run: %s", ferr);
-        goto out;
-    }
 
     /* cases */
+    gf_case_filter cf;
     gf_case_set set;
-    int ls = gf_cases_load((const char *const *)(argv + optind), (size_t)(argc - optind), NULL, &set);
-    if (ls != GF_OK || set.n_errors) {
-        for (size_t i = 0; i < set.n_errors; i++)
-            fprintf(stderr, "%s\n", set.errors[i]);
-        gf_cli_error("run: %zu error%s in the case files; nothing was run", set.n_errors,
-                     set.n_errors == 1 ? "" : "s");
-        gf_case_set_free(&set);
-        gf_case_filter_free(&cf);
+    if (gf_case_select_load("run", "; nothing was run", filter, kinds.v, kinds.n, tags.v, tags.n,
+                            (const char *const *)(argv + optind), (size_t)(argc - optind), &cf, &set) < 0)
         goto out;
-    }
     const gf_case **sel = calloc(set.n ? set.n : 1, sizeof *sel);
     size_t n_sel = 0, n_matched = 0;
     for (size_t i = 0; sel && i < set.n; i++) {

@@ -25,37 +25,6 @@ static void spec_free(void *p)
     free(s);
 }
 
-static char *join2(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
-/* The repository root the case's relative paths resolve against (as for `model`). */
-static char *root_for(const gf_cctx *ctx)
-{
-    if (ctx->root)
-        return strdup(ctx->root);
-    char *d = strdup(ctx->file ? ctx->file : ".");
-    if (!d)
-        return NULL;
-    char *slash = strrchr(d, '/');
-    if (!slash) {
-        free(d);
-        d = strdup(".");
-    } else if (slash == d) {
-        slash[1] = '\0';
-    } else {
-        *slash = '\0';
-    }
-    char *r = d ? gf_case_find_root(d) : NULL;
-    free(d);
-    return r;
-}
-
 static int parse_golden(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 {
     gf_golden_spec *s = calloc(1, sizeof *s);
@@ -87,12 +56,12 @@ static int parse_golden(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         if (s->golden_arg && s->golden_arg[0] == '/') {
             s->golden = strdup(s->golden_arg);
         } else {
-            char *root = root_for(ctx), rel[1024];
+            char *root = gf_case_root_for(ctx->root, ctx->file), rel[1024];
             if (s->golden_arg)
                 snprintf(rel, sizeof rel, "%s", s->golden_arg);
             else
                 snprintf(rel, sizeof rel, "golden/%s.safetensors", c->id);
-            s->golden = root ? join2(root, rel) : NULL;
+            s->golden = root ? gf_case_path_join(root, rel) : NULL;
             free(root);
         }
         if (!s->golden)

@@ -1,8 +1,7 @@
 /* config.json parsing and GPT-2 model directory loading. */
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _XOPEN_SOURCE 700
 #include <criterion/criterion.h>
 
-#include <ftw.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,37 +15,16 @@
 #include "genfence/model.h"
 #include "genfence/safetensors.h"
 
+#include "support_files.h"
+
 /* Tiny GPT-2: V=16, n_positions=8, D=8, L=2, H=2, F=4D=32. */
 enum { V = 16, P = 8, D = 8, L = 2, H = 2, F = 32 };
 
-static char g_dir[512];
-
-static void setup(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/gf-model-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    cr_assert(mkdtemp(g_dir) != NULL, "mkdtemp %s failed", g_dir);
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void teardown(void) { nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void setup(void) { tf_tmpdir_make("gf-model"); }
+static void teardown(void) { tf_tmpdir_remove(); }
 
 TestSuite(config, .init = setup, .fini = teardown);
 TestSuite(model, .init = setup, .fini = teardown);
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][640];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof buf[0], "%s/%s", g_dir, name);
-    return p;
-}
 
 static void check_msg(gf_status got, gf_status want, ...)
 {
@@ -87,7 +65,7 @@ static void write_json(const char *path, json_t *j)
 
 static gf_status load_cfg(json_t *j, gf_model_config *c)
 {
-    const char *p = tpath("config.json");
+    const char *p = tf_path("config.json");
     write_json(p, j);
     memset(c, 0xAB, sizeof *c);
     gf_error_clear();
@@ -170,7 +148,7 @@ Test(config, missing_key)
     json_t *j = base_config();
     json_object_del(j, "n_head");
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, tpath("config.json"), "missing required key 'n_head'",
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, tf_path("config.json"), "missing required key 'n_head'",
               NULL);
     j = base_config();
     json_object_del(j, "model_type");
@@ -182,7 +160,7 @@ Test(config, wrong_type)
     json_t *j = base_config();
     json_object_set_new(j, "n_embd", json_string("8"));
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, tpath("config.json"),
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, tf_path("config.json"),
               "key 'n_embd' must be an integer, got string", NULL);
     j = base_config();
     json_object_set_new(j, "vocab_size", json_real(16.0));
@@ -238,7 +216,7 @@ Test(config, integer_epsilon_accepted)
 
 Test(config, malformed_json)
 {
-    const char *p = tpath("config.json");
+    const char *p = tf_path("config.json");
     write_text(p, "{\n  \"model_type\": \"gpt2\",\n  \"n_embd\": 8,,\n}\n");
     gf_model_config c;
     check_msg(gf_config_load(p, &c), GF_E_FORMAT, p, "invalid JSON at line 3, column", NULL);
@@ -246,7 +224,7 @@ Test(config, malformed_json)
 
 Test(config, not_an_object)
 {
-    const char *p = tpath("config.json");
+    const char *p = tf_path("config.json");
     write_text(p, "[\"gpt2\"]");
     gf_model_config c;
     check_msg(gf_config_load(p, &c), GF_E_FORMAT, p, "top level is a JSON array", NULL);
@@ -257,14 +235,14 @@ Test(config, unsupported_model_type)
     json_t *j = base_config();
     json_object_set_new(j, "model_type", json_string("llama"));
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tpath("config.json"),
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"),
               "model_type 'llama' is not supported", "gpt2", NULL);
 }
 
 Test(config, missing_file)
 {
     gf_model_config c;
-    const char *p = tpath("nope/config.json");
+    const char *p = tf_path("nope/config.json");
     check_msg(gf_config_load(p, &c), GF_E_IO, p, "No such file", NULL);
 }
 
@@ -354,10 +332,10 @@ static int spec_index(const char *name)
     return -1;
 }
 
-/* Write <g_dir>/<sub>/{config.json, model.safetensors}; returns the dir. */
+/* Write <tmpdir>/<sub>/{config.json, model.safetensors}; returns the dir. */
 static const char *write_model(const char *sub, json_t *cfg, const model_opts *o)
 {
-    const char *dir = tpath(sub);
+    const char *dir = tf_path(sub);
     mkdir(dir, 0777);
     char p[700];
     snprintf(p, sizeof p, "%s/config.json", dir);
@@ -659,8 +637,8 @@ Test(model, safetensors_errors_propagate)
 
 Test(model, missing_files)
 {
-    expect_load_fail(tpath("nope"), GF_E_IO, "nope", "No such file", NULL);
-    const char *dir = tpath("empty");
+    expect_load_fail(tf_path("nope"), GF_E_IO, "nope", "No such file", NULL);
+    const char *dir = tf_path("empty");
     mkdir(dir, 0777);
     expect_load_fail(dir, GF_E_IO, "empty/config.json: cannot open", NULL);
     char p[700];

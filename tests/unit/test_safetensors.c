@@ -1,10 +1,9 @@
 /* safetensors reader validation, writer round trip, dtype conversion. */
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _XOPEN_SOURCE 700
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
 #include <float.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -16,41 +15,20 @@
 
 #include "genfence/safetensors.h"
 
+#include "support_files.h"
+
 /* ---- temp dir per test ---- */
 
-static char g_dir[512];
-
-static void setup(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/gf-st-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    cr_assert(mkdtemp(g_dir) != NULL, "mkdtemp %s failed", g_dir);
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void teardown(void) { nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void setup(void) { tf_tmpdir_make("gf-st"); }
+static void teardown(void) { tf_tmpdir_remove(); }
 
 TestSuite(safetensors, .init = setup, .fini = teardown);
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][640];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof buf[0], "%s/%s", g_dir, name);
-    return p;
-}
 
 /* Raw file: u64 LE length `hlen`, `hdr_bytes` of header, `data_len` data bytes (0..). */
 static const char *write_raw(const char *name, uint64_t hlen, const char *hdr, size_t hdr_bytes,
                              size_t data_len)
 {
-    const char *p = tpath(name);
+    const char *p = tf_path(name);
     FILE *f = fopen(p, "wb");
     cr_assert(f, "cannot create %s", p);
     unsigned char lb[8];
@@ -141,7 +119,7 @@ Test(safetensors, writer_round_trip_all_dtypes_and_metadata)
     w[N + 1] = (gf_st_write_tensor){.name = "empty", .dtype = GF_DT_F32, .ndim = 2,
                                     .shape = {0, 5}, .data = NULL};
     const char *mk[] = {"format", "note"}, *mv[] = {"pt", "h\xc3\xa9llo \"quoted\""};
-    const char *p = tpath("rt.safetensors");
+    const char *p = tf_path("rt.safetensors");
     gf_status s = gf_safetensors_write(p, w, N + 2, mk, mv, 2);
     cr_assert(s == GF_OK, "write: %s", gf_error_msg());
 
@@ -216,7 +194,7 @@ Test(safetensors, writer_no_metadata_and_overwrite)
 {
     const float a[3] = {1, 2, 3}, b[2] = {4, 5};
     gf_st_write_tensor w = {.name = "a", .dtype = GF_DT_F32, .ndim = 1, .shape = {3}, .data = a};
-    const char *p = tpath("o.safetensors");
+    const char *p = tf_path("o.safetensors");
     cr_assert(gf_safetensors_write(p, &w, 1, NULL, NULL, 0) == GF_OK, "%s", gf_error_msg());
     w = (gf_st_write_tensor){.name = "b", .dtype = GF_DT_F32, .ndim = 1, .shape = {2}, .data = b};
     cr_assert(gf_safetensors_write(p, &w, 1, NULL, NULL, 0) == GF_OK, "%s", gf_error_msg());
@@ -234,7 +212,7 @@ Test(safetensors, writer_no_metadata_and_overwrite)
 
 Test(safetensors, writer_zero_tensors)
 {
-    const char *p = tpath("z.safetensors");
+    const char *p = tf_path("z.safetensors");
     cr_assert(gf_safetensors_write(p, NULL, 0, NULL, NULL, 0) == GF_OK, "%s", gf_error_msg());
     gf_safetensors *st = open_ok(p);
     cr_assert_eq(gf_safetensors_count(st), 0);
@@ -244,7 +222,7 @@ Test(safetensors, writer_zero_tensors)
 Test(safetensors, writer_rejects_bad_input)
 {
     const float a[2] = {1, 2};
-    const char *p = tpath("bad.safetensors");
+    const char *p = tf_path("bad.safetensors");
     gf_st_write_tensor w[2] = {
         {.name = "x", .dtype = GF_DT_F32, .ndim = 1, .shape = {2}, .data = a},
         {.name = "x", .dtype = GF_DT_F32, .ndim = 1, .shape = {2}, .data = a},
@@ -275,7 +253,7 @@ Test(safetensors, writer_io_error_names_path)
 {
     const float a[1] = {1};
     gf_st_write_tensor w = {.name = "a", .dtype = GF_DT_F32, .ndim = 1, .shape = {1}, .data = a};
-    const char *p = tpath("no/such/dir/x.safetensors");
+    const char *p = tf_path("no/such/dir/x.safetensors");
     gf_status s = gf_safetensors_write(p, &w, 1, NULL, NULL, 0);
     cr_assert(s == GF_E_IO, "%s", gf_error_msg());
     cr_assert(strstr(gf_error_msg(), "no/such/dir/x.safetensors") &&
@@ -287,17 +265,17 @@ Test(safetensors, writer_io_error_names_path)
 
 Test(safetensors, missing_file_is_io_error)
 {
-    expect_open_fail(tpath("absent.safetensors"), GF_E_IO, "cannot open", "No such file", NULL);
+    expect_open_fail(tf_path("absent.safetensors"), GF_E_IO, "cannot open", "No such file", NULL);
 }
 
 Test(safetensors, directory_is_io_error)
 {
-    expect_open_fail(g_dir, GF_E_IO, "not a regular file", NULL);
+    expect_open_fail(tf_tmpdir(), GF_E_IO, "not a regular file", NULL);
 }
 
 Test(safetensors, empty_file)
 {
-    const char *p = tpath("e.safetensors");
+    const char *p = tf_path("e.safetensors");
     FILE *f = fopen(p, "wb");
     cr_assert(f);
     fclose(f);
@@ -306,7 +284,7 @@ Test(safetensors, empty_file)
 
 Test(safetensors, truncated_below_8_bytes)
 {
-    const char *p = tpath("short.safetensors");
+    const char *p = tf_path("short.safetensors");
     FILE *f = fopen(p, "wb");
     fwrite("\x10\0\0\0\0", 1, 5, f);
     fclose(f);
@@ -501,7 +479,7 @@ Test(safetensors, metadata_only_and_header_padding_accepted)
 static gf_safetensors *one_tensor(gf_dtype dt, const void *data, int64_t n)
 {
     gf_st_write_tensor w = {.name = "t", .dtype = dt, .ndim = 1, .shape = {n}, .data = data};
-    const char *p = tpath("conv.safetensors");
+    const char *p = tf_path("conv.safetensors");
     cr_assert(gf_safetensors_write(p, &w, 1, NULL, NULL, 0) == GF_OK, "%s", gf_error_msg());
     return open_ok(p);
 }
@@ -585,7 +563,7 @@ Test(safetensors, f32_unaligned_copy)
         {.name = "pad", .dtype = GF_DT_U8, .ndim = 1, .shape = {3}, .data = u8},
         {.name = "f", .dtype = GF_DT_F32, .ndim = 1, .shape = {3}, .data = f},
     };
-    const char *p = tpath("u.safetensors");
+    const char *p = tf_path("u.safetensors");
     cr_assert(gf_safetensors_write(p, w, 2, NULL, NULL, 0) == GF_OK);
     gf_safetensors *st = open_ok(p);
     const gf_st_tensor *t = gf_safetensors_find(st, "f");
