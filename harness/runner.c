@@ -404,7 +404,7 @@ void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args,
         records_out[i] = t->record;
         if (!t->record) {
             if (t->spawn_failed)
-                snprintf(why_out[i], 256, "not started: %s", t->spawn_err);
+                snprintf(why_out[i], 256, "not started: %.200s", t->spawn_err);
             else if (t->timed_out)
                 snprintf(why_out[i], 256, "timed out after %.0f s", timeout_s);
             else if (t->signal)
