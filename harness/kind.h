@@ -40,6 +40,13 @@ struct gf_krun {
     int32_t threads;
     gf_compute_dtype dtype;    /* the backend's declared compute dtype (fp32 if undeclared) */
     int backend_has_sample;    /* the backend has its own `sample` slot */
+    /* Sampler-only kinds on a backend with a `sample` slot: its table (the
+     * runner opens it in the child; else NULL). Every sampling call of the
+     * case then also goes through the slot (model NULL), tallied below. */
+    const gf_backend_ops *sample_ops;
+    int sampler_noted;         /* gf_k_note_sampler ran */
+    long long slot_calls, slot_rows, slot_mismatches, slot_errors;
+    char slot_first[512];      /* the first mismatch or error */
     gf_session *session;       /* uses_backend kinds: open; else NULL */
     const char *artifact_dir;  /* where failing-step logits go (NULL: nowhere) */
     const char *artifact_stem; /* "<id>@<backend>" */
@@ -122,8 +129,19 @@ gf_status gf_kind_batch_vs_single(gf_krun *k, const char *label, int32_t B, int3
 
 /* "[0, 1, 2]" into buf (truncated to cap). */
 const char *gf_k_ids_str(char *buf, size_t cap, const int32_t *v, size_t n);
-/* Record that the engine's sampler ran (and whether the backend has its own slot). */
+/* Record that the engine's sampler ran (and whether the backend has its own
+ * slot): "sampler": "engine", or "engine + backend slot" when k->sample_ops. */
 void gf_k_note_sampler(gf_krun *k);
+/* With k->sample_ops: run B rows of logits (B, V) through the backend's slot
+ * (gf_backend_sample, model NULL; seq_ids NULL = row index) and tally whether
+ * each token equals engine_tokens[b], gf_sample's for the same row, seq id
+ * and step. what names the call in the first mismatch. No-op without a slot. */
+void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B, int32_t V,
+                    const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step,
+                    const int32_t *engine_tokens);
+/* The slot's check and metrics (the runner calls it after a sampler-only kind
+ * ran): "backend sample slot equals engine sampler". No-op without a slot. */
+void gf_k_slot_finish(gf_krun *k);
 
 /* Seeded N(0, 1) numbers from Philox (seed, stream). */
 void gf_k_normals(uint64_t seed, uint64_t stream, double *out, size_t n);

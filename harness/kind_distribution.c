@@ -1,5 +1,7 @@
 /* Sampler-only kinds: sampling_distribution (a chi-square goodness-of-fit
- * test of the draws) and left_padding_positions (position ids from a mask). */
+ * test of the draws; with a backend sample slot each draw also goes through
+ * it and must equal the engine's) and left_padding_positions (position ids
+ * from a mask). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,8 @@ static void run_dist(const gf_case *c, gf_krun *k)
             goto done;
         }
         count[r.token]++;
+        const uint64_t seq = 0; /* with a backend slot: the same draw through it, draw for draw */
+        gf_k_slot_rows(k, "draw", s->logits, 1, V, &s->p, &seq, (uint64_t)d, &r.token);
     }
     /* no draw outside the support */
     long long outside = 0;

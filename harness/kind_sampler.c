@@ -1,5 +1,7 @@
 /* Sampler-only kinds: top_p_fence, top_k_fence, temperature_limits,
- * sampler_errors. They run on the engine's sampler; no model, no backend.
+ * sampler_errors. They run on the engine's sampler; no model. When the
+ * backend has its own sample slot, every sampling call also goes through it
+ * (model NULL) and must give the engine's token (gf_k_slot_rows).
  * (sampling_distribution and left_padding_positions: kind_distribution.c.) */
 #include <math.h>
 #include <stdio.h>
@@ -179,6 +181,49 @@ static double boundary_distance(const double *q, int32_t V, double p)
     return best;
 }
 
+/* With a backend sample slot: greedy and sampled draws of p on the case's
+ * logits (4 rows, seq ids 0..3; seeds 0..2, steps 0..1), the slot's tokens
+ * against the engine's (gf_k_slot_rows). */
+static void fence_slot(gf_krun *k, const char *label, const float *logits, int32_t V, const gf_sampler_params *p0)
+{
+    enum { ROWS = 4 };
+    if (!k->sample_ops)
+        return;
+    float *L = malloc((size_t)ROWS * V * sizeof *L);
+    if (!L) {
+        gf_k_fail(k, "out of memory");
+        return;
+    }
+    const uint64_t seq[ROWS] = {0, 1, 2, 3};
+    for (int32_t b = 0; b < ROWS; b++)
+        memcpy(L + (size_t)b * V, logits, (size_t)V * sizeof *L);
+    for (int pass = 0; pass < 7; pass++) { /* 0: greedy; 1..6: seed (pass-1)/2, step (pass-1)%2 */
+        gf_sampler_params p = *p0;
+        uint64_t step = 0;
+        char what[128];
+        if (pass == 0) {
+            p.temperature = 0;
+            snprintf(what, sizeof what, "%s greedy", label);
+        } else {
+            p.seed = (uint64_t)(pass - 1) / 2;
+            step = (uint64_t)(pass - 1) % 2;
+            snprintf(what, sizeof what, "%s seed %llu", label, (unsigned long long)p.seed);
+        }
+        int32_t eng[ROWS];
+        for (int32_t b = 0; b < ROWS; b++) {
+            gf_sample_result r;
+            if (gf_sample(logits, V, &p, seq[b], step, &r) != GF_OK) {
+                gf_k_error(k, "%s: the engine's sampler failed: %s", what, gf_error_msg());
+                free(L);
+                return;
+            }
+            eng[b] = r.token;
+        }
+        gf_k_slot_rows(k, what, L, ROWS, V, &p, seq, step, eng);
+    }
+    free(L);
+}
+
 static void run_fence(const gf_case *c, gf_krun *k)
 {
     const fence_spec *s = c->spec;
@@ -274,6 +319,7 @@ static void run_fence(const gf_case *c, gf_krun *k)
             free(want);
             free(pk);
         }
+        fence_slot(k, label, s->logits, V, &p);
         json_array_append_new(per, row);
         free(kept);
     }
@@ -448,12 +494,28 @@ static void run_temp(const gf_case *c, gf_krun *k)
                              am, st == GF_OK ? "" : ": ", st == GF_OK ? "" : gf_error_msg());
                 greedy_ok = 0;
             }
+            if (st == GF_OK) {
+                const uint64_t seq = r;
+                gf_k_slot_rows(k, "greedy", row, 1, (int32_t)V, &p, &seq, 0, &g.token);
+            }
             p.temperature = s->cold_t;
             st = gf_sample(row, (int32_t)V, &p, r, 0, &d);
             if (st != GF_OK || d.token != am) {
                 if (cold_draw_ok)
                     snprintf(dmsg, sizeof dmsg, "row %zu: cold draw gave %d, greedy %d", r, st == GF_OK ? d.token : -1, am);
                 cold_draw_ok = 0;
+            }
+            if (st == GF_OK) {
+                const uint64_t seq = r;
+                gf_k_slot_rows(k, "cold draw", row, 1, (int32_t)V, &p, &seq, 0, &d.token);
+            }
+        }
+        if (k->sample_ops) { /* a hot draw too: near uniform, so any of V tokens */
+            gf_sample_result h;
+            p.temperature = s->hot_t;
+            if (gf_sample(row, (int32_t)V, &p, r, 0, &h) == GF_OK) {
+                const uint64_t seq = r;
+                gf_k_slot_rows(k, "hot draw", row, 1, (int32_t)V, &p, &seq, 0, &h.token);
             }
         }
     }
@@ -579,6 +641,10 @@ static void run_err(const gf_case *c, gf_krun *k)
         else
             ok = gf_k_check(k, st == GF_OK, name, "%s", st == GF_OK ? "accepted" : gf_error_msg());
         n_ok += ok;
+        if (st == GF_OK) { /* accepted calls through the slot too (rejected ones never reach it) */
+            const uint64_t seq = 0;
+            gf_k_slot_rows(k, name, L, 1, V, &e->p, &seq, i, &r.token);
+        }
     }
     gf_k_metric_int(k, "calls", (long long)s->n_calls);
     gf_k_metric_int(k, "calls_as_expected", n_ok);

@@ -184,7 +184,11 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     json_object_set_new(o, "reason", json_string(j->reason ? j->reason : ""));
     json_object_set_new(o, "exit_status", json_integer(gf_verdict_exit(j->verdict, gf_job_required(j))));
     json_object_set_new(o, "seconds", json_real(j->seconds));
-    json_object_set_new(o, "sampler", json_string(c->kind->uses_backend ? "engine (generation loop)" : "engine"));
+    const char *smp = c->kind->uses_backend ? "engine (generation loop)" : "engine";
+    json_t *rs = j->record ? json_object_get(json_object_get(j->record, "metrics"), "sampler") : NULL;
+    if (json_is_string(rs) && !strcmp(json_string_value(rs), "engine + backend slot"))
+        smp = "engine + backend slot"; /* the case's sampling calls also ran through the backend's slot */
+    json_object_set_new(o, "sampler", json_string(smp));
     if (j->record) {
         json_t *m = json_object_get(j->record, "metrics");
         json_object_set(o, "metrics", m ? m : json_object());

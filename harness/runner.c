@@ -587,6 +587,22 @@ static json_t *job_child(const void *arg)
             k.session = NULL;
             gf_session_close(&s);
         }
+    } else if (k.backend_has_sample) {
+        /* sampler-only kind, backend with its own sampler: the kind also runs
+         * every sampling call through the slot (model NULL) */
+        gf_backend_handle h;
+        gf_status st = gf_registry_open(k.backend, &h);
+        if (st != GF_OK || !h.ops->sample) {
+            gf_k_fail(&k, "opening backend '%s' for its sample slot: %s", k.backend,
+                      st != GF_OK ? gf_error_msg() : "it has no sample slot");
+        } else {
+            k.sample_ops = h.ops;
+            c->kind->run(c, &k);
+            gf_k_slot_finish(&k);
+            k.sample_ops = NULL;
+        }
+        if (st == GF_OK)
+            gf_registry_close(&h);
     } else {
         c->kind->run(c, &k);
     }

@@ -11,7 +11,9 @@
  *     [length, length + T) of every layer, length advances once at the end;
  *   - a query at absolute position start + t sees keys j <= start + t that
  *     the key mask allows, and always its own key;
- *   - GF_LOGITS_LAST writes (B, 1, V): each row's position T - 1.
+ *   - GF_LOGITS_LAST writes (B, 1, V): each row's position T - 1;
+ *   - sample: its own sampler (docs/sampler.md) over genfence's uniforms,
+ *     usable with model NULL; equal, token for token, to gf_sample.
  * Numerics: F32 storage and F32 accumulation throughout. */
 #include <math.h>
 #include <stdarg.h>
@@ -20,8 +22,15 @@
 #include <string.h>
 
 #include <genfence/backend.h>
+#include <genfence/sampler.h> /* gf_sampler_params (the struct only; nothing linked) */
 
 #define EXPORT __attribute__((visibility("default")))
+
+#ifdef GF_PLUGIN_BAD_SAMPLE
+#define EX_NAME "example-bad-sample"
+#else
+#define EX_NAME "example"
+#endif
 
 /* ---- errors: our own buffer, handed to genfence through last_error ---- */
 
@@ -382,10 +391,118 @@ done:
     return st;
 }
 
+/* ---- the sampler slot: our own code, docs/sampler.md step by step ----
+ * temperature -> top-k -> top-p -> race over the uniforms genfence hands us
+ * (draws->u, the engine sampler's own numbers), in double. It never touches
+ * the model, so genfence may call it with model NULL (sampler-only kinds).
+ * Built with -DGF_PLUGIN_BAD_SAMPLE it returns the race's runner-up instead of
+ * its winner (a deliberately wrong sampler for the harness's detection test). */
+
+static int ex_cmp_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+typedef struct ex_zi {
+    double z;
+    int32_t i;
+} ex_zi;
+
+static int ex_cmp_zi(const void *a, const void *b) /* z descending, then index ascending */
+{
+    const ex_zi *x = a, *y = b;
+    if (x->z != y->z)
+        return x->z > y->z ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* One row; scratch: z (V), sorted (V), pairs (V). Returns the token. */
+static int32_t ex_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const double *u,
+                             double *z, double *sorted, ex_zi *pairs)
+{
+    if (p->temperature == 0.0) { /* greedy: argmax, lowest index on ties */
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        return best;
+    }
+    for (int32_t i = 0; i < V; i++)
+        z[i] = (double)logits[i] / p->temperature;
+    if (p->use_top_k && p->top_k < V) { /* keep z >= the k-th largest (ties kept) */
+        memcpy(sorted, z, (size_t)V * sizeof *z);
+        qsort(sorted, (size_t)V, sizeof *sorted, ex_cmp_desc);
+        double kth = sorted[p->top_k - 1];
+        for (int32_t i = 0; i < V; i++)
+            if (z[i] < kth)
+                z[i] = -INFINITY;
+    }
+    if (p->use_top_p) { /* smallest prefix (by z, then index) whose mass reaches p */
+        int32_t n = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (z[i] != -INFINITY)
+                pairs[n++] = (ex_zi){z[i], i};
+        qsort(pairs, (size_t)n, sizeof *pairs, ex_cmp_zi);
+        double total = 0.0, before = 0.0;
+        for (int32_t j = 0; j < n; j++)
+            total += exp(pairs[j].z - pairs[0].z);
+        for (int32_t j = 0; j < n; j++) {
+            if (j > 0 && before >= p->top_p)
+                z[pairs[j].i] = -INFINITY;
+            before += exp(pairs[j].z - pairs[0].z) / total;
+        }
+    }
+    /* the race: argmax z_i - log(-log(u_i)) over kept tokens, lowest index on ties */
+    int32_t best = -1, second = -1;
+    double bs = -INFINITY, ss = -INFINITY;
+    for (int32_t i = 0; i < V; i++) {
+        if (z[i] == -INFINITY)
+            continue;
+        double score = z[i] - log(-log(u[i]));
+        if (best < 0 || score > bs) {
+            second = best;
+            ss = bs;
+            best = i;
+            bs = score;
+        } else if (second < 0 || score > ss) {
+            second = i;
+            ss = score;
+        }
+    }
+#ifdef GF_PLUGIN_BAD_SAMPLE
+    if (second >= 0)
+        return second;
+#endif
+    (void)ss;
+    return best;
+}
+
+static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                           const gf_rng_draws *draws, int32_t *ids_out)
+{
+    (void)model; /* not needed: sampler-only calls pass NULL */
+    g_err[0] = '\0';
+    if (!logits || !params || !draws || !draws->u || !ids_out || B < 1 || draws->V < 1)
+        return fail(GF_E_INVALID_ARG, "example plugin: sample: bad arguments (B %d, V %d)", B,
+                    draws ? draws->V : -1);
+    const int32_t V = draws->V;
+    double *z = malloc((size_t)V * sizeof *z), *sorted = malloc((size_t)V * sizeof *sorted);
+    ex_zi *pairs = malloc((size_t)V * sizeof *pairs);
+    if (!z || !sorted || !pairs) {
+        free(z); free(sorted); free(pairs);
+        return fail(GF_E_NOMEM, "example plugin: sample: out of memory for %d logits", V);
+    }
+    for (int32_t b = 0; b < B; b++)
+        ids_out[b] = ex_sample_row(logits + (size_t)b * V, V, params, draws->u + (size_t)b * V, z, sorted, pairs);
+    free(z); free(sorted); free(pairs);
+    return GF_OK;
+}
+
 static const gf_backend_ops k_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
-    .name = "example",
+    .name = EX_NAME,
     .description = "out-of-tree example plugin: a small F32 GPT-2 forward",
     .probe = ex_probe,
     .info = ex_info,
@@ -397,7 +514,7 @@ static const gf_backend_ops k_ops = {
     .cache_length = ex_cache_length,
     .cache_bytes = ex_cache_bytes,
     .forward = ex_forward,
-    .sample = NULL,
+    .sample = ex_sample,
     .last_error = ex_last_error,
 };
 

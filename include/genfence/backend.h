@@ -79,9 +79,15 @@ typedef struct gf_backend_info {
 } gf_backend_info;
 
 /* Random numbers for an on-device sampler: exactly the uniforms the engine's
- * sampler would use (see docs/random.md), (B, V) row-major, each in (0, 1). */
+ * sampler would use (see docs/random.md), (B, V) row-major, each in (0, 1):
+ * row b is gf_rng_uniforms(params->seed, seq_ids[b], step, V).
+ * V is the row length of both u and the logits. It lives here because the
+ * slot has no V argument and a sampler-only call has no model to read
+ * vocab_size from; genfence never called the slot before V was added, so the
+ * ABI version did not change. */
 typedef struct gf_rng_draws {
     const double *u;              /* (B, V) */
+    int32_t V;                    /* entries per row of logits and u (>= 1) */
 } gf_rng_draws;
 
 typedef struct gf_sampler_params gf_sampler_params; /* engine/sampler.h */
@@ -121,8 +127,18 @@ typedef struct gf_backend_ops {
      * logits_out: (B, T, V) or (B, 1, V), see gf_logits_mode. */
     gf_status (*forward)(void *model, void *cache, const gf_batch *in, float *logits_out);
 
-    /* (optional) an on-device sampler: must return exactly the token the
-     * engine's sampler returns for the same logits (B, V), params and draws. */
+    /* (optional) the backend's own sampler. logits (B, V) row-major with
+     * V = draws->V; draws->u (B, V) the engine sampler's uniforms for each
+     * row (see gf_rng_draws); params already validated (gf_sampler_validate)
+     * and logits finite or -inf, not all -inf. Writes ids_out (B): for each
+     * row exactly the token gf_sample returns for that row, params and the
+     * row's (seed, seq id, step), i.e. temperature -> top-k -> top-p -> race
+     * over the given u (docs/sampler.md); greedy (temperature 0) is the
+     * argmax, lowest index on ties, and ignores u.
+     * model may be NULL: sampler-only use (genfence's sampler kinds call it
+     * with no model loaded), so the slot must not need the model handle. A
+     * slot given a model may use it (a device, a stream) but must not depend
+     * on it for the result. Buffers belong to the caller; no state is kept. */
     gf_status (*sample)(void *model, const float *logits, int32_t B,
                         const gf_sampler_params *params, const gf_rng_draws *draws,
                         int32_t *ids_out);

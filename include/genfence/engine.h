@@ -18,6 +18,16 @@ extern "C" {
  * Otherwise GF_E_ABI with the reason (naming the slot or both versions). */
 gf_status gf_backend_check_ops(const gf_backend_ops *ops);
 
+/* Run B rows of logits (B, V) through the backend's own `sample` slot:
+ * validates params and logits as gf_sample does (GF_E_INVALID_ARG), builds
+ * the uniforms gf_rng_uniforms(p->seed, seq_ids[b], step, V) per row
+ * (seq_ids NULL = row index) and calls the slot with `model` (NULL for
+ * sampler-only use). ids_out (B). GF_E_UNSUPPORTED when the backend has no
+ * slot; errors carry the backend's name (and its last_error text). */
+gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
+                            int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
+                            uint64_t step, int32_t *ids_out);
+
 typedef struct gf_engine gf_engine;
 
 /* Probe, then load desc into the backend. The engine keeps a copy of the

@@ -5,7 +5,8 @@
 # --backend path/to/libgenfence_example.so and put through the suite checks
 # against ref (forward logits within 1e-4, greedy tokens equal, margin-gated;
 # generate --verify and --batch-prompts), then the default suite (genfence run)
-# through it.
+# through it (its sampler cases also run the plugin's own `sample` slot;
+# tests/cli/plugin_sample_slot.sh checks those records).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
 tmp=$(mktemp -d)

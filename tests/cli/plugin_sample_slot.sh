@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The backend sampler slot (docs/backends.md): examples/plugin built out of
+# tree exactly as plugin_build.sh does (against a `cmake --install` of this
+# build, headers through pkg-config) has its own sampler in `sample`; the
+# sampler cases (cases/sampler.yaml) run every sampling call through it as
+# well as the engine's sampler and must pass with the slot check recorded.
+# The same source built with -DGF_PLUGIN_BAD_SAMPLE (tests/backends: the
+# race's runner-up instead of its winner) must fail exactly that check; ref
+# (no slot) keeps the engine-only record.
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+bad="$GF_BUILD/tests/backends/libgenfence_test_example_bad_sample.so"
+[ -f "$bad" ] || fail "test backend $bad not built"
+
+cmake --install "$GF_BUILD" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+pcdir=$(dirname "$(find "$tmp/prefix" -name genfence.pc | head -1)")
+cp -r "$GF_SRC/examples/plugin" "$tmp/src"
+rm -rf "$tmp/src/build"*
+env -u CPATH -u C_INCLUDE_PATH PKG_CONFIG_PATH="$pcdir" \
+    cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release >"$tmp/cfg.log" 2>&1 \
+    || { cat "$tmp/cfg.log"; fail "configure"; }
+cmake --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build"; }
+so="$tmp/build/libgenfence_example.so"
+[ -f "$so" ] || fail "no $so"
+echo "ok   built $so out of tree"
+
+set +e
+"$GENFENCE" run "$GF_SRC/cases/sampler.yaml" --backend "$so" --backend "$bad" --backend ref -j 2 \
+    --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+rc=$?
+set -e
+cat "$tmp/out"
+[ $rc -eq 1 ] || fail "exit status $rc, expected 1 (the bad slot fails)"
+
+"$PY" - "$tmp/rep/run.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+SLOT = "backend sample slot equals engine sampler"
+bad = []
+def check(ok, what):
+    if not ok:
+        bad.append(what)
+by = {}
+for r in doc["results"]:
+    by.setdefault(r["backend"], {})[r["id"]] = r
+check(set(by) == {"example", "example-bad-sample", "ref"}, f"backends {sorted(by)}")
+slot_cases = 0
+for cid, r in by["example"].items():
+    m, checks = r["metrics"], {c["name"]: c for c in r["checks"]}
+    check(r["verdict"] == "pass", f"{cid} [example]: {r['verdict']} {r['reason']}")
+    if "sampler" not in m:          # left_padding.positions: no sampler at all
+        check(SLOT not in checks, f"{cid} [example]: slot check without a sampler")
+        continue
+    slot_cases += 1
+    s = m["backend_sample_slot"]
+    check(m["sampler"] == r["sampler"] == "engine + backend slot", f"{cid} [example]: sampler {m['sampler']!r}/{r['sampler']!r}")
+    check(isinstance(s, dict) and s["ran"] is True and s["model"] is None and s["rows"] > 0
+          and s["mismatches"] == 0 and s["errors"] == 0, f"{cid} [example]: slot record {s}")
+    check(SLOT in checks and checks[SLOT]["passed"], f"{cid} [example]: slot check {checks.get(SLOT)}")
+    print(f"ok   {cid} [example]: slot ran {s['calls']} calls / {s['rows']} rows, all equal to the engine")
+check(slot_cases == 8, f"{slot_cases} sampler cases ran the slot, expected 8")
+for cid, r in by["example-bad-sample"].items():
+    failed = [c["name"] for c in r["checks"] if not c["passed"]]
+    if "sampler" not in r["metrics"]:
+        check(r["verdict"] == "pass", f"{cid} [bad]: {r['verdict']}")
+        continue
+    s = r["metrics"]["backend_sample_slot"]
+    check(r["verdict"] == "fail" and failed == [SLOT] and s["mismatches"] > 0 and r["reason"].startswith(SLOT),
+          f"{cid} [bad]: verdict {r['verdict']}, failed {failed}, reason {r['reason']!r}")
+    print(f"ok   {cid} [example-bad-sample]: fails the slot check ({s['mismatches']} of {s['rows']} rows differ)")
+for cid, r in by["ref"].items():
+    m = r["metrics"]
+    check(r["verdict"] == "pass", f"{cid} [ref]: {r['verdict']}")
+    check(all(c["name"] != SLOT for c in r["checks"]), f"{cid} [ref]: slot check without a slot")
+    if "sampler" in m:
+        check(m["sampler"] == r["sampler"] == "engine" and m["backend_sample_slot"] == "none",
+              f"{cid} [ref]: {m['sampler']!r} {m['backend_sample_slot']!r}")
+if bad:
+    print("\n".join("FAIL: " + b for b in bad))
+    sys.exit(1)
+print("ok   ref (no slot): engine only, as before")
+PY
