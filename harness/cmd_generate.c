@@ -188,7 +188,7 @@ static gf_status encode_batch(const gf_session *s, const char *spec, int32_t ***
     *lens = calloc((size_t)n, sizeof **lens);
     *B = n;
     gf_status st = *prompts && *lens ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
-    char *save = NULL, *part = copy;
+    char *part = copy;
     for (int32_t i = 0; st == GF_OK && i < n; i++) {
         char *bar = strchr(part, '|');
         if (bar)
@@ -200,7 +200,6 @@ static gf_status encode_batch(const gf_session *s, const char *spec, int32_t ***
         (*lens)[i] = (int32_t)len;
         part = bar ? bar + 1 : part + strlen(part);
     }
-    (void)save;
     free(copy);
     return st;
 }
