@@ -30,7 +30,7 @@ assert t["forward"]["max_abs_delta"] <= 1e-4 and t["padded"]["max_abs_delta"] <=
 print("triangulation JSON:", json.dumps(t))
 PY
 # agreeing backends: no triangulation output marks anything OFF
-if "$GENFENCE" backends | grep -q "^openblas .*available  "; then
+if "$GENFENCE" backends | grep -Eq "^openblas +available "; then
     "$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend ref --backend openblas \
         --report-dir "$tmp/ok" > "$tmp/ok.txt" 2>&1 || { cat "$tmp/ok.txt"; fail "ref + openblas failed"; }
     grep -q "openblas .*agrees with ref" "$tmp/ok.txt" || { cat "$tmp/ok.txt"; fail "openblas not reported as agreeing"; }
