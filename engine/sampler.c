@@ -71,27 +71,34 @@ static gf_status check_logits(const float *logits, int32_t V)
 /* Greedy over raw logits (already checked): top-1 is the first index of the
  * maximum, runner-up the first index of the maximum over the rest (so a tie
  * at the top gives margin 0). -inf entries are never a runner-up. */
+/* The two best scores seen so far; on equal scores the earlier index wins. */
+typedef struct top2 {
+    int32_t best, second;
+    double bs, ss;
+} top2;
+
+static void top2_push(top2 *t, int32_t i, double score)
+{
+    if (t->best < 0 || score > t->bs) {
+        t->second = t->best;
+        t->ss = t->bs;
+        t->best = i;
+        t->bs = score;
+    } else if (t->second < 0 || score > t->ss) {
+        t->second = i;
+        t->ss = score;
+    }
+}
+
 void gf_sampler_greedy_pick(const float *logits, int32_t V, gf_sample_result *out)
 {
-    int32_t best = -1, second = -1;
-    double bv = -INFINITY, sv = -INFINITY;
-    for (int32_t i = 0; i < V; i++) {
-        double x = (double)logits[i];
-        if (x == -INFINITY)
-            continue;
-        if (best < 0 || x > bv) {
-            second = best;
-            sv = bv;
-            best = i;
-            bv = x;
-        } else if (second < 0 || x > sv) {
-            second = i;
-            sv = x;
-        }
-    }
-    out->token = best;
-    out->runner_up = second;
-    out->margin = second >= 0 ? bv - sv : INFINITY;
+    top2 t = {-1, -1, -INFINITY, -INFINITY};
+    for (int32_t i = 0; i < V; i++)
+        if ((double)logits[i] != -INFINITY)
+            top2_push(&t, i, (double)logits[i]);
+    out->token = t.best;
+    out->runner_up = t.second;
+    out->margin = t.second >= 0 ? t.bs - t.ss : INFINITY;
     out->kept = V;
 }
 
@@ -249,26 +256,17 @@ gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_para
 
 void gf_sampler_race(const double *z, const double *u, int32_t V, gf_sample_result *out)
 {
-    int32_t best = -1, second = -1, kept = 0;
-    double bs = -INFINITY, ss = -INFINITY;
+    top2 t = {-1, -1, -INFINITY, -INFINITY};
+    int32_t kept = 0;
     for (int32_t i = 0; i < V; i++) {
         if (!isfinite(z[i]))
             continue;
         kept++;
-        double score = z[i] - log(-log(u[i]));
-        if (best < 0 || score > bs) {
-            second = best;
-            ss = bs;
-            best = i;
-            bs = score;
-        } else if (second < 0 || score > ss) {
-            second = i;
-            ss = score;
-        }
+        top2_push(&t, i, z[i] - log(-log(u[i])));
     }
-    out->token = best;
-    out->runner_up = second;
-    out->margin = best < 0 ? NAN : (second >= 0 ? bs - ss : INFINITY);
+    out->token = t.best;
+    out->runner_up = t.second;
+    out->margin = t.best < 0 ? NAN : (t.second >= 0 ? t.bs - t.ss : INFINITY);
     out->kept = kept;
 }
 
