@@ -100,7 +100,7 @@ gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, i
     st = gf_registry_open(backend, &s->backend);
     if (st != GF_OK)
         goto fail;
-    gf_backend_options opts = {.struct_size = sizeof opts, .threads = threads > 0 ? threads : 1};
+    gf_backend_options opts = gf_registry_options(&s->backend, threads);
     st = gf_engine_create(s->backend.ops, gf_model_desc_get(s->model), &opts, &s->engine);
     if (st != GF_OK)
         goto fail;

@@ -37,7 +37,7 @@ static void show(const char *name, long threads, int json, int first)
         snprintf(why, sizeof why, "%s", gf_error_msg());
     } else if ((st = h.ops->probe(why, sizeof why)) == GF_OK) {
         avail = 1;
-        gf_backend_options o = {.struct_size = sizeof o, .threads = (int32_t)threads};
+        gf_backend_options o = gf_registry_options(&h, (int32_t)threads);
         if (!h.ops->info || h.ops->info(&o, &info) != GF_OK)
             memset(&info, 0, sizeof info);
     }

@@ -172,7 +172,7 @@ static int bless_case(const gf_case *c, const char *backend, int32_t threads, co
     }
     /* provenance */
     const gf_backend_ops *ops = gf_engine_ops(ses.engine);
-    gf_backend_options bo = {.struct_size = sizeof bo, .threads = threads};
+    gf_backend_options bo = gf_registry_options(&ses.backend, threads);
     gf_backend_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;

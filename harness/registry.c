@@ -11,23 +11,40 @@
 #include "genfence/engine.h"
 #include "ref/ref.h"
 
-typedef struct builtin {
-    const char *name;
-    const gf_backend_ops *(*get)(void); /* NULL: a module loaded at run time */
-} builtin;
+#ifndef GENFENCE_BACKEND_MODULES
+#define GENFENCE_BACKEND_MODULES ""
+#endif
 
-static const builtin k_builtins[] = {
-    {"ref", gf_backend_ref},
-    {"openblas", NULL},
-    {"onednn", NULL},
-};
+enum { GF_REGISTRY_MAX = 32 };
 
+/* ref (linked in), then the module names the build declared, comma-separated
+ * in GENFENCE_BACKEND_MODULES (fed by gf_backend_folder() in CMake). */
 const char *const *gf_registry_names(void)
 {
-    static const char *names[sizeof k_builtins / sizeof k_builtins[0] + 1];
-    for (size_t i = 0; i < sizeof k_builtins / sizeof k_builtins[0]; i++)
-        names[i] = k_builtins[i].name;
+    static char buf[sizeof GENFENCE_BACKEND_MODULES + 1];
+    static const char *names[GF_REGISTRY_MAX + 1];
+    if (names[0])
+        return names;
+    size_t n = 0;
+    names[n++] = "ref";
+    memcpy(buf, GENFENCE_BACKEND_MODULES, sizeof GENFENCE_BACKEND_MODULES);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < GF_REGISTRY_MAX;
+         t = strtok_r(NULL, ",", &save))
+        names[n++] = t;
+    names[n] = NULL;
     return names;
+}
+
+static void known_list(char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *const *n = gf_registry_names(); *n && used < len; n++) {
+        int w = snprintf(out + used, len - used, "%s%s", used ? ", " : "", *n);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
 }
 
 const char *gf_registry_module_dir(void)
@@ -83,26 +100,72 @@ static gf_status open_shared(const char *path, const char *label, gf_backend_han
     return GF_OK;
 }
 
-gf_status gf_registry_open(const char *name, gf_backend_handle *h)
+/* Split spec into its name (copied to name, len bytes) and config (after the
+ * first ':', NULL when none). */
+static gf_status split_spec(const char *spec, char *name, size_t len, char **config_out)
 {
-    memset(h, 0, sizeof *h);
+    *config_out = NULL;
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (n == 0)
+        return gf_error_set(GF_E_INVALID_ARG, "backend spec '%s' has no name before ':'", spec);
+    if (n >= len)
+        return gf_error_set(GF_E_INVALID_ARG, "backend spec '%.64s...' is too long", spec);
+    memcpy(name, spec, n);
+    name[n] = '\0';
+    if (colon) {
+        *config_out = strdup(colon + 1);
+        if (!*config_out)
+            return gf_error_set(GF_E_NOMEM, "out of memory");
+    }
+    return GF_OK;
+}
+
+static gf_status open_named(const char *name, gf_backend_handle *h)
+{
     size_t n = strlen(name);
     if (strchr(name, '/') || (n > 3 && !strcmp(name + n - 3, ".so")))
         return open_shared(name, "plugin", h);
-    for (size_t i = 0; i < sizeof k_builtins / sizeof k_builtins[0]; i++) {
-        if (strcmp(name, k_builtins[i].name))
+    if (!strcmp(name, "ref")) {
+        h->ops = gf_backend_ref();
+        snprintf(h->source, sizeof h->source, "built-in");
+        return gf_backend_check_ops(h->ops);
+    }
+    for (const char *const *k = gf_registry_names(); *k; k++) {
+        if (strcmp(name, *k))
             continue;
-        if (k_builtins[i].get) {
-            h->ops = k_builtins[i].get();
-            snprintf(h->source, sizeof h->source, "built-in");
-            return gf_backend_check_ops(h->ops);
-        }
         char path[1024];
         snprintf(path, sizeof path, "%s/libgenfence_backend_%s.so", gf_registry_module_dir(), name);
         return open_shared(path, name, h);
     }
-    return gf_error_set(GF_E_NOT_FOUND, "unknown backend '%s' (known: ref, openblas, onednn, or a plugin path)",
-                        name);
+    char known[512];
+    known_list(known, sizeof known);
+    return gf_error_set(GF_E_NOT_FOUND, "unknown backend '%s' (known: %s, or a plugin path)", name,
+                        known);
+}
+
+gf_status gf_registry_open(const char *spec, gf_backend_handle *h)
+{
+    memset(h, 0, sizeof *h);
+    char name[1024];
+    char *config = NULL;
+    gf_status st = split_spec(spec, name, sizeof name, &config);
+    if (st == GF_OK)
+        st = open_named(name, h);
+    if (st != GF_OK) {
+        free(config);
+        gf_registry_close(h);
+        return st;
+    }
+    h->config = config;
+    return GF_OK;
+}
+
+gf_backend_options gf_registry_options(const gf_backend_handle *h, int32_t threads)
+{
+    gf_backend_options o = {.struct_size = sizeof o, .threads = threads > 0 ? threads : 1,
+                            .config = h ? h->config : NULL};
+    return o;
 }
 
 void gf_registry_close(gf_backend_handle *h)
@@ -111,5 +174,6 @@ void gf_registry_close(gf_backend_handle *h)
         return;
     if (h->dl)
         dlclose(h->dl);
+    free(h->config);
     memset(h, 0, sizeof *h);
 }

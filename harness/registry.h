@@ -12,14 +12,22 @@ typedef struct gf_backend_handle {
     const gf_backend_ops *ops;
     void *dl;                  /* dlopen handle for modules and plugins, else NULL */
     char source[512];          /* "built-in", or the path loaded */
+    char *config;              /* the spec's text after the first ':', or NULL (owned) */
 } gf_backend_handle;
 
-/* Names genfence knows without a path, in display order (NULL-terminated). */
+/* Names genfence knows without a path, in display order (NULL-terminated):
+ * ref, then the run-time modules the build declared (backends/CMakeLists.txt). */
 const char *const *gf_registry_names(void);
 
-/* Open a backend by name or plugin path; checks the ABI (gf_backend_check_ops).
- * On failure *h is cleared and the message says why (the loader's text). */
-gf_status gf_registry_open(const char *name_or_path, gf_backend_handle *h);
+/* Open a backend by spec: NAME, NAME:CONFIG, or a plugin path (anything with
+ * '/' or ending in ".so", optionally :CONFIG). CONFIG is handed to the
+ * backend as gf_backend_options.config (gf_registry_options). Checks the ABI
+ * (gf_backend_check_ops). On failure *h is cleared and the message says why
+ * (the loader's text); GF_E_NOT_FOUND for a name nobody declared. */
+gf_status gf_registry_open(const char *spec, gf_backend_handle *h);
+
+/* The options to hand h's backend: threads (>= 1) and h's config. */
+gf_backend_options gf_registry_options(const gf_backend_handle *h, int32_t threads);
 void gf_registry_close(gf_backend_handle *h);  /* NULL-safe */
 
 /* Directory searched for modules: $GENFENCE_MODULE_DIR, else the build's. */

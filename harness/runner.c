@@ -452,7 +452,7 @@ static json_t *probe_child(const void *arg)
     json_object_set_new(r, "available", json_boolean(st == GF_OK));
     json_object_set_new(r, "why", json_string(st == GF_OK ? "" : why[0] ? why : gf_status_str(st)));
     if (st == GF_OK && ops->info) {
-        gf_backend_options o = {.struct_size = sizeof o, .threads = a->threads};
+        gf_backend_options o = gf_registry_options(&h, a->threads);
         gf_backend_info info;
         memset(&info, 0, sizeof info);
         info.struct_size = sizeof info;

@@ -1,6 +1,14 @@
 # Helpers for the vendor backend modules.
 include(GNUInstallDirs)
 
+# gf_backend_folder(NAME): add backends/NAME and register NAME with the
+# backend registry (the global property GF_BACKEND_MODULES feeds the
+# registry's list of module names at configure time).
+macro(gf_backend_folder name)
+  set_property(GLOBAL APPEND PROPERTY GF_BACKEND_MODULES ${name})
+  add_subdirectory(${name})
+endmacro()
+
 # gf_backend_mode(VAR OPTION DOC): define the cache variable OPTION
 # (ON|OFF|AUTO, default AUTO) and set VAR to ON, OFF or AUTO.
 function(gf_backend_mode out opt doc)

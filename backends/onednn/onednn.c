@@ -321,6 +321,9 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
 {
     *model_out = NULL;
     gf_error_clear();
+    if (opts && opts->config)
+        return gf_error_set(GF_E_INVALID_ARG, "onednn takes no options (got 'onednn:%s')",
+                            opts->config);
     char why[512];
     if (dn_probe(why, sizeof why) != GF_OK)
         return gf_error_set(GF_E_UNAVAILABLE, "onednn: %s", why);

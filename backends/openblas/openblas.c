@@ -104,6 +104,9 @@ static gf_status ob_model_load(const gf_model_desc *desc, const gf_backend_optio
 {
     *model_out = NULL;
     gf_error_clear();
+    if (opts && opts->config)
+        return gf_error_set(GF_E_INVALID_ARG, "openblas takes no options (got 'openblas:%s')",
+                            opts->config);
     ob_model *m = calloc(1, sizeof *m);
     if (!m)
         return gf_error_set(GF_E_NOMEM, "openblas: out of memory");

@@ -111,8 +111,9 @@ static float *transpose_f32(const float *src, int32_t in, int32_t out)
 static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_options *opts,
                                 void **model_out)
 {
-    (void)opts;
     *model_out = NULL;
+    if (opts && opts->config)
+        return gf_error_set(GF_E_INVALID_ARG, "ref takes no options (got 'ref:%s')", opts->config);
     const gf_model_config *c = &desc->config;
     if (c->arch != GF_ARCH_GPT2)
         return gf_error_set(GF_E_UNSUPPORTED, "ref: architecture %d not supported yet (GPT-2 only)",

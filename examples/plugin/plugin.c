@@ -15,6 +15,7 @@
  *   - sample: its own sampler (docs/sampler.md) over genfence's uniforms,
  *     usable with model NULL; equal, token for token, to gf_sample.
  * Numerics: F32 storage and F32 accumulation throughout. */
+#include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -136,9 +137,12 @@ static void ex_model_free(void *handle)
 
 static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **out)
 {
-    (void)opts;
     *out = NULL;
     g_err[0] = '\0';
+    /* opts->config exists from ABI v2 on; struct_size says whether the caller filled it */
+    if (opts && opts->struct_size >= offsetof(gf_backend_options, config) + sizeof opts->config &&
+        opts->config)
+        return fail(GF_E_INVALID_ARG, "example plugin takes no options (got ':%s')", opts->config);
     const gf_model_config *c = &desc->config;
     if (c->arch != GF_ARCH_GPT2)
         return fail(GF_E_UNSUPPORTED, "example plugin: GPT-2 only (architecture %d)", (int)c->arch);

@@ -35,7 +35,9 @@
 extern "C" {
 #endif
 
-#define GF_BACKEND_ABI_VERSION 1u
+/* Version 2: gf_model_desc gained the Llama/Qwen2 fields (gf_layer_weights
+ * grew, so its array stride changed) and gf_backend_options gained config. */
+#define GF_BACKEND_ABI_VERSION 2u
 
 /* The dtype a backend computes in; the margin gate uses its ULP. */
 typedef enum gf_compute_dtype {
@@ -48,6 +50,13 @@ typedef enum gf_compute_dtype {
 typedef struct gf_backend_options {
     uint32_t struct_size;
     int32_t threads;              /* worker threads the backend may use; >= 1 */
+    /* The text after the first ':' of the backend spec the user gave, e.g.
+     * "tf32" for `--backend cuda:tf32`, "q8_0,kv=f16" for
+     * `--backend llamacpp:q8_0,kv=f16`, the command line for `exec:CMD ...`;
+     * NULL when the spec had no ':'. A backend that takes no options refuses
+     * a non-NULL config in model_load (GF_E_INVALID_ARG, naming it); info
+     * reports the dtype the config selects. */
+    const char *config;
 } gf_backend_options;
 
 /* Which logits forward writes. */

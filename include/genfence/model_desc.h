@@ -18,7 +18,8 @@ extern "C" {
 
 typedef enum gf_arch {
     GF_ARCH_GPT2 = 1,  /* learned positions, LayerNorm, GELU MLP, fused qkv */
-    GF_ARCH_LLAMA = 2, /* rotary positions, RMSNorm, SwiGLU, grouped-query attention (later) */
+    GF_ARCH_LLAMA = 2, /* rotary positions, RMSNorm, SwiGLU, grouped-query attention;
+                        * Qwen2 is this family with q/k/v biases (config.qkv_bias) */
 } gf_arch;
 
 typedef enum gf_activation {
@@ -31,6 +32,14 @@ typedef enum gf_activation {
 typedef enum gf_norm_kind { GF_NORM_LAYERNORM = 1, GF_NORM_RMSNORM = 2 } gf_norm_kind;
 typedef enum gf_pos_kind { GF_POS_LEARNED = 1, GF_POS_ROPE = 2 } gf_pos_kind;
 
+/* Hugging Face's rope_scaling.rope_type; the scaling is already folded into
+ * gf_model_weights.rope_inv_freq, so a backend never needs to read these. */
+typedef enum gf_rope_scaling {
+    GF_ROPE_SCALING_NONE = 0,
+    GF_ROPE_SCALING_LINEAR = 1, /* inv_freq / factor */
+    GF_ROPE_SCALING_LLAMA3 = 2, /* per-frequency blend, see engine/config.c */
+} gf_rope_scaling;
+
 typedef struct gf_model_config {
     gf_arch arch;
     gf_activation activation;
@@ -41,14 +50,18 @@ typedef struct gf_model_config {
     int32_t n_embd;      /* D */
     int32_t n_layer;     /* L */
     int32_t n_head;      /* H (query heads) */
-    int32_t n_kv_head;   /* key/value heads; == n_head without GQA */
-    int32_t d_head;      /* D / H */
+    int32_t n_kv_head;   /* H_kv key/value heads; == H without GQA; H % H_kv == 0 */
+    int32_t d_head;      /* head_dim when config.json gives it, else D / H */
     int32_t d_ff;        /* MLP inner width (4 D for GPT-2) */
     float norm_eps;      /* layer_norm_epsilon / rms_norm_eps */
     float rope_theta;    /* GF_POS_ROPE only */
     int32_t bos_id;      /* -1 if none */
     int32_t eos_id;      /* -1 if none */
     int32_t tied_head;   /* 1: lm_head == wte */
+    /* ABI v2 */
+    int32_t qkv_bias;    /* 1: q/k/v projections have biases (Qwen2) */
+    gf_rope_scaling rope_scaling;  /* informational; folded into rope_inv_freq */
+    float rope_factor;   /* rope_scaling.factor (linear, llama3); 0 if none */
 } gf_model_config;
 
 typedef struct gf_layer_weights {
@@ -71,6 +84,9 @@ typedef struct gf_layer_weights {
     const float *mlp_norm_w;      /* (D) */
     const float *w_gate, *w_up;   /* (F, D) */
     const float *w_down;          /* (D, F) */
+    /* ABI v2: Qwen2's attention biases; NULL unless config.qkv_bias */
+    const float *bq;              /* (H d_head) */
+    const float *bk, *bv;         /* (H_kv d_head) */
 } gf_layer_weights;
 
 typedef struct gf_model_weights {
@@ -79,6 +95,12 @@ typedef struct gf_model_weights {
     const gf_layer_weights *layers; /* (L) */
     const float *lnf_w, *lnf_b;   /* (D), (D); lnf_b NULL for RMSNorm */
     const float *lm_head;         /* (V, D); == wte when tied */
+    /* ABI v2, rotary only (NULL for learned positions): the inverse
+     * frequencies with rope_scaling applied, as Hugging Face computes them
+     * (float32). Rotate-half layout: for pair i in [0, d_head/2), angle =
+     * pos * rope_inv_freq[i] (computed in float32 as HF does:
+     * (float)pos * inv_freq), and (x[i], x[i + d_head/2]) is rotated by it. */
+    const float *rope_inv_freq;   /* (d_head / 2) */
 } gf_model_weights;
 
 typedef struct gf_model_desc {

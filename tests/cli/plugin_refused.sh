@@ -47,6 +47,7 @@ build() { # name, extra flags
         || fail "could not build $name"
 }
 build wrong_abi -DABI=99u -DRET='&ops'
+build old_abi -DABI=1u -DRET='&ops'
 build no_forward -DABI=GF_BACKEND_ABI_VERSION -DRET='&ops' -DNO_FORWARD -Wno-unused-function
 build no_entry -DABI=GF_BACKEND_ABI_VERSION -DNO_ENTRY -Wno-unused-function
 build null_table -DABI=GF_BACKEND_ABI_VERSION -DRET=0 -Wno-unused-variable -Wno-unused-function
@@ -68,7 +69,9 @@ check() { # plugin path, expected message (grep -E)
     echo "$out" | grep -F "$so" | grep -E "unavailable" | grep -Eq "$want" \
         || fail "backends does not list $so unavailable with /$want/"
 }
-check "$tmp/wrong_abi.so" "refused .*wrong_abi\.so.*built for ABI version 99; this genfence speaks version 1"
+V=$(sed -n 's/^#define GF_BACKEND_ABI_VERSION \([0-9]*\)u.*/\1/p' "$GF_SRC/include/genfence/backend.h")
+check "$tmp/wrong_abi.so" "refused .*wrong_abi\.so.*built for ABI version 99; this genfence speaks version $V"
+check "$tmp/old_abi.so" "refused .*old_abi\.so.*built for ABI version 1; this genfence speaks version $V"
 check "$tmp/no_forward.so" "refused .*no_forward\.so.*lacks the required slot 'forward'"
 check "$tmp/no_entry.so" "no_entry\.so does not export genfence_backend_entry"
 check "$tmp/null_table.so" "refused .*null_table\.so.*table is NULL"
