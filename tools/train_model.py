@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Train the holmes-gpt toy GPT-2 (≈0.87M parameters) on the Sherlock Holmes canon.
+"""Train the holmes toy models on the Sherlock Holmes canon: holmes-gpt (GPT-2,
+≈0.87M parameters, --arch gpt2, the default) or holmes-llama (Llama with 4 query
+heads / 2 key-value heads, ≈0.79M parameters, --arch llama).
 
 Data: the corpus is split into sections on runs of 3+ blank lines (129
 sections); section i (0-based) is VALIDATION iff i % 20 == 10 (6 sections,
@@ -24,6 +26,8 @@ it. Log: train/log.txt. At the end: model.save_pretrained(--out,
 safe_serialization=True) -> config.json + model.safetensors.
 
 Usage:
+  nohup .venv/bin/python tools/train_model.py --arch llama --minutes 25 --threads 1 \
+        --train-dir train/llama > train/llama-stdout.txt 2>&1 &
   nohup .venv/bin/python tools/train_model.py --minutes 25 > train/stdout.txt 2>&1 &
   nohup .venv/bin/python tools/train_model.py --minutes 25 --resume >> train/stdout.txt 2>&1 &
 """
@@ -40,12 +44,25 @@ import holmes_common as hc  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
+# Training window per architecture. holmes-llama trains on 256-token windows
+# (max_position_embeddings 256): positions past 64 and past 128 (the GPT's limit)
+# are then in-distribution, so forward checks and the RoPE sliding-window cases
+# there measure the backend, not an untrained region of the model.
+ARCH_CTX = {"gpt2": 128, "llama": 256}
 CTX = 128
 
 
-def make_config():
+def make_config(arch="gpt2"):
+    if arch == "llama":
+        return LlamaConfig(
+            vocab_size=512, hidden_size=128, intermediate_size=344, num_hidden_layers=4,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=32, hidden_act="silu",
+            max_position_embeddings=ARCH_CTX["llama"], rms_norm_eps=1e-5, rope_theta=10000.0,
+            tie_word_embeddings=True, attention_bias=False, mlp_bias=False, attention_dropout=0.0,
+            bos_token_id=hc.EOT_ID, eos_token_id=hc.EOT_ID, initializer_range=0.02,
+        )
     return GPT2Config(
         vocab_size=512, n_positions=CTX, n_embd=128, n_layer=4, n_head=4,
         activation_function="gelu_new", bos_token_id=hc.EOT_ID, eos_token_id=hc.EOT_ID,
@@ -68,13 +85,14 @@ def batch_loss(model, x, y):
 
 
 @torch.no_grad()
-def eval_windows(model, stream, starts, bs=64):
+def eval_windows(model, stream, starts, bs=64, ctx=None):
+    ctx = ctx or CTX
     model.eval()
     tot, n = 0.0, 0
     for i in range(0, len(starts), bs):
         s = starts[i:i + bs]
-        x = torch.stack([stream[j:j + CTX] for j in s])
-        y = torch.stack([stream[j + 1:j + 1 + CTX] for j in s])
+        x = torch.stack([stream[j:j + ctx] for j in s])
+        y = torch.stack([stream[j + 1:j + 1 + ctx] for j in s])
         logits = model(input_ids=x).logits
         tot += F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()
         n += y.numel()
@@ -91,9 +109,10 @@ def lr_at(step, frac, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", choices=sorted(ARCH_CTX), default="gpt2")
     ap.add_argument("--data", default=os.path.relpath(hc.DEFAULT_DATA))
     ap.add_argument("--tokenizer", default=os.path.join(os.path.relpath(hc.DEFAULT_MODEL_DIR), "tokenizer.json"))
-    ap.add_argument("--out", default=os.path.relpath(hc.DEFAULT_MODEL_DIR))
+    ap.add_argument("--out", default=None, help="default models/holmes-gpt or models/holmes-llama")
     ap.add_argument("--train-dir", default="train")
     ap.add_argument("--minutes", type=float, default=25.0, help="wall-time budget of the training loop")
     ap.add_argument("--batch", type=int, default=32)
@@ -107,6 +126,10 @@ def main():
     ap.add_argument("--ckpt-seconds", type=float, default=120.0)
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
+    global CTX
+    CTX = ARCH_CTX[args.arch]
+    if args.out is None:
+        args.out = os.path.relpath(os.path.join(hc.REPO_ROOT, "models", "holmes-" + ("gpt" if args.arch == "gpt2" else "llama")))
 
     torch.set_num_threads(args.threads)
     os.makedirs(args.train_dir, exist_ok=True)
@@ -125,12 +148,13 @@ def main():
     train_ids = encode_stream(tok, train_secs)
     val_ids = encode_stream(tok, val_secs)
     val_starts = list(range(0, len(val_ids) - CTX - 1, CTX))
+    val_starts128 = list(range(0, len(val_ids) - 128 - 1, 128))  # comparable with holmes-gpt
     g_fixed = torch.Generator().manual_seed(args.seed + 1)
     train_eval_starts = torch.randint(0, len(train_ids) - CTX - 1, (256,), generator=g_fixed).tolist()
 
     torch.manual_seed(args.seed)
     random.seed(args.seed)
-    model = GPT2LMHeadModel(make_config())
+    model = (LlamaForCausalLM if args.arch == "llama" else GPT2LMHeadModel)(make_config(args.arch))
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -155,7 +179,7 @@ def main():
     else:
         log(f"start: params {n_params}, train tokens {len(train_ids)}, val tokens {len(val_ids)} "
             f"({len(val_starts)} val windows), batch {args.batch}x{CTX}, lr {args.lr}, "
-            f"warmup {args.warmup}, budget {budget:.0f}s, seed {args.seed}, threads {args.threads}")
+            f"warmup {args.warmup}, arch {args.arch}, budget {budget:.0f}s, seed {args.seed}, threads {args.threads}")
 
     def save_ckpt():
         tmp = ckpt_path + ".tmp"
@@ -204,7 +228,9 @@ def main():
     save_ckpt()
     vl = eval_windows(model, val_ids, val_starts)
     tl = eval_windows(model, train_ids, train_eval_starts)
-    log(f"final step {step} elapsed {elapsed:.0f}s eval_train_loss {tl:.4f} val_loss {vl:.4f}")
+    vl128 = eval_windows(model, val_ids, val_starts128, ctx=128)
+    log(f"final step {step} elapsed {elapsed:.0f}s eval_train_loss {tl:.4f} val_loss {vl:.4f} "
+        f"val_loss@128 {vl128:.4f} ({len(val_starts128)} windows)")
     model.eval()
     model.save_pretrained(args.out, safe_serialization=True)
     gc = os.path.join(args.out, "generation_config.json")
