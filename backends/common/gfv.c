@@ -22,8 +22,8 @@ static float *dup_f32(const float *src, size_t n)
 static void scratch_release(gfv_model *m)
 {
     free(m->x); free(m->h); free(m->qkv); free(m->att); free(m->tmp); free(m->ff); free(m->p);
-    free(m->kv_tmp);
-    m->x = m->h = m->qkv = m->att = m->tmp = m->ff = m->p = m->kv_tmp = NULL;
+    free(m->cs); free(m->kv_tmp);
+    m->x = m->h = m->qkv = m->att = m->tmp = m->ff = m->p = m->cs = m->kv_tmp = NULL;
     m->scratch_rows = 0;
     m->kv_tmp_floats = 0;
 }
@@ -42,12 +42,92 @@ void gfv_model_release(gfv_model *m)
     if (m->lm_head != m->wte)
         free(m->lm_head);
     free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
-    free(m->lm_head_kn);
+    free(m->lm_head_kn); free(m->rope_inv_freq);
     free(m->lin);
     scratch_release(m);
     m->layers = NULL;
     m->lin = NULL;
-    m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = m->lm_head_kn = NULL;
+    m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = m->lm_head_kn = m->rope_inv_freq = NULL;
+}
+
+/* Rows of a, then rows of b, then rows of c (each n_x floats; c may be
+ * absent with n_c 0): one [out, in] weight (or bias) for a fused product.
+ * NULL if out of memory or a part that should be there is NULL. */
+static float *concat_f32(const float *a, size_t n_a, const float *b, size_t n_b, const float *c, size_t n_c)
+{
+    if (!a || !b || (n_c && !c))
+        return NULL;
+    float *dst = malloc((n_a + n_b + n_c) * sizeof *dst);
+    if (!dst)
+        return NULL;
+    memcpy(dst, a, n_a * sizeof *dst);
+    memcpy(dst + n_a, b, n_b * sizeof *dst);
+    if (n_c)
+        memcpy(dst + n_a + n_b, c, n_c * sizeof *dst);
+    return dst;
+}
+
+/* The Llama family (Qwen2 = with q/k/v biases): weights as HF stores them
+ * ([out, in]), q | k | v and gate | up fused so a decode step is four
+ * products per layer, as for GPT-2. */
+static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
+{
+    const char *be = m->backend;
+    const gf_model_config *c = &desc->config;
+    if (c->norm != GF_NORM_RMSNORM || c->pos != GF_POS_ROPE)
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: Llama family needs RMSNorm and rotary positions (norm %d, pos %d)",
+                            be, (int)c->norm, (int)c->pos);
+    if (c->activation != GF_ACT_SILU && c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
+        c->activation != GF_ACT_RELU)
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: activation %d not supported", be, (int)c->activation);
+    if (c->n_embd < 1 || c->n_head < 1 || c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->d_head < 2 ||
+        c->d_head % 2 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 || c->n_positions < 1)
+        return gf_error_set(GF_E_UNSUPPORTED,
+                            "%s: unsupported shape (D %d, H %d, kv heads %d, d_head %d, L %d, V %d, F %d)", be,
+                            c->n_embd, c->n_head, c->n_kv_head, c->d_head, c->n_layer, c->vocab_size, c->d_ff);
+    const gf_model_weights *w = &desc->weights;
+    if (!w->rope_inv_freq || !w->layers)
+        return gf_error_set(GF_E_INVALID_ARG, "%s: Llama model description without %s", be,
+                            w->layers ? "rope_inv_freq" : "layers");
+    m->cfg = *c;
+    const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
+    const size_t Q = (size_t)c->n_head * c->d_head, KV = (size_t)c->n_kv_head * c->d_head;
+    m->q_dim = (int32_t)Q;
+    m->kv_dim = (int32_t)KV;
+    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->lnf_w = dup_f32(w->lnf_w, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->rope_inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    m->n_lin = L * GFV_PER_LAYER + 1;
+    m->lin = calloc((size_t)m->n_lin, sizeof *m->lin);
+    int ok = m->wte && m->lnf_w && m->lm_head && m->rope_inv_freq && m->layers && m->lin;
+    for (int32_t l = 0; ok && l < L; l++) {
+        const gf_layer_weights *s = &w->layers[l];
+        gfv_layer *d = &m->layers[l];
+        d->ln1_w = dup_f32(s->attn_norm_w, D);
+        d->ln2_w = dup_f32(s->mlp_norm_w, D);
+        d->qkv_w = concat_f32(s->wq, Q * D, s->wk, KV * D, s->wv, KV * D);
+        d->qkv_b = c->qkv_bias ? concat_f32(s->bq, Q, s->bk, KV, s->bv, KV) : NULL;
+        d->proj_w = dup_f32(s->wo, (size_t)D * Q);
+        d->fc_w = concat_f32(s->w_gate, (size_t)F * D, s->w_up, (size_t)F * D, NULL, 0);
+        d->mproj_w = dup_f32(s->w_down, (size_t)D * F);
+        ok = d->ln1_w && d->ln2_w && d->qkv_w && (d->qkv_b || !c->qkv_bias) && d->proj_w && d->fc_w &&
+             d->mproj_w;
+        if (!ok)
+            break;
+        m->lin[GFV_LIN_ID(l, GFV_QKV)] = (gfv_lin){D, (int32_t)(Q + 2 * KV), d->qkv_w, 1, d->qkv_b};
+        m->lin[GFV_LIN_ID(l, GFV_PROJ)] = (gfv_lin){(int32_t)Q, D, d->proj_w, 1, NULL};
+        m->lin[GFV_LIN_ID(l, GFV_FC)] = (gfv_lin){D, 2 * F, d->fc_w, 1, NULL};
+        m->lin[GFV_LIN_ID(l, GFV_MPROJ)] = (gfv_lin){F, D, d->mproj_w, 1, NULL};
+    }
+    if (!ok) {
+        gfv_model_release(m);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory (or a NULL weight) loading the model", be);
+    }
+    /* the LM head (V, D) [out, in] in place: no transposed copy of a large head */
+    m->lin[GFV_LIN_HEAD(m)] = (gfv_lin){D, V, m->lm_head, 1, NULL};
+    return GF_OK;
 }
 
 gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend,
@@ -58,8 +138,10 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
     if (!desc || desc->struct_size < offsetof(gf_model_desc, name))
         return gf_error_set(GF_E_INVALID_ARG, "%s: model description missing or too small", backend);
     const gf_model_config *c = &desc->config;
+    if (c->arch == GF_ARCH_LLAMA)
+        return init_llama(m, desc);
     if (c->arch != GF_ARCH_GPT2)
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: architecture %d not supported (GPT-2 only)", backend,
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: architecture %d not supported (GPT-2, Llama)", backend,
                             (int)c->arch);
     if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
         c->activation != GF_ACT_RELU)
@@ -73,6 +155,8 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
                             backend, c->n_embd, c->n_head, c->n_kv_head, c->d_head, c->n_layer,
                             c->vocab_size, c->d_ff);
     m->cfg = *c;
+    m->cfg.n_kv_head = c->n_head;
+    m->q_dim = m->kv_dim = c->n_embd;
     const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
     const gf_model_weights *w = &desc->weights;
     m->wte = dup_f32(w->wte, (size_t)V * D);
@@ -131,16 +215,19 @@ static gf_status scratch_reserve(gfv_model *m, size_t rows)
 {
     if (rows <= m->scratch_rows)
         return GF_OK;
-    const size_t D = (size_t)m->cfg.n_embd, F = (size_t)m->cfg.d_ff;
+    const int llama = m->cfg.arch == GF_ARCH_LLAMA;
+    const size_t D = (size_t)m->cfg.n_embd, F = (size_t)m->cfg.d_ff * (llama ? 2 : 1);
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
     scratch_release(m);
     m->x = malloc(rows * D * sizeof(float));
     m->h = malloc(rows * D * sizeof(float));
-    m->qkv = malloc(rows * 3 * D * sizeof(float));
-    m->att = malloc(rows * D * sizeof(float));
+    m->qkv = malloc(rows * (Q + 2 * KV) * sizeof(float));
+    m->att = malloc(rows * Q * sizeof(float));
     m->tmp = malloc(rows * D * sizeof(float));
     m->ff = malloc(rows * F * sizeof(float));
     m->p = malloc((size_t)m->cfg.n_positions * sizeof(float));
-    if (!m->x || !m->h || !m->qkv || !m->att || !m->tmp || !m->ff || !m->p) {
+    m->cs = llama ? malloc(rows * (size_t)m->cfg.d_head * sizeof(float)) : NULL;
+    if (!m->x || !m->h || !m->qkv || !m->att || !m->tmp || !m->ff || !m->p || (llama && !m->cs)) {
         scratch_release(m);
         return gf_error_set(GF_E_NOMEM, "%s: out of memory for activations of %zu positions", m->backend,
                             rows);
@@ -162,7 +249,7 @@ gf_status gfv_cache_create(void *model, int32_t batch, int32_t max_len, void **c
     gfv_cache *c = calloc(1, sizeof *c);
     if (!c)
         return gf_error_set(GF_E_NOMEM, "%s: out of memory", m->backend);
-    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_head * max_len * m->cfg.d_head;
+    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_kv_head * max_len * m->cfg.d_head;
     c->m = m;
     c->B = batch;
     c->max_len = max_len;
@@ -199,7 +286,7 @@ size_t gfv_cache_bytes(const void *cache)
 {
     const gfv_cache *c = cache;
     const gf_model_config *g = &c->m->cfg;
-    return 2 * (size_t)g->n_layer * c->B * g->n_head * c->max_len * g->d_head * sizeof(float);
+    return 2 * (size_t)g->n_layer * c->B * g->n_kv_head * c->max_len * g->d_head * sizeof(float);
 }
 
 /* ---- F32 building blocks ---- */
@@ -221,6 +308,52 @@ static void layernorm_f32(float *restrict y, const float *restrict x, const floa
         y[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
+/* HF's LlamaRMSNorm in float32: w * (x * rsqrt(mean(x^2) + eps)) */
+static void rmsnorm_f32(float *restrict y, const float *restrict x, const float *w, int32_t D, float eps)
+{
+    float ss = 0.0f;
+    for (int32_t i = 0; i < D; i++)
+        ss += x[i] * x[i];
+    const float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = w[i] * (x[i] * inv);
+}
+
+/* the family's norm over `rows` rows of D */
+static void norm_rows(const gfv_model *m, float *y, const float *x, const float *w, const float *b, size_t rows)
+{
+    const int32_t D = m->cfg.n_embd;
+    for (size_t i = 0; i < rows; i++) {
+        if (m->cfg.norm == GF_NORM_RMSNORM)
+            rmsnorm_f32(y + i * D, x + i * D, w, D, m->cfg.norm_eps);
+        else
+            layernorm_f32(y + i * D, x + i * D, w, b, D, m->cfg.norm_eps);
+    }
+}
+
+/* cs (d_head) = cos | sin of pos * inv_freq, in float32 as HF computes them */
+static void rope_table(float *cs, const float *inv_freq, int32_t pos, int32_t half)
+{
+    for (int32_t i = 0; i < half; i++) {
+        const float ang = (float)pos * inv_freq[i];
+        cs[i] = cosf(ang);
+        cs[half + i] = sinf(ang);
+    }
+}
+
+/* HF's rotate-half: x = x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1) */
+static void rope_apply(float *x, const float *cs, int32_t half)
+{
+    const float *c = cs, *sn = cs + half;
+    for (int32_t i = 0; i < half; i++) {
+        const float x1 = x[i], x2 = x[half + i];
+        x[i] = x1 * c[i] - x2 * sn[i];
+        x[half + i] = x2 * c[i] + x1 * sn[i];
+    }
+}
+
+static float silu_f32(float v) { return v / (1.0f + expf(-v)); }
+
 static void activation_f32(gf_activation act, float *x, size_t n)
 {
     switch (act) {
@@ -237,6 +370,10 @@ static void activation_f32(gf_activation act, float *x, size_t n)
     case GF_ACT_RELU:
         for (size_t i = 0; i < n; i++)
             x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case GF_ACT_SILU:
+        for (size_t i = 0; i < n; i++)
+            x[i] = silu_f32(x[i]);
         break;
     default:
         break;
@@ -290,6 +427,57 @@ static gf_status check_batch(const gfv_model *m, const gfv_cache *c, const gf_ba
 
 /* ---- the forward pass ---- */
 
+/* One layer's attention over the cache: queries from qkv (row stride
+ * Q + 2 KV), keys and values of layer l in c, output att (BT, Q). Query head
+ * hh reads key/value head hh / (H / H_kv). */
+static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const gf_batch *in, int32_t start)
+{
+    const gf_model_config *g = &m->cfg;
+    const int32_t B = in->B, T = in->T, H = g->n_head, Hkv = g->n_kv_head, dh = g->d_head;
+    const int32_t S = c->max_len, Tk = start + T, rep = H / Hkv, Q = m->q_dim;
+    const size_t row_w = (size_t)Q + 2 * (size_t)m->kv_dim;
+    const float *K = c->k + (size_t)l * B * Hkv * S * dh; /* (B, H_kv, S, dh) of layer l */
+    const float *Vc = c->v + (size_t)l * B * Hkv * S * dh;
+    const float scale = (float)(1.0 / sqrt((double)dh));
+    float *p = m->p;
+    /* query at absolute position start + t: keys j <= start + t that the key
+     * mask allows, and always its own */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++)
+            for (int32_t hh = 0; hh < H; hh++) {
+                const float *q = m->qkv + ((size_t)b * T + t) * row_w + (size_t)hh * dh;
+                const float *Kh = K + ((size_t)b * Hkv + hh / rep) * S * dh;
+                const float *Vh = Vc + ((size_t)b * Hkv + hh / rep) * S * dh;
+                const uint8_t *km = in->key_mask ? in->key_mask + (size_t)b * Tk : NULL;
+                const int32_t qpos = start + t;
+                float mx = -INFINITY;
+                for (int32_t j = 0; j <= qpos; j++) {
+                    int allowed = j == qpos || !km || km[j];
+                    p[j] = allowed ? dot_f32(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
+                    if (p[j] > mx)
+                        mx = p[j];
+                }
+                float sum = 0.0f;
+                for (int32_t j = 0; j <= qpos; j++) {
+                    p[j] = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+                    sum += p[j];
+                }
+                float *o = m->att + ((size_t)b * T + t) * Q + (size_t)hh * dh;
+                memset(o, 0, dh * sizeof(float));
+                for (int32_t j = 0; j <= qpos; j++) {
+                    const float pj = p[j];
+                    if (pj == 0.0f)
+                        continue;
+                    const float *vj = Vh + (size_t)j * dh;
+                    for (int32_t d = 0; d < dh; d++)
+                        o[d] += pj * vj[d];
+                }
+                const float inv = 1.0f / sum;
+                for (int32_t d = 0; d < dh; d++)
+                    o[d] *= inv;
+            }
+}
+
 gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out)
 {
     gf_error_clear();
@@ -299,8 +487,10 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
         return st;
     if (!logits_out)
         return gf_error_set(GF_E_INVALID_ARG, "%s: logits_out is NULL", m->backend);
-    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
-    const size_t BT = (size_t)B * T;
+    const int llama = g->arch == GF_ARCH_LLAMA;
+    const int32_t B = in->B, T = in->T, D = g->n_embd, Hkv = g->n_kv_head, dh = g->d_head, F = g->d_ff;
+    const int32_t H = g->n_head, Q = m->q_dim, KVd = m->kv_dim, half = dh / 2;
+    const size_t BT = (size_t)B * T, row_w = (size_t)Q + 2 * (size_t)KVd;
     st = scratch_reserve(m, BT);
     if (st != GF_OK)
         return st;
@@ -308,7 +498,7 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
     /* uncached: a throwaway cache of exactly T positions, reused across calls */
     gfv_cache local = {0}, *c = cache;
     if (!c) {
-        size_t n = (size_t)g->n_layer * B * H * T * dh;
+        size_t n = (size_t)g->n_layer * B * Hkv * T * dh;
         if (2 * n > m->kv_tmp_floats) {
             free(m->kv_tmp);
             m->kv_tmp_floats = 0;
@@ -322,82 +512,66 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
         c = &local;
     }
     const int32_t start = c->length, Tk = start + T, S = c->max_len;
-    float *x = m->x, *h = m->h, *qkv = m->qkv, *att = m->att, *tmp = m->tmp, *ff = m->ff, *p = m->p;
+    float *x = m->x, *h = m->h, *qkv = m->qkv, *tmp = m->tmp, *ff = m->ff;
 
-    /* embeddings: x = wte[token] + wpe[position] */
-    for (size_t i = 0; i < BT; i++) {
-        const float *te = m->wte + (size_t)in->tokens[i] * D;
-        const float *pe = m->wpe + (size_t)in->position_ids[i] * D;
-        for (int32_t d = 0; d < D; d++)
-            x[i * D + d] = te[d] + pe[d];
+    if (llama) { /* x = wte[token]; cos | sin of every position, shared by all layers */
+        for (size_t i = 0; i < BT; i++) {
+            memcpy(x + i * D, m->wte + (size_t)in->tokens[i] * D, (size_t)D * sizeof(float));
+            rope_table(m->cs + i * dh, m->rope_inv_freq, in->position_ids[i], half);
+        }
+    } else { /* x = wte[token] + wpe[position] */
+        for (size_t i = 0; i < BT; i++) {
+            const float *te = m->wte + (size_t)in->tokens[i] * D;
+            const float *pe = m->wpe + (size_t)in->position_ids[i] * D;
+            for (int32_t d = 0; d < D; d++)
+                x[i * D + d] = te[d] + pe[d];
+        }
     }
 
-    const float scale = (float)(1.0 / sqrt((double)dh));
     for (int32_t l = 0; l < g->n_layer; l++) {
         const gfv_layer *ly = &m->layers[l];
-        float *K = c->k + (size_t)l * B * H * S * dh; /* (B, H, S, dh) of layer l */
-        float *Vc = c->v + (size_t)l * B * H * S * dh;
+        float *K = c->k + (size_t)l * B * Hkv * S * dh; /* (B, H_kv, S, dh) of layer l */
+        float *Vc = c->v + (size_t)l * B * Hkv * S * dh;
 
-        for (size_t i = 0; i < BT; i++)
-            layernorm_f32(h + i * D, x + i * D, ly->ln1_w, ly->ln1_b, D, g->norm_eps);
+        norm_rows(m, h, x, ly->ln1_w, ly->ln1_b, BT);
         if ((st = m->linear(m, GFV_LIN_ID(l, GFV_QKV), h, qkv, (int32_t)BT)) != GF_OK)
             return st;
+        if (llama) /* rotate every query head and key head by its position */
+            for (size_t i = 0; i < BT; i++)
+                for (int32_t hh = 0; hh < H + Hkv; hh++)
+                    rope_apply(qkv + i * row_w + (size_t)hh * dh, m->cs + i * dh, half);
         /* this chunk's keys and values at [start, start + T) */
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < T; t++)
-                for (int32_t hh = 0; hh < H; hh++) {
-                    const float *row = qkv + ((size_t)b * T + t) * 3 * D;
-                    size_t off = (((size_t)b * H + hh) * S + start + t) * dh;
-                    memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
-                    memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
+                for (int32_t hh = 0; hh < Hkv; hh++) {
+                    const float *row = qkv + ((size_t)b * T + t) * row_w;
+                    size_t off = (((size_t)b * Hkv + hh) * S + start + t) * dh;
+                    memcpy(K + off, row + Q + hh * dh, dh * sizeof(float));
+                    memcpy(Vc + off, row + Q + KVd + hh * dh, dh * sizeof(float));
                 }
-        /* query at absolute position start + t: keys j <= start + t that the key
-         * mask allows, and always its own */
-        for (int32_t b = 0; b < B; b++)
-            for (int32_t t = 0; t < T; t++)
-                for (int32_t hh = 0; hh < H; hh++) {
-                    const float *q = qkv + ((size_t)b * T + t) * 3 * D + hh * dh;
-                    const float *Kh = K + ((size_t)b * H + hh) * S * dh;
-                    const float *Vh = Vc + ((size_t)b * H + hh) * S * dh;
-                    const uint8_t *km = in->key_mask ? in->key_mask + (size_t)b * Tk : NULL;
-                    const int32_t qpos = start + t;
-                    float mx = -INFINITY;
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        int allowed = j == qpos || !km || km[j];
-                        p[j] = allowed ? dot_f32(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
-                        if (p[j] > mx)
-                            mx = p[j];
-                    }
-                    float sum = 0.0f;
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        p[j] = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
-                        sum += p[j];
-                    }
-                    float *o = att + ((size_t)b * T + t) * D + hh * dh;
-                    memset(o, 0, dh * sizeof(float));
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        const float pj = p[j];
-                        if (pj == 0.0f)
-                            continue;
-                        const float *vj = Vh + (size_t)j * dh;
-                        for (int32_t d = 0; d < dh; d++)
-                            o[d] += pj * vj[d];
-                    }
-                    const float inv = 1.0f / sum;
-                    for (int32_t d = 0; d < dh; d++)
-                        o[d] *= inv;
-                }
-        /* x += att W_proj + b */
-        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_PROJ), att, tmp, (int32_t)BT)) != GF_OK)
+        attention(m, c, l, in, start);
+        /* x += att W_o (+ b) */
+        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_PROJ), m->att, tmp, (int32_t)BT)) != GF_OK)
             return st;
         for (size_t i = 0; i < BT * D; i++)
             x[i] += tmp[i];
-        /* x += act(LN2(x) W_fc + b) W_proj + b */
-        for (size_t i = 0; i < BT; i++)
-            layernorm_f32(h + i * D, x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
+        /* GPT-2: x += act(LN2(x) W_fc + b) W_proj + b;
+         * Llama: x += (act(n W_gate) * (n W_up)) W_down, n = RMSNorm(x) */
+        norm_rows(m, h, x, ly->ln2_w, ly->ln2_b, BT);
         if ((st = m->linear(m, GFV_LIN_ID(l, GFV_FC), h, ff, (int32_t)BT)) != GF_OK)
             return st;
-        activation_f32(g->activation, ff, BT * F);
+        if (llama) {
+            /* ff (BT, 2F) gate | up -> (BT, F) in place: row i is written to
+             * [iF, iF + F) after rows <= i were read from [2jF, 2jF + 2F) */
+            for (size_t i = 0; i < BT; i++) {
+                float *gu = ff + i * 2 * F, *o = ff + i * F;
+                activation_f32(g->activation, gu, (size_t)F);
+                for (int32_t f = 0; f < F; f++)
+                    o[f] = gu[f] * gu[F + f];
+            }
+        } else {
+            activation_f32(g->activation, ff, BT * F);
+        }
         if ((st = m->linear(m, GFV_LIN_ID(l, GFV_MPROJ), ff, tmp, (int32_t)BT)) != GF_OK)
             return st;
         for (size_t i = 0; i < BT * D; i++)
@@ -405,15 +579,13 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
     }
     c->length = Tk; /* once, after the last layer */
 
-    /* logits = LN_f(x) lm_head^T: every position, or each row's last */
+    /* logits = norm_f(x) lm_head^T: every position, or each row's last */
     if (in->logits_mode == GF_LOGITS_LAST) {
         for (int32_t b = 0; b < B; b++)
-            layernorm_f32(h + (size_t)b * D, x + ((size_t)b * T + T - 1) * D, m->lnf_w, m->lnf_b, D,
-                          g->norm_eps);
+            norm_rows(m, h + (size_t)b * D, x + ((size_t)b * T + T - 1) * D, m->lnf_w, m->lnf_b, 1);
         return m->linear(m, GFV_LIN_HEAD(m), h, logits_out, B);
     }
-    for (size_t i = 0; i < BT; i++)
-        layernorm_f32(h + i * D, x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+    norm_rows(m, h, x, m->lnf_w, m->lnf_b, BT);
     return m->linear(m, GFV_LIN_HEAD(m), h, logits_out, (int32_t)BT);
 }
 

@@ -6,10 +6,11 @@
  * reused: every layer's q/k/v product shares one primitive per M, and so on.
  * The per-model cache keeps at most GF_DNNL_MAX_PRIMS of them, evicting the
  * least recently used (an uncached verify run sees every M from 1 to the
- * context length). Weights stay in Hugging Face's layouts and are wrapped, not
- * copied: Conv1D (K, N) is tag ab, the tied LM head (V, D) is the same matrix
- * viewed as (K, N) with tag ba. Source and destination memory objects are made
- * once per primitive and re-pointed with dnnl_memory_set_data_handle.
+ * context length). Weights stay in the layouts backends/common keeps and are
+ * wrapped, not copied: GPT-2's Conv1D (K, N) is tag ab; the Llama family's
+ * nn.Linear (N, K) weights (fused q|k|v, o, fused gate|up, down, LM head) are
+ * the same (K, N) matrix with tag ba. Source and destination memory objects
+ * are made once per primitive and re-pointed with dnnl_memory_set_data_handle.
  *
  * Threads: Debian's libdnnl uses OpenMP; options->threads is the most any
  * product uses: the module sets omp_set_num_threads(options->threads) for

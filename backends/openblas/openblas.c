@@ -4,9 +4,11 @@
  * Single rows (decode, and the LM head of GF_LOGITS_LAST with B = 1) use
  * sgemv: OpenBLAS 0.3.21's sgemm with m = 1 is several times slower than its
  * sgemv here. Several rows (prefill, batched decode, GF_LOGITS_ALL) use
- * sgemm. Weights stay in Hugging Face's layouts and are used in place:
- * Conv1D (K, N) [in, out] and the tied LM head (V, D) [out, in]. The bias is
- * copied into y first and the product accumulated onto it (beta = 1).
+ * sgemm. Weights stay in the layouts backends/common keeps: GPT-2's Conv1D
+ * (K, N) [in, out] (transposed sgemv, plain sgemm) and, for the Llama family,
+ * nn.Linear (N, K) [out, in] (plain sgemv, sgemm with B transposed) for the
+ * fused q|k|v, o, fused gate|up, down and the LM head. The bias is copied
+ * into y first and the product accumulated onto it (beta = 1).
  *
  * Threads: openblas_set_num_threads(options->threads) before each forward
  * (the setting is process-wide; OpenBLAS itself keeps small products on one

@@ -1,13 +1,24 @@
-/* An out-of-tree genfence backend: a small GPT-2 forward pass in F32, built
- * only against the installed headers (pkg-config genfence) and loaded with
+/* An out-of-tree genfence backend: a small forward pass in F32 for both
+ * model families genfence knows (GPT-2; Llama and Qwen2), built only against
+ * the installed headers (pkg-config genfence) and loaded with
  *
  *     genfence generate --backend path/to/libgenfence_example.so ...
  *
  * It links nothing of genfence: errors go to its own thread-local buffer,
  * which genfence reads through the last_error slot.
  *
+ * Families (the model description in genfence/model_desc.h):
+ *   - GPT-2: learned positions, LayerNorm, GELU MLP, fused Conv1D q|k|v;
+ *   - Llama (GF_ARCH_LLAMA): RMSNorm (x * rsqrt(mean(x^2) + eps), then * w),
+ *     rotary positions in Hugging Face's rotate-half layout (pair (x[i],
+ *     x[i + d_head/2]) turned by (float)pos * rope_inv_freq[i], in float as
+ *     HF does), SwiGLU MLP (down(silu(gate x) * up x)), grouped-query
+ *     attention (query head h reads key/value head h / (H / H_kv)); Qwen2 is
+ *     the same with q/k/v biases (config.qkv_bias).
+ *
  * Semantics (the ABI contract in genfence/backend.h, docs/backends.md):
- *   - cache (L, B, H, max_len, d_head); the T new positions go to
+ *   - cache (L, B, H_kv, max_len, d_head): key/value heads only (for GPT-2
+ *     H_kv = H), keys stored after the rotation; the T new positions go to
  *     [length, length + T) of every layer, length advances once at the end;
  *   - a query at absolute position start + t sees keys j <= start + t that
  *     the key mask allows, and always its own key;
@@ -55,24 +66,30 @@ static const char *ex_last_error(void *model)
 
 /* ---- the model: weights as [out, in] rows, so every output is one dot ---- */
 
+/* Q = H d_head, KV = H_kv d_head (GPT-2: Q = KV = D). Llama: ln1_w / ln2_w
+ * are the RMSNorm weights (no ln*_b), fc_w is gate_proj, up_w up_proj, no
+ * proj_b / fc_b / mproj_b; qkv_b only for Qwen2. */
 typedef struct ex_layer {
     float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-    float *qkv_w, *qkv_b;      /* (3D, D), (3D) */
-    float *proj_w, *proj_b;    /* (D, D), (D) */
+    float *qkv_w, *qkv_b;      /* (Q + 2 KV, D), (Q + 2 KV): rows q, k, v */
+    float *proj_w, *proj_b;    /* (D, Q), (D) */
     float *fc_w, *fc_b;        /* (F, D), (F) */
+    float *up_w;               /* (F, D); Llama only */
     float *mproj_w, *mproj_b;  /* (D, F), (D) */
 } ex_layer;
 
 typedef struct ex_model {
-    gf_model_config cfg;
-    float *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head aliases wte when tied */
+    gf_model_config cfg;       /* n_kv_head filled in (== n_head for GPT-2) */
+    int32_t llama;             /* GF_ARCH_LLAMA */
+    float *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head aliases wte when tied; wpe, lnf_b GPT-2 only */
+    float *inv_freq;           /* (d_head / 2); Llama only */
     ex_layer *layers;
 } ex_model;
 
 typedef struct ex_cache {
     const ex_model *m;
     int32_t B, max_len, length;
-    float *k, *v;              /* (L, B, H, max_len, d_head) */
+    float *k, *v;              /* (L, B, H_kv, max_len, d_head) */
 } ex_cache;
 
 static gf_status ex_probe(char *why, size_t why_len)
@@ -89,7 +106,7 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info)
     info->struct_size = sizeof *info;
     info->dtype = GF_COMPUTE_F32;
     info->threads = 1;
-    info->library = "example plugin (plain C, F32 accumulation)";
+    info->library = "example plugin (plain C, F32 accumulation; GPT-2, Llama, Qwen2)";
     info->detail = "out-of-tree, built against the installed headers";
     return GF_OK;
 }
@@ -126,13 +143,65 @@ static void ex_model_free(void *handle)
         ex_layer *y = &m->layers[l];
         free(y->ln1_w); free(y->ln1_b); free(y->ln2_w); free(y->ln2_b);
         free(y->qkv_w); free(y->qkv_b); free(y->proj_w); free(y->proj_b);
-        free(y->fc_w); free(y->fc_b); free(y->mproj_w); free(y->mproj_b);
+        free(y->fc_w); free(y->fc_b); free(y->up_w); free(y->mproj_w); free(y->mproj_b);
     }
     free(m->layers);
     if (m->lm_head != m->wte)
         free(m->lm_head);
-    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
+    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b); free(m->inv_freq);
     free(m);
+}
+
+/* n_a floats of a, then n_b of b, then n_c of c: one fused [out, in] matrix */
+static float *concat3(const float *a, size_t n_a, const float *b, size_t n_b, const float *c, size_t n_c)
+{
+    if (!a || !b || !c)
+        return NULL;
+    float *dst = malloc((n_a + n_b + n_c) * sizeof *dst);
+    if (!dst)
+        return NULL;
+    memcpy(dst, a, n_a * sizeof *dst);
+    memcpy(dst + n_a, b, n_b * sizeof *dst);
+    memcpy(dst + n_a + n_b, c, n_c * sizeof *dst);
+    return dst;
+}
+
+/* The Llama family: weights are nn.Linear [out, in] already, so copied. */
+static gf_status ex_load_llama(ex_model *m, const gf_model_desc *desc)
+{
+    const gf_model_config *c = &desc->config;
+    const gf_model_weights *w = &desc->weights;
+    if (c->norm != GF_NORM_RMSNORM || c->pos != GF_POS_ROPE || c->activation != GF_ACT_SILU)
+        return fail(GF_E_UNSUPPORTED, "example plugin: Llama needs RMSNorm, rotary positions and SiLU");
+    if (c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->d_head < 2 || c->d_head % 2)
+        return fail(GF_E_UNSUPPORTED, "example plugin: unsupported heads (H %d, H_kv %d, d_head %d)", c->n_head,
+                    c->n_kv_head, c->d_head);
+    if (!w->rope_inv_freq || !w->layers)
+        return fail(GF_E_INVALID_ARG, "example plugin: Llama description without rope_inv_freq or layers");
+    const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
+    const size_t Q = (size_t)c->n_head * c->d_head, KV = (size_t)c->n_kv_head * c->d_head;
+    m->llama = 1;
+    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->lnf_w = dup_f32(w->lnf_w, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    int ok = m->wte && m->lnf_w && m->lm_head && m->inv_freq && m->layers;
+    for (int32_t l = 0; ok && l < L; l++) {
+        const gf_layer_weights *s = &w->layers[l];
+        ex_layer *y = &m->layers[l];
+        y->ln1_w = dup_f32(s->attn_norm_w, D);
+        y->ln2_w = dup_f32(s->mlp_norm_w, D);
+        y->qkv_w = concat3(s->wq, Q * D, s->wk, KV * D, s->wv, KV * D);
+        y->qkv_b = c->qkv_bias ? concat3(s->bq, Q, s->bk, KV, s->bv, KV) : NULL;
+        y->proj_w = dup_f32(s->wo, (size_t)D * Q);
+        y->fc_w = dup_f32(s->w_gate, (size_t)F * D);
+        y->up_w = dup_f32(s->w_up, (size_t)F * D);
+        y->mproj_w = dup_f32(s->w_down, (size_t)D * F);
+        ok = y->ln1_w && y->ln2_w && y->qkv_w && (y->qkv_b || !c->qkv_bias) && y->proj_w && y->fc_w && y->up_w &&
+             y->mproj_w;
+    }
+    return ok ? GF_OK : fail(GF_E_NOMEM, "example plugin: out of memory (or a NULL weight)");
 }
 
 static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **out)
@@ -144,15 +213,25 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
         opts->config)
         return fail(GF_E_INVALID_ARG, "example plugin takes no options (got ':%s')", opts->config);
     const gf_model_config *c = &desc->config;
-    if (c->arch != GF_ARCH_GPT2)
-        return fail(GF_E_UNSUPPORTED, "example plugin: GPT-2 only (architecture %d)", (int)c->arch);
-    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
+    if (c->arch != GF_ARCH_GPT2 && c->arch != GF_ARCH_LLAMA)
+        return fail(GF_E_UNSUPPORTED, "example plugin: GPT-2 or Llama only (architecture %d)", (int)c->arch);
+    if (c->arch == GF_ARCH_GPT2 && c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
         c->activation != GF_ACT_RELU)
         return fail(GF_E_UNSUPPORTED, "example plugin: activation %d not supported", (int)c->activation);
     ex_model *m = calloc(1, sizeof *m);
     if (!m)
         return fail(GF_E_NOMEM, "example plugin: out of memory");
     m->cfg = *c;
+    if (c->arch == GF_ARCH_LLAMA) {
+        gf_status st = ex_load_llama(m, desc);
+        if (st != GF_OK) {
+            ex_model_free(m);
+            return st;
+        }
+        *out = m;
+        return GF_OK;
+    }
+    m->cfg.n_kv_head = c->n_head;
     const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
     const gf_model_weights *w = &desc->weights;
     m->wte = dup_f32(w->wte, (size_t)V * D);
@@ -198,7 +277,7 @@ static gf_status ex_cache_create(void *model, int32_t batch, int32_t max_len, vo
         return fail(GF_E_INVALID_ARG, "example plugin: cache batch %d, max_len %d (must be 1..%d)", batch,
                     max_len, m->cfg.n_positions);
     ex_cache *c = calloc(1, sizeof *c);
-    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_head * max_len * m->cfg.d_head;
+    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_kv_head * max_len * m->cfg.d_head;
     if (c) {
         c->k = calloc(n, sizeof(float));
         c->v = calloc(n, sizeof(float));
@@ -240,7 +319,7 @@ static size_t ex_cache_bytes(const void *cache)
 {
     const ex_cache *c = cache;
     const gf_model_config *g = &c->m->cfg;
-    return 2 * (size_t)g->n_layer * c->B * g->n_head * c->max_len * g->d_head * sizeof(float);
+    return 2 * (size_t)g->n_layer * c->B * g->n_kv_head * c->max_len * g->d_head * sizeof(float);
 }
 
 /* ---- F32 building blocks ---- */
@@ -273,9 +352,42 @@ static void layernorm(float *y, const float *x, const float *w, const float *b, 
         y[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
+/* HF's LlamaRMSNorm in float32 */
+static void rmsnorm(float *y, const float *x, const float *w, int32_t D, float eps)
+{
+    float ss = 0.0f;
+    for (int32_t i = 0; i < D; i++)
+        ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = w[i] * (x[i] * inv);
+}
+
+static void norm(const ex_model *m, float *y, const float *x, const float *w, const float *b)
+{
+    if (m->llama)
+        rmsnorm(y, x, w, m->cfg.n_embd, m->cfg.norm_eps);
+    else
+        layernorm(y, x, w, b, m->cfg.n_embd, m->cfg.norm_eps);
+}
+
+/* rotate-half: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), pair i turned
+ * by (float)pos * inv_freq[i] */
+static void rope(float *x, int32_t pos, const float *inv_freq, int32_t dh)
+{
+    const int32_t half = dh / 2;
+    for (int32_t i = 0; i < half; i++) {
+        float ang = (float)pos * inv_freq[i], cs = cosf(ang), sn = sinf(ang);
+        float x1 = x[i], x2 = x[half + i];
+        x[i] = x1 * cs - x2 * sn;
+        x[half + i] = x2 * cs + x1 * sn;
+    }
+}
+
 static float act(gf_activation a, float x)
 {
     switch (a) {
+    case GF_ACT_SILU: return x / (1.0f + expf(-x));
     case GF_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
     case GF_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.7071067812f));
     case GF_ACT_RELU: return x > 0.0f ? x : 0.0f;
@@ -310,42 +422,48 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
             return st;
         c = own = tmp;
     }
-    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
-    const int32_t V = g->vocab_size, start = c->length, Tk = start + T, S = c->max_len;
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, Hkv = g->n_kv_head, dh = g->d_head;
+    const int32_t F = g->d_ff, V = g->vocab_size, start = c->length, Tk = start + T, S = c->max_len;
+    const int32_t Q = H * dh, KV = Hkv * dh, W = Q + 2 * KV, rep = H / Hkv; /* GPT-2: W = 3D */
     const size_t BT = (size_t)B * T;
     float *x = malloc(BT * D * sizeof(float)), *h = malloc(BT * D * sizeof(float));
-    float *qkv = malloc(BT * 3 * D * sizeof(float)), *att = malloc(BT * D * sizeof(float));
+    float *qkv = malloc(BT * W * sizeof(float)), *att = malloc(BT * Q * sizeof(float));
     float *tmp = malloc((size_t)D * sizeof(float)), *ff = malloc((size_t)F * sizeof(float));
-    float *p = malloc((size_t)Tk * sizeof(float));
+    float *up = malloc((size_t)F * sizeof(float)), *p = malloc((size_t)Tk * sizeof(float));
     gf_status st = GF_OK;
-    if (!x || !h || !qkv || !att || !tmp || !ff || !p) {
+    if (!x || !h || !qkv || !att || !tmp || !ff || !up || !p) {
         st = fail(GF_E_NOMEM, "example plugin: out of memory for activations");
         goto done;
     }
     for (size_t i = 0; i < BT; i++)
         for (int32_t d = 0; d < D; d++)
-            x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] + m->wpe[(size_t)in->position_ids[i] * D + d];
+            x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] +
+                           (m->llama ? 0.0f : m->wpe[(size_t)in->position_ids[i] * D + d]);
     const float scale = 1.0f / sqrtf((float)dh);
     for (int32_t l = 0; l < g->n_layer; l++) {
         const ex_layer *y = &m->layers[l];
-        float *K = c->k + (size_t)l * B * H * S * dh, *Vc = c->v + (size_t)l * B * H * S * dh;
+        float *K = c->k + (size_t)l * B * Hkv * S * dh, *Vc = c->v + (size_t)l * B * Hkv * S * dh;
         for (size_t i = 0; i < BT; i++) {
-            layernorm(h + i * D, x + i * D, y->ln1_w, y->ln1_b, D, g->norm_eps);
-            linear(qkv + i * 3 * D, h + i * D, y->qkv_w, y->qkv_b, 3 * D, D);
+            norm(m, h + i * D, x + i * D, y->ln1_w, y->ln1_b);
+            linear(qkv + i * W, h + i * D, y->qkv_w, y->qkv_b, W, D);
+            if (m->llama) /* every query and key head turned by its position */
+                for (int32_t hh = 0; hh < H + Hkv; hh++)
+                    rope(qkv + i * W + (size_t)hh * dh, in->position_ids[i], m->inv_freq, dh);
         }
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < T; t++)
-                for (int32_t hh = 0; hh < H; hh++) {
-                    const float *row = qkv + ((size_t)b * T + t) * 3 * D;
-                    size_t off = (((size_t)b * H + hh) * S + start + t) * dh;
-                    memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
-                    memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
+                for (int32_t hh = 0; hh < Hkv; hh++) {
+                    const float *row = qkv + ((size_t)b * T + t) * W;
+                    size_t off = (((size_t)b * Hkv + hh) * S + start + t) * dh;
+                    memcpy(K + off, row + Q + hh * dh, dh * sizeof(float));
+                    memcpy(Vc + off, row + Q + KV + hh * dh, dh * sizeof(float));
                 }
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < T; t++)
                 for (int32_t hh = 0; hh < H; hh++) {
-                    const float *q = qkv + ((size_t)b * T + t) * 3 * D + hh * dh;
-                    const float *Kh = K + ((size_t)b * H + hh) * S * dh, *Vh = Vc + ((size_t)b * H + hh) * S * dh;
+                    const float *q = qkv + ((size_t)b * T + t) * W + hh * dh;
+                    const size_t kvh = (size_t)b * Hkv + hh / rep; /* this query head's key/value head */
+                    const float *Kh = K + kvh * S * dh, *Vh = Vc + kvh * S * dh;
                     const int32_t qpos = start + t;
                     float mx = -INFINITY, sum = 0.0f;
                     for (int32_t j = 0; j <= qpos; j++) {
@@ -357,7 +475,7 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
                         p[j] = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
                         sum += p[j];
                     }
-                    float *o = att + ((size_t)b * T + t) * D + hh * dh;
+                    float *o = att + ((size_t)b * T + t) * Q + hh * dh;
                     for (int32_t d = 0; d < dh; d++) {
                         float acc = 0.0f;
                         for (int32_t j = 0; j <= qpos; j++)
@@ -366,15 +484,17 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
                     }
                 }
         for (size_t i = 0; i < BT; i++) {
-            linear(tmp, att + i * D, y->proj_w, y->proj_b, D, D);
+            linear(tmp, att + i * Q, y->proj_w, y->proj_b, D, Q);
             for (int32_t d = 0; d < D; d++)
                 x[i * D + d] += tmp[d];
         }
         for (size_t i = 0; i < BT; i++) {
-            layernorm(h + i * D, x + i * D, y->ln2_w, y->ln2_b, D, g->norm_eps);
+            norm(m, h + i * D, x + i * D, y->ln2_w, y->ln2_b);
             linear(ff, h + i * D, y->fc_w, y->fc_b, F, D);
+            if (m->llama) /* SwiGLU: silu(gate) * up */
+                linear(up, h + i * D, y->up_w, NULL, F, D);
             for (int32_t f = 0; f < F; f++)
-                ff[f] = act(g->activation, ff[f]);
+                ff[f] = m->llama ? act(g->activation, ff[f]) * up[f] : act(g->activation, ff[f]);
             linear(tmp, ff, y->mproj_w, y->mproj_b, D, F);
             for (int32_t d = 0; d < D; d++)
                 x[i * D + d] += tmp[d];
@@ -386,11 +506,11 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
             if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
                 continue;
             size_t i = (size_t)b * T + t, orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
-            layernorm(h, x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+            norm(m, h, x + i * D, m->lnf_w, m->lnf_b);
             linear(logits + orow * V, h, m->lm_head, NULL, V, D);
         }
 done:
-    free(x); free(h); free(qkv); free(att); free(tmp); free(ff); free(p);
+    free(x); free(h); free(qkv); free(att); free(tmp); free(ff); free(up); free(p);
     ex_cache_free(own);
     return st;
 }
@@ -507,7 +627,7 @@ static const gf_backend_ops k_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
     .name = EX_NAME,
-    .description = "out-of-tree example plugin: a small F32 GPT-2 forward",
+    .description = "out-of-tree example plugin: a small F32 forward (GPT-2, Llama, Qwen2)",
     .probe = ex_probe,
     .info = ex_info,
     .model_load = ex_model_load,
