@@ -1,0 +1,520 @@
+/* exec backend: any engine, in any language, as a child process speaking the
+ * genfence backend protocol over its stdin and stdout (docs/protocol.md).
+ *
+ *     genfence run --backend "exec:.venv/bin/python tools/backends/transformers_backend.py"
+ *
+ * The text after "exec:" is the client's command line (gf_backend_options
+ * .config), split into words as exec_wire.h says (quotes, no shell). Each
+ * model_load starts one client process and speaks to it until model_free,
+ * which closes its stdin and kills its process group; info starts a client
+ * for the handshake and the info request only (cached per command and thread
+ * count in this process). probe has no command line: it succeeds iff this
+ * process can start children at all; the client's own probe runs at
+ * model_load (GF_E_UNAVAILABLE with its reason).
+ *
+ * Every slot is one request and one reply. The adapter checks the shapes and
+ * lengths of what comes back, and one contract rule a remote cache could
+ * otherwise hide: after a cached forward the client's cache length must be
+ * the old length + T. Wire failures (crash, hang, garbage, a wrong length)
+ * are GF_E_BACKEND with the reason and kill the client; the client's own
+ * errors arrive with its status and message, through last_error. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec_wire.h"
+#include "genfence/backend.h"
+#include "genfence/sampler.h"
+
+#define GF_EXPORT __attribute__((visibility("default")))
+
+typedef struct ex_model {
+    gx_conn conn;
+    gf_model_config cfg;
+    uint32_t features;            /* GX_FEATURE_* from the client's hello */
+} ex_model;
+
+typedef struct ex_cache {
+    ex_model *m;
+    uint32_t id;                  /* the client's handle */
+    int32_t B, max_len;
+    int32_t length;               /* the contract's length: T summed over forwards since reset */
+} ex_cache;
+
+static gf_backend_ops k_exec_ops;
+static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *sp,
+                           const gf_rng_draws *draws, int32_t *ids_out);
+
+/* A bounds-checked reader over a reply body. */
+typedef struct rd {
+    const uint8_t *p, *end;
+    int bad;
+} rd;
+
+static uint32_t rd_u32(rd *r)
+{
+    if (r->end - r->p < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    return gx_get_u32(&r->p);
+}
+
+static void rd_str(rd *r, char *out, size_t cap)
+{
+    uint32_t n = rd_u32(r);
+    out[0] = '\0';
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        return;
+    }
+    size_t k = n < cap - 1 ? n : cap - 1;
+    memcpy(out, r->p, k);
+    out[k] = '\0';
+    r->p += n;
+}
+
+/* Read a whole reply body of exactly `want` bytes (want < 0: any length up to
+ * 64 KiB, for the replies with strings). */
+static gf_status read_reply(gx_conn *c, uint32_t op, const void *body, size_t len, long want, rd *r)
+{
+    uint32_t n = 0;
+    gf_status st = gx_request(c, op, body, len, &n);
+    if (st != GF_OK)
+        return st;
+    if (want >= 0 && n != (uint32_t)want)
+        return gx_fail(c, "%s: reply of %u bytes, the protocol says %ld (wrong length)", c->what, n, want);
+    if (want < 0 && n > 65536)
+        return gx_fail(c, "%s: reply of %u bytes (at most 65536; garbage on stdout?)", c->what, n);
+    const uint8_t *b = NULL;
+    st = gx_read_body(c, n, &b);
+    if (st != GF_OK)
+        return st;
+    r->p = b;
+    r->end = b + n;
+    r->bad = 0;
+    return GF_OK;
+}
+
+/* Spawn the client named by config and shake hands: hello (versions and
+ * features), then its probe. On failure c is closed. */
+static gf_status ex_start(const char *config, gx_conn *c, uint32_t *features, char *name, size_t name_cap)
+{
+    *features = 0;
+    memset(c, 0, sizeof *c);
+    c->sock = c->err_fd = -1;
+    if (!config || !config[0])
+        return gf_error_set(GF_E_INVALID_ARG, "exec needs the client's command line: --backend 'exec:PROGRAM ARGS...'");
+    char **argv = NULL;
+    int argc = 0;
+    gf_status st = gx_split_argv(config, &argv, &argc);
+    if (st != GF_OK)
+        return st;
+    st = gx_spawn(c, argv, 0);
+    free(argv);
+    if (st != GF_OK)
+        return st;
+    uint8_t hello[12], *p = hello;
+    gx_put_u32(&p, GX_MAGIC);
+    gx_put_u32(&p, GX_PROTOCOL_VERSION);
+    gx_put_u32(&p, GF_BACKEND_ABI_VERSION);
+    rd r;
+    st = read_reply(c, GX_HELLO, hello, sizeof hello, -1, &r);
+    if (st == GF_OK) {
+        uint32_t magic = rd_u32(&r), version = rd_u32(&r);
+        *features = rd_u32(&r);
+        char desc[256];
+        rd_str(&r, name, name_cap);
+        rd_str(&r, desc, sizeof desc);
+        if (r.bad || magic != GX_MAGIC)
+            st = gx_fail(c, "hello: the reply is not a genfence protocol hello (magic 0x%08x; garbage on stdout?)",
+                         magic);
+        else if (version != GX_PROTOCOL_VERSION)
+            st = gx_fail(c, "hello: the client speaks protocol version %u; this genfence speaks version %u",
+                         version, (unsigned)GX_PROTOCOL_VERSION);
+    }
+    if (st == GF_OK)
+        st = read_reply(c, GX_PROBE, NULL, 0, 0, &r);
+    if (st != GF_OK) {
+        gx_close(c, 0);
+        return st;
+    }
+    return GF_OK;
+}
+
+/* The model-less sample slot's client: the last command handshaken in this
+ * process that offers a sampler (set by info and model_load). */
+static char *g_sample_config;
+static gx_conn g_sample_conn = {.sock = -1, .err_fd = -1};
+static uint32_t g_sample_features;
+
+static void note_features(const char *config, uint32_t features)
+{
+    if (!(features & GX_FEATURE_SAMPLE))
+        return;
+    if (!g_sample_config || strcmp(g_sample_config, config)) {
+        free(g_sample_config);
+        g_sample_config = strdup(config);
+        gx_close(&g_sample_conn, 1.0);
+        g_sample_conn = (gx_conn){.sock = -1, .err_fd = -1};
+    }
+    /* the slot exists once a client that offers it is known (docs/protocol.md) */
+    k_exec_ops.sample = ex_sample;
+}
+
+static gf_status ex_probe(char *why, size_t why_len)
+{
+    if (why && why_len)
+        why[0] = '\0';
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        if (why && why_len)
+            snprintf(why, why_len, "exec: this process cannot start a child (fork failed)");
+        return GF_E_UNAVAILABLE;
+    }
+    return GF_OK;
+}
+
+/* info: one handshake + info request per (command, threads), cached here. */
+typedef struct info_entry {
+    char *config;
+    int32_t threads;
+    gf_backend_info info;
+    char library[256], detail[512];
+} info_entry;
+
+static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_out)
+{
+    static info_entry cache[8];
+    static size_t n_cache;
+    const char *config = opts ? opts->config : NULL;
+    int32_t threads = opts && opts->threads > 0 ? opts->threads : 1;
+    gf_error_clear();
+    for (size_t i = 0; config && i < n_cache; i++)
+        if (cache[i].threads == threads && !strcmp(cache[i].config, config)) {
+            *info_out = cache[i].info;
+            return GF_OK;
+        }
+    gx_conn c;
+    uint32_t features;
+    char name[128];
+    gf_status st = ex_start(config, &c, &features, name, sizeof name);
+    if (st != GF_OK)
+        return st;
+    uint8_t body[4], *p = body;
+    gx_put_u32(&p, (uint32_t)threads);
+    rd r;
+    st = read_reply(&c, GX_INFO, body, sizeof body, -1, &r);
+    info_entry e = {.threads = threads};
+    if (st == GF_OK) {
+        uint32_t dtype = rd_u32(&r);
+        int32_t used = (int32_t)rd_u32(&r);
+        char lib[200], det[300];
+        rd_str(&r, lib, sizeof lib);
+        rd_str(&r, det, sizeof det);
+        if (r.bad || dtype < GF_COMPUTE_F32 || dtype > GF_COMPUTE_F64)
+            st = gx_fail(&c, "info: malformed reply (dtype %u)", dtype);
+        snprintf(e.library, sizeof e.library, "%s", lib);
+        snprintf(e.detail, sizeof e.detail, "client '%s'%s%s; %s", name, det[0] ? ": " : "", det, config);
+        e.info = (gf_backend_info){.struct_size = sizeof e.info, .dtype = (gf_compute_dtype)dtype,
+                                   .threads = used};
+    }
+    gx_close(&c, 1.0);
+    if (st != GF_OK)
+        return st;
+    note_features(config, features);
+    info_entry *slot = &cache[n_cache < 8 ? n_cache++ : 7];
+    free(slot->config);
+    *slot = e;
+    slot->config = strdup(config);
+    slot->info.library = slot->library;
+    slot->info.detail = slot->detail;
+    *info_out = slot->info;
+    return GF_OK;
+}
+
+static void ex_model_free(void *model)
+{
+    ex_model *m = model;
+    if (!m)
+        return;
+    gx_close(&m->conn, 2.0);
+    free(m);
+}
+
+static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
+{
+    *model_out = NULL;
+    gf_error_clear();
+    const char *config = opts ? opts->config : NULL;
+    if (!desc || !desc->name || !desc->name[0])
+        return gf_error_set(GF_E_UNSUPPORTED, "exec: the model has no directory (gf_model_desc.name is NULL); "
+                            "a protocol client loads its weights from the model directory");
+    ex_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return gf_error_set(GF_E_NOMEM, "exec: out of memory");
+    char name[128];
+    gf_status st = ex_start(config, &m->conn, &m->features, name, sizeof name);
+    if (st != GF_OK) {
+        free(m);
+        return st;
+    }
+    m->cfg = desc->config;
+    char path[PATH_MAX];
+    if (!realpath(desc->name, path))
+        snprintf(path, sizeof path, "%s", desc->name);
+    const gf_model_config *g = &desc->config;
+    size_t len = 8 + 4 + strlen(path) + 80;
+    uint8_t *body = gx_body(&m->conn, len), *p = body;
+    if (!body) {
+        ex_model_free(m);
+        return GF_E_NOMEM;
+    }
+    gx_put_u32(&p, (uint32_t)(opts && opts->threads > 0 ? opts->threads : 1));
+    gx_put_str(&p, path);
+    const uint32_t words[] = {g->arch, g->activation, g->norm, g->pos, (uint32_t)g->vocab_size,
+                              (uint32_t)g->n_positions, (uint32_t)g->n_embd, (uint32_t)g->n_layer,
+                              (uint32_t)g->n_head, (uint32_t)g->n_kv_head, (uint32_t)g->d_head,
+                              (uint32_t)g->d_ff};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        gx_put_u32(&p, words[i]);
+    gx_put_f32(&p, g->norm_eps);
+    gx_put_f32(&p, g->rope_theta);
+    gx_put_u32(&p, (uint32_t)g->bos_id);
+    gx_put_u32(&p, (uint32_t)g->eos_id);
+    gx_put_u32(&p, (uint32_t)g->tied_head);
+    gx_put_u32(&p, (uint32_t)g->qkv_bias);
+    gx_put_u32(&p, (uint32_t)g->rope_scaling);
+    gx_put_f32(&p, g->rope_factor);
+    rd r;
+    st = read_reply(&m->conn, GX_MODEL_LOAD, body, (size_t)(p - body), 8, &r);
+    if (st == GF_OK) {
+        int32_t V = (int32_t)rd_u32(&r), npos = (int32_t)rd_u32(&r);
+        if (V != g->vocab_size || npos != g->n_positions)
+            st = gx_fail(&m->conn, "model_load: the client loaded a model with vocab %d and %d positions; "
+                         "genfence's has vocab %d and %d positions (not the same model?)",
+                         V, npos, g->vocab_size, g->n_positions);
+    }
+    if (st != GF_OK) {
+        ex_model_free(m);
+        return st;
+    }
+    note_features(config, m->features);
+    *model_out = m;
+    return GF_OK;
+}
+
+static gf_status ex_cache_create(void *model, int32_t batch, int32_t max_len, void **cache_out)
+{
+    ex_model *m = model;
+    *cache_out = NULL;
+    ex_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return gf_error_set(GF_E_NOMEM, "exec: out of memory");
+    uint8_t body[8], *p = body;
+    gx_put_u32(&p, (uint32_t)batch);
+    gx_put_u32(&p, (uint32_t)max_len);
+    rd r;
+    gf_status st = read_reply(&m->conn, GX_CACHE_CREATE, body, sizeof body, 4, &r);
+    if (st != GF_OK) {
+        free(c);
+        return st;
+    }
+    c->m = m;
+    c->id = rd_u32(&r);
+    c->B = batch;
+    c->max_len = max_len;
+    *cache_out = c;
+    return GF_OK;
+}
+
+static gf_status cache_call(ex_cache *c, uint32_t op, long want, rd *r)
+{
+    uint8_t body[4], *p = body;
+    gx_put_u32(&p, c->id);
+    return read_reply(&c->m->conn, op, body, sizeof body, want, r);
+}
+
+static gf_status ex_cache_reset(void *cache)
+{
+    ex_cache *c = cache;
+    rd r;
+    gf_status st = cache_call(c, GX_CACHE_RESET, 0, &r);
+    if (st == GF_OK)
+        c->length = 0;
+    return st;
+}
+
+static void ex_cache_free(void *cache)
+{
+    ex_cache *c = cache;
+    if (!c)
+        return;
+    rd r;
+    if (!c->m->conn.dead)
+        cache_call(c, GX_CACHE_FREE, 0, &r); /* nothing to report from a free */
+    free(c);
+}
+
+static int32_t ex_cache_length(const void *cache)
+{
+    rd r;
+    if (cache_call((ex_cache *)cache, GX_CACHE_LENGTH, 4, &r) != GF_OK)
+        return -1; /* the message says why */
+    return (int32_t)rd_u32(&r);
+}
+
+static size_t ex_cache_bytes(const void *cache)
+{
+    rd r;
+    if (cache_call((ex_cache *)cache, GX_CACHE_BYTES, 8, &r) != GF_OK)
+        return 0;
+    return (size_t)gx_get_u64(&r.p);
+}
+
+static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    ex_model *m = model;
+    ex_cache *c = cache;
+    gx_conn *x = &m->conn;
+    if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids || !logits_out)
+        return gf_error_set(GF_E_INVALID_ARG, "exec: batch needs B >= 1, T >= 1, tokens, position_ids and logits");
+    const int32_t B = in->B, T = in->T, V = m->cfg.vocab_size;
+    const int32_t Tk = c ? c->length + T : T;
+    const size_t BT = (size_t)B * (size_t)T;
+    const size_t mask_n = in->key_mask ? (size_t)B * (size_t)Tk : 0;
+    uint8_t *body = gx_body(x, 24 + 8 * BT + mask_n), *p = body;
+    if (!body)
+        return GF_E_NOMEM;
+    gx_put_u32(&p, c ? c->id : 0);
+    gx_put_u32(&p, (uint32_t)B);
+    gx_put_u32(&p, (uint32_t)T);
+    gx_put_u32(&p, (uint32_t)Tk);
+    gx_put_u32(&p, in->logits_mode == GF_LOGITS_LAST ? 1u : 0u);
+    gx_put_u32(&p, in->key_mask ? 1u : 0u);
+    memcpy(p, in->tokens, 4 * BT); /* (B, T) int32 LE */
+    p += 4 * BT;
+    memcpy(p, in->position_ids, 4 * BT); /* (B, T) int32 LE */
+    p += 4 * BT;
+    if (mask_n) {
+        memcpy(p, in->key_mask, mask_n); /* (B, Tk) uint8 */
+        p += mask_n;
+    }
+    uint32_t n = 0;
+    gf_status st = gx_request(x, GX_FORWARD, body, (size_t)(p - body), &n);
+    if (st != GF_OK)
+        return st;
+    const size_t rows = in->logits_mode == GF_LOGITS_LAST ? (size_t)B : BT;
+    const size_t want = 12 + 4 * rows * (size_t)V;
+    uint8_t head[12];
+    if (n < 12)
+        return gx_fail(x, "forward: reply of %u bytes, the protocol says %zu (wrong length)", n, want);
+    if ((st = gx_read_into(x, head, sizeof head)) != GF_OK)
+        return st;
+    const uint8_t *q = head;
+    int32_t got_rows = (int32_t)gx_get_u32(&q), got_V = (int32_t)gx_get_u32(&q), length = (int32_t)gx_get_u32(&q);
+    if ((size_t)got_rows != rows || got_V != V)
+        return gx_fail(x, "forward: reply holds (%d rows, V %d) logits, the request needs (%zu, %d) (wrong shape)",
+                       got_rows, got_V, rows, V);
+    if (n != want)
+        return gx_fail(x, "forward: reply of %u bytes for %zu x %d logits, the protocol says %zu (wrong length)",
+                       n, rows, V, want);
+    if ((st = gx_read_into(x, logits_out, 4 * rows * (size_t)V)) != GF_OK) /* (rows, V) f32 LE */
+        return st;
+    if (c) {
+        int32_t expect = c->length + T;
+        c->length = expect;
+        if (length != expect)
+            return gf_error_set(GF_E_BACKEND, "exec client '%s': its cache holds %d positions after a forward of "
+                                "%d; the contract says %d (length + T, once per call)", x->prog, length, T, expect);
+    }
+    return GF_OK;
+}
+
+/* The sampler over the wire: the model's client, or (model NULL, sampler-only
+ * use) a client started from the last command that offered a sampler. */
+static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *sp,
+                           const gf_rng_draws *draws, int32_t *ids_out)
+{
+    ex_model *m = model;
+    gx_conn *x = m ? &m->conn : &g_sample_conn;
+    uint32_t features = m ? m->features : g_sample_features;
+    gf_error_clear();
+    if (!logits || !sp || !draws || !draws->u || !ids_out || B < 1 || draws->V < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "exec: sample needs logits, params, draws (V >= 1) and ids_out");
+    if (!m && x->pid <= 0 && !x->dead) {
+        if (!g_sample_config)
+            return gf_error_set(GF_E_UNSUPPORTED, "exec: no client offering a sampler was started in this process");
+        char name[128];
+        gf_status st = ex_start(g_sample_config, x, &g_sample_features, name, sizeof name);
+        if (st != GF_OK)
+            return st;
+        features = g_sample_features;
+    }
+    if (!(features & GX_FEATURE_SAMPLE))
+        return gf_error_set(GF_E_UNSUPPORTED, "exec client '%s' has no sampler (hello features 0x%x)", x->prog,
+                            features);
+    const int32_t V = draws->V;
+    const size_t BV = (size_t)B * (size_t)V;
+    uint8_t *body = gx_body(x, 48 + 12 * BV), *p = body;
+    if (!body)
+        return GF_E_NOMEM;
+    gx_put_u32(&p, (uint32_t)B);
+    gx_put_u32(&p, (uint32_t)V);
+    gx_put_f64(&p, sp->temperature);
+    gx_put_u32(&p, (uint32_t)sp->use_top_k);
+    gx_put_u32(&p, (uint32_t)sp->top_k);
+    gx_put_u32(&p, (uint32_t)sp->use_top_p);
+    gx_put_u32(&p, 0); /* padding: keeps top_p 8-aligned in the body */
+    gx_put_f64(&p, sp->top_p);
+    gx_put_u64(&p, sp->seed);
+    memcpy(p, logits, 4 * BV); /* (B, V) f32 LE */
+    p += 4 * BV;
+    memcpy(p, draws->u, 8 * BV); /* (B, V) f64 LE */
+    p += 8 * BV;
+    rd r;
+    gf_status st = read_reply(x, GX_SAMPLE, body, (size_t)(p - body), 4L * B, &r);
+    if (st != GF_OK)
+        return st;
+    for (int32_t b = 0; b < B; b++)
+        ids_out[b] = (int32_t)rd_u32(&r);
+    return GF_OK;
+}
+
+/* The module's own message (its private copy of engine/status.c). */
+static const char *ex_last_error(void *model)
+{
+    (void)model;
+    return gf_error_msg();
+}
+
+/* Not const: the sample slot is filled in once a client that offers one has
+ * been handshaken in this process (note_features). */
+static gf_backend_ops k_exec_ops = {
+    .abi_version = GF_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(gf_backend_ops),
+    .name = "exec",
+    .description = "a protocol client over a pipe, any engine in any language: --backend 'exec:COMMAND ARGS...' "
+                   "(docs/protocol.md)",
+    .probe = ex_probe,
+    .info = ex_info,
+    .model_load = ex_model_load,
+    .model_free = ex_model_free,
+    .cache_create = ex_cache_create,
+    .cache_reset = ex_cache_reset,
+    .cache_free = ex_cache_free,
+    .cache_length = ex_cache_length,
+    .cache_bytes = ex_cache_bytes,
+    .forward = ex_forward,
+    .sample = NULL,
+    .last_error = ex_last_error,
+};
+
+GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_exec_ops; }

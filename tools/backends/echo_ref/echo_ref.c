@@ -1,0 +1,413 @@
+/* echo_ref: a genfence protocol client in plain C (docs/protocol.md).
+ *
+ * A GPT-2 forward written the way genfence's ref backend is (F32 activations,
+ * every dot product, LayerNorm and softmax accumulated in double), speaking
+ * the protocol on stdin/stdout. It includes nothing of genfence and links
+ * only libc and libm:
+ *
+ *     cc -O2 -std=c11 -o echo_ref echo_ref.c -lm
+ *     genfence run --backend "exec:./echo_ref"
+ *
+ * Two uses: it shows the protocol is language-neutral and small (everything
+ * a client needs is in this file), and because it does ref's arithmetic, its
+ * tokens/s next to in-process ref is the protocol's per-call overhead.
+ *
+ * It reads model.safetensors (F32 tensors) from the directory model_load
+ * names and takes the hyperparameters from the model_load request (genfence's
+ * reading of config.json). GPT-2 only; no sampler (hello features 0). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the wire: u32 op | u32 len | body; reply u32 status | u32 len | body ---- */
+
+static int read_all(void *dst, size_t n)
+{
+    uint8_t *p = dst;
+    while (n) {
+        ssize_t r = read(0, p, n);
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static void write_all(const void *src, size_t n)
+{
+    const uint8_t *p = src;
+    while (n) {
+        ssize_t w = write(1, p, n);
+        if (w <= 0)
+            exit(1);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; } /* LE host */
+
+static void reply(uint32_t status, const void *body, uint32_t n)
+{
+    uint32_t hdr[2] = {status, n};
+    write_all(hdr, 8);
+    write_all(body, n);
+}
+
+static void reply_err(uint32_t status, const char *msg) { reply(status, msg, (uint32_t)strlen(msg)); }
+
+enum { E_INVALID_ARG = 1, E_NOMEM = 2, E_IO = 3, E_FORMAT = 4, E_UNSUPPORTED = 5, E_CONTEXT_LIMIT = 7 };
+
+/* ---- the model ---- */
+
+typedef struct layer {
+    const float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;   /* Conv1D: [in, out] */
+} layer;
+
+static struct {
+    int loaded;
+    int32_t act, V, P, D, L, H, dh, F;
+    float eps;
+    uint8_t *file;                      /* model.safetensors, whole */
+    const float *wte, *wpe, *lnf_w, *lnf_b;
+    layer *ly;
+} M;
+
+typedef struct cache {
+    int32_t B, S, len;
+    float *k, *v;                       /* (L, B, H, S, dh) */
+} cache;
+
+static cache *caches[256];              /* id = index + 1 */
+
+/* Find tensor `name` (or "transformer." name) in the safetensors header; F32 of n floats. */
+static const float *tensor(const char *name, size_t n, char *err, size_t errlen)
+{
+    uint64_t hlen;
+    memcpy(&hlen, M.file, 8);
+    char key[128];
+    const char *hdr = (const char *)M.file + 8, *at = NULL;
+    for (int pass = 0; pass < 2 && !at; pass++) {
+        snprintf(key, sizeof key, "\"%s%s\"", pass ? "transformer." : "", name);
+        at = strstr(hdr, key);
+    }
+    const char *dt = at ? strstr(at, "\"dtype\"") : NULL, *off = at ? strstr(at, "\"data_offsets\"") : NULL;
+    unsigned long long a, b;
+    if (!dt || !off || sscanf(strchr(off, '[') + 1, "%llu , %llu", &a, &b) != 2) {
+        snprintf(err, errlen, "model.safetensors has no tensor %s", name);
+        return NULL;
+    }
+    if (!strstr(dt, "\"F32\"") || strstr(dt, "\"F32\"") > off || b - a != n * 4) {
+        snprintf(err, errlen, "tensor %s: not F32 of %zu values", name, n);
+        return NULL;
+    }
+    return (const float *)(M.file + 8 + hlen + a);
+}
+
+static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errlen)
+{
+    uint32_t n = get32(body + 4);
+    if (8 + n + 80 > len) {
+        snprintf(err, errlen, "short model_load request");
+        return E_FORMAT;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s/model.safetensors", (int)n, (const char *)body + 8);
+    const uint8_t *c = body + 8 + n;    /* the 80-byte config block */
+    int32_t cfg[20];
+    memcpy(cfg, c, sizeof cfg);
+    if (cfg[0] != 1 || !cfg[16]) {
+        snprintf(err, errlen, "echo_ref runs GPT-2 with a tied LM head only (arch %d, tied %d)", cfg[0], cfg[16]);
+        return E_UNSUPPORTED;
+    }
+    M.act = cfg[1], M.V = cfg[4], M.P = cfg[5], M.D = cfg[6], M.L = cfg[7], M.H = cfg[8];
+    M.dh = cfg[10], M.F = cfg[11];
+    memcpy(&M.eps, c + 48, 4);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %.400s", path);
+        return E_IO;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    M.file = malloc((size_t)size + 1);
+    if (!M.file || fread(M.file, 1, (size_t)size, f) != (size_t)size) {
+        fclose(f);
+        snprintf(err, errlen, "cannot read %.400s", path);
+        return E_IO;
+    }
+    fclose(f);
+    uint64_t hlen;
+    memcpy(&hlen, M.file, 8);
+    M.file[8 + hlen - 1] = '\0'; /* the header's last byte is '}' or a space: make it a C string */
+    const int32_t D = M.D, F = M.F;
+    M.ly = calloc((size_t)M.L, sizeof *M.ly);
+    int ok = (M.wte = tensor("wte.weight", (size_t)M.V * D, err, errlen)) &&
+             (M.wpe = tensor("wpe.weight", (size_t)M.P * D, err, errlen)) &&
+             (M.lnf_w = tensor("ln_f.weight", D, err, errlen)) && (M.lnf_b = tensor("ln_f.bias", D, err, errlen));
+    for (int32_t l = 0; ok && l < M.L; l++) {
+        layer *y = &M.ly[l];
+        char nm[64];
+#define T(field, what, count) (snprintf(nm, sizeof nm, "h.%d." what, l), (y->field = tensor(nm, count, err, errlen)))
+        ok = T(ln1_w, "ln_1.weight", D) && T(ln1_b, "ln_1.bias", D) &&
+             T(qkv_w, "attn.c_attn.weight", (size_t)D * 3 * D) && T(qkv_b, "attn.c_attn.bias", (size_t)3 * D) &&
+             T(proj_w, "attn.c_proj.weight", (size_t)D * D) && T(proj_b, "attn.c_proj.bias", D) &&
+             T(ln2_w, "ln_2.weight", D) && T(ln2_b, "ln_2.bias", D) &&
+             T(fc_w, "mlp.c_fc.weight", (size_t)D * F) && T(fc_b, "mlp.c_fc.bias", F) &&
+             T(mproj_w, "mlp.c_proj.weight", (size_t)F * D) && T(mproj_b, "mlp.c_proj.bias", D);
+#undef T
+    }
+    if (!ok)
+        return E_FORMAT;
+    M.loaded = 1;
+    return 0;
+}
+
+/* y (N) = x (K) W (K, N) + b, accumulated in double */
+static void linear(float *y, const float *x, const float *W, const float *b, int32_t K, int32_t N)
+{
+    for (int32_t o = 0; o < N; o++) {
+        double s = b ? b[o] : 0.0;
+        for (int32_t i = 0; i < K; i++)
+            s += (double)x[i] * W[(size_t)i * N + o];
+        y[o] = (float)s;
+    }
+}
+
+static void layernorm(float *y, const float *x, const float *w, const float *b)
+{
+    double mean = 0, var = 0;
+    for (int32_t i = 0; i < M.D; i++)
+        mean += x[i];
+    mean /= M.D;
+    for (int32_t i = 0; i < M.D; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    double inv = 1.0 / sqrt(var / M.D + M.eps);
+    for (int32_t i = 0; i < M.D; i++)
+        y[i] = (float)((x[i] - mean) * inv * w[i] + b[i]);
+}
+
+static float gelu(float xf)
+{
+    double x = xf;
+    if (M.act == 2)
+        return (float)(0.5 * x * (1.0 + erf(x * 0.7071067811865476)));
+    if (M.act == 3)
+        return xf > 0 ? xf : 0;
+    return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+}
+
+/* The contract (docs/protocol.md, forward): new keys at [len, len + T), query t
+ * sees keys j <= len + t that the mask allows, and always its own. */
+static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const int32_t *pos,
+                    const uint8_t *mask, int last, float *out)
+{
+    const int32_t D = M.D, H = M.H, dh = M.dh, F = M.F, S = c->S, start = c->len, Tk = start + T;
+    float *x = malloc(sizeof(float) * D), *h = malloc(sizeof(float) * 3 * D), *t = malloc(sizeof(float) * F);
+    float *X = malloc(sizeof(float) * (size_t)B * T * D), *A = malloc(sizeof(float) * (size_t)B * T * D);
+    float *Q = malloc(sizeof(float) * (size_t)B * T * D);
+    double *p = malloc(sizeof(double) * (size_t)Tk);
+    for (int32_t i = 0; i < B * T; i++)
+        for (int32_t d = 0; d < D; d++)
+            X[(size_t)i * D + d] = M.wte[(size_t)tok[i] * D + d] + M.wpe[(size_t)pos[i] * D + d];
+    for (int32_t l = 0; l < M.L; l++) {
+        const layer *y = &M.ly[l];
+        float *K = c->k + (size_t)l * B * H * S * dh, *Vv = c->v + (size_t)l * B * H * S * dh;
+        for (int32_t i = 0; i < B * T; i++) { /* q to Q, k and v into the cache */
+            int32_t b = i / T, tt = i % T;
+            layernorm(x, X + (size_t)i * D, y->ln1_w, y->ln1_b);
+            linear(h, x, y->qkv_w, y->qkv_b, D, 3 * D);
+            memcpy(Q + (size_t)i * D, h, sizeof(float) * D);
+            for (int32_t hh = 0; hh < H; hh++) {
+                size_t off = (((size_t)b * H + hh) * S + start + tt) * dh;
+                memcpy(K + off, h + D + hh * dh, sizeof(float) * dh);
+                memcpy(Vv + off, h + 2 * D + hh * dh, sizeof(float) * dh);
+            }
+        }
+        for (int32_t i = 0; i < B * T; i++) {
+            int32_t b = i / T, q = start + i % T;
+            for (int32_t hh = 0; hh < H; hh++) {
+                const float *qv = Q + (size_t)i * D + hh * dh;
+                const float *Kh = K + ((size_t)b * H + hh) * S * dh, *Vh = Vv + ((size_t)b * H + hh) * S * dh;
+                double mx = -INFINITY, sum = 0;
+                for (int32_t j = 0; j <= q; j++) {
+                    double s = -INFINITY;
+                    if (j == q || !mask || mask[(size_t)b * Tk + j]) {
+                        s = 0;
+                        for (int32_t d = 0; d < dh; d++)
+                            s += (double)qv[d] * Kh[(size_t)j * dh + d];
+                        s /= sqrt((double)dh);
+                    }
+                    p[j] = s;
+                    mx = s > mx ? s : mx;
+                }
+                for (int32_t j = 0; j <= q; j++)
+                    sum += p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - mx);
+                for (int32_t d = 0; d < dh; d++) {
+                    double acc = 0;
+                    for (int32_t j = 0; j <= q; j++)
+                        acc += p[j] * Vh[(size_t)j * dh + d];
+                    A[(size_t)i * D + hh * dh + d] = (float)(acc / sum);
+                }
+            }
+        }
+        for (int32_t i = 0; i < B * T; i++) { /* x += proj(att); x += mlp(LN2(x)) */
+            float *xi = X + (size_t)i * D;
+            linear(x, A + (size_t)i * D, y->proj_w, y->proj_b, D, D);
+            for (int32_t d = 0; d < D; d++)
+                xi[d] += x[d];
+            layernorm(x, xi, y->ln2_w, y->ln2_b);
+            linear(t, x, y->fc_w, y->fc_b, D, F);
+            for (int32_t f = 0; f < F; f++)
+                t[f] = gelu(t[f]);
+            linear(x, t, y->mproj_w, y->mproj_b, F, D);
+            for (int32_t d = 0; d < D; d++)
+                xi[d] += x[d];
+        }
+    }
+    c->len = Tk;
+    for (int32_t i = 0, row = 0; i < B * T; i++) { /* logits = LN_f(x) wte^T */
+        if (last && i % T != T - 1)
+            continue;
+        layernorm(x, X + (size_t)i * D, M.lnf_w, M.lnf_b);
+        for (int32_t v = 0; v < M.V; v++) {
+            double s = 0;
+            for (int32_t d = 0; d < D; d++)
+                s += (double)x[d] * M.wte[(size_t)v * D + d];
+            out[(size_t)row * M.V + v] = (float)s;
+        }
+        row++;
+    }
+    free(x); free(h); free(t); free(X); free(A); free(Q); free(p);
+}
+
+static cache *new_cache(int32_t B, int32_t S)
+{
+    cache *c = calloc(1, sizeof *c);
+    size_t n = (size_t)M.L * B * M.H * S * M.dh;
+    if (!c || !(c->k = calloc(n, sizeof(float))) || !(c->v = calloc(n, sizeof(float)))) {
+        if (c) free(c->k);
+        free(c);
+        return NULL;
+    }
+    c->B = B, c->S = S;
+    return c;
+}
+
+static void free_cache(cache *c)
+{
+    if (c) { free(c->k); free(c->v); free(c); }
+}
+
+static cache *find(const uint8_t *body)
+{
+    uint32_t id = get32(body);
+    return id >= 1 && id <= 256 ? caches[id - 1] : NULL;
+}
+
+int main(void)
+{
+    uint8_t hdr[8];
+    static char err[512];
+    while (read_all(hdr, 8) == 0) {
+        uint32_t op = get32(hdr), len = get32(hdr + 4);
+        uint8_t *body = malloc(len + 16);
+        if (!body || read_all(body, len) != 0)
+            return 1;
+        cache *c;
+        switch (op) {
+        case 1: { /* hello: magic, version 1, no features, name, description */
+            const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
+            uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
+            uint32_t w[4] = {0x50434647u, 1, 0, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            memcpy(out, w, 16);
+            memcpy(out + 16, name, strlen(name));
+            memcpy(out + 16 + strlen(name), &dl, 4);
+            memcpy(out + 20 + strlen(name), desc, dl);
+            reply(0, out, (uint32_t)(20 + strlen(name) + dl));
+            break;
+        }
+        case 2: reply(0, NULL, 0); break; /* probe: runs anywhere */
+        case 3: { /* info: f32, 1 thread, library, detail */
+            const char lib[] = "echo_ref (C, libm)";
+            uint8_t out[12 + sizeof lib + 4];
+            uint32_t w[3] = {1, 1, (uint32_t)strlen(lib)}, z = 0;
+            memcpy(out, w, 12);
+            memcpy(out + 12, lib, strlen(lib));
+            memcpy(out + 12 + strlen(lib), &z, 4);
+            reply(0, out, (uint32_t)(16 + strlen(lib)));
+            break;
+        }
+        case 4: { /* model_load */
+            int st = M.loaded ? (snprintf(err, sizeof err, "a model is already loaded"), E_INVALID_ARG)
+                              : model_load(body, len, err, sizeof err);
+            int32_t out[2] = {M.V, M.P};
+            if (st) reply_err((uint32_t)st, err); else reply(0, out, 8);
+            break;
+        }
+        case 5: { /* cache_create (batch, max_len) -> id */
+            int32_t B = (int32_t)get32(body), S = (int32_t)get32(body + 4);
+            uint32_t id = 0;
+            while (id < 256 && caches[id])
+                id++;
+            if (B < 1 || S < 1 || S > M.P) { reply_err(E_INVALID_ARG, "bad cache shape"); break; }
+            if (id == 256 || !(caches[id] = new_cache(B, S))) { reply_err(E_NOMEM, "no cache slot"); break; }
+            id++;
+            reply(0, &id, 4);
+            break;
+        }
+        case 6: case 7: case 8: case 9: /* cache reset, free, length, bytes */
+            if (!(c = find(body))) { reply_err(E_INVALID_ARG, "no such cache"); break; }
+            if (op == 6) { c->len = 0; reply(0, NULL, 0); }
+            if (op == 7) { free_cache(c); caches[get32(body) - 1] = NULL; reply(0, NULL, 0); }
+            if (op == 8) reply(0, &c->len, 4);
+            if (op == 9) { uint64_t n = 2ull * M.L * c->B * M.H * c->S * M.dh * 4; reply(0, &n, 8); }
+            break;
+        case 10: { /* forward */
+            int32_t f[6];
+            memcpy(f, body, 24);
+            int32_t B = f[1], T = f[2], Tk = f[3], last = f[4], has_mask = f[5];
+            cache tmp = {0}, *use = f[0] ? find(body) : NULL;
+            if (f[0] && !use) { reply_err(E_INVALID_ARG, "no such cache"); break; }
+            if (use && use->B != B) { reply_err(E_INVALID_ARG, "batch differs from the cache's"); break; }
+            if (use && use->len + T > use->S) { reply_err(E_CONTEXT_LIMIT, "the cache is full"); break; }
+            if (!use && T > M.P) { reply_err(E_CONTEXT_LIMIT, "more positions than n_positions"); break; }
+            if (Tk != (use ? use->len : 0) + T) { reply_err(E_INVALID_ARG, "key mask length"); break; }
+            const int32_t *tok = (const int32_t *)(body + 24), *pos = tok + (size_t)B * T;
+            for (int32_t i = 0; i < B * T; i++)
+                if (tok[i] < 0 || tok[i] >= M.V || pos[i] < 0 || pos[i] >= M.P) {
+                    reply_err(E_INVALID_ARG, "token or position out of range");
+                    goto next;
+                }
+            if (!use) {
+                cache *t = new_cache(B, T);
+                if (!t) { reply_err(E_NOMEM, "out of memory"); break; }
+                tmp = *t;
+                free(t);
+            }
+            int32_t rows = last ? B : B * T;
+            uint8_t *out = malloc(12 + (size_t)rows * M.V * 4);
+            forward(use ? use : &tmp, B, T, tok, pos, has_mask ? (const uint8_t *)(pos + (size_t)B * T) : NULL,
+                    last, (float *)(out + 12));
+            int32_t head[3] = {rows, M.V, use ? use->len : -1};
+            memcpy(out, head, 12);
+            reply(0, out, (uint32_t)(12 + (size_t)rows * M.V * 4));
+            free(out);
+            free(tmp.k);
+            free(tmp.v);
+            break;
+        }
+        default: reply_err(E_UNSUPPORTED, "echo_ref does not implement this request");
+        }
+    next:
+        free(body);
+    }
+    return 0;
+}

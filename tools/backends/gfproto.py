@@ -1,0 +1,278 @@
+"""The genfence backend protocol (docs/protocol.md), client side, for Python engines.
+
+An engine subclasses Backend, overrides what it implements and calls serve():
+
+    import numpy as np, gfproto
+
+    class Mine(gfproto.Backend):
+        name = "mine"
+        def model_load(self, path, threads, config): ...load path...
+        def cache_create(self, batch, max_len): return handle   # any object
+        def forward(self, cache, tokens, positions, key_mask, last_only):
+            return logits                                        # (B, T or 1, V) float32
+
+    gfproto.serve(Mine())
+
+serve() reads requests from stdin and answers on stdout until stdin ends. It
+does the framing, the byte layouts, the cache ids, the checks that need no
+model (shapes, lengths), the contract's cache bookkeeping (batch size,
+max_len, length advancing by T once per forward, reset), and turns exceptions
+into error replies: a gfproto.Error keeps its status, anything else is
+GF_E_BACKEND with "TypeName: message" (and the traceback on stderr). Stray
+prints are safe: fd 1 is moved to a private descriptor and stdout goes to
+stderr.
+
+Needs only numpy.
+"""
+import os
+import struct
+import sys
+import traceback
+
+import numpy as np
+
+PROTOCOL_VERSION = 1
+MAGIC = 0x50434647  # b"GFCP"
+ABI_VERSION = 2
+FEATURE_SAMPLE = 1
+
+# ops
+HELLO, PROBE, INFO, MODEL_LOAD = 1, 2, 3, 4
+CACHE_CREATE, CACHE_RESET, CACHE_FREE, CACHE_LENGTH, CACHE_BYTES = 5, 6, 7, 8, 9
+FORWARD, SAMPLE = 10, 11
+
+# gf_status codes (include/genfence/status.h)
+OK, E_INVALID_ARG, E_NOMEM, E_IO, E_FORMAT, E_UNSUPPORTED = 0, 1, 2, 3, 4, 5
+E_UNAVAILABLE, E_CONTEXT_LIMIT, E_ABI, E_BACKEND, E_NOT_FOUND, E_INTERNAL = 6, 7, 8, 9, 10, 11
+
+# gf_compute_dtype
+DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4}
+
+CONFIG_FIELDS = ("arch", "activation", "norm", "pos", "vocab_size", "n_positions", "n_embd",
+                 "n_layer", "n_head", "n_kv_head", "d_head", "d_ff", "norm_eps", "rope_theta",
+                 "bos_id", "eos_id", "tied_head", "qkv_bias", "rope_scaling", "rope_factor")
+CONFIG_STRUCT = struct.Struct("<4I8i2f4iIf")  # 80 bytes
+ARCH_GPT2, ARCH_LLAMA = 1, 2
+
+
+class Error(Exception):
+    """An error reply with a gf_status code and the engine's message."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def invalid_arg(msg): return Error(E_INVALID_ARG, msg)
+def context_limit(msg): return Error(E_CONTEXT_LIMIT, msg)
+def unsupported(msg): return Error(E_UNSUPPORTED, msg)
+def unavailable(msg): return Error(E_UNAVAILABLE, msg)
+
+
+class Backend:
+    """Override what the engine implements; the defaults refuse politely."""
+    name = "python"
+    description = ""
+    has_sample = False
+
+    def probe(self):
+        """Raise unavailable(reason) if the engine cannot run here."""
+
+    def info(self, threads):
+        """(dtype name, threads used, library, detail)."""
+        return ("f32", 1, "", "")
+
+    def model_load(self, path, threads, config):
+        """Load the model directory `path`; config is genfence's view of it
+        (a dict of CONFIG_FIELDS). Return (vocab_size, n_positions) loaded."""
+        raise unsupported("model_load is not implemented")
+
+    def cache_create(self, batch, max_len):
+        """A new, empty KV cache for batch rows of up to max_len positions: any object."""
+        raise unsupported("caches are not implemented")
+
+    def cache_reset(self, cache):
+        """Drop every position of cache (serve() then counts its length as 0)."""
+
+    def cache_free(self, cache):
+        pass
+
+    def cache_bytes(self, cache):
+        return 0
+
+    def forward(self, cache, tokens, positions, key_mask, last_only):
+        """tokens, positions: int32 (B, T); key_mask: bool (B, Tk) or None
+        (Tk = cache length + T, or T uncached); cache: your object or None.
+        Return float32 logits (B, T, V), or (B, 1, V) when last_only.
+        Append the T new keys/values to cache: serve() advances its length."""
+        raise unsupported("forward is not implemented")
+
+    def sample(self, logits, params, u):
+        """logits float32 (B, V), u float64 (B, V), params a dict
+        (temperature, use_top_k, top_k, use_top_p, top_p, seed): int ids (B)."""
+        raise unsupported("sample is not implemented")
+
+
+class _Cache:
+    __slots__ = ("obj", "batch", "max_len", "length")
+
+    def __init__(self, obj, batch, max_len):
+        self.obj, self.batch, self.max_len, self.length = obj, batch, max_len, 0
+
+
+def _str(b):
+    return struct.pack("<I", len(b)) + b
+
+
+class _Server:
+    def __init__(self, backend, rfd, wfd):
+        self.b, self.rfd, self.wfd = backend, rfd, wfd
+        self.caches, self.next_id = {}, 1
+        self.model = None  # (vocab_size, n_positions) once loaded
+
+    def read_exact(self, n):
+        parts, left = [], n
+        while left:
+            chunk = os.read(self.rfd, min(left, 1 << 20))
+            if not chunk:
+                return None
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+
+    def write(self, status, body):
+        data = struct.pack("<II", status, len(body)) + body
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.wfd, view):]
+
+    def cache(self, body):
+        (cid,) = struct.unpack_from("<I", body)
+        c = self.caches.get(cid)
+        if c is None:
+            raise invalid_arg(f"no cache with id {cid}")
+        return c
+
+    def need_model(self):
+        if self.model is None:
+            raise invalid_arg("no model loaded")
+
+    def handle(self, op, body):
+        b = self.b
+        if op == HELLO:
+            magic, version, abi = struct.unpack_from("<3I", body)
+            if magic != MAGIC:
+                raise Error(E_ABI, f"hello magic 0x{magic:08x} is not genfence's")
+            feats = FEATURE_SAMPLE if b.has_sample else 0
+            return (struct.pack("<3I", MAGIC, PROTOCOL_VERSION, feats) +
+                    _str(b.name.encode()) + _str(b.description.encode()))
+        if op == PROBE:
+            b.probe()
+            return b""
+        if op == INFO:
+            (threads,) = struct.unpack_from("<i", body)
+            dtype, used, lib, detail = b.info(threads)
+            return struct.pack("<Ii", DTYPES[dtype], used) + _str(lib.encode()) + _str(detail.encode())
+        if op == MODEL_LOAD:
+            if self.model is not None:
+                raise invalid_arg("a model is already loaded (one model per process)")
+            threads, n = struct.unpack_from("<iI", body)
+            path = body[8:8 + n].decode()
+            cfg = dict(zip(CONFIG_FIELDS, CONFIG_STRUCT.unpack_from(body, 8 + n)))
+            self.model = tuple(b.model_load(path, threads, cfg))
+            return struct.pack("<ii", *self.model)
+        if op == CACHE_CREATE:
+            self.need_model()
+            batch, max_len = struct.unpack_from("<ii", body)
+            if batch < 1 or max_len < 1 or max_len > self.model[1]:
+                raise invalid_arg(f"cache batch {batch}, max_len {max_len} (must be 1..{self.model[1]})")
+            cid, self.next_id = self.next_id, self.next_id + 1
+            self.caches[cid] = _Cache(b.cache_create(batch, max_len), batch, max_len)
+            return struct.pack("<I", cid)
+        if op == CACHE_RESET:
+            c = self.cache(body)
+            b.cache_reset(c.obj)
+            c.length = 0
+            return b""
+        if op == CACHE_FREE:
+            c = self.cache(body)
+            b.cache_free(c.obj)
+            del self.caches[struct.unpack_from("<I", body)[0]]
+            return b""
+        if op == CACHE_LENGTH:
+            return struct.pack("<i", self.cache(body).length)
+        if op == CACHE_BYTES:
+            return struct.pack("<Q", int(b.cache_bytes(self.cache(body).obj)))
+        if op == FORWARD:
+            return self.forward(body)
+        if op == SAMPLE:
+            if not b.has_sample:
+                raise unsupported("this client has no sampler")
+            B, V, temp, use_k, k, use_p, _pad, top_p, seed = struct.unpack_from("<iidiiiidQ", body)
+            n = B * V
+            logits = np.frombuffer(body, "<f4", n, 48).reshape(B, V)
+            u = np.frombuffer(body, "<f8", n, 48 + 4 * n).reshape(B, V)
+            params = dict(temperature=temp, use_top_k=use_k, top_k=k, use_top_p=use_p, top_p=top_p, seed=seed)
+            ids = np.asarray(b.sample(logits, params, u), dtype="<i4").reshape(B)
+            return ids.tobytes()
+        raise unsupported(f"unknown op {op}")
+
+    def forward(self, body):
+        self.need_model()
+        cid, B, T, Tk, mode, has_mask = struct.unpack_from("<I5i", body)
+        c = None
+        if cid:
+            c = self.cache(body)
+            if B != c.batch:
+                raise invalid_arg(f"batch has {B} rows, cache has {c.batch}")
+            if c.length + T > c.max_len:
+                raise context_limit(f"cache holds {c.length} of {c.max_len} positions; {T} more do not fit")
+            if Tk != c.length + T:
+                raise invalid_arg(f"key mask of {Tk} keys, the cache holds {c.length} + {T}")
+        elif T > self.model[1]:
+            raise context_limit(f"{T} positions exceed n_positions {self.model[1]}")
+        n = B * T
+        tokens = np.frombuffer(body, "<i4", n, 24).reshape(B, T)
+        positions = np.frombuffer(body, "<i4", n, 24 + 4 * n).reshape(B, T)
+        mask = np.frombuffer(body, np.uint8, B * Tk, 24 + 8 * n).reshape(B, Tk) != 0 if has_mask else None
+        V, npos = self.model
+        if tokens.min() < 0 or tokens.max() >= V:
+            raise invalid_arg(f"token outside [0, {V})")
+        if positions.min() < 0 or positions.max() >= npos:
+            raise invalid_arg(f"position outside [0, {npos})")
+        logits = self.b.forward(c.obj if c else None, tokens, positions, mask, mode == 1)
+        logits = np.ascontiguousarray(logits, dtype="<f4")
+        rows = B if mode == 1 else n
+        if logits.size != rows * V:
+            raise Error(E_INTERNAL, f"engine returned {logits.shape} logits, expected ({rows} rows, {V})")
+        if c:
+            c.length += T
+        return struct.pack("<3i", rows, V, c.length if c else -1) + logits.tobytes()
+
+    def run(self):
+        while True:
+            hdr = self.read_exact(8)
+            if hdr is None:
+                return 0
+            op, n = struct.unpack("<II", hdr)
+            body = self.read_exact(n) if n else b""
+            if body is None:
+                return 0
+            try:
+                out = self.handle(op, body)
+                self.write(OK, out)
+            except Error as e:
+                self.write(e.status, str(e).encode()[:60000])
+            except Exception as e:  # the engine's own failure: its message, traceback on stderr
+                traceback.print_exc(file=sys.stderr)
+                sys.stderr.flush()
+                self.write(E_BACKEND, f"{type(e).__name__}: {e}".encode()[:60000])
+
+
+def serve(backend):
+    """Answer genfence's requests on stdin/stdout until stdin ends; returns 0."""
+    rfd = os.dup(0)
+    wfd = os.dup(1)
+    os.dup2(2, 1)  # stray prints (the engine's, a library's) go to stderr, not into the protocol
+    sys.stdout = sys.stderr
+    return _Server(backend, rfd, wfd).run()
