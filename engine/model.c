@@ -1,4 +1,7 @@
-/* Hugging Face GPT-2 directory (config.json + model.safetensors) -> gf_model.
+/* Hugging Face model directory (config.json + model.safetensors, or the
+ * shards of model.safetensors.index.json) -> gf_model. GPT-2 (tensor names
+ * with or without "transformer.") and the Llama family (names with or without
+ * "model."; qwen2 adds q/k/v biases).
  *
  * Every weight is converted to F32 into one 64-byte-aligned allocation (each
  * tensor starts on a 64-byte boundary), so the safetensors mapping is closed
@@ -13,10 +16,12 @@
 #include <sys/stat.h>
 
 #include "genfence/safetensors.h"
+#include "model_internal.h"
 
 struct gf_model {
     char *dir;
     float *arena;
+    float *rope_inv_freq;   /* (d_head / 2), rotary only */
     gf_layer_weights *layers;
     gf_model_desc desc;
     size_t n_params;
@@ -32,6 +37,7 @@ typedef struct wspec {
     const char *why;     /* how the expected shape follows from the config */
     const float **dst;
     const gf_st_tensor *t;
+    const gf_safetensors *shard; /* the file t lives in */
     size_t slot;         /* offset in floats into the arena */
 } wspec;
 
@@ -63,16 +69,21 @@ static const char *shape_str(char *buf, size_t cap, int32_t ndim, const int64_t 
     return buf;
 }
 
-/* Find NAME or "transformer." NAME; both present is ambiguous. */
-static gf_status find_tensor(const gf_safetensors *st, const char *name, const gf_st_tensor **out)
+/* Find NAME or PREFIX NAME (the base model's prefix: "transformer." for
+ * GPT-2, "model." for Llama); both present is ambiguous. */
+static gf_status find_tensor(const gf_st_set *set, const char *prefix, const char *name,
+                             const gf_st_tensor **out, const gf_safetensors **shard)
 {
-    char pref[128];
-    snprintf(pref, sizeof pref, "transformer.%s", name);
-    const gf_st_tensor *a = gf_safetensors_find(st, name), *b = gf_safetensors_find(st, pref);
+    char pref[160];
+    snprintf(pref, sizeof pref, "%s%s", prefix, name);
+    const gf_safetensors *sa = NULL, *sb = NULL;
+    const gf_st_tensor *a = gf_st_set_find(set, name, &sa), *b = gf_st_set_find(set, pref, &sb);
     if (a && b)
         return gf_error_set(GF_E_FORMAT, "%s: both '%s' and '%s' are present; which one is meant?",
-                            gf_safetensors_path(st), name, pref);
+                            gf_st_set_path(set), name, pref);
     *out = a ? a : b;
+    if (shard)
+        *shard = a ? sa : sb;
     return GF_OK;
 }
 
@@ -93,18 +104,21 @@ static int is_float_dtype(gf_dtype dt)
     return dt == GF_DT_F32 || dt == GF_DT_F16 || dt == GF_DT_BF16 || dt == GF_DT_F64;
 }
 
-/* A tensor "h.K.*" / "transformer.h.K.*" with K >= n_layer means the config
- * and the weights disagree on the depth. */
-static gf_status check_extra_layers(const gf_safetensors *st, const char *cfg_path, int32_t n_layer)
+/* A tensor "<prefix><layers>K.*" with K >= n_layer means the config and the
+ * weights disagree on the depth. */
+static gf_status check_extra_layers(const gf_st_set *set, const char *cfg_path, const char *prefix,
+                                    const char *layers, int32_t n_layer)
 {
-    for (size_t i = 0; i < gf_safetensors_count(st); i++) {
-        const char *nm = gf_safetensors_at(st, i)->name;
+    size_t np = strlen(prefix), nl = strlen(layers);
+    for (size_t i = 0; i < gf_st_set_count(set); i++) {
+        const gf_safetensors *shard = NULL;
+        const char *nm = gf_st_set_at(set, i, &shard)->name;
         const char *p = nm;
-        if (!strncmp(p, "transformer.", 12))
-            p += 12;
-        if (strncmp(p, "h.", 2) != 0)
+        if (!strncmp(p, prefix, np))
+            p += np;
+        if (strncmp(p, layers, nl) != 0)
             continue;
-        p += 2;
+        p += nl;
         if (*p < '0' || *p > '9')
             continue;
         char *end;
@@ -115,11 +129,75 @@ static gf_status check_extra_layers(const gf_safetensors *st, const char *cfg_pa
         if (errno == ERANGE || k >= (unsigned long long)n_layer)
             return gf_error_set(GF_E_FORMAT,
                                 "%s: tensor '%.200s' belongs to layer %llu but %s says "
-                                "n_layer = %d (layers 0 .. %d); config and weights disagree",
-                                gf_safetensors_path(st), nm, k, cfg_path, (int)n_layer,
-                                (int)n_layer - 1);
+                                "%s = %d (layers 0 .. %d); config and weights disagree",
+                                gf_safetensors_path(shard), nm, k, cfg_path,
+                                strcmp(layers, "h.") ? "num_hidden_layers" : "n_layer",
+                                (int)n_layer, (int)n_layer - 1);
     }
     return GF_OK;
+}
+
+/* GPT-2's weights: names relative to "transformer.". */
+static void gpt2_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_weights *w,
+                       gf_layer_weights *layers)
+{
+    const int64_t V = c->vocab_size, P = c->n_positions, D = c->n_embd, F = c->d_ff;
+    char nm[96];
+    add_w(ws, k, "wte.weight", 2, V, D, "(vocab_size, n_embd)", &w->wte);
+    add_w(ws, k, "wpe.weight", 2, P, D, "(n_positions, n_embd)", &w->wpe);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        gf_layer_weights *lw = &layers[l];
+#define LNAME(suffix) (snprintf(nm, sizeof nm, "h.%d.%s", (int)l, suffix), nm)
+        add_w(ws, k, LNAME("ln_1.weight"), 1, D, 0, "(n_embd)", &lw->ln1_w);
+        add_w(ws, k, LNAME("ln_1.bias"), 1, D, 0, "(n_embd)", &lw->ln1_b);
+        add_w(ws, k, LNAME("attn.c_attn.weight"), 2, D, 3 * D, "(n_embd, 3*n_embd)", &lw->attn_qkv_w);
+        add_w(ws, k, LNAME("attn.c_attn.bias"), 1, 3 * D, 0, "(3*n_embd)", &lw->attn_qkv_b);
+        add_w(ws, k, LNAME("attn.c_proj.weight"), 2, D, D, "(n_embd, n_embd)", &lw->attn_proj_w);
+        add_w(ws, k, LNAME("attn.c_proj.bias"), 1, D, 0, "(n_embd)", &lw->attn_proj_b);
+        add_w(ws, k, LNAME("ln_2.weight"), 1, D, 0, "(n_embd)", &lw->ln2_w);
+        add_w(ws, k, LNAME("ln_2.bias"), 1, D, 0, "(n_embd)", &lw->ln2_b);
+        add_w(ws, k, LNAME("mlp.c_fc.weight"), 2, D, F, "(n_embd, n_inner)", &lw->mlp_fc_w);
+        add_w(ws, k, LNAME("mlp.c_fc.bias"), 1, F, 0, "(n_inner)", &lw->mlp_fc_b);
+        add_w(ws, k, LNAME("mlp.c_proj.weight"), 2, F, D, "(n_inner, n_embd)", &lw->mlp_proj_w);
+        add_w(ws, k, LNAME("mlp.c_proj.bias"), 1, D, 0, "(n_embd)", &lw->mlp_proj_b);
+#undef LNAME
+    }
+    add_w(ws, k, "ln_f.weight", 1, D, 0, "(n_embd)", &w->lnf_w);
+    add_w(ws, k, "ln_f.bias", 1, D, 0, "(n_embd)", &w->lnf_b);
+}
+
+/* Llama / Qwen2 weights (nn.Linear [out, in]): names relative to "model.". */
+static void llama_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_weights *w,
+                        gf_layer_weights *layers)
+{
+    const int64_t V = c->vocab_size, D = c->n_embd, F = c->d_ff;
+    const int64_t Q = (int64_t)c->n_head * c->d_head, KV = (int64_t)c->n_kv_head * c->d_head;
+    char nm[96];
+    add_w(ws, k, "embed_tokens.weight", 2, V, D, "(vocab_size, hidden_size)", &w->wte);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        gf_layer_weights *lw = &layers[l];
+#define LNAME(suffix) (snprintf(nm, sizeof nm, "layers.%d.%s", (int)l, suffix), nm)
+        add_w(ws, k, LNAME("input_layernorm.weight"), 1, D, 0, "(hidden_size)", &lw->attn_norm_w);
+        add_w(ws, k, LNAME("self_attn.q_proj.weight"), 2, Q, D,
+              "(num_attention_heads*head_dim, hidden_size)", &lw->wq);
+        add_w(ws, k, LNAME("self_attn.k_proj.weight"), 2, KV, D,
+              "(num_key_value_heads*head_dim, hidden_size)", &lw->wk);
+        add_w(ws, k, LNAME("self_attn.v_proj.weight"), 2, KV, D,
+              "(num_key_value_heads*head_dim, hidden_size)", &lw->wv);
+        if (c->qkv_bias) {
+            add_w(ws, k, LNAME("self_attn.q_proj.bias"), 1, Q, 0, "(num_attention_heads*head_dim)", &lw->bq);
+            add_w(ws, k, LNAME("self_attn.k_proj.bias"), 1, KV, 0, "(num_key_value_heads*head_dim)", &lw->bk);
+            add_w(ws, k, LNAME("self_attn.v_proj.bias"), 1, KV, 0, "(num_key_value_heads*head_dim)", &lw->bv);
+        }
+        add_w(ws, k, LNAME("self_attn.o_proj.weight"), 2, D, Q,
+              "(hidden_size, num_attention_heads*head_dim)", &lw->wo);
+        add_w(ws, k, LNAME("post_attention_layernorm.weight"), 1, D, 0, "(hidden_size)", &lw->mlp_norm_w);
+        add_w(ws, k, LNAME("mlp.gate_proj.weight"), 2, F, D, "(intermediate_size, hidden_size)", &lw->w_gate);
+        add_w(ws, k, LNAME("mlp.up_proj.weight"), 2, F, D, "(intermediate_size, hidden_size)", &lw->w_up);
+        add_w(ws, k, LNAME("mlp.down_proj.weight"), 2, D, F, "(hidden_size, intermediate_size)", &lw->w_down);
+#undef LNAME
+    }
+    add_w(ws, k, "norm.weight", 1, D, 0, "(hidden_size)", &w->lnf_w);
 }
 
 void gf_model_free(gf_model *m)
@@ -127,6 +205,7 @@ void gf_model_free(gf_model *m)
     if (!m)
         return;
     free(m->arena);
+    free(m->rope_inv_freq);
     free(m->layers);
     free(m->dir);
     free(m);
@@ -145,10 +224,9 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     gf_status s = GF_OK;
     gf_model *m = calloc(1, sizeof *m);
     char *cfg_path = path_join(dir, "config.json");
-    char *st_path = path_join(dir, "model.safetensors");
-    gf_safetensors *st = NULL;
+    gf_st_set *set = NULL;
     wspec *ws = NULL;
-    if (!m || !cfg_path || !st_path || !(m->dir = strdup(dir))) {
+    if (!m || !cfg_path || !(m->dir = strdup(dir))) {
         s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);
         goto fail;
     }
@@ -165,30 +243,30 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     }
 
     gf_model_config cfg;
-    if ((s = gf_config_load(cfg_path, &cfg)) != GF_OK)
+    gf_rope_params rope;
+    if ((s = gf_config_load_ex(cfg_path, &cfg, &rope)) != GF_OK)
         goto fail;
+    const int llama = cfg.arch == GF_ARCH_LLAMA;
+    const char *prefix = llama ? "model." : "transformer.";
 
-    if ((s = gf_safetensors_open(st_path, &st)) != GF_OK) {
-        if (s == GF_E_IO && !file_exists(dir, "model.safetensors")) {
+    if ((s = gf_st_set_open(dir, &set)) != GF_OK) {
+        if (s == GF_E_IO && !file_exists(dir, "model.safetensors") &&
+            !file_exists(dir, "model.safetensors.index.json") &&
+            file_exists(dir, "pytorch_model.bin")) {
             char prev[1024];
             snprintf(prev, sizeof prev, "%s", gf_error_msg());
-            if (file_exists(dir, "model.safetensors.index.json"))
-                s = gf_error_set(GF_E_UNSUPPORTED,
-                                 "%s (the directory holds a sharded checkpoint, "
-                                 "model.safetensors.index.json; genfence reads a single "
-                                 "model.safetensors)", prev);
-            else if (file_exists(dir, "pytorch_model.bin"))
-                s = gf_error_set(GF_E_UNSUPPORTED,
-                                 "%s (the directory holds pytorch_model.bin; genfence reads "
-                                 "only safetensors: save with save_pretrained(..., "
-                                 "safe_serialization=True))", prev);
+            s = gf_error_set(GF_E_UNSUPPORTED,
+                             "%s (the directory holds pytorch_model.bin; genfence reads "
+                             "only safetensors: save with save_pretrained(..., "
+                             "safe_serialization=True))", prev);
         }
         goto fail;
     }
+    const char *st_path = gf_st_set_path(set);
 
-    const int64_t V = cfg.vocab_size, P = cfg.n_positions, D = cfg.n_embd, F = cfg.d_ff;
+    const int64_t V = cfg.vocab_size, D = cfg.n_embd;
     const int32_t L = cfg.n_layer;
-    if ((s = check_extra_layers(st, cfg_path, L)) != GF_OK)
+    if ((s = check_extra_layers(set, cfg_path, prefix, llama ? "layers." : "h.", L)) != GF_OK)
         goto fail;
 
     m->layers = calloc((size_t)L, sizeof *m->layers);
@@ -200,41 +278,28 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     }
     gf_model_weights *w = &m->desc.weights;
     size_t k = 0;
-    char nm[96];
-    add_w(ws, &k, "wte.weight", 2, V, D, "(vocab_size, n_embd)", &w->wte);
-    add_w(ws, &k, "wpe.weight", 2, P, D, "(n_positions, n_embd)", &w->wpe);
-    for (int32_t l = 0; l < L; l++) {
-        gf_layer_weights *lw = &m->layers[l];
-#define LNAME(suffix) (snprintf(nm, sizeof nm, "h.%d.%s", (int)l, suffix), nm)
-        add_w(ws, &k, LNAME("ln_1.weight"), 1, D, 0, "(n_embd)", &lw->ln1_w);
-        add_w(ws, &k, LNAME("ln_1.bias"), 1, D, 0, "(n_embd)", &lw->ln1_b);
-        add_w(ws, &k, LNAME("attn.c_attn.weight"), 2, D, 3 * D, "(n_embd, 3*n_embd)", &lw->attn_qkv_w);
-        add_w(ws, &k, LNAME("attn.c_attn.bias"), 1, 3 * D, 0, "(3*n_embd)", &lw->attn_qkv_b);
-        add_w(ws, &k, LNAME("attn.c_proj.weight"), 2, D, D, "(n_embd, n_embd)", &lw->attn_proj_w);
-        add_w(ws, &k, LNAME("attn.c_proj.bias"), 1, D, 0, "(n_embd)", &lw->attn_proj_b);
-        add_w(ws, &k, LNAME("ln_2.weight"), 1, D, 0, "(n_embd)", &lw->ln2_w);
-        add_w(ws, &k, LNAME("ln_2.bias"), 1, D, 0, "(n_embd)", &lw->ln2_b);
-        add_w(ws, &k, LNAME("mlp.c_fc.weight"), 2, D, F, "(n_embd, n_inner)", &lw->mlp_fc_w);
-        add_w(ws, &k, LNAME("mlp.c_fc.bias"), 1, F, 0, "(n_inner)", &lw->mlp_fc_b);
-        add_w(ws, &k, LNAME("mlp.c_proj.weight"), 2, F, D, "(n_inner, n_embd)", &lw->mlp_proj_w);
-        add_w(ws, &k, LNAME("mlp.c_proj.bias"), 1, D, 0, "(n_embd)", &lw->mlp_proj_b);
-#undef LNAME
-    }
-    add_w(ws, &k, "ln_f.weight", 1, D, 0, "(n_embd)", &w->lnf_w);
-    add_w(ws, &k, "ln_f.bias", 1, D, 0, "(n_embd)", &w->lnf_b);
+    if (llama)
+        llama_specs(ws, &k, &cfg, w, m->layers);
+    else
+        gpt2_specs(ws, &k, &cfg, w, m->layers);
 
-    /* lm_head.weight is never prefixed (GPT2LMHeadModel keeps it outside
-     * "transformer."), but accept both spellings. */
+    /* lm_head.weight is never prefixed (the *ForCausalLM keeps it outside the
+     * base model), but accept both spellings. GPT-2: used when present, else
+     * tied. Llama: with tie_word_embeddings transformers ties it to the
+     * embedding whatever the file holds, so it is ignored; without, required. */
     const gf_st_tensor *head = NULL;
-    if ((s = find_tensor(st, "lm_head.weight", &head)) != GF_OK)
+    if ((s = find_tensor(set, prefix, "lm_head.weight", &head, NULL)) != GF_OK)
         goto fail;
+    if (llama && cfg.tied_head)
+        head = NULL;
     if (head)
-        add_w(ws, &k, "lm_head.weight", 2, V, D, "(vocab_size, n_embd)", &w->lm_head);
+        add_w(ws, &k, "lm_head.weight", 2, V, D, llama ? "(vocab_size, hidden_size)" : "(vocab_size, n_embd)",
+              &w->lm_head);
     else if (!cfg.tied_head) {
         s = gf_error_set(GF_E_FORMAT,
                          "%s: tensor 'lm_head.weight' missing and %s sets tie_word_embeddings "
-                         "to false, so the output projection cannot be taken from wte.weight",
-                         st_path, cfg_path);
+                         "to false, so the output projection cannot be taken from %s",
+                         st_path, cfg_path, llama ? "model.embed_tokens.weight" : "wte.weight");
         goto fail;
     }
 
@@ -242,17 +307,18 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     size_t total = 0, n_params = 0;
     for (size_t i = 0; i < k; i++) {
         wspec *e = &ws[i];
-        if ((s = find_tensor(st, e->name, &e->t)) != GF_OK)
+        if ((s = find_tensor(set, prefix, e->name, &e->t, &e->shard)) != GF_OK)
             goto fail;
         if (!e->t) {
-            const gf_st_tensor *first = gf_safetensors_at(st, 0);
+            const gf_st_tensor *first = gf_st_set_at(set, 0, NULL);
             char layer_note[160] = "";
-            if (!strncmp(e->name, "h.", 2))
-                snprintf(layer_note, sizeof layer_note, "; %s has n_layer = %d", cfg_path, (int)L);
+            if (!strncmp(e->name, llama ? "layers." : "h.", llama ? 7 : 2))
+                snprintf(layer_note, sizeof layer_note, "; %s has %s = %d", cfg_path,
+                         llama ? "num_hidden_layers" : "n_layer", (int)L);
             s = gf_error_set(GF_E_FORMAT,
-                             "%s: tensor '%s' missing (also looked for 'transformer.%s')%s; "
-                             "the file has %zu tensors%s%.200s%s",
-                             st_path, e->name, e->name, layer_note, gf_safetensors_count(st),
+                             "%s: tensor '%s' missing (also looked for '%s%s')%s; "
+                             "the checkpoint has %zu tensors%s%.200s%s",
+                             st_path, e->name, prefix, e->name, layer_note, gf_st_set_count(set),
                              first ? ", the first is '" : "", first ? first->name : "",
                              first ? "'" : "");
             goto fail;
@@ -265,15 +331,15 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
             s = gf_error_set(GF_E_FORMAT,
                              "%s: tensor '%s': shape %s, expected %s = %s from %s "
                              "(file offset %" PRIu64 ")",
-                             st_path, e->t->name, shape_str(got, sizeof got, e->t->ndim, e->t->shape),
-                             e->why, shape_str(want, sizeof want, e->ndim, e->shape), cfg_path,
-                             e->t->offset);
+                             gf_safetensors_path(e->shard), e->t->name,
+                             shape_str(got, sizeof got, e->t->ndim, e->t->shape), e->why,
+                             shape_str(want, sizeof want, e->ndim, e->shape), cfg_path, e->t->offset);
             goto fail;
         }
         if (!is_float_dtype(e->t->dtype)) {
             s = gf_error_set(GF_E_FORMAT,
                              "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
-                             st_path, e->t->name, gf_dtype_name(e->t->dtype));
+                             gf_safetensors_path(e->shard), e->t->name, gf_dtype_name(e->t->dtype));
             goto fail;
         }
         size_t numel = (size_t)gf_st_tensor_numel(e->t);
@@ -294,13 +360,21 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     }
     for (size_t i = 0; i < k; i++) {
         float *dst = m->arena + ws[i].slot;
-        if ((s = gf_st_tensor_to_f32(st, ws[i].t, dst)) != GF_OK)
+        if ((s = gf_st_tensor_to_f32(ws[i].shard, ws[i].t, dst)) != GF_OK)
             goto fail;
         *ws[i].dst = dst;
     }
     if (!head)
         w->lm_head = w->wte;
     w->layers = m->layers;
+    if (cfg.pos == GF_POS_ROPE) {
+        if (!(m->rope_inv_freq = malloc((size_t)(cfg.d_head / 2) * sizeof(float)))) {
+            s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);
+            goto fail;
+        }
+        gf_rope_inv_freq(&cfg, &rope, m->rope_inv_freq);
+        w->rope_inv_freq = m->rope_inv_freq;
+    }
 
     cfg.tied_head = head ? 0 : 1;
     m->desc.struct_size = (uint32_t)sizeof m->desc;
@@ -308,17 +382,15 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     m->desc.name = m->dir;
     m->n_params = n_params;
 
-    gf_safetensors_close(st);
+    gf_st_set_close(set);
     free(ws);
     free(cfg_path);
-    free(st_path);
     *model_out = m;
     return GF_OK;
 fail:
-    gf_safetensors_close(st);
+    gf_st_set_close(set);
     free(ws);
     free(cfg_path);
-    free(st_path);
     gf_model_free(m);
     return s;
 }

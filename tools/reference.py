@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Reference logits / greedy decoding for a Hugging Face GPT-2 directory.
+"""Reference logits / greedy decoding for a Hugging Face model directory.
 
-Loads DIR with transformers.GPT2LMHeadModel.from_pretrained (float32, eval
+Loads DIR with transformers.GPT2LMHeadModel, LlamaForCausalLM or
+Qwen2ForCausalLM (by config.json's model_type) .from_pretrained (float32, eval
 mode, torch.no_grad) and DIR/tokenizer.json with tokenizers.Tokenizer.from_file.
 
 CLI:
@@ -49,12 +50,30 @@ def versions():
     return f"transformers {transformers.__version__} / torch {torch.__version__}"
 
 
+MODEL_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+def model_type(model_dir):
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        return json.load(f).get("model_type")
+
+
 def load_model(model_dir):
-    """GPT2LMHeadModel in float32 eval mode."""
-    from transformers import GPT2LMHeadModel
-    model = GPT2LMHeadModel.from_pretrained(model_dir, torch_dtype=torch.float32)
+    """The model_type's *ForCausalLM in float32 eval mode (weights stored as
+    F16/BF16 are converted to float32, as genfence does)."""
+    import transformers
+    mt = model_type(model_dir)
+    if mt not in MODEL_CLASSES:
+        raise SystemExit(f"{model_dir}: model_type {mt!r} not supported (supported: {', '.join(MODEL_CLASSES)})")
+    cls = getattr(transformers, MODEL_CLASSES[mt])
+    model = cls.from_pretrained(model_dir, torch_dtype=torch.float32)
     model.float().eval()
     return model
+
+
+def n_positions(model):
+    c = model.config
+    return c.n_positions if hasattr(c, "n_positions") else c.max_position_embeddings
 
 
 def load_tokenizer(model_dir):
@@ -63,7 +82,7 @@ def load_tokenizer(model_dir):
 
 
 def _check_len(model, n):
-    npos = model.config.n_positions
+    npos = n_positions(model)
     if n > npos:
         raise ValueError(f"sequence length {n} exceeds n_positions {npos}")
     if n < 1:
@@ -160,7 +179,7 @@ def card(model_dir, prompt=DEFAULT_PROMPT, steps=64, seed=1337):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="Hugging Face GPT-2 directory (with tokenizer.json)")
+    ap.add_argument("--model", required=True, help="Hugging Face gpt2/llama/qwen2 directory (with tokenizer.json)")
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--tokens", help="comma-separated token ids")
     src.add_argument("--text", help="prompt text (encoded with DIR/tokenizer.json, no special tokens added)")

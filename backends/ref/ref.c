@@ -1,4 +1,5 @@
-/* Reference backend (GPT-2 family): a forward pass readable top to bottom.
+/* Reference backend (GPT-2 and the Llama family): forward passes readable top
+ * to bottom.
  *
  * Activations are F32 between operations, as in PyTorch's fp32 path; every dot
  * product, LayerNorm statistic and softmax is accumulated in double, so this
@@ -28,12 +29,22 @@ typedef struct ref_layer {
     float *fc_b;            /* (F) */
     float *mproj_w;         /* (D, F) */
     float *mproj_b;         /* (D) */
+    /* Llama family ([out, in] as stored); Qwen2's q/k/v biases or NULL */
+    float *attn_norm, *mlp_norm; /* (D) */
+    float *wq;              /* (H dh, D) */
+    float *wk, *wv;         /* (H_kv dh, D) */
+    float *bq;              /* (H dh) */
+    float *bk, *bv;         /* (H_kv dh) */
+    float *wo;              /* (D, H dh) */
+    float *w_gate, *w_up;   /* (F, D) */
+    float *w_down;          /* (D, F) */
 } ref_layer;
 
 typedef struct ref_model {
     gf_model_config cfg;
     float *wte;             /* (V, D) */
-    float *wpe;             /* (n_positions, D) */
+    float *wpe;             /* (n_positions, D); NULL for rotary */
+    float *inv_freq;        /* (dh / 2) rotary inverse frequencies; NULL for GPT-2 */
     ref_layer *layers;      /* (L) */
     float *lnf_w, *lnf_b;   /* (D) */
     float *lm_head;         /* (V, D); aliases wte when tied */
@@ -44,7 +55,7 @@ typedef struct ref_model {
 typedef struct ref_cache {
     const ref_model *m;
     int32_t B, max_len, length;
-    float *k, *v;           /* (L, B, H, max_len, d_head) each */
+    float *k, *v;           /* (L, B, H_kv, max_len, d_head) each; H_kv = H for GPT-2 */
 } ref_cache;
 
 static gf_status ref_probe(char *why, size_t why_len)
@@ -76,7 +87,11 @@ static void ref_model_free(void *handle)
         free(ly->ln1_w); free(ly->ln1_b); free(ly->qkv_w); free(ly->qkv_b);
         free(ly->proj_w); free(ly->proj_b); free(ly->ln2_w); free(ly->ln2_b);
         free(ly->fc_w); free(ly->fc_b); free(ly->mproj_w); free(ly->mproj_b);
+        free(ly->attn_norm); free(ly->mlp_norm); free(ly->wq); free(ly->wk); free(ly->wv);
+        free(ly->bq); free(ly->bk); free(ly->bv); free(ly->wo);
+        free(ly->w_gate); free(ly->w_up); free(ly->w_down);
     }
+    free(m->inv_freq);
     free(m->layers);
     if (m->lm_head != m->wte)
         free(m->lm_head);
@@ -108,6 +123,58 @@ static float *transpose_f32(const float *src, int32_t in, int32_t out)
     return dst;
 }
 
+/* Llama / Qwen2: weights are already [out, in]; copy them. */
+static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
+{
+    const gf_model_config *c = &desc->config;
+    if (c->activation != GF_ACT_SILU || c->norm != GF_NORM_RMSNORM || c->pos != GF_POS_ROPE ||
+        c->d_head < 2 || c->d_head % 2 || c->n_kv_head < 1 || c->n_head % c->n_kv_head)
+        return gf_error_set(GF_E_UNSUPPORTED, "ref: a Llama-family model needs SiLU, RMSNorm, "
+                            "rotary positions, an even head size and H %% H_kv == 0");
+    const gf_model_weights *w = &desc->weights;
+    if (!w->rope_inv_freq)
+        return gf_error_set(GF_E_INVALID_ARG, "ref: the model description has no rope_inv_freq");
+    ref_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory");
+    m->cfg = *c;
+    const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
+    const size_t Q = (size_t)c->n_head * c->d_head, KV = (size_t)c->n_kv_head * c->d_head;
+    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
+    m->lnf_w = dup_f32(w->lnf_w, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    int ok = m->wte && m->inv_freq && m->lnf_w && m->lm_head && m->layers;
+    for (int32_t l = 0; ok && l < L; l++) {
+        const gf_layer_weights *s = &w->layers[l];
+        ref_layer *d = &m->layers[l];
+        d->attn_norm = dup_f32(s->attn_norm_w, D);
+        d->wq = dup_f32(s->wq, Q * D);
+        d->wk = dup_f32(s->wk, KV * D);
+        d->wv = dup_f32(s->wv, KV * D);
+        d->wo = dup_f32(s->wo, (size_t)D * Q);
+        d->mlp_norm = dup_f32(s->mlp_norm_w, D);
+        d->w_gate = dup_f32(s->w_gate, (size_t)F * D);
+        d->w_up = dup_f32(s->w_up, (size_t)F * D);
+        d->w_down = dup_f32(s->w_down, (size_t)D * F);
+        ok = d->attn_norm && d->wq && d->wk && d->wv && d->wo && d->mlp_norm && d->w_gate &&
+             d->w_up && d->w_down;
+        if (ok && c->qkv_bias) {
+            d->bq = dup_f32(s->bq, Q);
+            d->bk = dup_f32(s->bk, KV);
+            d->bv = dup_f32(s->bv, KV);
+            ok = d->bq && d->bk && d->bv;
+        }
+    }
+    if (!ok) {
+        ref_model_free(m);
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory (or a NULL weight) loading the model");
+    }
+    *model_out = m;
+    return GF_OK;
+}
+
 static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_options *opts,
                                 void **model_out)
 {
@@ -115,9 +182,10 @@ static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_opti
     if (opts && opts->config)
         return gf_error_set(GF_E_INVALID_ARG, "ref takes no options (got 'ref:%s')", opts->config);
     const gf_model_config *c = &desc->config;
+    if (c->arch == GF_ARCH_LLAMA)
+        return ref_llama_load(desc, model_out);
     if (c->arch != GF_ARCH_GPT2)
-        return gf_error_set(GF_E_UNSUPPORTED, "ref: architecture %d not supported yet (GPT-2 only)",
-                            (int)c->arch);
+        return gf_error_set(GF_E_UNSUPPORTED, "ref: architecture %d not supported", (int)c->arch);
     if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
         c->activation != GF_ACT_RELU)
         return gf_error_set(GF_E_UNSUPPORTED, "ref: activation %d not supported", (int)c->activation);
@@ -171,7 +239,7 @@ static gf_status ref_cache_create(void *model, int32_t batch, int32_t max_len, v
     ref_cache *c = calloc(1, sizeof *c);
     if (!c)
         return gf_error_set(GF_E_NOMEM, "ref: out of memory");
-    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_head * max_len * m->cfg.d_head;
+    size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_kv_head * max_len * m->cfg.d_head;
     c->m = m;
     c->B = batch;
     c->max_len = max_len;
@@ -207,7 +275,7 @@ static size_t ref_cache_bytes(const void *cache)
 {
     const ref_cache *c = cache;
     const gf_model_config *g = &c->m->cfg;
-    return 2 * (size_t)g->n_layer * c->B * g->n_head * c->max_len * g->d_head * sizeof(float);
+    return 2 * (size_t)g->n_layer * c->B * g->n_kv_head * c->max_len * g->d_head * sizeof(float);
 }
 
 /* ---- the forward pass ---- */
@@ -296,6 +364,179 @@ static gf_status check_batch(const ref_model *m, const ref_cache *c, const gf_ba
     return GF_OK;
 }
 
+/* ---- the Llama family forward ---- */
+
+/* RMSNorm as LlamaRMSNorm: y = w * x / sqrt(mean(x^2) + eps) */
+static void rmsnorm(float *y, const float *x, const float *w, int32_t D, double eps)
+{
+    double ss = 0.0;
+    for (int32_t i = 0; i < D; i++)
+        ss += (double)x[i] * (double)x[i];
+    double inv = 1.0 / sqrt(ss / D + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = (float)((double)w[i] * ((double)x[i] * inv));
+}
+
+/* Rotary embedding of one head vector x (dh) at position pos, in place, as
+ * transformers applies it: angle_i = (float)pos * inv_freq[i] and its cos/sin
+ * in float32, then x_i' = x_i cos - x_{i+dh/2} sin and
+ * x_{i+dh/2}' = x_{i+dh/2} cos + x_i sin (rotate_half). */
+static void rope(float *x, const float *inv_freq, int32_t dh, int32_t pos)
+{
+    const int32_t half = dh / 2;
+    for (int32_t i = 0; i < half; i++) {
+        float angle = (float)pos * inv_freq[i];
+        double c = (float)cos((double)angle), s = (float)sin((double)angle);
+        double a = x[i], b = x[i + half];
+        x[i] = (float)(a * c - b * s);
+        x[i + half] = (float)(b * c + a * s);
+    }
+}
+
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+typedef struct llama_scratch {
+    float *x;      /* (B, T, D) residual stream */
+    float *h;      /* (B, T, D) normed */
+    float *q;      /* (B, T, H dh) */
+    float *k, *v;  /* (B, T, H_kv dh) */
+    float *att;    /* (B, T, H dh) attention output, heads concatenated */
+    float *tmp;    /* (B, T, D) */
+    float *gate;   /* (B, T, F) */
+    float *up;     /* (B, T, F) */
+    double *p;     /* (Tk) attention weights of one query */
+} llama_scratch;
+
+static gf_status llama_forward(const ref_model *m, ref_cache *c, int real_cache, const gf_batch *in,
+                               float *logits_out)
+{
+    const gf_model_config *g = &m->cfg;
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, Hkv = g->n_kv_head;
+    const int32_t dh = g->d_head, F = g->d_ff, V = g->vocab_size, rep = H / Hkv;
+    const int32_t Q = H * dh, KV = Hkv * dh, start = c->length, Tk = start + T, S = c->max_len;
+    const size_t BT = (size_t)B * T;
+    gf_status st = GF_OK;
+    llama_scratch s = {0};
+    s.x = malloc(BT * D * sizeof(float));
+    s.h = malloc(BT * D * sizeof(float));
+    s.q = malloc(BT * Q * sizeof(float));
+    s.k = malloc(BT * KV * sizeof(float));
+    s.v = malloc(BT * KV * sizeof(float));
+    s.att = malloc(BT * Q * sizeof(float));
+    s.tmp = malloc(BT * D * sizeof(float));
+    s.gate = malloc(BT * F * sizeof(float));
+    s.up = malloc(BT * F * sizeof(float));
+    s.p = malloc((size_t)Tk * sizeof(double));
+    if (!s.x || !s.h || !s.q || !s.k || !s.v || !s.att || !s.tmp || !s.gate || !s.up || !s.p) {
+        st = gf_error_set(GF_E_NOMEM, "ref: out of memory for activations");
+        goto done;
+    }
+
+    /* embeddings: x = embed_tokens[token] (no positions added: they are rotary) */
+    for (size_t i = 0; i < BT; i++)
+        memcpy(s.x + i * D, m->wte + (size_t)in->tokens[i] * D, D * sizeof(float));
+
+    const double scale = 1.0 / sqrt((double)dh);
+    for (int32_t l = 0; l < g->n_layer; l++) {
+        const ref_layer *ly = &m->layers[l];
+        float *K = c->k + (size_t)l * B * Hkv * S * dh; /* (B, H_kv, S, dh) of layer l */
+        float *Vc = c->v + (size_t)l * B * Hkv * S * dh;
+
+        /* attention block: h = RMSNorm(x); q = h Wq^T + bq, k, v likewise;
+         * q and k rotated by their row's position id */
+        for (size_t i = 0; i < BT; i++) {
+            rmsnorm(s.h + i * D, s.x + i * D, ly->attn_norm, D, g->norm_eps);
+            linear(s.q + i * Q, s.h + i * D, ly->wq, ly->bq, Q, D);
+            linear(s.k + i * KV, s.h + i * D, ly->wk, ly->bk, KV, D);
+            linear(s.v + i * KV, s.h + i * D, ly->wv, ly->bv, KV, D);
+            for (int32_t hh = 0; hh < H; hh++)
+                rope(s.q + i * Q + hh * dh, m->inv_freq, dh, in->position_ids[i]);
+            for (int32_t hh = 0; hh < Hkv; hh++)
+                rope(s.k + i * KV + hh * dh, m->inv_freq, dh, in->position_ids[i]);
+        }
+        /* write this chunk's (rotated) keys and values at [start, start + T) */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < Hkv; hh++) {
+                    size_t row = ((size_t)b * T + t) * KV + (size_t)hh * dh;
+                    size_t off = (((size_t)b * Hkv + hh) * S + start + t) * dh;
+                    memcpy(K + off, s.k + row, dh * sizeof(float));
+                    memcpy(Vc + off, s.v + row, dh * sizeof(float));
+                }
+#if GF_REF_FAULT == 1
+        if (real_cache && l == 0 && start <= 1 && 1 < start + T) /* ref-bad-cache, as for GPT-2 */
+            Vc[(size_t)1 * dh] += 4.0f;
+#else
+        (void)real_cache;
+#endif
+        /* query head hh reads key/value head hh / rep (grouped-query attention);
+         * causal, bottom-right aligned, ANDed with the key mask, own key always seen */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *q = s.q + ((size_t)b * T + t) * Q + (size_t)hh * dh;
+                    const float *Kh = K + ((size_t)b * Hkv + hh / rep) * S * dh;
+                    const float *Vh = Vc + ((size_t)b * Hkv + hh / rep) * S * dh;
+                    const int32_t qpos = start + t;
+                    double mx = -INFINITY;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
+#if GF_REF_FAULT == 2
+                        allowed = 1; /* ref-no-mask */
+#endif
+                        s.p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
+                        if (s.p[j] > mx)
+                            mx = s.p[j];
+                    }
+                    double sum = 0.0;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        s.p[j] = s.p[j] == -INFINITY ? 0.0 : exp(s.p[j] - mx);
+                        sum += s.p[j];
+                    }
+                    float *o = s.att + ((size_t)b * T + t) * Q + (size_t)hh * dh;
+                    for (int32_t d = 0; d < dh; d++) {
+                        double acc = 0.0;
+                        for (int32_t j = 0; j <= qpos; j++)
+                            acc += s.p[j] * (double)Vh[(size_t)j * dh + d];
+                        o[d] = (float)(acc / sum);
+                    }
+                }
+        /* x += att Wo^T */
+        for (size_t i = 0; i < BT; i++) {
+            linear(s.tmp + i * D, s.att + i * Q, ly->wo, NULL, D, Q);
+            for (int32_t d = 0; d < D; d++)
+                s.x[i * D + d] += s.tmp[i * D + d];
+        }
+        /* SwiGLU MLP: x += (silu(h Wg^T) * (h Wu^T)) Wd^T, h = RMSNorm(x) */
+        for (size_t i = 0; i < BT; i++) {
+            rmsnorm(s.h + i * D, s.x + i * D, ly->mlp_norm, D, g->norm_eps);
+            linear(s.gate + i * F, s.h + i * D, ly->w_gate, NULL, F, D);
+            linear(s.up + i * F, s.h + i * D, ly->w_up, NULL, F, D);
+            for (int32_t f = 0; f < F; f++)
+                s.gate[i * F + f] = (float)(silu(s.gate[i * F + f]) * (double)s.up[i * F + f]);
+            linear(s.tmp + i * D, s.gate + i * F, ly->w_down, NULL, D, F);
+            for (int32_t d = 0; d < D; d++)
+                s.x[i * D + d] += s.tmp[i * D + d];
+        }
+    }
+    c->length = Tk; /* once, after the last layer */
+
+    /* logits = RMSNorm(x) lm_head^T, for every position or each row's last */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
+                continue;
+            size_t i = (size_t)b * T + t;
+            size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
+            rmsnorm(s.h, s.x + i * D, m->lnf_w, D, g->norm_eps);
+            linear(logits_out + orow * V, s.h, m->lm_head, NULL, V, D);
+        }
+done:
+    free(s.x); free(s.h); free(s.q); free(s.k); free(s.v); free(s.att); free(s.tmp);
+    free(s.gate); free(s.up); free(s.p);
+    return st;
+}
+
 static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
 {
     const ref_model *m = model;
@@ -322,6 +563,14 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
         local = *(ref_cache *)tmp;
         free(tmp);
         c = &local;
+    }
+    if (g->arch == GF_ARCH_LLAMA) {
+        st = llama_forward(m, c, c != &local, in, logits_out);
+        if (c == &local) {
+            free(local.k);
+            free(local.v);
+        }
+        return st;
     }
     const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
     const int32_t V = g->vocab_size, start = c->length, Tk = start + T, S = c->max_len;

@@ -70,6 +70,20 @@ gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tenso
                                const char *const *meta_keys, const char *const *meta_values,
                                size_t n_meta);
 
+/* A model's tensors, from DIR/model.safetensors or from the shards that
+ * DIR/model.safetensors.index.json maps (engine/safetensors_index.c). Each
+ * tensor comes with the shard it lives in (for gf_st_tensor_to_f32 and for
+ * messages). gf_st_set_path is the single file or the index. */
+typedef struct gf_st_set gf_st_set;
+gf_status gf_st_set_open(const char *dir, gf_st_set **set_out);
+void gf_st_set_close(gf_st_set *set);                     /* NULL-safe */
+const char *gf_st_set_path(const gf_st_set *set);
+size_t gf_st_set_count(const gf_st_set *set);             /* over all shards */
+size_t gf_st_set_shard_count(const gf_st_set *set);
+const gf_st_tensor *gf_st_set_at(const gf_st_set *set, size_t i, const gf_safetensors **shard_out);
+const gf_st_tensor *gf_st_set_find(const gf_st_set *set, const char *name,
+                                   const gf_safetensors **shard_out); /* NULL if absent */
+
 #ifdef __cplusplus
 }
 #endif

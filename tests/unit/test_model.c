@@ -233,10 +233,10 @@ Test(config, not_an_object)
 Test(config, unsupported_model_type)
 {
     json_t *j = base_config();
-    json_object_set_new(j, "model_type", json_string("llama"));
+    json_object_set_new(j, "model_type", json_string("mistral"));
     gf_model_config c;
     check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"),
-              "model_type 'llama' is not supported", "gpt2", NULL);
+              "model_type 'mistral' is not supported", "gpt2, llama, qwen2", NULL);
 }
 
 Test(config, missing_file)
@@ -621,8 +621,8 @@ Test(model, config_errors_propagate)
     expect_load_fail(write_model("m", c, &o), GF_E_FORMAT,
                      "m/config.json: key 'n_embd' must be an integer, got string", NULL);
     c = base_config();
-    json_object_set_new(c, "model_type", json_string("llama"));
-    expect_load_fail(write_model("m2", c, &o), GF_E_UNSUPPORTED, "model_type 'llama'", NULL);
+    json_object_set_new(c, "model_type", json_string("mistral"));
+    expect_load_fail(write_model("m2", c, &o), GF_E_UNSUPPORTED, "model_type 'mistral'", NULL);
 }
 
 Test(model, safetensors_errors_propagate)
