@@ -6,8 +6,8 @@
  * (float)pos * inv_freq, grouped-query attention (query head h reads key /
  * value head h / (H / H_kv)), SwiGLU, Qwen2's q/k/v biases.
  *
- * A small random model with GQA (H 4, H_kv 2, d_head 8, D 32, F 48, V 64,
- * L 2, 128 positions), checked uncached, cached one token at a time, in
+ * A small random model with GQA (H 4, H_kv 2, d_head 8, so H d_head 32 is
+ * not D 40; F 48, V 64, L 2, 128 positions), checked uncached, cached one token at a time, in
  * uneven prefill chunks, and as a left-padded batch with a key mask (uncached
  * and cached), at positions up to 99; every logit within 1e-4 of the double
  * forward. The cache holds H_kv heads: cache_bytes == 2 L B H_kv max_len
@@ -30,7 +30,7 @@
 #include "../../examples/plugin/plugin.c"
 #undef genfence_backend_entry
 
-enum { V_ = 64, NP_ = 128, D_ = 32, H_ = 4, HKV_ = 2, DH_ = 8, F_ = 48, L_ = 2 };
+enum { V_ = 64, NP_ = 128, D_ = 40, H_ = 4, HKV_ = 2, DH_ = 8, F_ = 48, L_ = 2 }; /* H DH_ = 32 != D */
 #define ATOL 1e-4
 
 /* ---- the model ---- */
