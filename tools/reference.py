@@ -185,6 +185,8 @@ def main(argv=None):
     src.add_argument("--text", help="prompt text (encoded with DIR/tokenizer.json, no special tokens added)")
     ap.add_argument("--out", help="output .safetensors")
     ap.add_argument("--greedy", type=int, default=0, metavar="N")
+    ap.add_argument("--crop", action="store_true",
+                    help="keep only the first n_positions - N prompt tokens so prompt + greedy N fit the context")
     ap.add_argument("--json", action="store_true", help="print the JSON summary even without --greedy")
     ap.add_argument("--card", action="store_true", help="print the model-quality check as JSON")
     ap.add_argument("--card-steps", type=int, default=64)
@@ -208,6 +210,8 @@ def main(argv=None):
         ids = [int(t) for t in args.tokens.replace(" ", "").split(",") if t != ""]
     else:
         ids = tok.encode(args.text).ids
+    if args.crop:
+        ids = ids[:max(1, n_positions(model) - max(args.greedy - 1, 0))]
     V = model.config.vocab_size
     bad = [i for i in ids if not 0 <= i < V]
     if bad:
