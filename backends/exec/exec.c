@@ -108,7 +108,8 @@ static gf_status ex_start(const char *config, gx_conn *c, uint32_t *features, ch
     memset(c, 0, sizeof *c);
     c->sock = c->err_fd = -1;
     if (!config || !config[0])
-        return gf_error_set(GF_E_INVALID_ARG, "exec needs the client's command line: --backend 'exec:PROGRAM ARGS...'");
+        return gf_error_set(GF_E_UNAVAILABLE, "exec runs a protocol client, and none was named: "
+                            "--backend 'exec:PROGRAM ARGS...' (docs/protocol.md)");
     char **argv = NULL;
     int argc = 0;
     gf_status st = gx_split_argv(config, &argv, &argc);
@@ -133,9 +134,11 @@ static gf_status ex_start(const char *config, gx_conn *c, uint32_t *features, ch
         if (r.bad || magic != GX_MAGIC)
             st = gx_fail(c, "hello: the reply is not a genfence protocol hello (magic 0x%08x; garbage on stdout?)",
                          magic);
-        else if (version != GX_PROTOCOL_VERSION)
-            st = gx_fail(c, "hello: the client speaks protocol version %u; this genfence speaks version %u",
-                         version, (unsigned)GX_PROTOCOL_VERSION);
+        else if (version != GX_PROTOCOL_VERSION) {
+            gx_fail(c, "hello: the client speaks protocol version %u; this genfence speaks version %u",
+                    version, (unsigned)GX_PROTOCOL_VERSION);
+            st = GF_E_ABI;
+        }
     }
     if (st == GF_OK)
         st = read_reply(c, GX_PROBE, NULL, 0, 0, &r);

@@ -147,7 +147,11 @@ gf_status gx_spawn(gx_conn *c, char *const *argv, double timeout_s)
 {
     memset(c, 0, sizeof *c);
     c->sock = c->err_fd = -1;
-    snprintf(c->prog, sizeof c->prog, "%s", argv[0]);
+    /* for messages: the basenames of the first two words ("python transformers_backend.py") */
+    const char *a0 = strrchr(argv[0], '/'), *a1 = argv[1] ? strrchr(argv[1], '/') : NULL;
+    a0 = a0 ? a0 + 1 : argv[0];
+    a1 = a1 ? a1 + 1 : argv[1];
+    snprintf(c->prog, sizeof c->prog, "%.60s%s%.60s", a0, a1 ? " " : "", a1 ? a1 : "");
     if (timeout_s <= 0) {
         const char *env = getenv("GENFENCE_EXEC_TIMEOUT");
         char *end = NULL;
@@ -412,9 +416,16 @@ gf_status gx_request(gx_conn *c, uint32_t op, const void *body, size_t len, uint
         return st;
     const uint8_t *q = hdr;
     uint32_t status = gx_get_u32(&q), n = gx_get_u32(&q);
-    if (status > (uint32_t)GF_E_INTERNAL)
+    if (status > (uint32_t)GF_E_INTERNAL) {
+        int text = 1;
+        for (size_t i = 0; i < sizeof hdr; i++)
+            text &= hdr[i] >= 0x20 && hdr[i] < 0x7f;
+        if (text)
+            return gx_fail(c, "%s: the client wrote text to stdout (\"%.8s...\") where a reply belongs; "
+                           "stdout is the protocol, logs go to stderr", c->what, (const char *)hdr);
         return gx_fail(c, "%s: reply header 0x%08x 0x%08x is not a status and a length (garbage on stdout?)",
                        c->what, status, n);
+    }
     if (status != GF_OK) {
         if (n > GX_ERR_MSG_MAX)
             return gx_fail(c, "%s: error reply of %u bytes (at most %u; garbage on stdout?)", c->what, n,

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A faulty protocol client costs only its own cases (docs/protocol.md, "Errors").
+# tests/backends/exec/faulty_client.py relays echo_ref (tools/backends/echo_ref)
+# with one fault: a crash, a hang, garbage, a short reply, a wrong shape, a
+# wrong cache length, an engine error, a wrong protocol version, text on
+# stdout. One run with ref, the good echo_ref and every faulty one over a case
+# with cached forwards (cache.sherlock) and two that load no model: the
+# cached case fails on each faulty client with its own reason, everything
+# else passes, no client process outlives the run. A program that cannot be
+# started is a skip; a command line with an open quote is bad input (exit 2).
+set -euo pipefail
+: "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "exec_faults: FAIL: $*" >&2; exit 1; }
+
+ECHO="$GF_BUILD/tools/echo_ref"
+[[ -x "$ECHO" ]] || fail "$ECHO not built"
+# a private copy, so the process check below finds only this run's clients
+cp -r "$GF_SRC/tests/backends/exec" "$tmp/fc"
+mkdir -p "$tmp/tools" && cp -r "$GF_SRC/tools/backends" "$tmp/tools/"
+mkdir -p "$tmp/tests/backends" && mv "$tmp/fc" "$tmp/tests/backends/exec"
+FC="$tmp/tests/backends/exec/faulty_client.py"
+
+faults=(crash hang garbage short shape length error version banner)
+backends=(--backend ref --backend "exec:$ECHO")
+for f in "${faults[@]}"; do backends+=(--backend "exec:$PY $FC $f $ECHO"); done
+
+cd "$GF_SRC"
+set +e
+GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases --filter '^(cache\.sherlock|stream\.em_dash|top_k\.fence)$' \
+  "${backends[@]}" -j 2 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+rc=$?
+set -e
+cat "$tmp/out"
+[[ $rc == 1 ]] || fail "exit status $rc, expected 1 (failures, no errors)"
+if pgrep -f "$tmp/" >/dev/null; then
+  pgrep -af "$tmp/" >&2
+  fail "client processes outlived the run"
+fi
+
+"$PY" - "$tmp/rep/run.json" "$FC" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+fc = sys.argv[2]
+why = {
+    "crash": "killed by signal 11",
+    "hang": "no reply within 3 s",
+    "garbage": "is not a status and a length",
+    "short": "(wrong length)",
+    "shape": "(wrong shape)",
+    "length": "its cache holds 6 positions after a forward of 5; the contract says 5",
+    "error": "CUDA error: out of memory (injected by faulty_client.py)",
+    "version": "the client speaks protocol version 99; this genfence speaks version 1",
+    "banner": "the client wrote text to stdout",
+}
+errors, seen = [], set()
+for r in doc["results"]:
+    spec = r["backend_requested"]
+    fault = next((f for f in why if f" {f} " in spec and fc in spec), None)
+    seen.add(fault if fault else spec)
+    want_fail = fault is not None and r["id"] == "cache.sherlock"
+    if want_fail:
+        if r["verdict"] != "fail" or why[fault] not in r["reason"]:
+            errors.append(f"{r['id']} on {fault}: {r['verdict']} '{r['reason']}', expected fail with '{why[fault]}'")
+    elif r["verdict"] != "pass":
+        errors.append(f"{r['id']} on {spec}: {r['verdict']} '{r['reason']}', expected pass")
+missing = set(why) - seen
+if missing:
+    errors.append(f"no results for {sorted(missing)}")
+if len(doc["results"]) != 3 * (2 + len(why)):
+    errors.append(f"{len(doc['results'])} results, expected {3 * (2 + len(why))}")
+for e in errors:
+    print("exec_faults:", e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
+
+# a program that does not exist: skipped with the exec error
+set +e
+"$GENFENCE" run cases --filter '^cache\.sherlock$' --backend "exec:$tmp/no-such-client --flag" --no-report >"$tmp/out2" 2>&1
+rc=$?
+set -e
+cat "$tmp/out2"
+[[ $rc == 0 ]] || fail "missing program: exit status $rc, expected 0 (a skip)"
+grep -q "^skip .*cache.sherlock \[exec\]" "$tmp/out2" || fail "missing program: no skip line"
+grep -q "cannot run '$tmp/no-such-client': No such file or directory" "$tmp/out2" || fail "missing program: no reason"
+
+# an unterminated quote is bad input
+set +e
+"$GENFENCE" run cases --filter '^cache\.sherlock$' --backend "exec:$ECHO \"open quote" --no-report >"$tmp/out3" 2>&1
+rc=$?
+set -e
+cat "$tmp/out3"
+[[ $rc == 2 ]] || fail "open quote: exit status $rc, expected 2"
+grep -q 'unterminated " in the command' "$tmp/out3" || fail "open quote: no reason"
+echo "exec_faults: ok"
