@@ -48,7 +48,7 @@ def main():
     gf, model, be = a.genfence, a.model, a.backend
     threads = [int(t) for t in a.threads.split(",")]
     cfg = json.load(open(os.path.join(model, "config.json")))
-    V, NP = cfg["vocab_size"], cfg["n_positions"]
+    V, NP = cfg["vocab_size"], cfg.get("n_positions") or cfg["max_position_embeddings"]  # GPT-2 | Llama
     have_tok = os.path.exists(os.path.join(model, "tokenizer.json"))
     fails = 0
     worst = 0.0
