@@ -40,3 +40,10 @@ print(f"setup: torch {torch.__version__}, transformers {transformers.__version__
 PY
     touch "$stamp"
 fi
+
+# llama.cpp for the llamacpp backend module (docs/llamacpp.md): the llama.cpp
+# bundled in the pinned llama-cpp-python sdist, library targets only, built once
+# per machine into a cache keyed by version. GENFENCE_LLAMACPP=0 skips it.
+if [ "${GENFENCE_LLAMACPP:-1}" != 0 ]; then
+    bash tools/setup_llamacpp.sh
+fi

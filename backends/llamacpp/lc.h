@@ -1,0 +1,30 @@
+/* The llamacpp backend module's private interface (see llamacpp.c). */
+#ifndef GENFENCE_LLAMACPP_LC_H
+#define GENFENCE_LLAMACPP_LC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "genfence/backend.h"
+
+/* Weight types (the part of the config before any ','). */
+typedef enum lc_wtype { LC_W_F32 = 0, LC_W_F16 = 1, LC_W_Q8_0 = 2 } lc_wtype;
+
+typedef struct lc_config {
+    lc_wtype wtype;
+    int kv_f16;      /* 1: K and V cache in F16, 0: F32 */
+    int flash_attn;  /* 1: llama.cpp's flash attention, 0: off */
+} lc_config;
+
+/* Parse opts->config ("f32", "q8_0,kv=f16", "f16,fa=on" ...; NULL = "f32").
+ * Defaults: kv=f32 for f32 weights, kv=f16 (llama.cpp's own default) for f16
+ * and q8_0; fa=off. */
+gf_status lc_config_parse(const char *config, lc_config *out);
+const char *lc_wtype_name(lc_wtype w);
+
+/* Can llama.cpp run this description? GF_OK or the error, recorded. */
+gf_status lc_check_desc(const gf_model_desc *desc);
+/* Write desc as an F32 GGUF file at path. */
+gf_status lc_gguf_write(const gf_model_desc *desc, const char *path);
+
+#endif

@@ -1,0 +1,605 @@
+/* llama.cpp backend: genfence's ABI over llama.cpp's C API (llama.h).
+ *
+ * model_load writes the description as a GGUF (lc_gguf.c), quantises it with
+ * llama_model_quantize for f16 / q8_0, and loads it with
+ * llama_model_load_from_file. A genfence KV cache is a llama_context (the
+ * context owns llama.cpp's KV memory): row b of the batch is llama.cpp
+ * sequence b, each token goes in with the position id genfence gives, and
+ * logits are requested per token (every position for GF_LOGITS_ALL, each
+ * row's last for GF_LOGITS_LAST).
+ *
+ * Padding: a key the mask marks as padding is never decoded, so llama.cpp's
+ * sequence b holds exactly row b's real keys; the genfence cache length
+ * counts positions held (pads included), as the contract says. llama.cpp
+ * masks by position (a query at position p sees its sequence's keys at
+ * positions <= p) and requires each sequence's positions to be consecutive;
+ * with strictly consecutive positions over a row's real keys (what genfence's
+ * position-from-mask rule gives) that is the contract's offset causal mask
+ * ANDed with the key mask. What llama.cpp cannot express is refused with
+ * GF_E_UNSUPPORTED and says why: a key whose mask changes after it was
+ * decoded, non-consecutive positions in a row, and the logits of a padding
+ * query that has a real key before it. A padding query with no real key
+ * before it sees only its own key (the contract); its logits come from
+ * decoding that token alone at its position in a spare sequence (B), which
+ * is then cleared.
+ *
+ * The uncached forward runs on a scratch context kept by the model (cleared
+ * each call, grown when a call needs more rows or positions). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ggml.h>
+#include <llama.h>
+
+#include "lc.h"
+
+#define GF_EXPORT __attribute__((visibility("default")))
+
+#ifndef GF_LLAMACPP_PROVENANCE
+#define GF_LLAMACPP_PROVENANCE "llama.cpp (provenance unknown)"
+#endif
+
+/* ---- llama.cpp's log: quiet unless GENFENCE_LLAMACPP_LOG=1; the last error kept ---- */
+
+static _Thread_local char t_llama_err[512];
+static int g_log_verbose;
+
+static void lc_log(enum ggml_log_level level, const char *text, void *user)
+{
+    (void)user;
+    static _Thread_local enum ggml_log_level last = GGML_LOG_LEVEL_NONE;
+    if (level != GGML_LOG_LEVEL_CONT)
+        last = level;
+    if (g_log_verbose)
+        fputs(text, stderr);
+    if (last != GGML_LOG_LEVEL_ERROR)
+        return;
+    size_t n = strlen(t_llama_err);
+    if (level != GGML_LOG_LEVEL_CONT)
+        n = 0; /* a new error replaces the old one */
+    snprintf(t_llama_err + n, sizeof t_llama_err - n, "%s", text);
+    for (size_t i = strlen(t_llama_err); i > 0 && t_llama_err[i - 1] == '\n'; i--)
+        t_llama_err[i - 1] = '\0';
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void lc_init_once(void)
+{
+    const char *v = getenv("GENFENCE_LLAMACPP_LOG");
+    g_log_verbose = v && v[0] == '1';
+    llama_log_set(lc_log, NULL);
+    llama_backend_init();
+}
+
+/* ---- options ---- */
+
+const char *lc_wtype_name(lc_wtype w)
+{
+    return w == LC_W_F16 ? "f16" : w == LC_W_Q8_0 ? "q8_0" : "f32";
+}
+
+gf_status lc_config_parse(const char *config, lc_config *out)
+{
+    lc_config c = {.wtype = LC_W_F32, .kv_f16 = -1, .flash_attn = 0};
+    char buf[128];
+    if (config && strlen(config) >= sizeof buf)
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: options '%.32s...' too long", config);
+    snprintf(buf, sizeof buf, "%s", config ? config : "");
+    int first = 1;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), first = 0) {
+        if (!strcmp(t, "f32") && first)
+            c.wtype = LC_W_F32;
+        else if (!strcmp(t, "f16") && first)
+            c.wtype = LC_W_F16;
+        else if (!strcmp(t, "q8_0") && first)
+            c.wtype = LC_W_Q8_0;
+        else if (!strcmp(t, "kv=f32"))
+            c.kv_f16 = 0;
+        else if (!strcmp(t, "kv=f16"))
+            c.kv_f16 = 1;
+        else if (!strcmp(t, "fa=on"))
+            c.flash_attn = 1;
+        else if (!strcmp(t, "fa=off"))
+            c.flash_attn = 0;
+        else
+            return gf_error_set(GF_E_INVALID_ARG,
+                                "llamacpp: unknown option '%s' in 'llamacpp:%s' (weights f32|f16|q8_0 first, "
+                                "then kv=f32|f16, fa=on|off)",
+                                t, config);
+    }
+    if (c.kv_f16 < 0)
+        c.kv_f16 = c.wtype != LC_W_F32;
+    *out = c;
+    return GF_OK;
+}
+
+/* ---- model and caches ---- */
+
+typedef struct lc_model {
+    struct llama_model *lm;
+    gf_model_config cfg;
+    lc_config conf;
+    int threads;
+    struct llama_context *scratch;   /* uncached forward */
+    int32_t scratch_rows, scratch_len;
+} lc_model;
+
+typedef struct lc_cache {
+    lc_model *m;
+    struct llama_context *ctx;
+    int32_t B, max_len, length;
+    uint8_t *real;                   /* (B, max_len) 1: slot decoded as a real key */
+    int32_t *last_pos;               /* (B) position of the row's last real key, -1: none */
+    /* per-call scratch, (B, max_len) */
+    int32_t *out_idx;                /* batch index of each new slot's logits, -1 none */
+} lc_cache;
+
+static int clamp_threads(const gf_backend_options *opts) { return opts && opts->threads > 0 ? opts->threads : 1; }
+
+static gf_status lc_probe(char *why, size_t why_len)
+{
+    if (why && why_len)
+        why[0] = '\0';
+    pthread_once(&g_once, lc_init_once);
+    if (ggml_backend_dev_count() < 1) {
+        if (why && why_len)
+            snprintf(why, why_len, "llama.cpp found no ggml device (no CPU backend loaded)");
+        return GF_E_UNAVAILABLE;
+    }
+    return GF_OK;
+}
+
+static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info)
+{
+    static char library[256], detail[768];
+    lc_config c;
+    gf_status st = lc_config_parse(opts ? opts->config : NULL, &c);
+    if (st != GF_OK)
+        return st;
+    pthread_once(&g_once, lc_init_once);
+    snprintf(library, sizeof library, "%s; ggml %s", GF_LLAMACPP_PROVENANCE, ggml_version());
+    snprintf(detail, sizeof detail, "weights %s, kv %s, flash attention %s; %s", lc_wtype_name(c.wtype),
+             c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", llama_print_system_info());
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    /* F32 only when nothing is stored in a narrower type */
+    info->dtype = c.wtype == LC_W_F32 && !c.kv_f16 ? GF_COMPUTE_F32 : GF_COMPUTE_F16;
+    info->threads = clamp_threads(opts);
+    info->library = library;
+    info->detail = detail;
+    return GF_OK;
+}
+
+static void lc_model_free(void *handle)
+{
+    lc_model *m = handle;
+    if (!m)
+        return;
+    if (m->scratch)
+        llama_free(m->scratch);
+    if (m->lm)
+        llama_model_free(m->lm);
+    free(m);
+}
+
+static gf_status temp_path(char *path, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, len, "%s/genfence-llamacpp-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return gf_error_set(GF_E_IO, "llamacpp: cannot create a temporary file %s", path);
+    close(fd);
+    return GF_OK;
+}
+
+static gf_status lc_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
+{
+    *model_out = NULL;
+    gf_error_clear();
+    pthread_once(&g_once, lc_init_once);
+    lc_config conf;
+    gf_status st = lc_config_parse(opts ? opts->config : NULL, &conf);
+    if (st != GF_OK)
+        return st;
+    st = lc_check_desc(desc);
+    if (st != GF_OK)
+        return st;
+    lc_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory");
+    m->cfg = desc->config;
+    m->conf = conf;
+    m->threads = clamp_threads(opts);
+    char f32_path[512] = "", q_path[512] = "";
+    st = temp_path(f32_path, sizeof f32_path);
+    if (st == GF_OK)
+        st = lc_gguf_write(desc, f32_path);
+    const char *load_path = f32_path;
+    if (st == GF_OK && conf.wtype != LC_W_F32) {
+        st = temp_path(q_path, sizeof q_path);
+        if (st == GF_OK) {
+            struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+            qp.nthread = m->threads;
+            qp.ftype = conf.wtype == LC_W_F16 ? LLAMA_FTYPE_MOSTLY_F16 : LLAMA_FTYPE_MOSTLY_Q8_0;
+            t_llama_err[0] = '\0';
+            if (llama_model_quantize(f32_path, q_path, &qp) != 0)
+                st = gf_error_set(GF_E_BACKEND, "llamacpp: llama_model_quantize to %s failed: %s",
+                                  lc_wtype_name(conf.wtype), t_llama_err);
+            load_path = q_path;
+        }
+    }
+    if (st == GF_OK) {
+        struct llama_model_params mp = llama_model_default_params();
+        mp.n_gpu_layers = 0;
+        mp.load_mode = LLAMA_LOAD_MODE_NONE; /* read into memory: the file is removed below */
+        t_llama_err[0] = '\0';
+        m->lm = llama_model_load_from_file(load_path, mp);
+        if (!m->lm)
+            st = gf_error_set(GF_E_BACKEND, "llamacpp: llama.cpp refused the converted model: %s",
+                              t_llama_err[0] ? t_llama_err : "(no message)");
+    }
+    if (f32_path[0])
+        unlink(f32_path);
+    if (q_path[0])
+        unlink(q_path);
+    if (st == GF_OK && llama_vocab_n_tokens(llama_model_get_vocab(m->lm)) != m->cfg.vocab_size)
+        st = gf_error_set(GF_E_BACKEND, "llamacpp: llama.cpp's vocabulary has %d tokens, the model %d",
+                          llama_vocab_n_tokens(llama_model_get_vocab(m->lm)), m->cfg.vocab_size);
+    if (st != GF_OK) {
+        lc_model_free(m);
+        return st;
+    }
+    *model_out = m;
+    return GF_OK;
+}
+
+/* A llama_context for `rows` sequences of up to `len` positions each, plus
+ * the spare sequence `rows` for padding queries. */
+static gf_status context_new(lc_model *m, int32_t rows, int32_t len, struct llama_context **out)
+{
+    struct llama_context_params cp = llama_context_default_params();
+    uint32_t cells = (uint32_t)rows * (uint32_t)len + 1;
+    cp.n_ctx = cells;
+    cp.n_batch = cells;
+    cp.n_ubatch = cells < 512 ? cells : 512;
+    cp.n_seq_max = (uint32_t)rows + 1;
+    cp.n_threads = m->threads;
+    cp.n_threads_batch = m->threads;
+    cp.type_k = m->conf.kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.type_v = cp.type_k;
+    cp.flash_attn_type = m->conf.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.kv_unified = true;
+    cp.no_perf = true;
+    cp.embeddings = false;
+    cp.offload_kqv = false;
+    t_llama_err[0] = '\0';
+    *out = llama_init_from_model(m->lm, cp);
+    if (!*out)
+        return gf_error_set(GF_E_BACKEND, "llamacpp: llama_init_from_model (%d sequences, %u cells) failed: %s",
+                            rows + 1, cells, t_llama_err[0] ? t_llama_err : "(no message)");
+    return GF_OK;
+}
+
+static void cache_state_free(lc_cache *c)
+{
+    free(c->real);
+    free(c->last_pos);
+    free(c->out_idx);
+    c->real = NULL;
+    c->last_pos = c->out_idx = NULL;
+}
+
+static gf_status cache_state_init(lc_cache *c, int32_t B, int32_t max_len)
+{
+    c->B = B;
+    c->max_len = max_len;
+    c->length = 0;
+    c->real = calloc((size_t)B * max_len, 1);
+    c->last_pos = malloc((size_t)B * sizeof *c->last_pos);
+    c->out_idx = malloc((size_t)B * max_len * sizeof *c->out_idx);
+    if (!c->real || !c->last_pos || !c->out_idx) {
+        cache_state_free(c);
+        return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory for the cache");
+    }
+    for (int32_t b = 0; b < B; b++)
+        c->last_pos[b] = -1;
+    return GF_OK;
+}
+
+static void lc_cache_free(void *cache)
+{
+    lc_cache *c = cache;
+    if (!c)
+        return;
+    if (c->ctx)
+        llama_free(c->ctx);
+    cache_state_free(c);
+    free(c);
+}
+
+static gf_status lc_cache_create(void *model, int32_t batch, int32_t max_len, void **cache_out)
+{
+    *cache_out = NULL;
+    lc_model *m = model;
+    if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: cache batch %d, max_len %d (must be 1..%d)", batch,
+                            max_len, m->cfg.n_positions);
+    lc_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory");
+    c->m = m;
+    gf_status st = cache_state_init(c, batch, max_len);
+    if (st == GF_OK)
+        st = context_new(m, batch, max_len, &c->ctx);
+    if (st != GF_OK) {
+        lc_cache_free(c);
+        return st;
+    }
+    *cache_out = c;
+    return GF_OK;
+}
+
+static gf_status lc_cache_reset(void *cache)
+{
+    lc_cache *c = cache;
+    llama_memory_clear(llama_get_memory(c->ctx), true);
+    c->length = 0;
+    memset(c->real, 0, (size_t)c->B * c->max_len);
+    for (int32_t b = 0; b < c->B; b++)
+        c->last_pos[b] = -1;
+    return GF_OK;
+}
+
+static int32_t lc_cache_length(const void *cache) { return ((const lc_cache *)cache)->length; }
+
+static size_t lc_cache_bytes(const void *cache)
+{
+    const lc_cache *c = cache;
+    const gf_model_config *g = &c->m->cfg;
+    size_t elt = c->m->conf.kv_f16 ? 2 : 4;
+    /* llama.cpp's K and V: n_ctx cells (padded to 256) of H_kv d_head each, per layer */
+    return 2 * (size_t)g->n_layer * llama_n_ctx(c->ctx) * (size_t)g->n_embd * elt;
+}
+
+/* ---- forward ---- */
+
+static gf_status check_batch(const lc_model *m, const lc_cache *c, const gf_batch *in)
+{
+    if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids)
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: batch needs B >= 1, T >= 1, tokens and position_ids");
+    if (c->B != in->B)
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: batch has %d rows, cache has %d", in->B, c->B);
+    if (c->length + in->T > c->max_len)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "llamacpp: cache holds %d of %d positions; %d more do not fit",
+                            c->length, c->max_len, in->T);
+    for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
+        if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
+            return gf_error_set(GF_E_INVALID_ARG, "llamacpp: token %d at (%lld, %lld) outside [0, %d)",
+                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T), m->cfg.vocab_size);
+        if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
+            return gf_error_set(GF_E_INVALID_ARG, "llamacpp: position %d at (%lld, %lld) outside [0, %d)",
+                                in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.n_positions);
+    }
+    return GF_OK;
+}
+
+static const char *decode_meaning(int32_t rc)
+{
+    switch (rc) {
+    case 1: return "no KV slot for the batch";
+    case 2: return "aborted";
+    case -1: return "invalid input batch";
+    default: return rc < -1 ? "fatal error" : "warning";
+    }
+}
+
+/* Logits of token `tok` alone at position `pos` (a padding query that sees
+ * only its own key), decoded in the spare sequence c->B and removed again. */
+static gf_status pad_logits(lc_cache *c, int32_t tok, int32_t pos, float *out)
+{
+    const int32_t V = c->m->cfg.vocab_size;
+    llama_memory_t mem = llama_get_memory(c->ctx);
+    llama_seq_id spare = c->B;
+    llama_memory_seq_rm(mem, spare, -1, -1);
+    struct llama_batch one = llama_batch_init(1, 0, 1);
+    one.n_tokens = 1;
+    one.token[0] = tok;
+    one.pos[0] = pos;
+    one.n_seq_id[0] = 1;
+    one.seq_id[0][0] = spare;
+    one.logits[0] = 1;
+    t_llama_err[0] = '\0';
+    int32_t rc = llama_decode(c->ctx, one);
+    llama_batch_free(one);
+    gf_status st = GF_OK;
+    if (rc != 0)
+        st = gf_error_set(GF_E_BACKEND, "llamacpp: llama_decode of a padding query returned %d (%s): %s", rc,
+                          decode_meaning(rc), t_llama_err);
+    else {
+        const float *lg = llama_get_logits_ith(c->ctx, 0);
+        if (!lg)
+            st = gf_error_set(GF_E_BACKEND, "llamacpp: no logits for a padding query");
+        else
+            memcpy(out, lg, (size_t)V * sizeof *out);
+    }
+    llama_memory_seq_rm(mem, spare, -1, -1);
+    return st;
+}
+
+/* The contract checks llama.cpp cannot meet otherwise, then one llama_decode
+ * of every real new token, then the padding queries whose logits are wanted. */
+static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
+{
+    const int32_t B = in->B, T = in->T, start = c->length, Tk = start + T, S = c->max_len;
+    const int32_t V = c->m->cfg.vocab_size;
+    const int all = in->logits_mode == GF_LOGITS_ALL;
+#define KEY(b, j) (!in->key_mask || in->key_mask[(size_t)(b) * Tk + (j)])
+    int32_t n_real = 0;
+    for (int32_t b = 0; b < B; b++) {
+        for (int32_t j = 0; j < start; j++)
+            if (!KEY(b, j) != !c->real[(size_t)b * S + j])
+                return gf_error_set(GF_E_UNSUPPORTED,
+                                    "llamacpp: row %d key %d was decoded as %s and is now masked %s; llama.cpp's "
+                                    "cache cannot change which keys a sequence holds",
+                                    b, j, c->real[(size_t)b * S + j] ? "real" : "padding",
+                                    KEY(b, j) ? "real" : "padding");
+        int32_t last = c->last_pos[b], any_real = last >= 0;
+        for (int32_t t = 0; t < T; t++) {
+            int32_t p = in->position_ids[(size_t)b * T + t];
+            int wanted = all || t == T - 1;
+            if (KEY(b, start + t)) {
+                if (last >= 0 && p != last + 1)
+                    return gf_error_set(GF_E_UNSUPPORTED,
+                                        "llamacpp: row %d key %d has position %d after %d; llama.cpp requires a "
+                                        "sequence's positions to be consecutive",
+                                        b, start + t, p, last);
+                last = p;
+                any_real = 1;
+                n_real++;
+            } else if (wanted && any_real) {
+                return gf_error_set(GF_E_UNSUPPORTED,
+                                    "llamacpp: logits of row %d's padding query %d, which has a real key before it: "
+                                    "llama.cpp never decodes a key the mask pads",
+                                    b, start + t);
+            }
+        }
+    }
+    gf_status st = GF_OK;
+    if (n_real > 0) {
+        struct llama_batch lb = llama_batch_init(n_real, 0, 1);
+        int32_t n = 0;
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++) {
+                c->out_idx[(size_t)b * T + t] = -1;
+                if (!KEY(b, start + t))
+                    continue;
+                int wanted = all || t == T - 1;
+                lb.token[n] = in->tokens[(size_t)b * T + t];
+                lb.pos[n] = in->position_ids[(size_t)b * T + t];
+                lb.n_seq_id[n] = 1;
+                lb.seq_id[n][0] = b;
+                lb.logits[n] = (int8_t)wanted;
+                if (wanted)
+                    c->out_idx[(size_t)b * T + t] = n;
+                n++;
+            }
+        lb.n_tokens = n;
+        t_llama_err[0] = '\0';
+        int32_t rc = llama_decode(c->ctx, lb);
+        llama_batch_free(lb);
+        if (rc != 0)
+            return gf_error_set(GF_E_BACKEND, "llamacpp: llama_decode of %d tokens returned %d (%s): %s", n, rc,
+                                decode_meaning(rc), t_llama_err);
+    } else {
+        for (size_t i = 0; i < (size_t)B * T; i++)
+            c->out_idx[i] = -1;
+    }
+    /* the decoded tokens' logits first: a padding query's decode replaces them */
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t b = 0; st == GF_OK && b < B; b++)
+            for (int32_t t = 0; st == GF_OK && t < T; t++) {
+                int wanted = all || t == T - 1;
+                int32_t idx = c->out_idx[(size_t)b * T + t];
+                if (!wanted || (pass == 0) != (idx >= 0))
+                    continue;
+                float *dst = logits_out + (all ? (size_t)b * T + t : (size_t)b) * V;
+                if (idx >= 0) {
+                    const float *lg = llama_get_logits_ith(c->ctx, idx);
+                    if (!lg)
+                        st = gf_error_set(GF_E_BACKEND, "llamacpp: no logits for row %d position %d", b,
+                                          start + t);
+                    else
+                        memcpy(dst, lg, (size_t)V * sizeof *dst);
+                } else if (t > 0 && all && !KEY(b, start + t - 1) &&
+                           in->tokens[(size_t)b * T + t] == in->tokens[(size_t)b * T + t - 1] &&
+                           in->position_ids[(size_t)b * T + t] == in->position_ids[(size_t)b * T + t - 1]) {
+                    memcpy(dst, dst - V, (size_t)V * sizeof *dst); /* same token alone at the same position */
+                } else {
+                    st = pad_logits(c, in->tokens[(size_t)b * T + t], in->position_ids[(size_t)b * T + t], dst);
+                }
+            }
+    /* the real keys are in llama.cpp's cache whatever happened after the decode */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++)
+            if (KEY(b, start + t)) {
+                c->real[(size_t)b * S + start + t] = 1;
+                c->last_pos[b] = in->position_ids[(size_t)b * T + t];
+            }
+    c->length = Tk;
+#undef KEY
+    return st;
+}
+
+static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    lc_model *m = model;
+    if (cache) {
+        gf_status st = check_batch(m, cache, in);
+        return st != GF_OK ? st : run_forward(cache, in, logits_out);
+    }
+    /* uncached: the scratch context, cleared, as a cache of exactly T positions */
+    if (!in || in->B < 1 || in->T < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: batch needs B >= 1, T >= 1, tokens and position_ids");
+    if (in->T > m->cfg.n_positions)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "llamacpp: %d positions exceed n_positions %d", in->T,
+                            m->cfg.n_positions);
+    if (m->scratch && (m->scratch_rows < in->B || (int64_t)m->scratch_rows * m->scratch_len <
+                                                      (int64_t)in->B * in->T)) {
+        llama_free(m->scratch);
+        m->scratch = NULL;
+    }
+    gf_status st = GF_OK;
+    if (!m->scratch) {
+        int32_t rows = in->B > m->scratch_rows ? in->B : m->scratch_rows;
+        int32_t len = in->T > m->scratch_len ? in->T : m->scratch_len;
+        st = context_new(m, rows, len, &m->scratch);
+        if (st != GF_OK)
+            return st;
+        m->scratch_rows = rows;
+        m->scratch_len = len;
+    }
+    llama_memory_clear(llama_get_memory(m->scratch), true);
+    lc_cache local = {.m = m, .ctx = m->scratch};
+    st = cache_state_init(&local, in->B, in->T);
+    if (st != GF_OK)
+        return st;
+    /* rows are sequences 0..B-1, the spare is B: all < scratch_rows + 1 */
+    st = check_batch(m, &local, in);
+    if (st == GF_OK)
+        st = run_forward(&local, in, logits_out);
+    cache_state_free(&local);
+    llama_memory_clear(llama_get_memory(m->scratch), true);
+    return st;
+}
+
+static const char *lc_last_error(void *model)
+{
+    (void)model;
+    return t_llama_err;
+}
+
+static const gf_backend_ops k_llamacpp_ops = {
+    .abi_version = GF_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(gf_backend_ops),
+    .name = "llamacpp",
+    .description = "llama.cpp's C API (llama_decode over a GGUF converted at load): f32, f16, q8_0 weights",
+    .probe = lc_probe,
+    .info = lc_info,
+    .model_load = lc_model_load,
+    .model_free = lc_model_free,
+    .cache_create = lc_cache_create,
+    .cache_reset = lc_cache_reset,
+    .cache_free = lc_cache_free,
+    .cache_length = lc_cache_length,
+    .cache_bytes = lc_cache_bytes,
+    .forward = lc_forward,
+    .sample = NULL,
+    .last_error = lc_last_error,
+};
+
+GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_llamacpp_ops; }
