@@ -3,10 +3,12 @@
 # tests/backends/exec/faulty_client.py relays echo_ref (tools/backends/echo_ref)
 # with one fault: a crash, a hang, garbage, a short reply, a wrong shape, a
 # wrong cache length, an engine error, a wrong protocol version, text on
-# stdout. One run with ref, the good echo_ref and every faulty one over a case
-# with cached forwards (cache.sherlock) and two that load no model: the
-# cached case fails on each faulty client with its own reason, everything
-# else passes, no client process outlives the run. A program that cannot be
+# stdout; and one semantic fault, a key mask that never reaches the client.
+# One run with ref, the good echo_ref and every faulty one over two cases
+# with cached forwards (cache.sherlock, batch.left_padded) and two that load
+# no model: the model cases fail on each wire fault with its own reason, the
+# lost mask fails only the padded case, everything else passes, and no
+# client process outlives the run. A program that cannot be
 # started is a skip; a command line with an open quote is bad input (exit 2).
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
@@ -24,13 +26,13 @@ mkdir -p "$tmp/tools" && cp -r "$GF_SRC/tools/backends" "$tmp/tools/"
 mkdir -p "$tmp/tests/backends" && mv "$tmp/fc" "$tmp/tests/backends/exec"
 FC="$tmp/tests/backends/exec/faulty_client.py"
 
-faults=(crash hang garbage short shape length error version banner)
+faults=(crash hang garbage short shape length error version banner nomask)
 backends=(--backend ref --backend "exec:$ECHO")
 for f in "${faults[@]}"; do backends+=(--backend "exec:$PY $FC $f $ECHO"); done
 
 cd "$GF_SRC"
 set +e
-GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases --filter '^(cache\.sherlock|stream\.em_dash|top_k\.fence)$' \
+GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases --filter '^(cache\.sherlock|batch\.left_padded|stream\.em_dash|top_k\.fence)$' \
   "${backends[@]}" -j 2 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
@@ -51,17 +53,24 @@ why = {
     "garbage": "is not a status and a length",
     "short": "(wrong length)",
     "shape": "(wrong shape)",
-    "length": "its cache holds 6 positions after a forward of 5; the contract says 5",
+    "length": "(length + T, once per call)",
     "error": "CUDA error: out of memory (injected by faulty_client.py)",
     "version": "the client speaks protocol version 99; this genfence speaks version 1",
     "banner": "the client wrote text to stdout",
+    "nomask": "",
 }
+model_cases = {"cache.sherlock", "batch.left_padded"}
 errors, seen = [], set()
 for r in doc["results"]:
     spec = r["backend_requested"]
     fault = next((f for f in why if f" {f} " in spec and fc in spec), None)
     seen.add(fault if fault else spec)
-    want_fail = fault is not None and r["id"] == "cache.sherlock"
+    if fault == "nomask":  # a semantic fault: the harness's own check catches it, on the padded case only
+        want = "fail" if r["id"] == "batch.left_padded" else "pass"
+        if r["verdict"] != want:
+            errors.append(f"{r['id']} on nomask: {r['verdict']} '{r['reason']}', expected {want}")
+        continue
+    want_fail = fault is not None and r["id"] in model_cases
     if want_fail:
         if r["verdict"] != "fail" or why[fault] not in r["reason"]:
             errors.append(f"{r['id']} on {fault}: {r['verdict']} '{r['reason']}', expected fail with '{why[fault]}'")
@@ -70,8 +79,8 @@ for r in doc["results"]:
 missing = set(why) - seen
 if missing:
     errors.append(f"no results for {sorted(missing)}")
-if len(doc["results"]) != 3 * (2 + len(why)):
-    errors.append(f"{len(doc['results'])} results, expected {3 * (2 + len(why))}")
+if len(doc["results"]) != 4 * (2 + len(why)):
+    errors.append(f"{len(doc['results'])} results, expected {4 * (2 + len(why))}")
 for e in errors:
     print("exec_faults:", e, file=sys.stderr)
 sys.exit(1 if errors else 0)

@@ -15,10 +15,11 @@ request and reply between it and genfence unchanged, except for one fault:
   error    at the first cached forward: an error reply with an engine message
   version  hello: claims protocol version 99
   banner   prints a line on stdout before any reply (a chatty engine)
+  nomask   drops the key mask from every forward request (the client never sees padding)
 
 Uncached forwards, cache calls and everything else pass through, so only
 the cases that run a cached forward should fail (version and banner: every
-case that loads a model).
+case that loads a model; nomask: the cases with padding).
 """
 import os
 import random
@@ -58,6 +59,11 @@ def main():
             return 0
         op, n = struct.unpack("<II", hdr)
         body = read_exact(inp, n) if n else b""
+        if fault == "nomask" and op == gfproto.FORWARD:
+            cid, B, T, Tk, mode, has_mask = struct.unpack_from("<I5i", body)
+            if has_mask:
+                body = struct.pack("<I5i", cid, B, T, Tk, mode, 0) + body[24:len(body) - B * Tk]
+                hdr = struct.pack("<II", op, len(body))
         child.stdin.write(hdr + body)
         rhdr = read_exact(child.stdout, 8)
         status, m = struct.unpack("<II", rhdr)
@@ -68,7 +74,7 @@ def main():
         elif fault == "length" and cached_forward and status == 0:
             rows, V, length = struct.unpack_from("<3i", rbody)
             rbody = struct.pack("<3i", rows, V, length + 1) + rbody[12:]
-        elif cached_forward and not fired and status == 0 and fault not in ("version", "banner", "length"):
+        elif cached_forward and not fired and status == 0 and fault not in ("version", "banner", "length", "nomask"):
             fired = True
             if fault == "crash":
                 os.kill(os.getpid(), signal.SIGSEGV)

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The protocol clients as backends (docs/protocol.md): the plain-C echo_ref
+# (tools/backends/echo_ref) runs the whole default suite beside ref with
+# every verdict a pass and triangulation agreeing; transformers
+# (tools/backends/transformers_backend.py) runs the cache, padding, sampling
+# and golden cases and generates ref's text; `genfence backends` reports
+# each client's library, and bare `exec` (no command) is a skip with the reason.
+set -euo pipefail
+: "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "exec_clients: FAIL: $*" >&2; exit 1; }
+ECHO="$GF_BUILD/tools/echo_ref"
+TF="$PY $GF_SRC/tools/backends/transformers_backend.py"
+[[ -x "$ECHO" ]] || fail "$ECHO not built"
+cd "$GF_SRC"
+
+"$GENFENCE" backends --backend "exec:$ECHO" --backend "exec:$TF" >"$tmp/b" 2>&1 || fail "backends: exit $?"
+cat "$tmp/b"
+grep -Eq "^exec:.*echo_ref +available +fp32 +threads 1 +echo_ref \(C, libm\); client 'echo_ref'" "$tmp/b" ||
+  fail "backends: no echo_ref line"
+grep -Eq "^exec:.*transformers_backend.py +available +fp32 .*transformers [0-9.]+, torch" "$tmp/b" ||
+  fail "backends: no transformers line"
+
+# echo_ref: the whole default suite
+set +e
+"$GENFENCE" run --backend ref --backend "exec:$ECHO" -j 2 --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
+rc=$?
+set -e
+cat "$tmp/out1"
+[[ $rc == 0 ]] || fail "echo_ref suite: exit status $rc"
+grep -Eq "^  exec +.*-> agrees with ref" "$tmp/out1" || fail "echo_ref: triangulation does not agree with ref"
+"$PY" - "$tmp/rep1/run.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+res = [r for r in doc["results"] if r["backend"] == "exec"]
+ids = {r["id"] for r in doc["results"] if r["backend"] == "ref"}
+bad = [(r["id"], r["verdict"]) for r in res if r["verdict"] != "pass"]
+assert not bad, bad
+assert {r["id"] for r in res} == ids and len(ids) >= 20, (len(ids), len(res))
+# the model cases really ran on the client: comparisons with measured deltas
+model = [r for r in res if r.get("model")]
+assert len(model) >= 8, len(model)
+PY
+
+# transformers: the cases where its cache, mask and positions matter
+set +e
+"$GENFENCE" run cases --filter '^(cache\.sherlock\.chunked|batch\.left_padded|sampling\.seeded|golden\.greedy\.batch|context\.limit)$' \
+  --backend "exec:$TF" -j 2 --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
+rc=$?
+set -e
+cat "$tmp/out2"
+[[ $rc == 0 ]] || fail "transformers cases: exit status $rc"
+tail -n 1 "$tmp/out2" | grep -qx "5 passed, 0 failed, 0 skipped" || fail "transformers: $(tail -n 1 "$tmp/out2")"
+
+# the same greedy text as ref
+"$GENFENCE" generate --model models/holmes-gpt --prompt "Sherlock Holmes" --max-new-tokens 24 --backend ref >"$tmp/g1" 2>/dev/null
+"$GENFENCE" generate --model models/holmes-gpt --prompt "Sherlock Holmes" --max-new-tokens 24 --backend "exec:$TF" >"$tmp/g2" 2>/dev/null
+[[ -s "$tmp/g1" ]] || fail "generate on ref printed nothing"
+diff <(grep -v '^\[' "$tmp/g1") <(grep -v '^\[' "$tmp/g2") || fail "transformers generates other text than ref"
+
+# bare exec: no client named, a skip that says how to name one
+set +e
+"$GENFENCE" run cases --filter '^cache\.sherlock$' --backend exec --no-report >"$tmp/out3" 2>&1
+rc=$?
+set -e
+cat "$tmp/out3"
+[[ $rc == 0 ]] || fail "bare exec: exit status $rc, expected 0 (a skip)"
+grep -q "exec runs a protocol client, and none was named: --backend 'exec:PROGRAM ARGS...'" "$tmp/out3" ||
+  fail "bare exec: no reason"
+echo "exec_clients: ok"
