@@ -167,6 +167,25 @@ static gf_status forward_cached(gf_engine *e, gen_state *s, int32_t c0)
     return st;
 }
 
+/* Cached, slide by recompute: reset the cache and prefill the last n_positions
+ * columns with positions from their padding mask -- the very batch
+ * forward_uncached runs, so the logits are the uncached loop's. */
+static gf_status forward_slide(gf_engine *e, gen_state *s, int32_t n_positions)
+{
+    const gf_backend_ops *ops = gf_engine_ops(e);
+    gf_status st = ops->cache_reset(s->cache);
+    if (st != GF_OK)
+        return gf_error_prefix(st, "generate: %s cache_reset (sliding by recompute)", ops->name);
+    const int32_t W = n_positions, c0 = s->width - W;
+    window_i32(s->in_tokens, s->seq, s->B, s->cap, c0, W);
+    window_u8(s->packed_mask, s->mask, s->B, s->cap, c0, W);
+    gf_positions_from_mask(s->packed_mask, s->B, W, s->pos, NULL);
+    gf_batch in = {.B = s->B, .T = W, .tokens = s->in_tokens, .position_ids = s->pos,
+                   .key_mask = any_padding(s->mask, s->B, s->cap, c0, W) ? s->packed_mask : NULL,
+                   .logits_mode = GF_LOGITS_LAST};
+    return gf_engine_forward(e, s->cache, &in, s->logits);
+}
+
 gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
                       const int32_t *prompt_lens, const gf_generate_params *p,
                       gf_generation **gen_out)
@@ -293,10 +312,15 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         if (all_done)
             break;
         gf_stop_reason why = GF_STOP_NONE;
+        int slide = 0;
         if (step + 1 >= p->max_new_tokens)
             why = GF_STOP_LENGTH;
         else if (p->use_cache && s.width - 1 >= NP) /* cache full: nowhere to feed the token */
             why = GF_STOP_CONTEXT_LIMIT;
+        if (why == GF_STOP_CONTEXT_LIMIT && p->slide_on_limit && !p->raise_on_context_limit) {
+            why = GF_STOP_NONE;
+            slide = 1;
+        }
         if (why == GF_STOP_CONTEXT_LIMIT && p->raise_on_context_limit) {
             st = gf_error_set(GF_E_CONTEXT_LIMIT,
                               "generate: context limit: the cache holds all %d positions after %d new tokens",
@@ -311,7 +335,9 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
                 }
             break;
         }
-        st = p->use_cache ? forward_cached(e, &s, s.width - 1) : forward_uncached(e, &s, NP);
+        st = !p->use_cache ? forward_uncached(e, &s, NP)
+             : slide       ? forward_slide(e, &s, NP)
+                           : forward_cached(e, &s, s.width - 1);
         if (st != GF_OK)
             goto fail;
     }

@@ -2,7 +2,8 @@
 """Make genfence goldens with Hugging Face transformers on PyTorch (docs/goldens.md).
 
 For every `golden_generation` case it is given, this tool runs each of the
-case's prompts alone through GPT2LMHeadModel (float32, eval mode, an uncached
+case's prompts alone through the model's transformers class (GPT2LMHeadModel,
+LlamaForCausalLM or Qwen2ForCausalLM by config.json's model_type; float32, eval mode, an uncached
 full recompute of the whole sequence at every step; prompts encoded by the
 `tokenizers` library from the model's tokenizer.json; no code shared with
 genfence's C engine) and writes the case's golden (golden/<id>.safetensors, or
@@ -60,7 +61,7 @@ sys.path.insert(0, HERE)
 import gf_random  # noqa: E402
 
 FORMAT = "genfence-golden-1"
-HASH_EXCLUDED = ("atol", "gate", "tags", "backends", "golden", "description")
+HASH_EXCLUDED = ("atol", "gate", "tags", "backends", "golden", "description", "expect_verdict")
 NONFINITE = ("NaN", "Infinity", "-Infinity")
 
 
@@ -210,7 +211,8 @@ def golden_row(model, prompt_ids, n_new, s, seq):
     """One prompt alone: (tokens int64 (P + N), logits float32 (N, V), margins float64 (N))."""
     import numpy as np
     import torch
-    n_pos = model.config.n_positions
+    import reference
+    n_pos = reference.n_positions(model)
     if len(prompt_ids) + n_new - 1 > n_pos:
         raise ValueError(f"{len(prompt_ids)} prompt tokens + {n_new} new - 1 exceed the model's {n_pos} positions")
     seq_ids = list(prompt_ids)
@@ -362,7 +364,7 @@ def main(argv=None):
             "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "sampler": canonical_json(s),
             "seed": str(s["seed"]),
-            "decoding": "each prompt alone, uncached full recompute (GPT2LMHeadModel, float32)",
+            "decoding": "each prompt alone, uncached full recompute (" + type(model).__name__ + ", float32)",
         }
         out = os.path.join(a.out_dir, case["id"] + ".safetensors") if a.out_dir else e["golden"]
         write_golden(out, tensors, meta)

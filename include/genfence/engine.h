@@ -14,9 +14,37 @@
 extern "C" {
 #endif
 
-/* GF_OK if ops can be used: ABI version matches, required slots present.
- * Otherwise GF_E_ABI with the reason (naming the slot or both versions). */
+/* ---- the one way to call a backend's table ----
+ * Every slot is called through these wrappers (or the gf_engine ones below);
+ * slots past the version-2 baseline are read only when GF_OPS_HAS says the
+ * backend's table holds them, and an absent optional slot gets its default
+ * here. Errors carry the backend's name and, when it has one, its last_error
+ * text: a backend reports an error by its return status plus last_error (a
+ * module's own copy of status.c is not genfence's message buffer). */
+
+/* GF_OK if ops can be used: ABI version matches, the table is at least the
+ * version-2 baseline and no longer than this genfence's (struct_size),
+ * required slots present. Otherwise GF_E_ABI with the reason (naming the
+ * slot, both versions or both sizes). */
 gf_status gf_backend_check_ops(const gf_backend_ops *ops);
+
+/* The probe slot: GF_OK, or GF_E_UNAVAILABLE with the reason in why
+ * (NUL-terminated; the status text when the backend gave none). */
+gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_len);
+
+/* *info_out from the info slot for opts; without the slot (or when it
+ * fails) the defaults: fp32, opts->threads (1 without opts), no library or
+ * detail. Returns GF_OK when the backend described itself, GF_E_UNSUPPORTED
+ * without the slot, else the slot's error; *info_out is filled either way. */
+gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts,
+                              gf_backend_info *info_out);
+
+/* Does the table hold a set `sample` slot? */
+int gf_backend_has_sample(const gf_backend_ops *ops);
+
+/* The last_error slot's text for model (NULL: global), "" when the backend
+ * has no slot or no text. */
+const char *gf_backend_last_error(const gf_backend_ops *ops, void *model);
 
 /* Run B rows of logits (B, V) through the backend's own `sample` slot:
  * validates params and logits as gf_sample does (GF_E_INVALID_ARG), builds
@@ -80,6 +108,11 @@ typedef struct gf_generate_params {
     const int32_t *const *forced;
     gf_step_fn on_step;        /* (optional) */
     void *user;
+    /* cached, at a full cache (and not raise_on_context_limit): 0 = stop with
+     * GF_STOP_CONTEXT_LIMIT (the GPT rule); 1 = slide by recompute: reset the
+     * cache and prefill the last n_positions tokens, renumbered from 0, at
+     * every step from then on, which is exactly the uncached loop's crop. */
+    int32_t slide_on_limit;
 } gf_generate_params;
 
 gf_generate_params gf_generate_defaults(void); /* greedy, 64 tokens, cached, no EOS */
@@ -138,6 +171,39 @@ typedef struct gf_verify_result {
 gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t steps,
                           const int32_t *prefill_chunks, int32_t n_chunks, gf_verify_result *out);
 void gf_verify_result_clear(gf_verify_result *r);
+
+/* ---- sliding windows over a rotary cache (engine/sliding.c) ---- */
+
+/* With rotary positions q_i.k_j depends only on i - j, so a cache can slide by
+ * evicting its oldest entries instead of recomputing; the surviving keys were
+ * computed while the evicted tokens were visible, so this is an approximation.
+ * Measured here, greedy, teacher-forced by the exact rule (recompute):
+ *   recompute: at every step an uncached forward over the last `window`
+ *              tokens, renumbered from 0 (the uncached loop's crop);
+ *   evicted:   one cache holding every position; the query at position p
+ *              sees only keys (p - window, p] (the older ones masked out, which
+ *              is what evicting them does, entries untouched).
+ * Both run one prompt (1 <= prompt_len <= window) for `steps` steps;
+ * prompt_len + steps - 1 <= n_positions. GF_E_UNSUPPORTED for learned
+ * positions (they are baked into every key: sliding = recompute). */
+typedef struct gf_sliding_result {
+    int32_t steps, window;
+    int32_t first_evict_step;  /* first step whose context exceeds the window; -1 if none */
+    double pre_evict_max_delta;  /* max |evicted - recompute| before any eviction (cache noise) */
+    double max_abs_delta;      /* max |evicted - recompute| over the evicting steps: the drift */
+    int32_t max_delta_step;
+    int32_t argmax_agree;      /* evicting steps whose evicted argmax equals recompute's */
+    int32_t evict_steps;       /* steps with eviction */
+    double min_margin;         /* smallest recompute top-1 minus top-2 */
+    double *step_max_delta;    /* (steps) */
+    double *step_margin;       /* (steps) recompute margin */
+    int32_t *tokens;           /* (steps) recompute's greedy tokens (the forced path) */
+    int32_t *evicted_tokens;   /* (steps) the evicted cache's argmax at each step */
+} gf_sliding_result;
+
+gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len,
+                                    int32_t window, int32_t steps, gf_sliding_result *out);
+void gf_sliding_result_clear(gf_sliding_result *r);
 
 #ifdef __cplusplus
 }
