@@ -577,10 +577,12 @@ static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float 
     return st;
 }
 
+/* The module's own last message (its copy of status.c), which quotes
+ * llama.cpp's logged error where there was one. */
 static const char *lc_last_error(void *model)
 {
     (void)model;
-    return t_llama_err;
+    return gf_error_msg();
 }
 
 static const gf_backend_ops k_llamacpp_ops = {
