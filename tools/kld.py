@@ -12,6 +12,7 @@ position t < T - 1:
   KL(ref || backend) = sum_v p_ref(v) (log p_ref(v) - log p_be(v))  (nats, float64),
   top-1 agreement    = argmax p_ref == argmax p_be,
   |delta p|          = |p_ref(x) - p_be(x)| of the sequence's next token x = tokens[t + 1],
+  and, where top-1 differs, the largest top-two logit margin of ref there,
 as llama-perplexity --kl-divergence reports them (mean, p99, max KL; top-1 %;
 |delta p|). Prints one line per backend (or one JSON object).
 """
@@ -66,6 +67,7 @@ def main():
     kl = {b: [] for b in a.backend}
     top1 = {b: [] for b in a.backend}
     dp = {b: [] for b in a.backend}
+    margin = []
     n_seq = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, toks in sequences(files):
@@ -73,6 +75,8 @@ def main():
             lr = log_softmax(forward(a.genfence, a.model, "ref", toks, f"{tmp}/ref.st"))[:-1]
             pr = np.exp(lr)
             nxt = toks[1:].astype(np.int64)
+            srt = np.sort(lr, axis=1)
+            margin.append(srt[:, -1] - srt[:, -2])  # ref's top-two gap in log-probability (= logits)
             for b in a.backend:
                 lb = log_softmax(forward(a.genfence, a.model, b, toks, f"{tmp}/be.st"))[:-1]
                 kl[b].append((pr * (lr - lb)).sum(axis=1))
@@ -83,9 +87,13 @@ def main():
     for b in a.backend:
         k = np.concatenate(kl[b])
         d = np.concatenate(dp[b])
+        agree = np.concatenate(top1[b])
+        m = np.concatenate(margin)
         out[b] = {"sequences": n_seq, "positions": int(k.size),
                   "kl_mean": float(k.mean()), "kl_p99": float(np.percentile(k, 99)), "kl_max": float(k.max()),
-                  "top1_agreement": float(np.concatenate(top1[b]).mean()),
+                  "top1_agreement": float(agree.mean()),
+                  "top1_disagreements": int((~agree).sum()),
+                  "top1_disagree_max_ref_margin": float(m[~agree].max()) if (~agree).any() else None,
                   "dp_mean": float(d.mean()), "dp_p99": float(np.percentile(d, 99)), "dp_max": float(d.max())}
     if a.json:
         print(json.dumps(out, indent=1))
@@ -93,7 +101,9 @@ def main():
     for b, r in out.items():
         print(f"{b:24s} {r['positions']} positions of {r['sequences']} sequences: KL mean {r['kl_mean']:.3e} "
               f"p99 {r['kl_p99']:.3e} max {r['kl_max']:.3e}; top-1 {100 * r['top1_agreement']:.2f}%; "
-              f"|dp| mean {r['dp_mean']:.3e} p99 {r['dp_p99']:.3e} max {r['dp_max']:.3e}")
+              f"|dp| mean {r['dp_mean']:.3e} p99 {r['dp_p99']:.3e} max {r['dp_max']:.3e}"
+              + (f"; ref margin <= {r['top1_disagree_max_ref_margin']:.3g} where top-1 differs"
+                 if r["top1_disagreements"] else ""))
 
 
 if __name__ == "__main__":
