@@ -444,7 +444,11 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
  *   llama3:  wavelen = 2 pi / inv_freq; low-frequency entries (wavelen >
  *            old_len / low) divided by factor, high ones (wavelen < old_len /
  *            high) kept, the rest blended with smooth = (old_len / wavelen -
- *            low) / (high - low). */
+ *            low) / (high - low).
+ * A Python number divided by a tensor is evaluated as reciprocal(tensor) *
+ * number, so is it here. torch's float32 pow is its own vectorised one (1 ulp,
+ * ISA-dependent); pow in double rounded to float agrees with it on all but a
+ * few entries, which differ by 1 ulp. */
 void gf_rope_inv_freq(const gf_model_config *cfg, const gf_rope_params *rp, float *out)
 {
     const int32_t dim = cfg->d_head, half = dim / 2;
@@ -470,9 +474,10 @@ void gf_rope_inv_freq(const gf_model_config *cfg, const gf_rope_params *rp, floa
     const float span = (float)(rp->high_freq_factor - rp->low_freq_factor);
     for (int32_t i = 0; i < half; i++) {
         float inv = out[i];
-        float wavelen = two_pi / inv;
+        /* a Python number divided by a tensor is reciprocal(tensor) * number */
+        float wavelen = (1.0f / inv) * two_pi;
         float scaled = wavelen > low_wavelen ? inv / factor : inv;
-        float smooth = ((float)old_len / wavelen - low) / span;
+        float smooth = ((1.0f / wavelen) * (float)old_len - low) / span;
         float smoothed = (1.0f - smooth) * scaled / factor + smooth * scaled;
         int medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
         out[i] = medium ? smoothed : scaled;
