@@ -1,5 +1,6 @@
-/* Loading a Hugging Face model directory (config.json + model.safetensors)
- * into a host-side gf_model_desc of F32 weights. */
+/* Loading a Hugging Face model directory (config.json + model.safetensors or
+ * its shards) into a host-side gf_model_desc of F32 weights: GPT-2, Llama,
+ * Qwen2. */
 #ifndef GENFENCE_MODEL_H
 #define GENFENCE_MODEL_H
 
@@ -12,17 +13,35 @@ extern "C" {
 
 typedef struct gf_model gf_model;
 
-/* Parse config.json (jansson). Required GPT-2 keys: model_type ("gpt2"),
- * vocab_size, n_positions, n_embd, n_layer, n_head; optional with Hugging
- * Face's defaults: layer_norm_epsilon (1e-5), activation_function
- * ("gelu_new"), n_inner (null = 4 n_embd), bos_token_id, eos_token_id,
- * tie_word_embeddings (true). Unknown keys are ignored; missing or wrong-typed
- * required keys are GF_E_FORMAT naming the file and the key. */
+/* Parse config.json (jansson). model_type "gpt2": required vocab_size,
+ * n_positions, n_embd, n_layer, n_head; optional with Hugging Face's defaults:
+ * layer_norm_epsilon (1e-5), activation_function ("gelu_new"), n_inner (null =
+ * 4 n_embd), bos_token_id, eos_token_id, tie_word_embeddings (true).
+ * model_type "llama" / "qwen2" (qwen2 = llama with q/k/v biases): required
+ * vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, max_position_embeddings (-> n_positions); optional
+ * num_key_value_heads (llama: = heads; qwen2 absent: 32), head_dim (llama
+ * only; null = hidden_size / heads), rms_norm_eps (1e-6), rope_theta (10000),
+ * tie_word_embeddings (false), hidden_act ("silu" only), bos/eos_token_id (a
+ * list: its first), rope_scaling null or rope_type "linear" (factor) /
+ * "llama3" (factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings); any other rope_type, attention_bias or
+ * mlp_bias true, qwen2's use_sliding_window true, partial_rotary_factor != 1
+ * are GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
+ * are GF_E_FORMAT naming the file and the key. */
 gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out);
 
-/* Load <dir>/config.json and <dir>/model.safetensors; tensor names as GPT-2's
- * (optionally prefixed "transformer."), lm_head.weight optional (else tied),
- * F32/F16/BF16 converted to F32, every shape checked against the config. */
+/* Load <dir>/config.json and <dir>/model.safetensors (or the shards named by
+ * <dir>/model.safetensors.index.json, which must agree with them exactly).
+ * GPT-2 tensor names optionally prefixed "transformer.", lm_head.weight
+ * optional (else tied). Llama names "model.embed_tokens.weight",
+ * "model.layers.N.{input,post_attention}_layernorm.weight",
+ * "model.layers.N.self_attn.{q,k,v,o}_proj.weight" (qwen2: + q/k/v .bias),
+ * "model.layers.N.mlp.{gate,up,down}_proj.weight", "model.norm.weight"
+ * ("model." optional), "lm_head.weight" (required unless tied; ignored when
+ * tied, as transformers ties it). F32/F16/BF16/F64 converted to F32; every
+ * shape checked against the config before anything is allocated; the rotary
+ * inverse frequencies computed as transformers does (weights.rope_inv_freq). */
 gf_status gf_model_load(const char *dir, gf_model **model_out);
 void gf_model_free(gf_model *m);                          /* NULL-safe */
 const gf_model_desc *gf_model_desc_get(const gf_model *m);
