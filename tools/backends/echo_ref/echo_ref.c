@@ -67,7 +67,7 @@ enum { E_INVALID_ARG = 1, E_NOMEM = 2, E_IO = 3, E_FORMAT = 4, E_UNSUPPORTED = 5
 
 typedef struct layer {
     const float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;   /* Conv1D: [in, out] */
+    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;   /* matrices [out, in] after load */
 } layer;
 
 static struct {
@@ -108,6 +108,29 @@ static const float *tensor(const char *name, size_t n, char *err, size_t errlen)
         return NULL;
     }
     return (const float *)(M.file + 8 + hlen + a);
+}
+
+/* y (N) = W (N, K) x + b: one dot product per output, accumulated in double,
+ * exactly as ref does it (W transposed to [out, in] at load) */
+static void linear(float *y, const float *x, const float *W, const float *b, int32_t K, int32_t N)
+{
+    for (int32_t o = 0; o < N; o++) {
+        const float *w = W + (size_t)o * K;
+        double s = 0.0;
+        for (int32_t i = 0; i < K; i++)
+            s += (double)w[i] * (double)x[i];
+        y[o] = (float)(s + (b ? (double)b[o] : 0.0));
+    }
+}
+
+/* GPT-2's Conv1D [in, out] -> [out, in] rows (a copy; NULL if src is) */
+static const float *transpose(const float *src, int32_t in, int32_t out)
+{
+    float *dst = src ? malloc(sizeof(float) * (size_t)in * out) : NULL;
+    for (int32_t i = 0; dst && i < in; i++)
+        for (int32_t o = 0; o < out; o++)
+            dst[(size_t)o * in + i] = src[(size_t)i * out + o];
+    return dst;
 }
 
 static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errlen)
@@ -166,19 +189,16 @@ static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errle
     }
     if (!ok)
         return E_FORMAT;
+    for (int32_t l = 0; l < M.L; l++) {
+        layer *y = &M.ly[l];
+        if (!(y->qkv_w = transpose(y->qkv_w, D, 3 * D)) || !(y->proj_w = transpose(y->proj_w, D, D)) ||
+            !(y->fc_w = transpose(y->fc_w, D, F)) || !(y->mproj_w = transpose(y->mproj_w, F, D))) {
+            snprintf(err, errlen, "out of memory");
+            return E_NOMEM;
+        }
+    }
     M.loaded = 1;
     return 0;
-}
-
-/* y (N) = x (K) W (K, N) + b, accumulated in double */
-static void linear(float *y, const float *x, const float *W, const float *b, int32_t K, int32_t N)
-{
-    for (int32_t o = 0; o < N; o++) {
-        double s = b ? b[o] : 0.0;
-        for (int32_t i = 0; i < K; i++)
-            s += (double)x[i] * W[(size_t)i * N + o];
-        y[o] = (float)s;
-    }
 }
 
 static void layernorm(float *y, const float *x, const float *w, const float *b)
