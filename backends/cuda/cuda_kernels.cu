@@ -14,7 +14,7 @@ constexpr int kAttnThreads = 128;
 constexpr int kSampleThreads = 1024;
 
 #define GFC_ELEMENT_KERNEL(name, Args, body)                                   \
-    __global__ void name(size_t n, Args a)                                     \
+    __global__ void __launch_bounds__(kElementThreads) name(size_t n, Args a) \
     {                                                                          \
         size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;              \
         if (i < n)                                                             \
@@ -29,19 +29,20 @@ GFC_ELEMENT_KERNEL(k_rope, gfc_rope_args, gfc_rope_body)
 GFC_ELEMENT_KERNEL(k_kv_write, gfc_kv_args, gfc_kv_write_body)
 GFC_ELEMENT_KERNEL(k_to_half, gfc_half_args, gfc_to_half_body)
 
-__global__ void k_norm(gfc_norm_args a)
+__global__ void __launch_bounds__(kNormThreads) k_norm(gfc_norm_args a)
 {
     __shared__ float red[GFC_NORM_SMEM];
     gfc_norm_body((int32_t)blockIdx.x, (int)threadIdx.x, (int)blockDim.x, &a, red);
 }
 
-__global__ void k_attention(gfc_attn_args a)
+__global__ void __launch_bounds__(kAttnThreads) k_attention(gfc_attn_args a)
 {
     extern __shared__ float smem[];
     gfc_attention_body((int32_t)blockIdx.x, (int)threadIdx.x, (int)blockDim.x, &a, smem);
 }
 
-__global__ void k_sample(gfc_sample_args a)
+// 1024 threads: the bounds keep the double-heavy body within 64 registers
+__global__ void __launch_bounds__(kSampleThreads) k_sample(gfc_sample_args a)
 {
     __shared__ gfc_sample_shared sh;
     gfc_sample_body((int32_t)blockIdx.x, (int)threadIdx.x, (int)blockDim.x, &a, &sh);
