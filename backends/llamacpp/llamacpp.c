@@ -1,6 +1,6 @@
 /* llama.cpp backend: genfence's ABI over llama.cpp's C API (llama.h).
  *
- * model_load writes the description as a GGUF (lc_gguf.c), quantises it with
+ * model_load writes the description as a GGUF (lc_gguf.c: GPT-2, Llama, Qwen2), quantises it with
  * llama_model_quantize for f16 / q8_0, and loads it with
  * llama_model_load_from_file. A genfence KV cache is a llama_context (the
  * context owns llama.cpp's KV memory): row b of the batch is llama.cpp
@@ -362,7 +362,8 @@ static size_t lc_cache_bytes(const void *cache)
     const gf_model_config *g = &c->m->cfg;
     size_t elt = c->m->conf.kv_f16 ? 2 : 4;
     /* llama.cpp's K and V: n_ctx cells (padded to 256) of H_kv d_head each, per layer */
-    return 2 * (size_t)g->n_layer * llama_n_ctx(c->ctx) * (size_t)g->n_embd * elt;
+    size_t kv_dim = g->arch == GF_ARCH_LLAMA ? (size_t)g->n_kv_head * g->d_head : (size_t)g->n_embd;
+    return 2 * (size_t)g->n_layer * llama_n_ctx(c->ctx) * kv_dim * elt;
 }
 
 /* ---- forward ---- */

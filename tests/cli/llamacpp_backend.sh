@@ -18,7 +18,7 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$GF_SRC/backends/common/test_lib.sh"
+. "$GF_SRC/tests/support/test_lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 if [ ! -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]; then
@@ -103,8 +103,20 @@ if [ "$model" != "$GF_SRC/models/holmes-gpt" ]; then
     ln -sfn "$model" "$root/models/holmes-gpt"
     args=(--tag '!eos' --tag '!golden')
 fi
+# the case files whose models are all there (a model being trained or not yet
+# committed leaves its cases out, said here)
+files=()
+for f in "$root"/cases/*.yaml; do
+    missing=$(sed -n 's/^ *model: *//p' "$f" | sort -u | while read -r m; do
+        [ -f "$root/$m/model.safetensors" ] || [ -f "$root/$m/model.safetensors.index.json" ] || echo "$m"; done)
+    if [ -n "$missing" ]; then
+        echo "note: leaving out $(basename "$f"): no weights for $(echo $missing)"
+        continue
+    fi
+    files+=("cases/$(basename "$f")")
+done
 rc=0
-(cd "$root" && GENFENCE_ROOT="$root" "$GENFENCE" run --require-backend llamacpp:f32 "${args[@]}" -q \
+(cd "$root" && GENFENCE_ROOT="$root" "$GENFENCE" run "${files[@]}" --require-backend llamacpp:f32 "${args[@]}" -q \
     --no-triangulate --report-dir "$tmp/rep") >"$tmp/suite.out" 2>&1 || rc=$?
 tail -n 1 "$tmp/suite.out"
 [ $rc -le 1 ] || fail "suite exit $rc: $(cat "$tmp/suite.out")"
