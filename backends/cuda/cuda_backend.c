@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,21 @@
 #ifndef GFC_CUDA_ARCHS
 #define GFC_CUDA_ARCHS "?"
 #endif
+
+/* "" or why an address-space cap (genfence run --memory-limit) may be the
+ * cause: the CUDA driver reserves virtual memory beyond the GPU's size */
+static const char *rlimit_hint(void)
+{
+    static char hint[200];
+    struct rlimit rl;
+    hint[0] = '\0';
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(hint, sizeof hint,
+                 "; an address-space limit of %.1f GiB is set (RLIMIT_AS, genfence run --memory-limit) and CUDA "
+                 "reserves more than that: run with --memory-limit 0",
+                 (double)rl.rlim_cur / (1024.0 * 1024.0 * 1024.0));
+    return hint;
+}
 
 /* ---- the device executor ---- */
 
@@ -161,7 +177,8 @@ static gf_status exec_open(cu_exec *x, int32_t dh)
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess)
-        return cuda_fail(e, "creating a stream on device 0");
+        return gf_error_set(GF_E_BACKEND, "cuda: creating a stream on device 0: %s (%s)%s", cudaGetErrorString(e),
+                            cudaGetErrorName(e), rlimit_hint());
     int optin = 0;
     e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
     if (e != cudaSuccess)
@@ -183,6 +200,7 @@ static gf_status exec_open(cu_exec *x, int32_t dh)
 
 /* ---- probe, info ---- */
 
+
 static gf_status cu_probe(char *why, size_t why_len)
 {
     char buf[512] = "";
@@ -190,7 +208,7 @@ static gf_status cu_probe(char *why, size_t why_len)
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         /* cudart loads the driver (libcuda.so.1) itself: say whether it found one */
-        const char *hint = "";
+        const char *hint = rlimit_hint();
         if (e == cudaErrorInsufficientDriver) {
             void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
             hint = drv ? "; the NVIDIA driver (libcuda.so.1) is older than this runtime needs"
@@ -204,7 +222,7 @@ static gf_status cu_probe(char *why, size_t why_len)
         snprintf(buf, sizeof buf, "cuda: no CUDA device (cudaGetDeviceCount found 0)");
     } else if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0)) != cudaSuccess ||
                (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0)) != cudaSuccess) {
-        snprintf(buf, sizeof buf, "cuda: device 0: %s", cudaGetErrorString(e));
+        snprintf(buf, sizeof buf, "cuda: device 0: %s%s", cudaGetErrorString(e), rlimit_hint());
     } else if ((e = gfc_cuda_check_image()) != cudaSuccess) {
         snprintf(buf, sizeof buf, "cuda: device 0 is sm_%d%d and this build has code for sm %s only (%s)", major,
                  minor, GFC_CUDA_ARCHS, cudaGetErrorString(e));
