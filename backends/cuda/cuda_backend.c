@@ -71,9 +71,12 @@ static gf_status x_alloc(gfc_exec *ex, void **p, size_t bytes)
 
 static void x_release(gfc_exec *ex, void *p)
 {
-    (void)ex;
-    if (p)
-        cudaFree(p);
+    if (!p)
+        return;
+    /* work queued on the stream (after a failed call, or GEMMs reading a
+     * scratch being regrown) may still read p */
+    cudaStreamSynchronize(((cu_exec *)ex)->stream);
+    cudaFree(p);
 }
 
 static gf_status x_upload(gfc_exec *ex, void *dst, const void *src, size_t bytes)
@@ -133,11 +136,11 @@ static gf_status x_gemm(gfc_exec *ex, const void *w, int32_t N, int32_t K, const
             return st;
         xb = c->xh;
     }
-    /* row-major y (M, N) = x (M, K) W^T with W (N, K) row-major is, column-major,
-     * y^T (N, M) = op_T(W as (K, N)) x^T (K, M) */
+    const gfc_gemm_call g = gfc_gemm_map(N, K, M); /* checked by the unit test's twin */
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w, t, K, xb, t, K, &zero, y,
-                                    CUDA_R_32F, N, c->compute, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t s = cublasGemmEx(c->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g.m, g.n, g.k, &one, w, t, g.lda, xb, t, g.ldb, &zero, y, CUDA_R_32F, g.ldc,
+                                    c->compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
         return gf_error_set(GF_E_BACKEND, "cuda: cublasGemmEx (%d x %d x %d, %s): %s", M, N, K,
                             gfc_mode_name(ex->mode), cublasGetStatusString(s));

@@ -59,15 +59,21 @@ static float gemm_x(gfc_mode mode, float x)
     return x;
 }
 
+/* the device's call (gfc_gemm_map), run as a column-major reference GEMM:
+ * C (m x n) = op(A) (m x k) op(B) (k x n), A = W, B = x, C = y */
 static gf_status h_gemm(gfc_exec *ex, const void *w, int32_t N, int32_t K, const float *x, float *y, int32_t M)
 {
     ((gfc_host_exec *)ex)->gemms++;
-    for (int32_t r = 0; r < M; r++)
-        for (int32_t n = 0; n < N; n++) {
+    const gfc_gemm_call g = gfc_gemm_map(N, K, M);
+    for (int32_t j = 0; j < g.n; j++)
+        for (int32_t i = 0; i < g.m; i++) {
             double acc = 0.0;
-            for (int32_t k = 0; k < K; k++)
-                acc += (double)gemm_x(ex->mode, x[(size_t)r * K + k]) * gemm_w(ex->mode, w, (size_t)n * K + k);
-            y[(size_t)r * N + n] = (float)acc;
+            for (int32_t l = 0; l < g.k; l++) {
+                size_t ia = g.trans_a ? (size_t)l + (size_t)i * g.lda : (size_t)i + (size_t)l * g.lda;
+                size_t ib = g.trans_b ? (size_t)j + (size_t)l * g.ldb : (size_t)l + (size_t)j * g.ldb;
+                acc += (double)gemm_w(ex->mode, w, ia) * gemm_x(ex->mode, x[ib]);
+            }
+            y[(size_t)i + (size_t)j * g.ldc] = (float)acc;
         }
     return GF_OK;
 }

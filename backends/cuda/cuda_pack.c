@@ -263,6 +263,17 @@ void gfc_pack(const gfc_plan *p, const gf_model_desc *desc, float *f32_img, void
     put_rows(p, gemm_img, &p->head, 0, head, p->V, 0);
 }
 
+/* ---- the GEMM ---- */
+
+gfc_gemm_call gfc_gemm_map(int32_t N, int32_t K, int32_t M)
+{
+    /* row-major W (N, K) is column-major W^T (K x N), ld K: op T gives W (N x K);
+     * row-major x (M, K) is column-major x^T (K x M), ld K; row-major y (M, N)
+     * is column-major y^T (N x M), ld N: y^T = W x^T */
+    gfc_gemm_call c = {.trans_a = 1, .trans_b = 0, .m = N, .n = M, .k = K, .lda = K, .ldb = K, .ldc = N};
+    return c;
+}
+
 /* ---- checks ---- */
 
 gf_status gfc_check_cache_args(const gf_model_config *cfg, int32_t batch, int32_t max_len)

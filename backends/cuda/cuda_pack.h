@@ -88,6 +88,17 @@ void gfc_plan_release(gfc_plan *p);  /* NULL-safe */
  * Padding between tensors is zero. */
 void gfc_pack(const gfc_plan *p, const gf_model_desc *desc, float *f32_img, void *gemm_img);
 
+/* The column-major (cuBLAS) call computing row-major y (M, N) = x (M, K) W^T
+ * for W (N, K) row-major: C = op(A) op(B) with A = W, B = x, C = y. The
+ * device executor passes it to cublasGemmEx; the host twin runs a
+ * column-major reference GEMM on the same numbers, so the unit test checks
+ * the mapping. */
+typedef struct gfc_gemm_call {
+    int32_t trans_a, trans_b; /* 1: CUBLAS_OP_T */
+    int32_t m, n, k, lda, ldb, ldc;
+} gfc_gemm_call;
+gfc_gemm_call gfc_gemm_map(int32_t N, int32_t K, int32_t M);
+
 /* KV cache arguments: batch >= 1, 1 <= max_len <= n_positions. */
 gf_status gfc_check_cache_args(const gf_model_config *cfg, int32_t batch, int32_t max_len);
 /* Floats of one of k, v: (L, B, H_kv, max_len, d_head). */
