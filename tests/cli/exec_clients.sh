@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The protocol clients as backends (docs/protocol.md): the plain-C echo_ref
-# (tools/backends/echo_ref) runs the whole default suite beside ref with
+# (tools/backends/echo_ref) runs the default suite (GPT-2 cases) beside ref with
 # every verdict a pass and triangulation agreeing; transformers
 # (tools/backends/transformers_backend.py) runs the cache, padding, sampling
-# and golden cases and generates ref's text; `genfence backends` reports
+# and golden cases (and the Llama cases once models/holmes-llama exists)
+# and generates ref's text; `genfence backends` reports
 # each client's library, and bare `exec` (no command) is a skip with the reason.
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
@@ -24,9 +25,9 @@ grep -Eq "^exec:.*echo_ref +available +fp32 +threads 1 +echo_ref \(C, libm\); cl
 grep -Eq "^exec:.*transformers_backend.py +available +fp32 .*transformers [0-9.]+, torch" "$tmp/b" ||
   fail "backends: no transformers line"
 
-# echo_ref: the whole default suite
+# echo_ref: the whole default suite but the Llama cases (echo_ref is GPT-2 only)
 set +e
-"$GENFENCE" run --backend ref --backend "exec:$ECHO" -j 2 --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
+"$GENFENCE" run --tag '!llama' --backend ref --backend "exec:$ECHO" -j 2 --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
 rc=$?
 set -e
 cat "$tmp/out1"
@@ -54,6 +55,19 @@ set -e
 cat "$tmp/out2"
 [[ $rc == 0 ]] || fail "transformers cases: exit status $rc"
 tail -n 1 "$tmp/out2" | grep -qx "5 passed, 0 failed, 0 skipped" || fail "transformers: $(tail -n 1 "$tmp/out2")"
+
+# transformers on the Llama cases, once models/holmes-llama exists
+if [[ -f models/holmes-llama/config.json ]]; then
+  set +e
+  "$GENFENCE" run --tag llama --backend "exec:$TF" -j 2 --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
+  rc=$?
+  set -e
+  cat "$tmp/out4"
+  [[ $rc == 0 ]] || fail "transformers on the llama cases: exit status $rc"
+  grep -Eq "^[1-9][0-9]* passed, 0 failed, 0 skipped$" <(tail -n 1 "$tmp/out4") || fail "llama: $(tail -n 1 "$tmp/out4")"
+else
+  echo "exec_clients: models/holmes-llama not there: the Llama cases are not run"
+fi
 
 # the same greedy text as ref
 "$GENFENCE" generate --model models/holmes-gpt --prompt "Sherlock Holmes" --max-new-tokens 24 --backend ref >"$tmp/g1" 2>/dev/null
