@@ -7,7 +7,7 @@
  *   - the forward pass, KV cache and sampler of cuda_forward.c run through
  *     the host twin executor (the kernel bodies of cuda_body.h on the CPU):
  *     GPT-2 against ref, a Llama/Qwen2 model (GQA, biases, RoPE, SwiGLU)
- *     against a plain double-precision forward written here, the sampler
+ *     against ref and a plain double-precision forward written here, the sampler
  *     against gf_sample token for token; argument checks and out-of-memory
  *     paths (nothing leaks);
  *   - the built module itself where this build has it: probe's CUDA text,
@@ -621,6 +621,16 @@ Test(cuda_host, llama_forward_matches_plain_forward)
         cr_assert_eq(gfc_forward(m, NULL, &in, got), GF_OK, "%s", gf_error_msg());
         double d = max_delta(want, got, sizeof got / sizeof got[0]);
         cr_assert_lt(d, 1e-4, "variant %d uncached: max |delta| %g", variant, d);
+        /* and against ref, which runs the Llama family too */
+        const gf_backend_ops *ref = gf_backend_ref();
+        gf_backend_options ro = {.struct_size = sizeof ro, .threads = 1};
+        void *rm = NULL;
+        float rl[B * T * V];
+        cr_assert_eq(ref->model_load(&tl.desc, &ro, &rm), GF_OK, "%s", gf_error_msg());
+        cr_assert_eq(ref->forward(rm, NULL, &in, rl), GF_OK, "%s", gf_error_msg());
+        ref->model_free(rm);
+        d = max_delta(rl, got, sizeof got / sizeof got[0]);
+        cr_assert_lt(d, 1e-4, "variant %d against ref: max |delta| %g", variant, d);
         cr_assert_gt(hx.runs[GFC_K_ROPE], 0);
         cr_assert_eq(hx.runs[GFC_K_BIAS_ACT], variant ? 2 : 0); /* q/k/v biases per layer */
         /* cached: 5 positions, then 2 one at a time */
