@@ -18,6 +18,14 @@ if [ -f "$dest/GENFENCE-BUILD" ]; then
     exit 0
 fi
 
+# one build at a time per cache (two setups racing would both build)
+mkdir -p "$root"
+exec 9>"$root/.lock"
+flock 9
+if [ -f "$dest/GENFENCE-BUILD" ]; then
+    exit 0
+fi
+
 PIP=.venv/bin/pip
 [ -x "$PIP" ] || PIP="/usr/bin/python3 -m pip"
 jobs=${GENFENCE_LLAMACPP_JOBS:-2}
