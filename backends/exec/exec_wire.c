@@ -220,6 +220,10 @@ gf_status gx_spawn(gx_conn *c, char *const *argv, double timeout_s)
 
 static void kill_child(gx_conn *c, double grace_s)
 {
+    if (grace_s <= 0 && c->pid > 0) { /* at once: before it sees EOF and has its say on stderr */
+        kill(-c->pid, SIGKILL);
+        kill(c->pid, SIGKILL);
+    }
     if (c->sock >= 0) {
         close(c->sock);
         c->sock = -1;
@@ -270,9 +274,10 @@ gf_status gx_fail(gx_conn *c, const char *fmt, ...)
     va_end(ap);
     if (!c->dead) {
         c->dead = 1;
-        kill_child(c, 0);
+        drain_stderr(c); /* what it said before we gave up on it */
         char tail[300];
         stderr_tail(c, tail, sizeof tail);
+        kill_child(c, 0);
         snprintf(c->why, sizeof c->why, "exec client '%.100s': %.360s%s%.290s", c->prog, msg,
                  tail[0] ? "; its stderr ended: " : "", tail);
     }
