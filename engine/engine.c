@@ -1,6 +1,7 @@
 /* gf_engine: a checked handle on one backend and one loaded model. */
 #include "genfence/engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,17 @@ gf_status gf_backend_check_ops(const gf_backend_ops *ops)
                             name, ops->abi_version, GF_BACKEND_ABI_VERSION);
     if (!ops->name || !ops->name[0])
         return gf_error_set(GF_E_ABI, "backend table has no name");
+    if (ops->struct_size < GF_BACKEND_OPS_BASE_SIZE)
+        return gf_error_set(GF_E_ABI,
+                            "backend '%s' has a table of %u bytes, shorter than the version-%u baseline "
+                            "(%zu bytes, every slot through forward); it was not built against genfence/backend.h",
+                            name, ops->struct_size, GF_BACKEND_ABI_VERSION, (size_t)GF_BACKEND_OPS_BASE_SIZE);
+    if (ops->struct_size > sizeof(gf_backend_ops))
+        return gf_error_set(GF_E_ABI,
+                            "backend '%s' was built against a newer genfence: its table has %u bytes, this "
+                            "genfence knows %zu (ABI version %u); rebuild it against this genfence's headers "
+                            "or use a newer genfence",
+                            name, ops->struct_size, sizeof(gf_backend_ops), GF_BACKEND_ABI_VERSION);
     const struct { const void *slot; const char *what; } required[] = {
         {(const void *)ops->probe, "probe"},
         {(const void *)ops->model_load, "model_load"},
@@ -39,11 +51,54 @@ gf_status gf_backend_check_ops(const gf_backend_ops *ops)
     return GF_OK;
 }
 
+const char *gf_backend_last_error(const gf_backend_ops *ops, void *model)
+{
+    const char *t = ops && GF_OPS_HAS(ops, last_error) ? ops->last_error(model) : NULL;
+    return t ? t : "";
+}
+
+int gf_backend_has_sample(const gf_backend_ops *ops) { return ops && GF_OPS_HAS(ops, sample); }
+
+gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_len)
+{
+    if (why && why_len)
+        why[0] = '\0';
+    char buf[512] = "";
+    gf_status st = ops->probe(buf, sizeof buf);
+    if (st == GF_OK)
+        return GF_OK;
+    if (why && why_len)
+        snprintf(why, why_len, "%s", buf[0] ? buf : gf_status_str(st));
+    return GF_E_UNAVAILABLE;
+}
+
+gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts,
+                              gf_backend_info *info_out)
+{
+    gf_backend_info defaults = {.struct_size = sizeof defaults, .dtype = GF_COMPUTE_F32,
+                                .threads = opts && opts->threads > 0 ? opts->threads : 1};
+    *info_out = defaults;
+    if (!ops->info)
+        return GF_E_UNSUPPORTED;
+    gf_backend_options o = {.struct_size = sizeof o, .threads = defaults.threads};
+    if (opts)
+        o = *opts;
+    gf_status st = ops->info(&o, info_out);
+    if (st != GF_OK) {
+        *info_out = defaults;
+        return st;
+    }
+    info_out->struct_size = sizeof *info_out;
+    if (!info_out->dtype)
+        info_out->dtype = GF_COMPUTE_F32;
+    return GF_OK;
+}
+
 /* Add the backend's name and vendor text to the current message. */
 static gf_status backend_error(const gf_engine *e, gf_status st)
 {
-    const char *vendor = e->ops->last_error ? e->ops->last_error(e->model) : NULL;
-    if (vendor && vendor[0])
+    const char *vendor = gf_backend_last_error(e->ops, e->model);
+    if (vendor[0])
         return gf_error_prefix(st, "backend '%s' (%s)", e->ops->name, vendor);
     return gf_error_prefix(st, "backend '%s'", e->ops->name);
 }
@@ -56,10 +111,9 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
     if (st != GF_OK)
         return st;
     char why[512] = "";
-    st = ops->probe(why, sizeof why);
+    st = gf_backend_available(ops, why, sizeof why);
     if (st != GF_OK)
-        return gf_error_set(GF_E_UNAVAILABLE, "backend '%s' is unavailable here: %s", ops->name,
-                            why[0] ? why : gf_status_str(st));
+        return gf_error_set(GF_E_UNAVAILABLE, "backend '%s' is unavailable here: %s", ops->name, why);
     gf_engine *e = calloc(1, sizeof *e);
     if (!e)
         return gf_error_set(GF_E_NOMEM, "out of memory");
@@ -118,7 +172,7 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
     if (!ops)
         return gf_error_set(GF_E_INVALID_ARG, "backend table is NULL");
     const char *name = ops->name ? ops->name : "(unnamed)";
-    if (!ops->sample)
+    if (!gf_backend_has_sample(ops))
         return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no sample slot", name);
     if (!logits || !p || !ids_out || B < 1 || V < 1)
         return gf_error_set(GF_E_INVALID_ARG, "backend '%s' sample: B %d, V %d (must be >= 1), logits, params "
@@ -147,9 +201,9 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
             ids_out[b] = -1;
         gf_error_clear();
         st = ops->sample(model, logits, B, p, &d, ids_out);
-        const char *vendor = ops->last_error ? ops->last_error(model) : NULL;
+        const char *vendor = gf_backend_last_error(ops, model);
         if (st != GF_OK) {
-            if (vendor && vendor[0])
+            if (vendor[0])
                 gf_error_prefix(st, "backend '%s' sample slot (%s)", name, vendor);
             else
                 gf_error_prefix(st, "backend '%s' sample slot", name);

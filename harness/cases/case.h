@@ -112,9 +112,33 @@ int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out);
 
 /* ---- cases ---- */
 
+/* What the loader needs of a case kind (the kinds themselves are in
+ * harness/kinds/, above this layer, and come in as a NULL-terminated list). */
 typedef struct gf_kind_def gf_kind_def;
+typedef struct gf_case gf_case;
+typedef struct gf_krun gf_krun;     /* harness/krun: the run of one (case, backend) */
 
-typedef struct gf_case {
+enum { GF_KIND_NO_MODEL = 0, GF_KIND_MODEL_TOKENIZER = 1, GF_KIND_MODEL_REQUIRED = 2 };
+
+struct gf_kind_def {
+    const char *name;
+    const char *summary;
+    int uses_backend;         /* 1: the child opens model + backend (gf_session_open) */
+    int model;                /* GF_KIND_NO_MODEL / _MODEL_TOKENIZER (model for its tokenizer) / _REQUIRED */
+    const char *keys;         /* the kind's own keys, for messages: "probs, logits, expect" */
+    /* Read the kind's keys from map into c->spec; 0 ok, -1 error (recorded). */
+    int (*parse)(gf_cctx *ctx, const gf_ynode *map, gf_case *c);
+    void (*free_spec)(void *spec);
+    /* Run in the child; results go into k. */
+    void (*run)(const gf_case *c, gf_krun *k);
+};
+
+
+/* The kind called name in a NULL-terminated list, or NULL. */
+const gf_kind_def *gf_kind_lookup(const gf_kind_def *const *kinds, const char *name);
+
+
+struct gf_case {
     char *id;
     const gf_kind_def *kind;
     char *description;        /* optional */
@@ -122,6 +146,8 @@ typedef struct gf_case {
     size_t n_tags;
     char **backends;          /* filter: names (or plugin paths); "!name" excludes */
     size_t n_backends;
+    int has_expect_verdict;   /* a must-fail case (cases/detect/) names the verdict it */
+    gf_verdict expect_verdict; /* must get: `expect_verdict: fail` (docs/cases.md) */
     char *model_arg;          /* `model` as written, NULL if none */
     char *model;              /* resolved directory, NULL if none */
     char *file;               /* the file it came from (as given) */
@@ -130,9 +156,10 @@ typedef struct gf_case {
     void *spec;               /* the kind's own parsed keys */
     json_t *tree;             /* the case as written, as JSON (gf_ynode_to_json): what
                                  the case hash is computed over (docs/goldens.md) */
-} gf_case;
+};
 
 typedef struct gf_case_set {
+    const gf_kind_def *const *kinds; /* the kinds the cases were read against */
     gf_case *cases;
     size_t n;
     char **errors;            /* every schema / YAML error, "FILE:LINE:COL: message" */
@@ -141,13 +168,13 @@ typedef struct gf_case_set {
     size_t n_files;
 } gf_case_set;
 
-/* Load cases from files and directories (a directory: its *.yaml / *.yml
+/* Load cases from files and directories, each case's kind from `kinds` (a directory: its *.yaml / *.yml
  * files, sorted, not recursing). n_paths 0: the default suite, `cases/` under
  * root. root: the repository root for relative `model` paths (NULL: found
  * from each file, see docs/cases.md). Returns GF_OK, or GF_E_FORMAT with every
  * error in set->errors (the set then holds no cases), GF_E_IO for unreadable
  * paths (also listed). */
-int gf_cases_load(const char *const *paths, size_t n_paths, const char *root, gf_case_set *set);
+int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, size_t n_paths, const char *root, gf_case_set *set);
 void gf_case_set_free(gf_case_set *set);
 
 /* A node tree as JSON, values resolved by the core schema: maps -> objects
@@ -159,7 +186,7 @@ void gf_case_set_free(gf_case_set *set);
 json_t *gf_ynode_to_json(const gf_ynode *n);
 
 /* Load one YAML text (for tests): `file` names it in messages. */
-int gf_cases_load_text(const char *text, size_t len, const char *file, const char *root,
+int gf_cases_load_text(const gf_kind_def *const *kinds, const char *text, size_t len, const char *file, const char *root,
                        gf_case_set *set);
 
 /* Does the case have the tag? Does the filter admit a backend whose
@@ -191,19 +218,11 @@ typedef struct gf_case_filter {
     size_t n_tags;
 } gf_case_filter;
 
-/* 0 ok; -1 with a message in err (bad regex, unknown kind). kinds and tags are
+/* 0 ok; -1 with a message in err (bad regex, a kind not in `known`). kinds and tags are
  * borrowed. */
-int gf_case_filter_init(gf_case_filter *f, const char *regex, char **kinds, size_t n_kinds, char **tags,
+int gf_case_filter_init(gf_case_filter *f, const gf_kind_def *const *known, const char *regex, char **kinds, size_t n_kinds, char **tags,
                         size_t n_tags, char *err, size_t err_len);
 int gf_case_filter_match(const gf_case_filter *f, const gf_case *c);
 void gf_case_filter_free(gf_case_filter *f);
-
-/* The filter (regex, kinds, tags as for gf_case_filter_init) in *cf and the
- * case files (gf_cases_load) in *set, for subcommand cmd: 0 ok (free both);
- * -1 with nothing to free after printing "CMD: <filter error>" or each schema
- * error then "CMD: N errors in the case files<note>" (case_select.c). */
-int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds,
-                        char **tags, size_t n_tags, const char *const *paths, size_t n_paths,
-                        gf_case_filter *cf, gf_case_set *set);
 
 #endif

@@ -5,14 +5,13 @@
 #include <string.h>
 
 #include "case.h"
-#include "kind.h"
 
-int gf_case_filter_init(gf_case_filter *f, const char *regex, char **kinds, size_t n_kinds, char **tags,
+int gf_case_filter_init(gf_case_filter *f, const gf_kind_def *const *known, const char *regex, char **kinds, size_t n_kinds, char **tags,
                         size_t n_tags, char *err, size_t err_len)
 {
     memset(f, 0, sizeof *f);
     for (size_t i = 0; i < n_kinds; i++)
-        if (!gf_kind_find(kinds[i])) {
+        if (!gf_kind_lookup(known, kinds[i])) {
             snprintf(err, err_len, "unknown kind '%s' (genfence list --kinds shows them)", kinds[i]);
             return -1;
         }

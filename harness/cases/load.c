@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "case_internal.h"
-#include "kind.h"
 
 #ifndef GENFENCE_SOURCE_DIR
 #define GENFENCE_SOURCE_DIR "."
@@ -249,11 +248,11 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     }
     const gf_ynode *kn = gf_y_get(ctx, m, "kind", GF_Y_REQUIRED);
     if (kn && gf_y_node_string(ctx, kn, "'kind'", &kind) > 0) {
-        c.kind = gf_kind_find(kind);
+        c.kind = gf_kind_lookup(set->kinds, kind);
         if (!c.kind) {
             char list[1024] = "";
-            for (const gf_kind_def *const *k = gf_kinds(); *k; k++) {
-                strncat(list, k == gf_kinds() ? "" : ", ", sizeof list - strlen(list) - 1);
+            for (const gf_kind_def *const *k = set->kinds; k && *k; k++) {
+                strncat(list, k == set->kinds ? "" : ", ", sizeof list - strlen(list) - 1);
                 strncat(list, (*k)->name, sizeof list - strlen(list) - 1);
             }
             gf_y_error(ctx, kn, "unknown kind '%s' (known: %s)", kind, list);
@@ -261,6 +260,19 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     }
     gf_y_string(ctx, m, "description", 0, &c.description);
     gf_y_strings(ctx, m, "tags", 0, &c.tags, &c.n_tags);
+    char *expect = NULL;
+    if (gf_y_string(ctx, m, "expect_verdict", 0, &expect) > 0) {
+        c.has_expect_verdict = gf_verdict_parse(expect, &c.expect_verdict);
+        if (!c.has_expect_verdict) {
+            char known[256] = "";
+            for (int v = 0; v < GF_V_COUNT; v++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", v ? ", " : "",
+                         gf_verdict_str((gf_verdict)v));
+            gf_y_error(ctx, gf_y_get(ctx, m, "expect_verdict", 0), "'expect_verdict' is '%s'; a verdict is one of %s",
+                       expect, known);
+        }
+    }
+    free(expect);
     if (gf_y_strings(ctx, m, "backends", 0, &c.backends, &c.n_backends) > 0 && c.n_backends == 0)
         gf_y_error(ctx, gf_y_get(ctx, m, "backends", 0), "'backends' is empty (omit it to allow every backend)");
     if (c.kind) {
@@ -282,7 +294,7 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         if (c.kind->parse(ctx, m, &c) < 0 && ctx->n_errors == errors_before)
             gf_y_error(ctx, m, "invalid case");
         char where[512];
-        snprintf(where, sizeof where, "for kind '%s' (its keys: id, kind, description, tags, backends%s%s%s)",
+        snprintf(where, sizeof where, "for kind '%s' (its keys: id, kind, description, tags, backends, expect_verdict%s%s%s)",
                  c.kind->name, c.kind->model ? ", model" : "", c.kind->keys[0] ? ", " : "", c.kind->keys);
         gf_y_check_unknown(ctx, m, where);
     }
@@ -436,9 +448,19 @@ static int finish(gf_case_set *set)
     return GF_OK;
 }
 
-int gf_cases_load(const char *const *paths, size_t n_paths, const char *root, gf_case_set *set)
+const gf_kind_def *gf_kind_lookup(const gf_kind_def *const *kinds, const char *name)
+{
+    for (const gf_kind_def *const *k = kinds; k && *k && name; k++)
+        if (!strcmp((*k)->name, name))
+            return *k;
+    return NULL;
+}
+
+int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, size_t n_paths, const char *root,
+                  gf_case_set *set)
 {
     memset(set, 0, sizeof *set);
+    set->kinds = kinds;
     if (n_paths == 0) {
         char *r = root ? strdup(root) : gf_case_find_root(".");
         char *dir = gf_case_default_dir(r);
@@ -463,9 +485,11 @@ int gf_cases_load(const char *const *paths, size_t n_paths, const char *root, gf
     return finish(set);
 }
 
-int gf_cases_load_text(const char *text, size_t len, const char *file, const char *root, gf_case_set *set)
+int gf_cases_load_text(const gf_kind_def *const *kinds, const char *text, size_t len, const char *file,
+                       const char *root, gf_case_set *set)
 {
     memset(set, 0, sizeof *set);
+    set->kinds = kinds;
     load_one_text(text, len, file, root, set);
     return finish(set);
 }

@@ -15,17 +15,6 @@ static void usage(FILE *f)
 "reason when unavailable, library versions, threads and compute dtype.\n");
 }
 
-static const char *dtype_str(gf_compute_dtype d)
-{
-    switch (d) {
-    case GF_COMPUTE_F32: return "fp32";
-    case GF_COMPUTE_F16: return "fp16";
-    case GF_COMPUTE_BF16: return "bf16";
-    case GF_COMPUTE_F64: return "fp64";
-    }
-    return "?";
-}
-
 static void show(const char *name, long threads, int json, int first)
 {
     gf_backend_handle h;
@@ -35,18 +24,17 @@ static void show(const char *name, long threads, int json, int first)
     int avail = 0;
     if (st != GF_OK) {
         snprintf(why, sizeof why, "%s", gf_error_msg());
-    } else if ((st = h.ops->probe(why, sizeof why)) == GF_OK) {
+    } else if ((st = gf_backend_available(h.ops, why, sizeof why)) == GF_OK) {
         avail = 1;
         gf_backend_options o = gf_registry_options(&h, (int32_t)threads);
-        if (!h.ops->info || h.ops->info(&o, &info) != GF_OK)
-            memset(&info, 0, sizeof info);
+        gf_backend_describe(h.ops, &o, &info);
     }
     if (json) {
         printf("%s{\"name\": ", first ? "" : ", ");
         gf_json_write_string(stdout, name, strlen(name));
         printf(", \"available\": %s, \"why\": ", avail ? "true" : "false");
         gf_json_write_string(stdout, why, strlen(why));
-        printf(", \"dtype\": \"%s\", \"threads\": %d, \"library\": ", avail ? dtype_str(info.dtype) : "",
+        printf(", \"dtype\": \"%s\", \"threads\": %d, \"library\": ", avail ? gf_dtype_str(info.dtype) : "",
                info.threads);
         const char *lib = info.library ? info.library : "";
         gf_json_write_string(stdout, lib, strlen(lib));
@@ -54,7 +42,7 @@ static void show(const char *name, long threads, int json, int first)
         gf_json_write_string(stdout, h.source, strlen(h.source));
         printf("}");
     } else if (avail) {
-        printf("%-10s available    %-5s threads %-3d %s%s%s\n", name, dtype_str(info.dtype), info.threads,
+        printf("%-10s available    %-5s threads %-3d %s%s%s\n", name, gf_dtype_str(info.dtype), info.threads,
                info.library ? info.library : "", info.detail ? "; " : "", info.detail ? info.detail : "");
     } else {
         printf("%-10s unavailable  %s\n", name, why);
@@ -79,7 +67,7 @@ int gf_cmd_backends(int argc, char **argv)
                 extra[n_extra++] = optarg;
             break;
         case 't':
-            if (!gf_cli_parse_int(optarg, 1, 4096, &threads)) {
+            if (!gf_parse_int(optarg, 1, 4096, &threads)) {
                 gf_cli_error("backends: bad value '%s' for --threads", optarg);
                 return GF_EXIT_USAGE;
             }

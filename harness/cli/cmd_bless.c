@@ -11,13 +11,12 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#include "case.h"
 #include "cli.h"
 #include "commands.h"
 #include "genfence/version.h"
-#include "golden.h"
+#include "golden_generation.h"
 #include "hash.h"
-#include "kind.h"
+#include "sys.h"
 
 static void usage(FILE *f)
 {
@@ -174,10 +173,8 @@ static int bless_case(const gf_case *c, const char *backend, int32_t threads, co
     const gf_backend_ops *ops = gf_engine_ops(ses.engine);
     gf_backend_options bo = gf_registry_options(&ses.backend, threads);
     gf_backend_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
     char backend_detail[512] = "", dtype[16] = "fp32";
-    if (ops->info && ops->info(&bo, &info) == GF_OK) {
+    if (gf_backend_describe(ops, &bo, &info) == GF_OK) {
         snprintf(backend_detail, sizeof backend_detail, "%s%s%s", info.library ? info.library : "",
                  info.detail && info.detail[0] ? "; " : "", info.detail ? info.detail : "");
         snprintf(dtype, sizeof dtype, "%s", gf_dtype_str(info.dtype ? info.dtype : GF_COMPUTE_F32));
@@ -244,7 +241,7 @@ int gf_cmd_bless(int argc, char **argv)
         case O_FILTER: filter = optarg; break;
         case O_OUT: out_dir = optarg; break;
         case O_THREADS:
-            if (!gf_cli_parse_int(optarg, 1, 4096, &threads)) {
+            if (!gf_parse_int(optarg, 1, 4096, &threads)) {
                 gf_cli_error("bless: bad value '%s' for --threads", optarg);
                 return GF_EXIT_USAGE;
             }
@@ -265,12 +262,12 @@ int gf_cmd_bless(int argc, char **argv)
     char *kinds[] = {(char *)"golden_generation"};
     gf_case_filter cf;
     char err[512];
-    if (gf_case_filter_init(&cf, filter, kinds, 1, NULL, 0, err, sizeof err) < 0) {
+    if (gf_case_filter_init(&cf, gf_kinds(), filter, kinds, 1, NULL, 0, err, sizeof err) < 0) {
         gf_cli_error("bless: %s", err);
         return GF_EXIT_USAGE;
     }
     gf_case_set set;
-    int ls = gf_cases_load((const char *const *)(argv + optind), (size_t)(argc - optind), NULL, &set);
+    int ls = gf_cases_load(gf_kinds(), (const char *const *)(argv + optind), (size_t)(argc - optind), NULL, &set);
     if (ls != GF_OK || set.n_errors) {
         for (size_t i = 0; i < set.n_errors; i++)
             fprintf(stderr, "%s\n", set.errors[i]);

@@ -42,7 +42,7 @@ int gf_cmd_forward(int argc, char **argv)
         case O_OUT: out = optarg; break;
         case O_BACKEND: backend = optarg; break;
         case O_THREADS:
-            if (!gf_cli_parse_int(optarg, 1, 4096, &threads)) {
+            if (!gf_parse_int(optarg, 1, 4096, &threads)) {
                 gf_cli_error("forward: bad value '%s' for --threads", optarg);
                 return GF_EXIT_USAGE;
             }

@@ -114,11 +114,20 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
     gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, &r);
     if (st != GF_OK) {
         gf_cli_error("verify: %s", gf_error_msg());
-        return st == GF_E_INVALID_ARG || st == GF_E_CONTEXT_LIMIT ? GF_EXIT_USAGE : GF_EXIT_FAIL;
+        return gf_verdict_exit(gf_verdict_of_status(st), 0);
     }
-    const double atol = 1e-4, gate = 1e-4;
-    int excused = !r.tokens_equal && r.divergence_margin < gate;
-    int ok = r.max_abs_delta <= atol && (r.tokens_equal || excused);
+    /* the one gate (verdict/compare.h), as the cache_equals_recompute kind uses it */
+    const gf_gate g = gf_gate_default();
+    const double atol = 1e-4, gate = g.abs;
+    gf_backend_info info;
+    gf_backend_options bo = gf_registry_options(&s->backend, o->threads);
+    gf_backend_describe(gf_engine_ops(s->engine), &bo, &info);
+    gf_cmp cmp;
+    gf_cmp_init(&cmp, &g, info.dtype, GF_CMP_TEACHER_FORCED, atol);
+    gf_cmp_verify(&cmp, &r);
+    gf_verdict v = gf_cmp_verdict(&cmp, NULL, 0);
+    int excused = !r.tokens_equal && cmp.first_unexcused < 0;
+    int ok = gf_verdict_passed(v);
     if (o->json) {
         double safety = r.max_abs_delta > 0 ? r.min_margin / r.max_abs_delta : INFINITY;
         printf("{\"verify\": {\"steps\": %d, \"max_abs_logit_diff\": ", r.steps);
@@ -219,7 +228,10 @@ static int run_batch(gf_session *s, const gen_opts *o)
     gp.sampler = gf_sampler_greedy();
     gp.eos_id = -1;
     gp.on_step = NULL;
-    const double gate = 1e-4;
+    /* the one gate; free-running rows have no reference top-1 here, so its
+     * absolute floor decides (verdict/compare.h) */
+    const gf_gate g = gf_gate_default();
+    const double gate = gf_gate_threshold(&g, NAN, GF_COMPUTE_F32);
     if (o->json)
         printf("{\"batch_consistent\": {\"modes\": [");
     for (int mode = 0; mode < 2; mode++) {
@@ -306,7 +318,10 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
     double dt = now_s() - t0;
     if (st != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
-        return st == GF_E_CONTEXT_LIMIT ? GF_EXIT_FAIL : st == GF_E_INVALID_ARG ? GF_EXIT_USAGE : GF_EXIT_FAIL;
+        /* --on-limit raise asked for the full cache to be a failure (exit 1) */
+        if (st == GF_E_CONTEXT_LIMIT && gp.raise_on_context_limit)
+            return GF_EXIT_FAIL;
+        return gf_verdict_exit(gf_verdict_of_status(st), 0);
     }
     int32_t n_new = g->n_until_stop[0] - len;
     if (o->json) {
@@ -374,29 +389,29 @@ int gf_cmd_generate(int argc, char **argv)
         case 'p': o.prompt = optarg; break;
         case O_TOKENS: o.tokens = optarg; break;
         case O_MAXNEW:
-            if (!gf_cli_parse_int(optarg, 0, 1000000, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 0, 1000000, &v)) goto bad_value;
             o.gp.max_new_tokens = (int32_t)v;
             break;
         case O_TEMP:
-            if (!gf_cli_parse_double(optarg, &d)) goto bad_value;
+            if (!gf_parse_double(optarg, &d)) goto bad_value;
             o.gp.sampler.temperature = d;
             break;
         case O_TOPK:
             if (!strcmp(optarg, "none")) { o.gp.sampler.use_top_k = 0; break; }
-            if (!gf_cli_parse_int(optarg, -2147483647L, 2147483647L, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, -2147483647L, 2147483647L, &v)) goto bad_value;
             o.gp.sampler.top_k = (int32_t)v;
             break;
         case O_TOPP:
             if (!strcmp(optarg, "none")) { o.gp.sampler.use_top_p = 0; break; }
-            if (!gf_cli_parse_double(optarg, &d)) goto bad_value;
+            if (!gf_parse_double(optarg, &d)) goto bad_value;
             o.gp.sampler.top_p = d;
             break;
         case O_SEED:
-            if (!gf_cli_parse_int(optarg, 0, 0x7fffffffffffffffL, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 0, 0x7fffffffffffffffL, &v)) goto bad_value;
             o.gp.sampler.seed = (uint64_t)v;
             break;
         case O_EOS:
-            if (!gf_cli_parse_int(optarg, 0, 2147483647L, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 0, 2147483647L, &v)) goto bad_value;
             o.gp.eos_id = (int32_t)v;
             o.eos_set = 1;
             break;
@@ -412,7 +427,7 @@ int gf_cmd_generate(int argc, char **argv)
         case O_BATCH: o.batch = optarg; break;
         case O_BACKEND: o.backend = optarg; break;
         case O_THREADS:
-            if (!gf_cli_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 4096, &v)) goto bad_value;
             o.threads = (int)v;
             break;
         case 'h': usage(stdout); return GF_EXIT_OK;

@@ -6,12 +6,10 @@
 
 #include <jansson.h>
 
-#include "case.h"
 #include "cli.h"
 #include "commands.h"
-#include "golden.h"
+#include "golden_generation.h"
 #include "hash.h"
-#include "kind.h"
 
 static void usage(FILE *f)
 {

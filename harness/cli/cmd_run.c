@@ -11,13 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "case.h"
 #include "cli.h"
 #include "commands.h"
-#include "kind.h"
+#include "krun.h"
 #include "registry.h"
 #include "report.h"
 #include "runner.h"
+#include "sys.h"
 #include "triangulate.h"
 
 static void usage(FILE *f)
@@ -183,15 +183,15 @@ int gf_cmd_run(int argc, char **argv)
         case O_KIND: strv_push(&kinds, optarg); break;
         case O_TAG: strv_push(&tags, optarg); break;
         case 'j':
-            if (!gf_cli_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 4096, &v)) goto bad_value;
             o.jobs = (int)v;
             break;
         case O_THREADS:
-            if (!gf_cli_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 4096, &v)) goto bad_value;
             o.threads = (int)v;
             break;
         case O_TIMEOUT:
-            if (!gf_cli_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d)) goto bad_value;
+            if (!gf_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d)) goto bad_value;
             o.timeout_s = d;
             break;
         case O_MEM:

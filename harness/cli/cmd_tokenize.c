@@ -174,7 +174,7 @@ static int do_decode(const gf_tokenizer *tok, const char *list, int json, int st
     size_t n = 0;
     if (list[strspn(list, " ")] == '\0') /* an empty list decodes to "" */
         ids = malloc(sizeof *ids);
-    else if (gf_cli_parse_ids(list, &ids, &n) != GF_OK) {
+    else if (gf_parse_ids(list, &ids, &n) != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
         return GF_EXIT_USAGE;
     }

@@ -1,7 +1,6 @@
 /* The filters and the case files a subcommand selects from (list, run). */
 #include <stdio.h>
 
-#include "case.h"
 #include "cli.h"
 
 int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds,
@@ -9,11 +8,11 @@ int gf_case_select_load(const char *cmd, const char *note, const char *regex, ch
                         gf_case_filter *cf, gf_case_set *set)
 {
     char err[512];
-    if (gf_case_filter_init(cf, regex, kinds, n_kinds, tags, n_tags, err, sizeof err) < 0) {
+    if (gf_case_filter_init(cf, gf_kinds(), regex, kinds, n_kinds, tags, n_tags, err, sizeof err) < 0) {
         gf_cli_error("%s: %s", cmd, err);
         return -1;
     }
-    int ls = gf_cases_load(paths, n_paths, NULL, set);
+    int ls = gf_cases_load(gf_kinds(), paths, n_paths, NULL, set);
     if (ls != GF_OK || set->n_errors) {
         for (size_t i = 0; i < set->n_errors; i++)
             fprintf(stderr, "%s\n", set->errors[i]);

@@ -22,8 +22,8 @@
 #include <stdint.h>
 
 #include "genfence/safetensors.h"
+#include "genfence/sampler.h"
 #include "genfence/status.h"
-#include "kind.h"
 
 #define GF_GOLDEN_FORMAT "genfence-golden-1"
 
@@ -64,30 +64,6 @@ gf_status gf_golden_data_sha256(const gf_safetensors *st, char hex[65]);
 gf_status gf_golden_write(const char *path, const gf_golden_row *rows, int32_t n_rows, int32_t V,
                           const char *const *keys, const char *const *values, size_t n_meta);
 
-/* ---- the golden_generation kind's keys (kind_golden.c) ---- */
-
-typedef struct gf_golden_spec {
-    gf_prompt_spec *prompts;
-    size_t n_prompts;
-    long long max_new;
-    gf_sampler_params sampler;
-    double atol;
-    gf_gate gate;
-    char *golden_arg;          /* `golden:` as written, NULL if absent */
-    char *golden;              /* the resolved path: golden_arg under the root, else
-                                  <root>/golden/<id>.safetensors */
-} gf_golden_spec;
-
-extern const gf_kind_def gf_kind_golden_generation;
-
-/* The golden a case is checked against: dir/<id>.safetensors when dir is
- * given (genfence run --golden-dir), else the case's own path. malloc'd. */
-char *gf_golden_path_for(const gf_case *c, const char *dir);
-/* The case hash (gf_case_hash over c->tree). */
-gf_status gf_case_hash_of(const gf_case *c, char hex[65]);
-/* The tools/golden.py and genfence bless commands that make the golden of c
- * (into dir when given, as for run --golden-dir), into buf. */
-void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t cap);
 /* The sampler as the JSON string stored in the metadata ("sampler"):
  * {"seed":S,"temperature":T,"top_k":K|null,"top_p":P|null}, keys sorted.
  * malloc'd. */

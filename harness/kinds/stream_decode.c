@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "genfence/tokenizer.h"
-#include "kind.h"
+#include "krun.h"
 
 typedef struct stream_spec {
     char *text;

@@ -1,36 +1,18 @@
-/* Case kinds: each parses its own keys (in the parent, at load time) and runs
- * in a child process against one backend, building one result record.
- *
- * Kinds live in harness/kind_*.c; the table in kind_table.c. */
-#ifndef GENFENCE_HARNESS_KIND_H
-#define GENFENCE_HARNESS_KIND_H
+/* The run of one (case, backend), in the child: the record a kind fills
+ * (checks, metrics, seeds, artifacts, verdict) and the helpers kinds share
+ * (key readers, prompts, the batch-vs-single comparison, the backend's sample
+ * slot). The kinds themselves are in harness/kinds/ (kinds.h). */
+#ifndef GENFENCE_HARNESS_KRUN_H
+#define GENFENCE_HARNESS_KRUN_H
 
 #include <jansson.h>
 #include <stdint.h>
 
 #include "case.h"
-#include "cli.h"
 #include "compare.h"
+#include "session.h"
 
 typedef struct gf_krun gf_krun;
-
-enum { GF_KIND_NO_MODEL = 0, GF_KIND_MODEL_TOKENIZER = 1, GF_KIND_MODEL_REQUIRED = 2 };
-
-struct gf_kind_def {
-    const char *name;
-    const char *summary;
-    int uses_backend;         /* 1: the child opens model + backend (gf_session_open) */
-    int model;                /* GF_KIND_NO_MODEL / _MODEL_TOKENIZER (model for its tokenizer) / _REQUIRED */
-    const char *keys;         /* the kind's own keys, for messages: "probs, logits, expect" */
-    /* Read the kind's keys from map into c->spec; 0 ok, -1 error (recorded). */
-    int (*parse)(gf_cctx *ctx, const gf_ynode *map, gf_case *c);
-    void (*free_spec)(void *spec);
-    /* Run in the child; results go into k. */
-    void (*run)(const gf_case *c, gf_krun *k);
-};
-
-const gf_kind_def *gf_kind_find(const char *name);
-const gf_kind_def *const *gf_kinds(void); /* NULL-terminated, in documentation order */
 
 /* ---- the run of one (case, backend), in the child ---- */
 
@@ -107,6 +89,15 @@ json_t *gf_sampler_json(const gf_sampler_params *p);
 int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits,
                          int32_t *V, int *from_probs);
 
+/* An expected stop (context_limit, eos): stop_reason and/or total_tokens. */
+typedef struct gf_stop_expect {
+    int has_stop, has_total;
+    int stop;                  /* index into gf_stop_words / gf_stop_values */
+    long long total;
+} gf_stop_expect;
+extern const char *const gf_stop_words[];      /* "eos", "length", "context_limit", NULL */
+extern const gf_stop_reason gf_stop_values[];  /* the gf_stop_reason of each word */
+
 /* A prompt list: each item a string (text) or a sequence of token ids. */
 typedef struct gf_prompt_spec {
     char *text;                /* NULL when ids are given */
@@ -118,9 +109,14 @@ int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags,
 void gf_prompts_free(gf_prompt_spec *p, size_t n);
 /* Tokens of a prompt (text via the session's tokenizer). malloc'd. */
 gf_status gf_prompt_tokens(const gf_session *s, const gf_prompt_spec *p, int32_t **ids, int32_t *n);
+/* Tokens of B prompts into malloc'd *prompts (B rows) and *lens (B); on
+ * failure records the error in k and returns 0 (free with gf_k_free_tokens
+ * either way). */
+int gf_k_encode_prompts(gf_krun *k, const gf_prompt_spec *ps, int32_t B, int32_t ***prompts, int32_t **lens);
+void gf_k_free_tokens(int32_t **p, int32_t B); /* NULL-safe */
 
 /* A batch of B prompts (sequence ids 0..B-1) against each prompt alone,
- * free-running, gated (kind_model.c; used by batch_consistency and
+ * free-running, gated (batch.c; used by batch_consistency and
  * seeded_reproducibility). Comparisons are recorded as "<label>/row<b>".
  * singles_out (optional, B entries) keeps the single runs for the caller. */
 gf_status gf_kind_batch_vs_single(gf_krun *k, const char *label, int32_t B, int32_t *const *prompts,

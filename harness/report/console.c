@@ -6,55 +6,8 @@
 #include <string.h>
 
 #include "genfence/version.h"
-#include "kind.h"
+#include "krun.h"
 #include "report.h"
-
-int gf_job_required(const gf_job *j)
-{
-    return j->backend && j->backend->required;
-}
-
-void gf_run_tally(gf_run_info *r)
-{
-    memset(r->by_verdict, 0, sizeof r->by_verdict);
-    r->passed = r->failed = r->skipped = r->required_skips = 0;
-    int exit_status = 0;
-    for (size_t i = 0; i < r->n_jobs; i++) {
-        const gf_job *j = &r->jobs[i];
-        r->by_verdict[j->verdict]++;
-        int req = gf_job_required(j);
-        switch (j->verdict) {
-        case GF_V_PASS:
-        case GF_V_PASS_NEAR_TIE: r->passed++; break;
-        case GF_V_SKIP:
-            if (req) {
-                r->failed++;
-                r->required_skips++;
-            } else {
-                r->skipped++;
-            }
-            break;
-        default: r->failed++; break;
-        }
-        exit_status = gf_exit_combine(exit_status, gf_verdict_exit(j->verdict, req));
-    }
-    r->exit_status = exit_status;
-}
-
-static const char *verdict_label(gf_verdict v)
-{
-    switch (v) {
-    case GF_V_PASS: return "pass";
-    case GF_V_PASS_NEAR_TIE: return "pass-near-tie";
-    case GF_V_SKIP: return "skip";
-    case GF_V_FAIL: return "FAIL";
-    case GF_V_STALE: return "STALE";
-    case GF_V_CRASH: return "CRASH";
-    case GF_V_TIMEOUT: return "TIMEOUT";
-    case GF_V_ERROR: return "ERROR";
-    default: return "?";
-    }
-}
 
 static double num(json_t *o, const char *key)
 {
@@ -130,7 +83,7 @@ void gf_console_header(const gf_run_info *r)
 
 void gf_console_line(const gf_run_info *r, const gf_job *j)
 {
-    int bad = j->verdict >= GF_V_FAIL || (j->verdict == GF_V_SKIP && gf_job_required(j));
+    int bad = gf_verdict_exit(j->verdict, gf_job_required(j)) != 0;
     if (r->quiet && !bad)
         return;
     clear_progress(r);
@@ -138,7 +91,7 @@ void gf_console_line(const gf_run_info *r, const gf_job *j)
     gf_job_key_metrics(j, metrics, sizeof metrics);
     char who[512];
     snprintf(who, sizeof who, "%s [%s]", j->c->id, j->backend ? j->backend->name : "-");
-    printf("%-13s %-44s %-46s %6.2fs\n", verdict_label(j->verdict), who, metrics, j->seconds);
+    printf("%-13s %-44s %-46s %6.2fs\n", gf_verdict_label(j->verdict), who, metrics, j->seconds);
     if (j->verdict == GF_V_PASS_NEAR_TIE || j->verdict == GF_V_SKIP || bad) {
         if (j->reason && j->reason[0])
             printf("    %s%s\n", j->reason, j->verdict == GF_V_SKIP && gf_job_required(j) ? " (required backend)" : "");

@@ -11,51 +11,9 @@
 #include <unistd.h>
 
 #include "genfence/version.h"
-#include "kind.h"
+#include "krun.h"
 #include "report.h"
-
-int gf_write_atomic(const char *path, const char *data, size_t len)
-{
-    size_t n = strlen(path) + 64;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        errno = ENOMEM;
-        return -1;
-    }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        free(tmp);
-        return -1;
-    }
-    size_t at = 0;
-    while (at < len) {
-        ssize_t w = write(fd, data + at, len - at);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            errno = e;
-            return -1;
-        }
-        at += (size_t)w;
-    }
-    if (fsync(fd) < 0 && errno != EINVAL) {
-        /* best effort */
-    }
-    if (close(fd) < 0 || rename(tmp, path) < 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        errno = e;
-        return -1;
-    }
-    free(tmp);
-    return 0;
-}
+#include "sys.h"
 
 static json_t *str_or_null(const char *s)
 {
@@ -181,6 +139,8 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     json_object_set_new(o, "backend_required", json_boolean(gf_job_required(j)));
     json_object_set_new(o, "dtype", json_string(gf_dtype_str(j->backend ? j->backend->dtype : GF_COMPUTE_F32)));
     json_object_set_new(o, "verdict", json_string(gf_verdict_str(j->verdict)));
+    if (c->has_expect_verdict)
+        json_object_set_new(o, "expect_verdict", json_string(gf_verdict_str(c->expect_verdict)));
     json_object_set_new(o, "reason", json_string(j->reason ? j->reason : ""));
     json_object_set_new(o, "exit_status", json_integer(gf_verdict_exit(j->verdict, gf_job_required(j))));
     json_object_set_new(o, "seconds", json_real(j->seconds));
@@ -207,7 +167,7 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     if (j->ran)
         json_object_set_new(o, "process", json_pack("{s:i, s:i, s:s?}", "exit_code", j->exit_code, "signal", j->signal,
                                                      "stderr_tail", j->stderr_tail));
-    if (j->verdict >= GF_V_FAIL || (j->verdict == GF_V_SKIP && gf_job_required(j))) {
+    if (gf_verdict_exit(j->verdict, gf_job_required(j)) != 0) {
         char *rep = gf_job_reproduce(j, r->opts);
         json_object_set_new(o, "reproduce", str_or_null(rep));
         free(rep);

@@ -7,8 +7,9 @@
 #include <unistd.h>
 
 #include "genfence/version.h"
-#include "kind.h"
+#include "krun.h"
 #include "report.h"
+#include "sys.h"
 
 typedef struct xbuf {
     char *p;
@@ -82,8 +83,8 @@ static void testcase(xbuf *b, const gf_run_info *r, const gf_job *j)
     putf(b, "\" line=\"%d\" time=\"%.3f\">\n", j->c->line, j->seconds);
     const char *reason = j->reason ? j->reason : "";
     int req = gf_job_required(j);
-    if (j->verdict == GF_V_FAIL || j->verdict == GF_V_STALE || j->verdict == GF_V_CRASH ||
-        j->verdict == GF_V_TIMEOUT || (j->verdict == GF_V_SKIP && req)) {
+    gf_junit_elem elem = gf_verdict_junit(j->verdict, req);
+    if (elem == GF_JUNIT_FAILURE) {
         puts_(b, "      <failure type=\"");
         puts_(b, j->verdict == GF_V_SKIP ? "required-skip" : gf_verdict_str(j->verdict));
         puts_(b, "\" message=\"");
@@ -103,13 +104,13 @@ static void testcase(xbuf *b, const gf_run_info *r, const gf_job *j)
                 esc(b, json_string_value(json_array_get(arts, i)));
             }
         puts_(b, "</failure>\n");
-    } else if (j->verdict == GF_V_ERROR) {
+    } else if (elem == GF_JUNIT_ERROR) {
         puts_(b, "      <error type=\"error\" message=\"");
         esc(b, reason);
         puts_(b, "\">");
         esc(b, reason);
         puts_(b, "</error>\n");
-    } else if (j->verdict == GF_V_SKIP) {
+    } else if (elem == GF_JUNIT_SKIPPED) {
         puts_(b, "      <skipped message=\"");
         esc(b, reason);
         puts_(b, "\"/>\n");
@@ -146,12 +147,12 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
     size_t fails = 0, errors = 0, skips = 0;
     for (size_t i = 0; i < r->n_jobs; i++) {
         const gf_job *j = &r->jobs[i];
-        if (j->verdict == GF_V_ERROR)
-            errors++;
-        else if (j->verdict == GF_V_SKIP && !gf_job_required(j))
-            skips++;
-        else if (j->verdict != GF_V_PASS && j->verdict != GF_V_PASS_NEAR_TIE)
-            fails++;
+        switch (gf_verdict_junit(j->verdict, gf_job_required(j))) {
+        case GF_JUNIT_ERROR: errors++; break;
+        case GF_JUNIT_SKIPPED: skips++; break;
+        case GF_JUNIT_FAILURE: fails++; break;
+        case GF_JUNIT_NONE: break;
+        }
     }
     puts_(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     putf(&b, "<testsuites name=\"genfence\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
@@ -176,12 +177,12 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
                 continue;
             t++;
             time += j->seconds;
-            if (j->verdict == GF_V_ERROR)
-                e++;
-            else if (j->verdict == GF_V_SKIP && !gf_job_required(j))
-                k++;
-            else if (j->verdict != GF_V_PASS && j->verdict != GF_V_PASS_NEAR_TIE)
-                f++;
+            switch (gf_verdict_junit(j->verdict, gf_job_required(j))) {
+            case GF_JUNIT_ERROR: e++; break;
+            case GF_JUNIT_SKIPPED: k++; break;
+            case GF_JUNIT_FAILURE: f++; break;
+            case GF_JUNIT_NONE: break;
+            }
         }
         puts_(&b, "  <testsuite name=\"genfence.");
         esc(&b, seen[s]);

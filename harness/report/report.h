@@ -59,8 +59,6 @@ void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap);
 /* ---- files ---- */
 json_t *gf_report_json(const gf_run_info *r);
 json_t *gf_report_environment(const gf_run_info *r);
-/* Write text to path atomically; 0 ok, -1 with errno. */
-int gf_write_atomic(const char *path, const char *data, size_t len);
 int gf_report_json_write(const gf_run_info *r, const char *path);
 int gf_report_junit_write(const gf_run_info *r, const char *path);
 

@@ -81,10 +81,5 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o);
 void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs,
                         double timeout_s, unsigned long long mem, json_t **records_out, char (*why_out)[256]);
 
-/* Parse "8G", "512M", "1.5GiB", "0" (none) into bytes; 0 on success. */
-int gf_parse_size(const char *s, unsigned long long *out);
-/* Online CPUs this process may use (affinity), at least 1. */
-int gf_cpu_count(void);
-double gf_now_s(void);
 
 #endif

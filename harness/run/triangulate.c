@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "session.h"
 #include "genfence/sampler.h"
 
 enum { TRI_MAX_T = 96 };
@@ -289,7 +289,7 @@ void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs
         int differ = 0;
         for (size_t b = a + 1; b < n_jobs; b++)
             if (jobs[b].c == ja->c && jobs[b].backend && jobs[b].ran &&
-                (jobs[b].verdict >= GF_V_FAIL) != (ja->verdict >= GF_V_FAIL))
+                (gf_verdict_exit(jobs[b].verdict, 0) != 0) != (gf_verdict_exit(ja->verdict, 0) != 0))
                 differ = 1;
         if (!differ)
             continue;

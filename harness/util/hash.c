@@ -260,7 +260,7 @@ char *gf_canonical_json(const json_t *v)
 
 int gf_hash_key_excluded(const char *key)
 {
-    static const char *const excluded[] = {"atol", "gate", "tags", "backends", "golden", "description"};
+    static const char *const excluded[] = {"atol", "gate", "tags", "backends", "golden", "description", "expect_verdict"};
     for (size_t i = 0; i < sizeof excluded / sizeof excluded[0]; i++)
         if (!strcmp(key, excluded[i]))
             return 1;

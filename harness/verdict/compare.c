@@ -1,68 +1,9 @@
-/* Verdicts, the margin gate and per-step comparison metrics. */
+/* The margin gate and per-step comparison metrics. */
 #include "compare.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- verdicts ---- */
-
-static const char *const k_verdicts[GF_V_COUNT] = {
-    "pass", "pass-near-tie", "skip", "fail", "stale", "crash", "timeout", "error",
-};
-
-const char *gf_verdict_str(gf_verdict v)
-{
-    return (unsigned)v < GF_V_COUNT ? k_verdicts[v] : "?";
-}
-
-int gf_verdict_parse(const char *s, gf_verdict *out)
-{
-    for (int i = 0; s && i < GF_V_COUNT; i++)
-        if (!strcmp(s, k_verdicts[i])) {
-            *out = (gf_verdict)i;
-            return 1;
-        }
-    return 0;
-}
-
-int gf_verdict_exit(gf_verdict v, int backend_required)
-{
-    switch (v) {
-    case GF_V_PASS:
-    case GF_V_PASS_NEAR_TIE: return 0;
-    case GF_V_SKIP: return backend_required ? 1 : 0;
-    case GF_V_ERROR: return 2;
-    default: return 1;
-    }
-}
-
-int gf_exit_combine(int a, int b)
-{
-    if (a == 2 || b == 2)
-        return 2;
-    return a == 1 || b == 1 ? 1 : 0;
-}
-
-static int severity(gf_verdict v)
-{
-    switch (v) {
-    case GF_V_PASS: return 0;
-    case GF_V_PASS_NEAR_TIE: return 1;
-    case GF_V_SKIP: return 2;
-    case GF_V_FAIL: return 3;
-    case GF_V_STALE: return 4;
-    case GF_V_TIMEOUT: return 5;
-    case GF_V_CRASH: return 6;
-    case GF_V_ERROR: return 7;
-    default: return 7;
-    }
-}
-
-gf_verdict gf_verdict_worse(gf_verdict a, gf_verdict b)
-{
-    return severity(b) > severity(a) ? b : a;
-}
 
 /* ---- the gate ---- */
 
@@ -243,6 +184,18 @@ int gf_cmp_logits(gf_cmp *c, int32_t step, const float *ref, const float *test, 
     return gf_cmp_step(c, step, delta, a_ref, a_test, margin, top1);
 }
 
+void gf_cmp_verify(gf_cmp *c, const gf_verify_result *r)
+{
+    /* step 0 also covers the prompt positions before the last: gf_verify_cache
+     * reports their delta only when it is the largest (max_delta_step -1) */
+    for (int32_t t = 0; t < r->steps; t++) {
+        double d = r->step_max_delta[t];
+        if (t == 0 && r->max_delta_step < 0 && !(r->max_abs_delta <= d))
+            d = r->max_abs_delta;
+        gf_cmp_step(c, t, d, r->ref_tokens[t], r->tokens[t], r->step_margin[t], r->step_top1[t]);
+    }
+}
+
 void gf_cmp_merge(gf_cmp *a, const gf_cmp *b)
 {
     int a_empty = a->steps == 0;
@@ -324,35 +277,6 @@ gf_verdict gf_cmp_verdict(const gf_cmp *c, char *why, size_t why_len)
 }
 
 /* ---- JSON ---- */
-
-void gf_json_set_number(json_t *obj, const char *key, double v, const char *reason)
-{
-    if (isfinite(v)) {
-        json_object_set_new(obj, key, json_real(v));
-        return;
-    }
-    json_object_set_new(obj, key, json_null());
-    char rk[256];
-    snprintf(rk, sizeof rk, "%s_reason", key);
-    const char *r = reason ? reason : isnan(v) ? "nan" : v > 0 ? "+inf" : "-inf";
-    json_object_set_new(obj, rk, json_string(r));
-}
-
-json_t *gf_json_doubles(const double *v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null());
-    return a;
-}
-
-json_t *gf_json_ints(const int32_t *v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(v[i]));
-    return a;
-}
 
 json_t *gf_cmp_json(const gf_cmp *c)
 {

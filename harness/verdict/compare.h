@@ -1,4 +1,4 @@
-/* Verdicts, the margin gate and per-step comparison metrics (docs/harness.md).
+/* The margin gate and per-step comparison metrics (docs/harness.md).
  *
  * A comparison pits a test side against a reference side, step by step. At
  * each step it takes the largest |delta| over the vocabulary, both sides'
@@ -24,31 +24,9 @@
 #include <stdint.h>
 
 #include "genfence/backend.h"
-
-/* ---- verdicts ---- */
-
-typedef enum gf_verdict {
-    GF_V_PASS = 0,
-    GF_V_PASS_NEAR_TIE,  /* passed; a token differed only at a near tie */
-    GF_V_SKIP,           /* did not run here (the reason says why) */
-    GF_V_FAIL,
-    GF_V_STALE,          /* a golden no longer matches its case or model (a failure) */
-    GF_V_CRASH,          /* the child died without a result, or after one */
-    GF_V_TIMEOUT,        /* the watchdog fired */
-    GF_V_ERROR,          /* bad case or bad input */
-    GF_V_COUNT
-} gf_verdict;
-
-const char *gf_verdict_str(gf_verdict v);       /* "pass", "pass-near-tie", ... */
-int gf_verdict_parse(const char *s, gf_verdict *out); /* 1 if known */
-/* The exit status a verdict asks for: 0, 1 or 2 (a skip is 1 when the
- * backend was required with --require-backend). */
-int gf_verdict_exit(gf_verdict v, int backend_required);
-/* Combine exit statuses: 2 wins over 1 wins over 0. */
-int gf_exit_combine(int a, int b);
-/* The more severe of two verdicts a single run can have (error > crash >
- * timeout > stale > fail > skip > pass-near-tie > pass). */
-gf_verdict gf_verdict_worse(gf_verdict a, gf_verdict b);
+#include "genfence/engine.h"
+#include "json.h"
+#include "verdict.h"
 
 /* ---- the gate ---- */
 
@@ -118,6 +96,11 @@ int gf_cmp_logits(gf_cmp *c, int32_t step, const float *ref, const float *test, 
 /* Has the comparison stopped (free-running after a divergence)? */
 int gf_cmp_stopped(const gf_cmp *c);
 
+/* Every step of a cache verification (gf_verify_cache): the uncached side is
+ * the reference. The one gate for cached-vs-recomputed, used by the
+ * cache_equals_recompute kind and `generate --verify` alike. */
+void gf_cmp_verify(gf_cmp *c, const gf_verify_result *r);
+
 /* Fold b into a (several rows or modes into one case's numbers). Steps keep
  * their own numbering; the label says which part a step came from. */
 void gf_cmp_merge(gf_cmp *a, const gf_cmp *b);
@@ -129,14 +112,5 @@ double gf_cmp_safety_factor(const gf_cmp *c);
 
 /* The metrics as a JSON object (non-finite numbers as null + a reason). */
 json_t *gf_cmp_json(const gf_cmp *c);
-
-/* ---- JSON numbers that may be non-finite ---- */
-
-/* obj[key] = v; a NaN or infinite v becomes null and obj[key + "_reason"] =
- * reason (or "nan" / "+inf" / "-inf" when reason is NULL). */
-void gf_json_set_number(json_t *obj, const char *key, double v, const char *reason);
-/* A JSON array of doubles, non-finite entries as null. */
-json_t *gf_json_doubles(const double *v, size_t n);
-json_t *gf_json_ints(const int32_t *v, size_t n);
 
 #endif

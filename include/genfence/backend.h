@@ -157,6 +157,21 @@ typedef struct gf_backend_ops {
     const char *(*last_error)(void *model);
 } gf_backend_ops;
 
+/* ---- table versions ----
+ *
+ * Within one GF_BACKEND_ABI_VERSION the table only grows at its end, and
+ * struct_size says how much of it a backend was built with. Every slot
+ * through `forward` is the version-2 baseline (a table shorter than that is
+ * refused); a slot past it (`sample`, `last_error`, and any added later) is
+ * read only after GF_OPS_HAS(ops, slot) says the backend's table holds it and
+ * it is set. A table longer than the one this genfence was built with comes
+ * from a newer genfence's headers and is refused (its extra slots would be
+ * ignored silently). The engine checks all of this in gf_backend_check_ops
+ * and calls every slot through its own wrappers (genfence/engine.h). */
+#define GF_BACKEND_OPS_BASE_SIZE (offsetof(gf_backend_ops, forward) + sizeof(((gf_backend_ops *)0)->forward))
+#define GF_OPS_HAS(ops, slot)                                                                     \
+    ((ops)->struct_size >= offsetof(gf_backend_ops, slot) + sizeof((ops)->slot) && (ops)->slot != NULL)
+
 /* What a plugin shared object exports. */
 typedef const gf_backend_ops *(*gf_backend_entry_fn)(void);
 #define GF_BACKEND_ENTRY_SYMBOL "genfence_backend_entry"

@@ -23,7 +23,7 @@ if ldd "$GENFENCE" | grep -E 'libopenblas|libdnnl'; then
 fi
 echo "ok   ldd genfence: no libopenblas, no libdnnl"
 
-. "$GF_SRC/backends/common/test_lib.sh"
+. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 
 # 2

@@ -10,7 +10,7 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$GF_SRC/backends/common/test_lib.sh"
+. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 # OpenMP workers (onednn at --threads 2) sleep instead of spinning between
@@ -43,7 +43,7 @@ assert e["available"] and e["dtype"] == "fp32" and e["threads"] == 2, e
 want = {"openblas": "OpenBLAS 0.", "onednn": "ISA "}[be]  # config string; version and ISA
 assert want in e["library"], e
 print("ok  ", be, "info:", e["dtype"], "threads", e["threads"], e["library"])' "$be"
-    "$GF_PYTHON" "$GF_SRC/backends/common/check_backend.py" "$GENFENCE" "$model" "$be" --threads 1,2 \
+    "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$model" "$be" --threads 1,2 \
         || status=1
     gf_run_suite "$be" || status=1
     ran=$((ran + 1))

@@ -46,38 +46,25 @@ cat "$tmp/out"
 [[ $rc == 2 ]] || fail "exit status $rc, expected 2 (an error verdict wins over failures)"
 tail -n 1 "$tmp/out" | grep -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "bad summary line: $(tail -n 1 "$tmp/out")"
 
-"$PY" - "$tmp/rep" <<'PY'
+"$GENFENCE" list --kinds | grep -o '^[a-z_][a-z_]* ' | tr -d ' ' >"$tmp/kinds"
+"$GENFENCE" list "$GF_SRC/cases/detect" --json >"$tmp/detect.json"
+"$PY" - "$tmp/rep" "$tmp/kinds" "$tmp/detect.json" <<'PY'
 import json, os, struct, sys
 import xml.etree.ElementTree as ET
 rep = sys.argv[1]
+all_kinds = set(open(sys.argv[2]).read().split())
 doc = json.load(open(os.path.join(rep, "run.json")))
-expected = {
-    "detect.top_p.wrong_keep": "fail",
-    "detect.top_p.permutation": "fail",
-    "detect.top_k.wrong_keep": "fail",
-    "detect.temperature.not_uniform": "fail",
-    "detect.sampler_errors.accepted": "fail",
-    "detect.distribution.unfiltered": "fail",
-    "detect.left_padding.wrong_position": "fail",
-    "detect.cache.bad_cache": "fail",
-    "detect.cache.bad_cache_chunked": "fail",
-    "detect.batch.no_mask": "fail",
-    "detect.seeded.no_mask": "fail",
-    "detect.context_limit.off_by_one": "fail",
-    "detect.eos.wrong_stop": "fail",
-    "detect.stream.per_token": "fail",
-    "detect.golden.bad_cache": "fail",
-    "detect.golden.no_mask": "fail",
-    "detect.runner.crash": "crash",
-    "detect.runner.hang": "timeout",
-    "detect.runner.missing_model": "error",
-}
-backend_of = {"detect.cache.bad_cache": "ref-bad-cache", "detect.cache.bad_cache_chunked": "ref-bad-cache",
-              "detect.batch.no_mask": "ref-no-mask", "detect.seeded.no_mask": "ref-no-mask",
-              "detect.golden.bad_cache": "ref-bad-cache", "detect.golden.no_mask": "ref-no-mask",
-              "detect.runner.crash": "ref-crash", "detect.runner.hang": "ref-hang"}
-got = {}
 errors = []
+# each must-fail case declares its verdict (expect_verdict:) and the faulty
+# backend it runs on (backends:) in cases/detect/*.yaml
+expected, backend_of = {}, {}
+for c in json.load(open(sys.argv[3])):
+    case = c["case"]
+    if "expect_verdict" not in case:
+        errors.append(f"{c['id']}: declares no expect_verdict")
+    expected[c["id"]] = case.get("expect_verdict")
+    backend_of[c["id"]] = case.get("backends", ["ref"])
+got = {}
 for r in doc["results"]:
     if r["id"] in got:
         errors.append(f"{r['id']} ran twice ({got[r['id']]['backend']}, {r['backend']})")
@@ -89,23 +76,26 @@ for cid, verdict in expected.items():
         continue
     if r["verdict"] != verdict:
         errors.append(f"{cid}: verdict {r['verdict']} ({r['reason']}), expected {verdict}")
-    if r["backend"] != backend_of.get(cid, "ref"):
+    if r.get("expect_verdict") != verdict:
+        errors.append(f"{cid}: the report's expect_verdict is {r.get('expect_verdict')}, the case's {verdict}")
+    if r["backend"] not in backend_of[cid]:
         errors.append(f"{cid}: ran on {r['backend']}")
     if not r.get("reproduce", "").startswith("genfence run "):
         errors.append(f"{cid}: no reproduce line")
 for cid in got:
     if cid not in expected:
-        errors.append(f"{cid}: not in this test's table of expected verdicts")
+        errors.append(f"{cid}: not a case of cases/detect")
+if not all_kinds:
+    errors.append("genfence list --kinds listed no kinds")
 # every kind can fail
 kinds = {r["kind"] for r in doc["results"] if r["verdict"] == "fail"}
-all_kinds = {"top_p_fence", "top_k_fence", "temperature_limits", "sampler_errors", "sampling_distribution",
-             "seeded_reproducibility", "cache_equals_recompute", "left_padding_positions", "batch_consistency",
-             "context_limit", "eos", "stream_decode", "golden_generation"}
 if all_kinds - kinds:
     errors.append(f"kinds without a failing detection case: {sorted(all_kinds - kinds)}")
 # failing comparisons carry both sides' logits
-for cid in ("detect.cache.bad_cache", "detect.cache.bad_cache_chunked", "detect.batch.no_mask", "detect.seeded.no_mask",
-            "detect.golden.bad_cache", "detect.golden.no_mask"):
+compared = [cid for cid, r in got.items() if r["verdict"] == "fail" and r["backend"] in ("ref-bad-cache", "ref-no-mask")]
+if not compared:
+    errors.append("no comparison failed on a faulty backend")
+for cid in compared:
     r = got.get(cid, {})
     arts = [a for a in r.get("artifacts", []) if isinstance(a, str)]
     if not arts:
@@ -128,7 +118,8 @@ root = ET.parse(os.path.join(rep, "junit.xml")).getroot()
 cases = root.findall(".//testcase")
 if len(cases) != len(doc["results"]):
     errors.append(f"junit has {len(cases)} testcases, the JSON report {len(doc['results'])}")
-if int(root.get("errors")) != 1 or int(root.get("failures")) != len(expected) - 1:
+n_error = sum(1 for v in expected.values() if v == "error")
+if int(root.get("errors")) != n_error or int(root.get("failures")) != len(expected) - n_error:
     errors.append(f"junit counts: failures {root.get('failures')}, errors {root.get('errors')}")
 if errors:
     print("\n".join(errors), file=sys.stderr)
@@ -152,7 +143,10 @@ sed -e 's/backends: \[ref-bad-cache\]/backends: [ref]/' -e 's/backends: \[ref-no
     "$GF_SRC/cases/detect/model.yaml" >"$tmp/model_on_ref.yaml"
 sed -e 's/backends: \[ref-bad-cache\]/backends: [ref]/' -e 's/backends: \[ref-no-mask\]/backends: [ref]/' \
     "$GF_SRC/cases/detect/golden.yaml" >"$tmp/golden_on_ref.yaml"
+spec=(--filter '^detect\.(cache|batch|seeded|golden)\.')
+n_spec=$("$GENFENCE" list "$tmp/model_on_ref.yaml" "$tmp/golden_on_ref.yaml" "${spec[@]}" --json | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)))')
+[[ $n_spec -gt 0 ]] || fail "no faulty-backend cases to run on ref"
 "$GENFENCE" run "$tmp/model_on_ref.yaml" "$tmp/golden_on_ref.yaml" --backend ref --no-report \
-    --filter '^detect\.(cache|batch|seeded|golden)\.' >"$tmp/out3" 2>&1 || { cat "$tmp/out3"; fail "the faulty-backend cases do not pass on ref"; }
-tail -n 1 "$tmp/out3" | grep -qx '6 passed, 0 failed, 0 skipped' || fail "on ref: $(tail -n 1 "$tmp/out3")"
+    "${spec[@]}" >"$tmp/out3" 2>&1 || { cat "$tmp/out3"; fail "the faulty-backend cases do not pass on ref"; }
+tail -n 1 "$tmp/out3" | grep -qx "$n_spec passed, 0 failed, 0 skipped" || fail "on ref: $(tail -n 1 "$tmp/out3")"
 echo "harness_detect: ok"

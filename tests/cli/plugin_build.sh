@@ -43,7 +43,7 @@ echo "ok   built $so (exports only genfence_backend_entry)"
 "$GENFENCE" backends --backend "$so" | tee "$tmp/backends.txt"
 grep -E "^$so +available +fp32" "$tmp/backends.txt" >/dev/null || fail "plugin not listed available"
 
-. "$GF_SRC/backends/common/test_lib.sh"
+. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
-"$GF_PYTHON" "$GF_SRC/backends/common/check_backend.py" "$GENFENCE" "$model" "$so" || fail "checks against ref"
+"$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$model" "$so" || fail "checks against ref"
 gf_run_suite "$so" || fail "default suite through the plugin"

@@ -3,6 +3,8 @@
 # (and listed unavailable, with that message, by `genfence backends`, exit 0):
 #   - a wrong abi_version (the message names both versions);
 #   - a table missing a required slot (the message names the slot);
+#   - a table shorter than the version-2 baseline (struct_size; the message
+#     names both sizes; a longer one is in plugin_table_size.sh);
 #   - a shared object without genfence_backend_entry;
 #   - an entry function returning NULL;
 #   - a path that does not exist (the loader's message).
@@ -16,6 +18,9 @@ CC=${CC:-cc}
 
 cat >"$tmp/bad.c" <<'C'
 #include <genfence/backend.h>
+#ifndef SIZE
+#define SIZE sizeof(gf_backend_ops)
+#endif
 static gf_status probe(char *why, size_t n) { (void)why; (void)n; return GF_OK; }
 static gf_status load(const gf_model_desc *d, const gf_backend_options *o, void **m)
 { (void)d; (void)o; *m = 0; return GF_E_UNSUPPORTED; }
@@ -27,7 +32,7 @@ static int32_t cl(const void *c) { (void)c; return 0; }
 static size_t cb(const void *c) { (void)c; return 0; }
 static gf_status fw(void *m, void *c, const gf_batch *in, float *out) { (void)m; (void)c; (void)in; (void)out; return GF_OK; }
 static const gf_backend_ops ops = {
-    .abi_version = ABI, .struct_size = sizeof(gf_backend_ops), .name = "bad",
+    .abi_version = ABI, .struct_size = SIZE, .name = "bad",
     .probe = probe, .model_load = load, .model_free = mfree, .cache_create = cc, .cache_reset = cr,
     .cache_free = cf, .cache_length = cl, .cache_bytes = cb,
 #ifndef NO_FORWARD
@@ -49,10 +54,11 @@ build() { # name, extra flags
 build wrong_abi -DABI=99u -DRET='&ops'
 build old_abi -DABI=1u -DRET='&ops'
 build no_forward -DABI=GF_BACKEND_ABI_VERSION -DRET='&ops' -DNO_FORWARD -Wno-unused-function
+build short_table -DABI=GF_BACKEND_ABI_VERSION -DRET='&ops' -DSIZE=16
 build no_entry -DABI=GF_BACKEND_ABI_VERSION -DNO_ENTRY -Wno-unused-function
 build null_table -DABI=GF_BACKEND_ABI_VERSION -DRET=0 -Wno-unused-variable -Wno-unused-function
 
-. "$GF_SRC/backends/common/test_lib.sh"
+. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 
 check() { # plugin path, expected message (grep -E)
@@ -73,6 +79,7 @@ V=$(sed -n 's/^#define GF_BACKEND_ABI_VERSION \([0-9]*\)u.*/\1/p' "$GF_SRC/inclu
 check "$tmp/wrong_abi.so" "refused .*wrong_abi\.so.*built for ABI version 99; this genfence speaks version $V"
 check "$tmp/old_abi.so" "refused .*old_abi\.so.*built for ABI version 1; this genfence speaks version $V"
 check "$tmp/no_forward.so" "refused .*no_forward\.so.*lacks the required slot 'forward'"
+check "$tmp/short_table.so" "refused .*short_table\.so.*table of 16 bytes, shorter than the version-$V baseline \([0-9]+ bytes"
 check "$tmp/no_entry.so" "no_entry\.so does not export genfence_backend_entry"
 check "$tmp/null_table.so" "refused .*null_table\.so.*table is NULL"
 check "$tmp/missing.so" "cannot load .*missing\.so.*No such file"

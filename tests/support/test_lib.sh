@@ -12,7 +12,7 @@ gf_test_model() {
     fi
     if [ ! -f "$tmp/model/model.safetensors" ]; then
         echo "models/holmes-gpt has no weights: using a random GPT-2 of its shape" >&2
-        "$GF_PYTHON" "$GF_SRC/backends/common/make_test_model.py" "$tmp/model" \
+        "$GF_PYTHON" "$GF_SRC/tests/support/make_test_model.py" "$tmp/model" \
             --tokenizer "$GF_SRC/models/holmes-gpt/tokenizer.json" >&2
     fi
     echo "$tmp/model"

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "kind.h"
+#include "kinds.h"
+#include "krun.h"
 
 enum { B = 3, V = 9 };
 static const uint64_t k_seq[B] = {5, 7, 1u << 20};

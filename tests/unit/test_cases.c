@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "case.h"
-#include "kind.h"
+#include "kinds.h"
+#include "krun.h"
 
 static int load(const char *text, gf_case_set *set)
 {
-    return gf_cases_load_text(text, strlen(text), "t.yaml", "/repo", set);
+    return gf_cases_load_text(gf_kinds(), text, strlen(text), "t.yaml", "/repo", set);
 }
 
 /* The loader must fail with exactly one error containing `want`. */
@@ -335,14 +336,14 @@ Test(filters, regex_kind_and_tags)
     cr_assert_eq(load(k_all_kinds, &set), GF_OK);
     gf_case_filter f;
     char err[256];
-    cr_assert_eq(gf_case_filter_init(&f, "^a\\.t", NULL, 0, NULL, 0, err, sizeof err), 0);
+    cr_assert_eq(gf_case_filter_init(&f, gf_kinds(), "^a\\.t", NULL, 0, NULL, 0, err, sizeof err), 0);
     size_t n = 0;
     for (size_t i = 0; i < set.n; i++)
         n += gf_case_filter_match(&f, &set.cases[i]);
     cr_assert_eq(n, 4); /* top_p, top_k, temp, temp2 */
     gf_case_filter_free(&f);
     char *tags[] = {"sampler"};
-    cr_assert_eq(gf_case_filter_init(&f, NULL, NULL, 0, tags, 1, err, sizeof err), 0);
+    cr_assert_eq(gf_case_filter_init(&f, gf_kinds(), NULL, NULL, 0, tags, 1, err, sizeof err), 0);
     n = 0;
     for (size_t i = 0; i < set.n; i++)
         n += gf_case_filter_match(&f, &set.cases[i]);
@@ -350,15 +351,15 @@ Test(filters, regex_kind_and_tags)
     gf_case_filter_free(&f);
     char *notags[] = {"!fence"};
     char *kinds[] = {"top_p_fence", "top_k_fence"};
-    cr_assert_eq(gf_case_filter_init(&f, NULL, kinds, 2, notags, 1, err, sizeof err), 0);
+    cr_assert_eq(gf_case_filter_init(&f, gf_kinds(), NULL, kinds, 2, notags, 1, err, sizeof err), 0);
     n = 0;
     for (size_t i = 0; i < set.n; i++)
         n += gf_case_filter_match(&f, &set.cases[i]);
     cr_assert_eq(n, 1); /* a.top_k */
     gf_case_filter_free(&f);
     char *bad[] = {"no_such_kind"};
-    cr_assert_eq(gf_case_filter_init(&f, NULL, bad, 1, NULL, 0, err, sizeof err), -1);
-    cr_assert_eq(gf_case_filter_init(&f, "([", NULL, 0, NULL, 0, err, sizeof err), -1);
+    cr_assert_eq(gf_case_filter_init(&f, gf_kinds(), NULL, bad, 1, NULL, 0, err, sizeof err), -1);
+    cr_assert_eq(gf_case_filter_init(&f, gf_kinds(), "([", NULL, 0, NULL, 0, err, sizeof err), -1);
     gf_case_set_free(&set);
 }
 
@@ -368,7 +369,7 @@ Test(suites, default_and_detect_cases_load)
 {
     const char *paths[] = {GF_TEST_SOURCE_DIR "/cases", GF_TEST_SOURCE_DIR "/cases/detect"};
     gf_case_set set;
-    int rc = gf_cases_load(paths, 2, GF_TEST_SOURCE_DIR, &set);
+    int rc = gf_cases_load(gf_kinds(), paths, 2, GF_TEST_SOURCE_DIR, &set);
     cr_assert_eq(rc, GF_OK, "%s", set.n_errors ? set.errors[0] : "");
     int kinds_default[64] = {0}, kinds_detect[64] = {0};
     for (size_t i = 0; i < set.n; i++)

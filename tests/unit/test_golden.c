@@ -12,9 +12,10 @@
 
 #include "case.h"
 #include "genfence/safetensors.h"
-#include "golden.h"
+#include "golden_generation.h"
 #include "hash.h"
-#include "kind.h"
+#include "kinds.h"
+#include "krun.h"
 
 static char g_dir[256];
 
@@ -284,7 +285,7 @@ Test(golden, sampler_json)
 
 static int load(const char *text, gf_case_set *set)
 {
-    return gf_cases_load_text(text, strlen(text), "t.yaml", "/repo", set);
+    return gf_cases_load_text(gf_kinds(), text, strlen(text), "t.yaml", "/repo", set);
 }
 
 static const char *k_case =

@@ -1,0 +1,25 @@
+/* Helpers shared by the subcommands (harness/cli only). */
+#ifndef GENFENCE_HARNESS_CLI_H
+#define GENFENCE_HARNESS_CLI_H
+
+#include <stddef.h>
+
+#include "case.h"
+#include "kinds.h"
+#include "json.h"
+#include "parse.h"
+#include "session.h"
+
+/* "genfence: <message>\n" on stderr. */
+void gf_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The filter (regex, kinds, tags as for gf_case_filter_init) in *cf and the
+ * case files (gf_cases_load, with every kind genfence has) in *set, for
+ * subcommand cmd: 0 ok (free both); -1 with nothing to free after printing
+ * "CMD: <filter error>" or each schema error then "CMD: N errors in the case
+ * files<note>" (select.c). */
+int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds,
+                        char **tags, size_t n_tags, const char *const *paths, size_t n_paths,
+                        gf_case_filter *cf, gf_case_set *set);
+
+#endif

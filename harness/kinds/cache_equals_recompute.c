@@ -1,0 +1,167 @@
+/* cache_equals_recompute: a cached greedy decode against an uncached forward
+ * over the same prefix at every step (the seed's verify_cache), gated. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "genfence/engine.h"
+#include "krun.h"
+
+/* One prompt from `prompt` (text) or `prompt_tokens` (ids). */
+static int parse_one_prompt(gf_cctx *ctx, const gf_ynode *m, gf_prompt_spec *p)
+{
+    int rt = gf_y_string(ctx, m, "prompt", 0, &p->text);
+    int ri = gf_y_ints(ctx, m, "prompt_tokens", 0, 0, 2147483647LL, 1, &p->ids, &p->n_ids);
+    if (rt < 0 || ri < 0)
+        return -1;
+    if (rt > 0 && ri > 0) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "prompt_tokens", 0), "give 'prompt' or 'prompt_tokens', not both");
+        return -1;
+    }
+    if (rt == 0 && ri == 0) {
+        gf_y_error(ctx, m, "missing required key 'prompt' (or 'prompt_tokens')");
+        return -1;
+    }
+    if (rt > 0 && !p->text[0]) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "prompt", 0), "'prompt' is empty");
+        return -1;
+    }
+    return 0;
+}
+
+
+typedef struct cache_spec {
+    gf_prompt_spec prompt;
+    long long steps;
+    double atol;
+    gf_gate gate;
+    int32_t *chunks;
+    size_t n_chunks;
+} cache_spec;
+
+static void cache_free(void *p)
+{
+    cache_spec *s = p;
+    if (s) {
+        free(s->prompt.text);
+        free(s->prompt.ids);
+        free(s->chunks);
+    }
+    free(s);
+}
+
+static int parse_cache(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
+{
+    cache_spec *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    c->spec = s;
+    s->steps = 64;
+    s->atol = 1e-4;
+    int bad = parse_one_prompt(ctx, m, &s->prompt) < 0;
+    bad |= gf_y_int(ctx, m, "steps", 0, 1, 1 << 20, &s->steps) < 0;
+    bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
+    bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
+    bad |= gf_y_ints(ctx, m, "prefill_chunks", 0, 1, 1 << 20, 1, &s->chunks, &s->n_chunks) < 0;
+    if (!bad && !(s->atol >= 0)) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "atol", 0), "'atol' must be >= 0");
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+/* Replay the cached decode (with the same prefill chunks) and one uncached
+ * forward to get both sides' logits at `step` (for the failure artifact). */
+static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *chunks,
+                             int32_t n_chunks, const int32_t *tokens, int32_t step, float *cached_row,
+                             float *uncached_row)
+{
+    const gf_model_config *cfg = gf_engine_config(e);
+    int32_t total = n + step;
+    int32_t *seq = malloc((size_t)total * sizeof *seq), *pos = malloc((size_t)total * sizeof *pos);
+    void *cache = NULL;
+    gf_status st = seq && pos ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
+    if (st == GF_OK) {
+        memcpy(seq, prompt, (size_t)n * sizeof *seq);
+        memcpy(seq + n, tokens, (size_t)step * sizeof *seq);
+        for (int32_t i = 0; i < total; i++)
+            pos[i] = i;
+        st = gf_engine_cache_create(e, 1, cfg->n_positions, &cache);
+    }
+    for (int32_t c = 0, at = 0; st == GF_OK && at < n; c++) {
+        int32_t len = c < n_chunks ? chunks[c] : n - at;
+        gf_batch in = {.B = 1, .T = len, .tokens = seq + at, .position_ids = pos + at, .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, cache, &in, cached_row);
+        at += len;
+    }
+    for (int32_t t = 1; st == GF_OK && t <= step; t++) {
+        gf_batch in = {.B = 1, .T = 1, .tokens = seq + n + t - 1, .position_ids = pos + n + t - 1,
+                       .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, cache, &in, cached_row);
+    }
+    if (st == GF_OK) {
+        gf_batch in = {.B = 1, .T = total, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, NULL, &in, uncached_row);
+    }
+    gf_engine_cache_free(e, cache);
+    free(seq);
+    free(pos);
+    return st;
+}
+
+static void run_cache(const gf_case *c, gf_krun *k)
+{
+    const cache_spec *s = c->spec;
+    gf_engine *e = k->session->engine;
+    const int32_t V = gf_engine_config(e)->vocab_size;
+    int32_t *prompt = NULL, n = 0;
+    gf_status st = gf_prompt_tokens(k->session, &s->prompt, &prompt, &n);
+    if (st != GF_OK) {
+        gf_k_error(k, "%s", gf_error_msg());
+        return;
+    }
+    gf_k_metric_int(k, "prompt_tokens", n);
+    gf_k_metric_json(k, "prompt", gf_json_ints(prompt, (size_t)n));
+    if (s->chunks)
+        gf_k_metric_json(k, "prefill_chunks", gf_json_ints(s->chunks, s->n_chunks));
+    gf_verify_result r;
+    st = gf_verify_cache(e, prompt, n, (int32_t)s->steps, s->chunks, (int32_t)s->n_chunks, &r);
+    if (st != GF_OK) {
+        gf_k_status(k, st, "verify");
+        free(prompt);
+        return;
+    }
+    gf_cmp cmp;
+    gf_cmp_init(&cmp, &s->gate, k->dtype, GF_CMP_TEACHER_FORCED, s->atol);
+    gf_cmp_verify(&cmp, &r);
+    gf_k_compare(k, "cached_vs_uncached", &cmp);
+    gf_k_metric_int(k, "steps", r.steps);
+    gf_k_metric_json(k, "tokens", gf_json_ints(r.tokens, (size_t)r.steps));
+    gf_k_metric_json(k, "tokens_equal", json_boolean(r.tokens_equal));
+    json_t *per16 = json_array();
+    for (int32_t i = 0; i < r.steps; i += 16) {
+        double m = 0;
+        for (int32_t j = i; j < i + 16 && j < r.steps; j++)
+            m = r.step_max_delta[j] > m || isnan(r.step_max_delta[j]) ? r.step_max_delta[j] : m;
+        json_array_append_new(per16, isfinite(m) ? json_real(m) : json_null());
+    }
+    gf_k_metric_json(k, "per16_max_delta", per16);
+    gf_k_metric_json(k, "step_max_delta", gf_json_doubles(r.step_max_delta, (size_t)r.steps));
+    gf_k_metric_json(k, "step_margin", gf_json_doubles(r.step_margin, (size_t)r.steps));
+    if (gf_cmp_verdict(&cmp, NULL, 0) == GF_V_FAIL) {
+        int32_t at = cmp.first_failing < 0 ? 0 : cmp.first_failing;
+        float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+        if (a && b && replay_step(e, prompt, n, s->chunks, (int32_t)s->n_chunks, r.tokens, at, a, b) == GF_OK)
+            gf_k_write_logits(k, "cached_vs_uncached", at, b, "uncached recompute (reference)", a,
+                              s->chunks ? "cached decode, chunked prefill" : "cached decode", V);
+        free(a);
+        free(b);
+    }
+    gf_verify_result_clear(&r);
+    free(prompt);
+}
+
+const gf_kind_def gf_kind_cache_equals_recompute = {
+    "cache_equals_recompute", "greedy cached decode teacher-forced against the uncached forward, every step",
+    1, GF_KIND_MODEL_REQUIRED, "prompt, prompt_tokens, steps, atol, gate, prefill_chunks",
+    parse_cache, cache_free, run_cache};

@@ -1,0 +1,33 @@
+/* The golden_generation kind's keys, and the helpers bless and list share
+ * with it (docs/goldens.md). */
+#ifndef GENFENCE_HARNESS_GOLDEN_GENERATION_H
+#define GENFENCE_HARNESS_GOLDEN_GENERATION_H
+
+#include <stddef.h>
+
+#include "golden.h"
+#include "krun.h"
+
+/* The golden_generation kind's keys (golden_generation.c). */
+typedef struct gf_golden_spec {
+    gf_prompt_spec *prompts;
+    size_t n_prompts;
+    long long max_new;
+    gf_sampler_params sampler;
+    double atol;
+    gf_gate gate;
+    char *golden_arg;          /* `golden:` as written, NULL if absent */
+    char *golden;              /* the resolved path: golden_arg under the root, else
+                                  <root>/golden/<id>.safetensors */
+} gf_golden_spec;
+
+/* The golden a case is checked against: dir/<id>.safetensors when dir is
+ * given (genfence run --golden-dir), else the case's own path. malloc'd. */
+char *gf_golden_path_for(const gf_case *c, const char *dir);
+/* The case hash (gf_case_hash over c->tree). */
+gf_status gf_case_hash_of(const gf_case *c, char hex[65]);
+/* The tools/golden.py and genfence bless commands that make the golden of c
+ * (into dir when given, as for run --golden-dir), into buf. */
+void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,33 @@
+/* The case kinds genfence has (docs/cases.md). A kind is one file here,
+ * named after it, defining `const gf_kind_def gf_kind_<name>`, and one line
+ * in GF_KIND_LIST (documentation order). */
+#ifndef GENFENCE_HARNESS_KINDS_H
+#define GENFENCE_HARNESS_KINDS_H
+
+#include "case.h"
+
+#define GF_KIND_LIST(X)          \
+    X(top_p_fence)               \
+    X(top_k_fence)               \
+    X(temperature_limits)        \
+    X(sampler_errors)            \
+    X(sampling_distribution)     \
+    X(seeded_reproducibility)    \
+    X(cache_equals_recompute)    \
+    X(left_padding_positions)    \
+    X(batch_consistency)         \
+    X(context_limit)             \
+    X(eos)                       \
+    X(stream_decode)             \
+    X(golden_generation)
+
+#define GF_KIND_DECLARE(name) extern const gf_kind_def gf_kind_##name;
+GF_KIND_LIST(GF_KIND_DECLARE)
+#undef GF_KIND_DECLARE
+
+/* Every kind, NULL-terminated, in documentation order. */
+const gf_kind_def *const *gf_kinds(void);
+/* The kind called name, or NULL. */
+const gf_kind_def *gf_kind_find(const char *name);
+
+#endif

@@ -1,0 +1,75 @@
+/* The backend's own sampler slot, exercised by the sampler-only kinds: every
+ * sampling call also goes through the slot and is tallied here. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "genfence/engine.h"
+#include "krun.h"
+
+void gf_k_note_sampler(gf_krun *k)
+{
+    k->sampler_noted = 1;
+    if (k->sample_ops) { /* gf_k_slot_finish replaces the slot's entry with its tally */
+        gf_k_metric_json(k, "sampler", json_string("engine + backend slot"));
+        gf_k_metric_json(k, "backend_sample_slot", json_string("exercised"));
+        return;
+    }
+    gf_k_metric_json(k, "sampler", json_string("engine"));
+    gf_k_metric_json(k, "backend_sample_slot",
+                     json_string(k->backend_has_sample ? "present (not exercised: the generation loop samples on the engine)"
+                                                       : "none"));
+}
+
+void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B, int32_t V,
+                    const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step,
+                    const int32_t *engine_tokens)
+{
+    if (!k->sample_ops || B < 1)
+        return;
+    int32_t *ids = malloc((size_t)B * sizeof *ids);
+    k->slot_calls++;
+    gf_status st = ids ? gf_backend_sample(k->sample_ops, NULL, logits, B, V, p, seq_ids, step, ids)
+                       : gf_error_set(GF_E_NOMEM, "out of memory");
+    if (st != GF_OK) {
+        if (!k->slot_errors++ && !k->slot_mismatches)
+            snprintf(k->slot_first, sizeof k->slot_first, "%s: %s", what, gf_error_msg());
+        free(ids);
+        return;
+    }
+    for (int32_t b = 0; b < B; b++) {
+        k->slot_rows++;
+        if (ids[b] == engine_tokens[b])
+            continue;
+        if (!k->slot_mismatches++ && !k->slot_errors)
+            snprintf(k->slot_first, sizeof k->slot_first, "%s, row %d (seq %llu, step %llu): slot %d, engine %d",
+                     what, b, (unsigned long long)(seq_ids ? seq_ids[b] : (uint64_t)b), (unsigned long long)step,
+                     ids[b], engine_tokens[b]);
+    }
+    free(ids);
+}
+
+void gf_k_slot_finish(gf_krun *k)
+{
+    if (!k->sample_ops || !k->sampler_noted)
+        return;
+    json_t *m = json_object();
+    json_object_set_new(m, "ran", json_true());
+    json_object_set_new(m, "model", json_null()); /* sampler-only: called without a model */
+    json_object_set_new(m, "calls", json_integer(k->slot_calls));
+    json_object_set_new(m, "rows", json_integer(k->slot_rows));
+    json_object_set_new(m, "mismatches", json_integer(k->slot_mismatches));
+    json_object_set_new(m, "errors", json_integer(k->slot_errors));
+    json_object_set_new(m, "first_difference", k->slot_first[0] ? json_string(k->slot_first) : json_null());
+    gf_k_metric_json(k, "backend_sample_slot", m);
+    int ok = k->slot_calls > 0 && !k->slot_mismatches && !k->slot_errors;
+    if (ok)
+        gf_k_check(k, 1, "backend sample slot equals engine sampler", "%lld calls, %lld rows: every token equal",
+                   k->slot_calls, k->slot_rows);
+    else if (!k->slot_calls)
+        gf_k_check(k, 0, "backend sample slot equals engine sampler", "the slot was never called");
+    else
+        gf_k_check(k, 0, "backend sample slot equals engine sampler",
+                   "%lld of %lld rows differ, %lld of %lld calls failed; first: %s", k->slot_mismatches,
+                   k->slot_rows, k->slot_errors, k->slot_calls, k->slot_first);
+}
+

@@ -1,0 +1,218 @@
+/* (case, backend) jobs: each runs its kind in a child; the parent turns the
+ * record (or the wait status) into a verdict. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "krun.h"
+#include "pool.h"
+#include "registry.h"
+#include "runner.h"
+#include "sys.h"
+
+/* ---- (case, backend) jobs ---- */
+
+typedef struct job_arg {
+    const gf_job *job;
+    const gf_run_opts *o;
+} job_arg;
+
+static void stem_for(char *buf, size_t cap, const gf_job *j)
+{
+    snprintf(buf, cap, "%s@%s", j->c->id, j->backend ? j->backend->name : "none");
+    for (char *p = buf; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '-' || *p == '.' || *p == '@'))
+            *p = '_';
+}
+
+static json_t *job_child(const void *arg)
+{
+    const job_arg *a = arg;
+    const gf_job *j = a->job;
+    const gf_case *c = j->c;
+    double t0 = gf_now_s();
+    gf_krun k;
+    gf_krun_init(&k);
+    k.backend = j->backend->requested;
+    k.backend_name = j->backend->name;
+    k.threads = a->o->threads;
+    k.dtype = j->backend->dtype;
+    k.backend_has_sample = j->backend->has_sample;
+    char stem[512], dir[4096];
+    stem_for(stem, sizeof stem, j);
+    snprintf(dir, sizeof dir, "%s/failures", a->o->report_dir ? a->o->report_dir : "reports");
+    k.artifact_stem = stem;
+    k.artifact_dir = a->o->report_dir ? dir : NULL;
+    k.golden_dir = a->o->golden_dir;
+    if (c->kind->uses_backend) {
+        gf_session s;
+        gf_status st = gf_session_open(&s, c->model, k.backend, k.threads, 0);
+        if (st != GF_OK) {
+            switch (st) {
+            case GF_E_UNAVAILABLE:
+            case GF_E_UNSUPPORTED: gf_k_skip(&k, "%s", gf_error_msg()); break;
+            case GF_E_IO:
+            case GF_E_FORMAT:
+            case GF_E_NOT_FOUND:
+            case GF_E_INVALID_ARG: gf_k_error(&k, "model '%s': %s", c->model_arg, gf_error_msg()); break;
+            default: gf_k_fail(&k, "opening the model on the backend: %s", gf_error_msg()); break;
+            }
+        } else {
+            k.session = &s;
+            c->kind->run(c, &k);
+            k.session = NULL;
+            gf_session_close(&s);
+        }
+    } else if (k.backend_has_sample) {
+        /* sampler-only kind, backend with its own sampler: the kind also runs
+         * every sampling call through the slot (model NULL) */
+        gf_backend_handle h;
+        gf_status st = gf_registry_open(k.backend, &h);
+        if (st != GF_OK || !gf_backend_has_sample(h.ops)) {
+            gf_k_fail(&k, "opening backend '%s' for its sample slot: %s", k.backend,
+                      st != GF_OK ? gf_error_msg() : "it has no sample slot");
+        } else {
+            k.sample_ops = h.ops;
+            c->kind->run(c, &k);
+            gf_k_slot_finish(&k);
+            k.sample_ops = NULL;
+        }
+        if (st == GF_OK)
+            gf_registry_close(&h);
+    } else {
+        c->kind->run(c, &k);
+    }
+    json_t *r = gf_krun_record(&k);
+    json_object_set_new(r, "child_seconds", json_real(gf_now_s() - t0));
+    gf_krun_clear(&k);
+    return r;
+}
+
+typedef struct run_ctx {
+    gf_job *jobs;
+    size_t *map;               /* task index -> job index */
+    size_t total;
+    const gf_run_hooks *hooks;
+    gf_task *tasks;
+    const gf_run_opts *o;
+} run_ctx;
+
+static void on_started(size_t ti, size_t running, size_t done, void *u)
+{
+    run_ctx *r = u;
+    gf_job *j = &r->jobs[r->map[ti]];
+    j->ran = 1;
+    if (r->hooks && r->hooks->started)
+        r->hooks->started(j, running, done, r->total, r->hooks->user);
+}
+
+static void set_reason(gf_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_reason(gf_job *j, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    free(j->reason);
+    j->reason = strdup(buf);
+}
+
+static void on_finished(size_t ti, size_t done, void *u)
+{
+    run_ctx *r = u;
+    gf_task *t = &r->tasks[ti];
+    gf_job *j = &r->jobs[r->map[ti]];
+    j->decided = 1;
+    j->seconds = t->seconds;
+    j->exit_code = t->exit_code;
+    j->signal = t->signal;
+    j->stderr_tail = t->err;
+    t->err = NULL;
+    j->record = t->record;
+    t->record = NULL;
+    const char *rv = j->record ? json_string_value(json_object_get(j->record, "verdict")) : NULL;
+    const char *rr = j->record ? json_string_value(json_object_get(j->record, "reason")) : NULL;
+    gf_verdict v;
+    if (t->spawn_failed) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "could not start a child: %s", t->spawn_err);
+    } else if (t->timed_out || t->signal == SIGALRM) {
+        j->verdict = GF_V_TIMEOUT;
+        set_reason(j, "no result within the %.0f s timeout (watchdog%s)", r->o->timeout_s,
+                   t->timed_out ? ", killed" : "");
+    } else if (t->signal) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "killed by signal %d (%s)%s", t->signal, strsignal(t->signal),
+                   j->record ? " after writing its result" : "");
+    } else if (t->exit_code != 0) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "exited with status %d%s", t->exit_code, j->record ? " after writing its result" : " without a result");
+    } else if (!j->record || !rv || !gf_verdict_parse(rv, &v)) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "no readable result record from the child");
+    } else {
+        j->verdict = v;
+        set_reason(j, "%s", rr ? rr : "");
+    }
+    if (r->hooks && r->hooks->finished)
+        r->hooks->finished(j, done, r->total, r->hooks->user);
+}
+
+void gf_runner_run(gf_job *jobs, size_t n, const gf_run_opts *o, const gf_run_hooks *hooks)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!jobs[i].decided && jobs[i].backend && jobs[i].backend->available)
+            m++;
+    gf_task *tasks = calloc(m ? m : 1, sizeof *tasks);
+    job_arg *args = calloc(m ? m : 1, sizeof *args);
+    size_t *map = calloc(m ? m : 1, sizeof *map);
+    if (!tasks || !args || !map) {
+        free(tasks);
+        free(args);
+        free(map);
+        return;
+    }
+    if (o->report_dir) {
+        mkdir(o->report_dir, 0777);
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/failures", o->report_dir);
+        mkdir(dir, 0777);
+    }
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].decided || !jobs[i].backend || !jobs[i].backend->available)
+            continue;
+        args[t].job = &jobs[i];
+        args[t].o = o;
+        tasks[t].fn = job_child;
+        tasks[t].arg = &args[t];
+        tasks[t].timeout_s = o->timeout_s;
+        map[t] = i;
+        t++;
+    }
+    run_ctx ctx = {.jobs = jobs, .map = map, .total = n, .hooks = hooks, .tasks = tasks, .o = o};
+    gf_pool_run(tasks, m, o->jobs, o->memory_limit, on_started, on_finished, &ctx);
+    for (size_t i = 0; i < m; i++) {
+        json_decref(tasks[i].record);
+        free(tasks[i].err);
+    }
+    free(tasks);
+    free(args);
+    free(map);
+}
+
+void gf_job_clear(gf_job *j)
+{
+    free(j->reason);
+    free(j->stderr_tail);
+    json_decref(j->record);
+    j->reason = NULL;
+    j->stderr_tail = NULL;
+    j->record = NULL;
+}

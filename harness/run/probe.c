@@ -1,0 +1,126 @@
+/* Backend probes: open, probe and describe each backend in its own child. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "krun.h"
+#include "pool.h"
+#include "registry.h"
+#include "runner.h"
+#include "sys.h"
+
+/* ---- probes ---- */
+
+void gf_backend_probe_clear(gf_backend_probe *b)
+{
+    free(b->requested);
+    free(b->name);
+    memset(b, 0, sizeof *b);
+}
+
+typedef struct probe_arg {
+    const gf_backend_probe *b;
+    int threads;
+} probe_arg;
+
+static json_t *probe_child(const void *arg)
+{
+    const probe_arg *a = arg;
+    gf_backend_handle h;
+    json_t *r = json_object();
+    gf_status st = gf_registry_open(a->b->requested, &h);
+    if (st != GF_OK) {
+        json_object_set_new(r, "available", json_false());
+        json_object_set_new(r, "why", json_string(gf_error_msg()));
+        return r;
+    }
+    const gf_backend_ops *ops = h.ops;
+    json_object_set_new(r, "name", json_string(ops->name));
+    json_object_set_new(r, "description", json_string(ops->description ? ops->description : ""));
+    json_object_set_new(r, "source", json_string(h.source));
+    json_object_set_new(r, "has_sample", json_boolean(gf_backend_has_sample(ops)));
+    char why[512] = "";
+    st = gf_backend_available(ops, why, sizeof why);
+    json_object_set_new(r, "available", json_boolean(st == GF_OK));
+    json_object_set_new(r, "why", json_string(why));
+    if (st == GF_OK) {
+        gf_backend_options o = gf_registry_options(&h, a->threads);
+        gf_backend_info info;
+        if (gf_backend_describe(ops, &o, &info) == GF_OK) {
+            json_object_set_new(r, "dtype", json_integer(info.dtype));
+            json_object_set_new(r, "threads", json_integer(info.threads));
+            json_object_set_new(r, "library", json_string(info.library ? info.library : ""));
+            json_object_set_new(r, "detail", json_string(info.detail ? info.detail : ""));
+        }
+    }
+    gf_registry_close(&h);
+    return r;
+}
+
+static void copy_str(char *dst, size_t cap, json_t *obj, const char *key)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    snprintf(dst, cap, "%s", v ? v : "");
+}
+
+void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
+{
+    gf_task *tasks = calloc(n ? n : 1, sizeof *tasks);
+    probe_arg *args = calloc(n ? n : 1, sizeof *args);
+    if (!tasks || !args) {
+        free(tasks);
+        free(args);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        args[i].b = &b[i];
+        args[i].threads = o->threads;
+        tasks[i].fn = probe_child;
+        tasks[i].arg = &args[i];
+        tasks[i].timeout_s = GF_RUN_PROBE_TIMEOUT_S;
+    }
+    gf_pool_run(tasks, n, (int)(n > 16 ? 16 : n), o->memory_limit, NULL, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        gf_task *t = &tasks[i];
+        gf_backend_probe *p = &b[i];
+        p->dtype = GF_COMPUTE_F32;
+        p->threads = o->threads;
+        if (!t->record) {
+            p->available = 0;
+            if (t->spawn_failed)
+                snprintf(p->why, sizeof p->why, "probe not started: %s", t->spawn_err);
+            else if (t->signal)
+                snprintf(p->why, sizeof p->why, "the probe crashed (signal %d, %s)", t->signal, strsignal(t->signal));
+            else
+                snprintf(p->why, sizeof p->why, "the probe exited with status %d without an answer", t->exit_code);
+        } else {
+            json_t *r = t->record;
+            const char *name = json_string_value(json_object_get(r, "name"));
+            if (name) {
+                free(p->name);
+                p->name = strdup(name);
+            }
+            p->available = json_is_true(json_object_get(r, "available"));
+            copy_str(p->why, sizeof p->why, r, "why");
+            copy_str(p->library, sizeof p->library, r, "library");
+            copy_str(p->detail, sizeof p->detail, r, "detail");
+            copy_str(p->source, sizeof p->source, r, "source");
+            copy_str(p->description, sizeof p->description, r, "description");
+            p->has_sample = json_is_true(json_object_get(r, "has_sample"));
+            json_int_t dt = json_integer_value(json_object_get(r, "dtype"));
+            if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_F64)
+                p->dtype = (gf_compute_dtype)dt;
+            json_int_t th = json_integer_value(json_object_get(r, "threads"));
+            if (th > 0)
+                p->threads = (int32_t)th;
+        }
+        if (!p->name)
+            p->name = strdup(p->requested);
+        json_decref(t->record);
+        free(t->err);
+    }
+    free(tasks);
+    free(args);
+}
