@@ -232,16 +232,45 @@ run() {
     rc=${PIPESTATUS[0]}
     cp "$work/report/run.json" "$OUT/run.json" 2>/dev/null || say "no run.json written"
 
+    # ---- the module as genfence sees it, and fp32 logits against ref
+    # (tests/cli/cuda_backend.sh, through a wrapper that starts genfence as above)
+    local crc=skipped
+    if [[ " ${specs[*]}" == *" cuda"* ]]; then
+        {
+            echo '#!/usr/bin/env bash'
+            declare -p launch gf_exe libpath bundle GENFENCE_MODULE_DIR
+            declare -f G
+            echo 'export GENFENCE_MODULE_DIR; G "$@"'
+        } >"$work/genfence"
+        chmod +x "$work/genfence"
+        say "== tests/cli/cuda_backend.sh"
+        GENFENCE=$work/genfence GF_SRC=$root GF_BUILD=$(dirname "$GENFENCE_MODULE_DIR") \
+            GF_PYTHON=${GF_PYTHON:-python3} bash "$root/tests/cli/cuda_backend.sh" 2>&1 | tee "$work/cli.txt" >>"$log"
+        crc=${PIPESTATUS[0]}
+    fi
+
     # ---- timing: greedy decode (cached and not) and a prefill, best of N
     bench
     {
         echo "# CUDA backend: default suite on ${specs[*]}"
         echo
-        echo "exit status of genfence run: $rc; $(tail -n 1 "$work/suite.txt")"
+        echo "exit status of genfence run: $rc; $(tail -n 1 "$work/suite.txt"); tests/cli/cuda_backend.sh: $crc"
+        echo
+        echo "| backend | runs | largest max\|d\| | smallest safety factor |"
+        echo "|---|---|---|---|"
+        # from lines like: pass  ID [BACKEND]  max|d| 1.3e-05 @9  margin 5.6e-03  sf 4.3e+02 ...
+        awk '{ b = ""; for (i = 1; i <= NF; i++) if ($i ~ /^\[.*\]$/) b = substr($i, 2, length($i) - 2)
+               if (b == "") next; n[b]++
+               for (i = 1; i < NF; i++) {
+                   if ($i == "max|d|" && (!(b in d) || $(i + 1) + 0 > d[b] + 0)) d[b] = $(i + 1)
+                   if ($i == "sf" && (!(b in f) || $(i + 1) + 0 < f[b] + 0)) f[b] = $(i + 1) } }
+             END { for (b in n) printf "| %s | %d | %s | %s |\n", b, n[b], (b in d) ? d[b] : "-", (b in f) ? f[b] : "-" }' \
+            "$work/suite.txt" | sort
         echo
         echo '```'
         grep -iE '^(fail|stale|crash|timeout|error) ' -A3 "$work/suite.txt" | head -n 60
         sed -n '/^triangulation/,/^verdicts/p' "$work/suite.txt"
+        grep -E '^(ok|FAIL|skip|cuda vs ref)' "$work/cli.txt" 2>/dev/null
         echo '```'
         echo
         cat "$OUT/bench.md"
