@@ -8,7 +8,8 @@
 # (the ones tests/cli/backend_llama_vs_ref.sh makes): a Llama with GQA
 # (4 query heads, 2 kv heads), head_dim 24 (H head_dim 96 != hidden 64), an
 # untied head and linear rope scaling; a Qwen2 with q/k/v biases and a tied
-# head. Plus: a rotary model whose q/k rows were NOT permuted must fail the
+# head; and backends/llamacpp/test_llamacpp_abi on both at 1e-4 (padding
+# queries, cache length and reset, the refusals). Plus: a rotary model whose q/k rows were NOT permuted must fail the
 # same check (GENFENCE_LLAMACPP_NO_PERMUTE=1, a test-only switch), so the
 # check can tell. Skipped (exit 0) when the module is not built.
 set -euo pipefail
@@ -32,6 +33,16 @@ for m in tiny-llama tiny-qwen2; do
     echo "== $m on llamacpp:f32"
     "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$tmp/$m" llamacpp:f32 --threads 1,2 || status=1
 done
+# the ABI mapping slot by slot (padding queries, cache, refusals) at 1e-4
+abi="$GF_BUILD/backends/llamacpp/test_llamacpp_abi"
+if [ -x "$abi" ]; then
+    for m in tiny-llama tiny-qwen2; do
+        echo "== $m: test_llamacpp_abi at 1e-4"
+        "$abi" "$tmp/$m" "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" 1e-4 || status=1
+    done
+else
+    echo "note: $abi not built (GENFENCE_TESTS=OFF?)"
+fi
 echo "== tiny-llama without the q/k permutation (must fail)"
 if GENFENCE_LLAMACPP_NO_PERMUTE=1 "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" \
         "$tmp/tiny-llama" llamacpp:f32 >"$tmp/noperm.out" 2>&1; then

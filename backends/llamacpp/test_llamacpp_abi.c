@@ -1,0 +1,217 @@
+/* The llamacpp module's ABI mapping, slot by slot, against ref (the CLI tests
+ * only reach it through whole generations):
+ *   - left padding, uncached, GF_LOGITS_ALL: every position, the padding
+ *     queries' too (they see only their own key), within tol of ref;
+ *   - the same cached, then a decode step: logits within tol, cache_length
+ *     the positions held (pads included) on both;
+ *   - a padding key in the middle of a row with GF_LOGITS_LAST: within tol;
+ *   - cache_reset, then the same prefill again: the same logits, bit for bit;
+ *   - refusals, with ref accepting the same batch: non-consecutive positions,
+ *     a key whose mask changes after it was decoded, the logits of a padding
+ *     query with a real key before it (GF_E_UNSUPPORTED); a full cache
+ *     (GF_E_CONTEXT_LIMIT), a batch of the wrong size (GF_E_INVALID_ARG).
+ *
+ *     test_llamacpp_abi MODEL_DIR MODULE.so TOL [CONFIG]
+ *
+ * Exit 0 all passed, 1 a check failed, 2 usage or setup. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "genfence/engine.h"
+#include "genfence/model.h"
+#include "ref/ref.h"
+
+typedef struct side {
+    const gf_backend_ops *ops;
+    void *model;
+    const char *name;
+} side;
+
+static int g_failed;
+static double g_tol;
+
+#define CHECK(cond, ...)                                                                            \
+    do {                                                                                            \
+        if (cond) {                                                                                 \
+            printf("ok   ");                                                                        \
+        } else {                                                                                    \
+            printf("FAIL ");                                                                        \
+            g_failed = 1;                                                                           \
+        }                                                                                           \
+        printf(__VA_ARGS__);                                                                        \
+        printf("\n");                                                                               \
+    } while (0)
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m))
+            m = d; /* NaN propagates */
+    }
+    return m;
+}
+
+static const char *why(const side *s)
+{
+    const char *e = s->ops->last_error ? s->ops->last_error(s->model) : NULL;
+    return e && e[0] ? e : gf_error_msg();
+}
+
+/* Both sides run the batch (on their cache or uncached); returns max |delta|
+ * over n floats of logits, or -1 when either failed (reported). */
+static double both(side s[2], void *cache[2], const gf_batch *in, float *out[2], size_t n)
+{
+    for (int i = 0; i < 2; i++) {
+        gf_status st = s[i].ops->forward(s[i].model, cache ? cache[i] : NULL, in, out[i]);
+        if (st != GF_OK) {
+            printf("     %s forward: %s: %s\n", s[i].name, gf_status_str(st), why(&s[i]));
+            return -1;
+        }
+    }
+    return max_diff(out[0], out[1], n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s MODEL_DIR MODULE.so TOL [CONFIG]\n", argv[0]);
+        return 2;
+    }
+    g_tol = atof(argv[3]);
+    gf_model *gm = NULL;
+    if (gf_model_load(argv[1], &gm) != GF_OK) {
+        fprintf(stderr, "cannot load %s: %s\n", argv[1], gf_error_msg());
+        return 2;
+    }
+    const gf_model_desc *desc = gf_model_desc_get(gm);
+    void *dl = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        fprintf(stderr, "cannot load %s: %s\n", argv[2], dlerror());
+        return 2;
+    }
+    gf_backend_entry_fn entry;
+    void *sym = dlsym(dl, GF_BACKEND_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry);
+    side s[2] = {{gf_backend_ref(), NULL, "ref"}, {sym ? entry() : NULL, NULL, "llamacpp"}};
+    if (!s[1].ops) {
+        fprintf(stderr, "%s exports no %s\n", argv[2], GF_BACKEND_ENTRY_SYMBOL);
+        return 2;
+    }
+    gf_backend_options o[2] = {{.struct_size = sizeof o[0], .threads = 1, .config = NULL},
+                               {.struct_size = sizeof o[1], .threads = 1, .config = argc > 4 ? argv[4] : "f32"}};
+    for (int i = 0; i < 2; i++)
+        if (s[i].ops->model_load(desc, &o[i], &s[i].model) != GF_OK) {
+            fprintf(stderr, "%s model_load: %s\n", s[i].name, why(&s[i]));
+            return 2;
+        }
+    const int32_t V = desc->config.vocab_size;
+    enum { B = 2, T = 6, CAP = 10 };
+    float *out[2];
+    for (int i = 0; i < 2; i++)
+        out[i] = calloc((size_t)B * CAP * V, sizeof(float));
+    /* row 0: six real tokens; row 1: two pads (token 0), then four */
+    const int32_t tok[B * T] = {50, 372, 482, 448, 406, 11, 0, 0, 261, 287, 282, 353};
+    const uint8_t mask[B * T] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1};
+    int32_t pos[B * T];
+    gf_positions_from_mask(mask, B, T, pos, NULL);
+    gf_batch in = {.B = B, .T = T, .tokens = tok, .position_ids = pos, .key_mask = mask,
+                   .logits_mode = GF_LOGITS_ALL};
+    double d = both(s, NULL, &in, out, (size_t)B * T * V);
+    CHECK(d >= 0 && d <= g_tol, "uncached left-padded batch, every position (pads too): max |delta| %.3g (tol %g)", d,
+          g_tol);
+    double pad_d = d >= 0 ? max_diff(out[0] + (size_t)T * V, out[1] + (size_t)T * V, (size_t)2 * V) : -1;
+    CHECK(pad_d >= 0 && pad_d <= g_tol, "  of which the padding queries: %.3g", pad_d);
+
+    void *cache[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        if (s[i].ops->cache_create(s[i].model, B, CAP, &cache[i]) != GF_OK) {
+            fprintf(stderr, "%s cache_create: %s\n", s[i].name, why(&s[i]));
+            return 2;
+        }
+    d = both(s, cache, &in, out, (size_t)B * T * V);
+    CHECK(d >= 0 && d <= g_tol, "cached prefill of the same batch: max |delta| %.3g", d);
+    float *first = malloc((size_t)B * T * V * sizeof *first);
+    memcpy(first, out[1], (size_t)B * T * V * sizeof *first);
+    /* one decode step: keys (B, T + 1), positions continuing each row */
+    const int32_t tok1[B] = {265, 275};
+    const int32_t pos1[B] = {6, 4};
+    uint8_t mask1[B * (T + 1)];
+    for (int b = 0; b < B; b++) {
+        memcpy(mask1 + b * (T + 1), mask + b * T, T);
+        mask1[b * (T + 1) + T] = 1;
+    }
+    gf_batch step = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos1, .key_mask = mask1,
+                     .logits_mode = GF_LOGITS_LAST};
+    d = both(s, cache, &step, out, (size_t)B * V);
+    CHECK(d >= 0 && d <= g_tol, "cached decode step: max |delta| %.3g", d);
+    int32_t len0 = s[0].ops->cache_length(cache[0]), len1 = s[1].ops->cache_length(cache[1]);
+    CHECK(len0 == T + 1 && len1 == T + 1, "cache_length after 6 + 1 positions: ref %d, llamacpp %d", len0, len1);
+
+    /* a key decoded as real, now masked: llamacpp refuses, ref computes */
+    uint8_t mask2[B * (T + 2)];
+    for (int b = 0; b < B; b++) {
+        memcpy(mask2 + b * (T + 2), mask1 + b * (T + 1), T + 1);
+        mask2[b * (T + 2) + T + 1] = 1;
+    }
+    mask2[1] = 0;
+    const int32_t pos2[B] = {7, 5};
+    gf_batch flip = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos2, .key_mask = mask2,
+                     .logits_mode = GF_LOGITS_LAST};
+    gf_status st = s[1].ops->forward(s[1].model, cache[1], &flip, out[1]);
+    CHECK(st == GF_E_UNSUPPORTED, "a key's mask changed after decoding: %s (%s)", gf_status_str(st), why(&s[1]));
+
+    /* reset, then the same prefill: the same logits exactly */
+    for (int i = 0; i < 2; i++)
+        s[i].ops->cache_reset(cache[i]);
+    CHECK(s[1].ops->cache_length(cache[1]) == 0, "cache_reset: length %d", s[1].ops->cache_length(cache[1]));
+    st = s[1].ops->forward(s[1].model, cache[1], &in, out[1]);
+    d = st == GF_OK ? max_diff(first, out[1], (size_t)B * T * V) : -1;
+    CHECK(d == 0, "prefill after cache_reset equals the first: max |delta| %.3g", d);
+
+    /* wrong B; a full cache */
+    gf_batch one_row = {.B = 1, .T = 1, .tokens = tok1, .position_ids = pos1, .logits_mode = GF_LOGITS_LAST};
+    st = s[1].ops->forward(s[1].model, cache[1], &one_row, out[1]);
+    CHECK(st == GF_E_INVALID_ARG, "a 1-row batch on a 2-row cache: %s", gf_status_str(st));
+    int32_t tok5[B * 5] = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5}, pos5[B * 5] = {6, 7, 8, 9, 10, 4, 5, 6, 7, 8};
+    gf_batch over = {.B = B, .T = 5, .tokens = tok5, .position_ids = pos5, .logits_mode = GF_LOGITS_LAST};
+    st = s[1].ops->forward(s[1].model, cache[1], &over, out[1]);
+    CHECK(st == GF_E_CONTEXT_LIMIT, "6 + 5 positions in a 10-position cache: %s", gf_status_str(st));
+
+    /* a padding key inside a row; positions from the mask (0, 0, 1, 2) */
+    const int32_t tokm[4] = {50, 0, 372, 482};
+    const uint8_t maskm[4] = {1, 0, 1, 1};
+    int32_t posm[4];
+    gf_positions_from_mask(maskm, 1, 4, posm, NULL);
+    gf_batch mid = {.B = 1, .T = 4, .tokens = tokm, .position_ids = posm, .key_mask = maskm,
+                    .logits_mode = GF_LOGITS_LAST};
+    d = both(s, NULL, &mid, out, (size_t)V);
+    CHECK(d >= 0 && d <= g_tol, "a padding key inside a row, last position: max |delta| %.3g", d);
+    mid.logits_mode = GF_LOGITS_ALL;
+    st = s[0].ops->forward(s[0].model, NULL, &mid, out[0]);
+    gf_status st1 = s[1].ops->forward(s[1].model, NULL, &mid, out[1]);
+    CHECK(st == GF_OK && st1 == GF_E_UNSUPPORTED, "logits of a padding query after a real key: ref %s, llamacpp %s (%s)",
+          gf_status_str(st), gf_status_str(st1), why(&s[1]));
+
+    /* positions that skip one */
+    const int32_t posg[3] = {0, 2, 3};
+    gf_batch gap = {.B = 1, .T = 3, .tokens = tokm, .position_ids = posg, .logits_mode = GF_LOGITS_LAST};
+    st = s[0].ops->forward(s[0].model, NULL, &gap, out[0]);
+    st1 = s[1].ops->forward(s[1].model, NULL, &gap, out[1]);
+    CHECK(st == GF_OK && st1 == GF_E_UNSUPPORTED, "positions 0, 2, 3: ref %s, llamacpp %s (%s)", gf_status_str(st),
+          gf_status_str(st1), why(&s[1]));
+
+    for (int i = 0; i < 2; i++) {
+        s[i].ops->cache_free(cache[i]);
+        s[i].ops->model_free(s[i].model);
+        free(out[i]);
+    }
+    free(first);
+    gf_model_free(gm);
+    printf("%s\n", g_failed ? "FAILED" : "all passed");
+    return g_failed;
+}
