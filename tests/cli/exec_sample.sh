@@ -24,7 +24,7 @@ out=$("$CHECK" "$MOD" "$SC --bad"); rc=$?
 set -e
 echo "$out"
 [[ $rc == 1 ]] || fail "runner-up sampler: exit status $rc, expected 1"
-grep -q "first difference" <<<"$out" || fail "runner-up sampler: no difference reported"
+grep -q "difference: trial" <<<"$out" || fail "runner-up sampler: no difference reported"
 
 set +e
 out=$("$CHECK" "$MOD" "$GF_BUILD/tools/echo_ref"); rc=$?

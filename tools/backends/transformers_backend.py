@@ -22,7 +22,8 @@ positions are unaffected. docs/protocol.md ("The transformers client") says
 where this shows.
 
 Options (after the script name): --device DEVICE (default cpu),
---attn eager|sdpa (default eager).
+--attn eager|sdpa (default eager), --sampler hf (also offer the sample
+slot, with transformers' own logits warpers; see TransformersSampler).
 """
 import argparse
 import importlib.metadata as md
@@ -104,12 +105,39 @@ class Transformers(gfproto.Backend):
         return logits.float().cpu().numpy()
 
 
+class TransformersSampler(Transformers):
+    """--sampler hf: also the protocol's sample slot, with transformers' own
+    logits warpers (TemperatureLogitsWarper, TopKLogitsWarper,
+    TopPLogitsWarper, in generate's order, float32 as generate runs them) and
+    the exponential race over genfence's uniforms in place of
+    torch.multinomial; greedy is torch.argmax."""
+    has_sample = True
+
+    def sample(self, logits, params, u):
+        import torch
+        from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
+                                                            TopPLogitsWarper)
+        x = torch.from_numpy(logits.copy())
+        if params["temperature"] == 0.0:
+            return torch.argmax(x, dim=-1).tolist()
+        x = TemperatureLogitsWarper(params["temperature"])(None, x)
+        if params["use_top_k"]:
+            x = TopKLogitsWarper(params["top_k"])(None, x)
+        if params["use_top_p"]:
+            x = TopPLogitsWarper(params["top_p"])(None, x)
+        scores = x.double() - torch.log(-torch.log(torch.from_numpy(u.copy())))
+        return torch.argmax(scores, dim=-1).tolist()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--attn", default="eager", choices=["eager", "sdpa"])
+    ap.add_argument("--sampler", default="none", choices=["none", "hf"],
+                    help="hf: offer the sample slot, with transformers' logits warpers")
     a = ap.parse_args()
-    return gfproto.serve(Transformers(a.device, a.attn))
+    cls = TransformersSampler if a.sampler == "hf" else Transformers
+    return gfproto.serve(cls(a.device, a.attn))
 
 
 if __name__ == "__main__":

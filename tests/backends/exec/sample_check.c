@@ -7,7 +7,8 @@
  * row with genfence's own gf_sample: greedy, temperature, top-k, top-p and
  * their mixes, over logits with ties and -inf entries, several seeds,
  * sequences and steps. Prints the tally; exit 0 iff every token is equal
- * (1 on a mismatch or an error, 2 on bad usage). */
+ * (1 on a mismatch or an error, 2 on bad usage). The first 8 differences are
+ * printed with both tokens' logits. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -95,11 +96,14 @@ int main(int argc, char **argv)
                         if (gf_sample(logits + (size_t)b * V, V, &p, seq_ids[b], step, &r) != GF_OK)
                             return 1;
                         rows++;
-                        if (r.token != ids[b] && mismatches++ == 0)
-                            printf("exec_sample_check: first difference: trial %d, T %g, top-k %d/%d, top-p %d/%g, "
+                        if (r.token != ids[b] && mismatches++ < 8)
+                            printf("exec_sample_check: difference: trial %d, T %g, top-k %d/%d, top-p %d/%g, "
                                    "seed %llu, step %llu, row %d: slot %d, engine %d\n", trial, p.temperature,
                                    p.use_top_k, p.top_k, p.use_top_p, p.top_p, (unsigned long long)p.seed,
                                    (unsigned long long)step, b, ids[b], r.token);
+                        if (r.token != ids[b] && mismatches <= 8)
+                            printf("    slot's logit %.9g, engine's %.9g\n", logits[(size_t)b * V + ids[b]],
+                                   logits[(size_t)b * V + r.token]);
                     }
                 }
     }
