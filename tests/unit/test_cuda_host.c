@@ -7,7 +7,8 @@
  *   - the forward pass, KV cache and sampler of cuda_forward.c run through
  *     the host twin executor (the kernel bodies of cuda_body.h on the CPU):
  *     GPT-2 against ref, a Llama/Qwen2 model (GQA, biases, RoPE, SwiGLU)
- *     against ref and a plain double-precision forward written here, the sampler
+ *     against ref and a plain double-precision forward written here, the
+ *     trained holmes-gpt / holmes-llama against ref, the sampler
  *     against gf_sample token for token; argument checks and out-of-memory
  *     paths (nothing leaks);
  *   - the built module itself where this build has it: probe's CUDA text,
@@ -22,6 +23,7 @@
 #include "../../backends/cuda/cuda_exec_host.c"
 #include "../../backends/cuda/cuda_forward.c"
 #include "../../backends/cuda/cuda_pack.c"
+#include "genfence/model.h"
 #include "genfence/sampler.h"
 #include "ref/ref.h"
 #include "support_tiny_model.h"
@@ -798,3 +800,57 @@ Test(cuda_host, module_probe_info_and_options)
     tiny_model_free(&tm);
     dlclose(dl);
 }
+
+/* ---- the trained models of the repository, through the host twin ---- */
+
+static void real_model_vs_ref(const char *name)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/models/%s", GF_TEST_SOURCE_DIR, name);
+    gf_model *gm = NULL;
+    if (gf_model_load(dir, &gm) != GF_OK)
+        cr_skip_test("%s: %s", name, gf_error_msg());
+    const gf_model_desc *desc = gf_model_desc_get(gm);
+    const int32_t V = desc->config.vocab_size, T = 40;
+    int32_t tok[T], pos[T];
+    for (int32_t t = 0; t < T; t++) {
+        tok[t] = (int32_t)((t * 37 + 11) % V);
+        pos[t] = t;
+    }
+    const gf_backend_ops *ref = gf_backend_ref();
+    gf_backend_options o = {.struct_size = sizeof o, .threads = 1};
+    void *rm = NULL;
+    cr_assert_eq(ref->model_load(desc, &o, &rm), GF_OK, "%s", gf_error_msg());
+    gfc_host_exec hx;
+    gfc_host_exec_init(&hx, GFC_FP32);
+    gfc_model *m = NULL;
+    cr_assert_eq(gfc_model_create(desc, &hx.base, &m), GF_OK, "%s", gf_error_msg());
+    float *want = malloc(sizeof(float) * T * V), *got = malloc(sizeof(float) * T * V);
+    gf_batch in = {.B = 1, .T = T, .tokens = tok, .position_ids = pos};
+    cr_assert_eq(ref->forward(rm, NULL, &in, want), GF_OK);
+    cr_assert_eq(gfc_forward(m, NULL, &in, got), GF_OK, "%s", gf_error_msg());
+    double d = max_delta(want, got, (size_t)T * V);
+    cr_log_info("%s: uncached %d positions, max |delta| vs ref %.3g", name, T, d);
+    cr_assert_lt(d, 1e-4, "%s uncached: max |delta| %g", name, d);
+    /* cached: a 30-token prefill, then one token at a time */
+    gfc_cache *c = NULL;
+    cr_assert_eq(gfc_cache_create(m, 1, T, &c), GF_OK);
+    for (int32_t t0 = 0; t0 < T;) {
+        int32_t n = t0 == 0 ? 30 : 1;
+        gf_batch ci = {.B = 1, .T = n, .tokens = tok + t0, .position_ids = pos + t0, .logits_mode = GF_LOGITS_LAST};
+        cr_assert_eq(gfc_forward(m, c, &ci, got), GF_OK, "%s", gf_error_msg());
+        t0 += n;
+        double dd = max_delta(want + (size_t)(t0 - 1) * V, got, V);
+        cr_assert_lt(dd, 1e-4, "%s cached at %d: max |delta| %g", name, t0, dd);
+    }
+    free(want);
+    free(got);
+    gfc_cache_destroy(c);
+    gfc_model_destroy(m);
+    ref->model_free(rm);
+    gf_model_free(gm);
+    cr_assert_eq(hx.live, 0);
+}
+
+Test(cuda_host, holmes_gpt_matches_ref) { real_model_vs_ref("holmes-gpt"); }
+Test(cuda_host, holmes_llama_matches_ref) { real_model_vs_ref("holmes-llama"); }
