@@ -556,8 +556,15 @@ static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float 
     }
     gf_status st = GF_OK;
     if (!m->scratch) {
+        /* grown geometrically: an uncached generation asks for T + 1 each step */
         int32_t rows = in->B > m->scratch_rows ? in->B : m->scratch_rows;
-        int32_t len = in->T > m->scratch_len ? in->T : m->scratch_len;
+        int32_t len = m->scratch_len;
+        while ((int64_t)rows * len < (int64_t)in->B * in->T)
+            len = len < 16 ? 16 : 2 * len;
+        if (len > m->cfg.n_positions)
+            len = m->cfg.n_positions;
+        if (len < in->T)
+            len = in->T;
         st = context_new(m, rows, len, &m->scratch);
         if (st != GF_OK)
             return st;
