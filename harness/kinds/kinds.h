@@ -17,6 +17,7 @@
     X(left_padding_positions)    \
     X(batch_consistency)         \
     X(context_limit)             \
+    X(sliding_window)            \
     X(eos)                       \
     X(stream_decode)             \
     X(golden_generation)
