@@ -5,7 +5,8 @@
 # (tools/backends/transformers_backend.py) runs the cache, padding, sampling
 # and golden cases (and the Llama cases once models/holmes-llama exists)
 # and generates ref's text; `genfence backends` reports
-# each client's library, and bare `exec` (no command) is a skip with the reason.
+# each client's library, a command line's quotes and escapes are honoured,
+# and bare `exec` (no command) is a skip with the reason.
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
 PY=${GF_PYTHON:-python3}
@@ -24,6 +25,15 @@ grep -Eq "^exec:.*echo_ref +available +fp32 +threads 1 +echo_ref \(C, libm\); cl
   fail "backends: no echo_ref line"
 grep -Eq "^exec:.*transformers_backend.py +available +fp32 .*transformers [0-9.]+, torch" "$tmp/b" ||
   fail "backends: no transformers line"
+
+# the command line is split into words like a shell would, without one
+mkdir -p "$tmp/dir with space"
+cp "$ECHO" "$tmp/dir with space/echo ref"
+for spec in "exec:\"$tmp/dir with space/echo ref\"" "exec:'$tmp/dir with space/echo ref'" \
+            "exec:$tmp/dir\ with\ space/echo\ ref" "exec:  '$tmp/dir with space'/\"echo ref\"  "; do
+  "$GENFENCE" backends --backend "$spec" >"$tmp/q" 2>&1 || fail "quoting: exit $?"
+  grep -Eq "available +fp32 +threads 1 +echo_ref \(C, libm\)" "$tmp/q" || fail "quoting: [$spec] $(cat "$tmp/q")"
+done
 
 # echo_ref: the whole default suite but the Llama cases (echo_ref is GPT-2 only)
 set +e
