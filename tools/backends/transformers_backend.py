@@ -22,7 +22,7 @@ positions are unaffected. docs/protocol.md ("The transformers client") says
 where this shows.
 
 Options (after the script name): --device DEVICE (default cpu),
---attn eager|sdpa (default eager), --sampler hf (also offer the sample
+--attn eager|sdpa (default eager; sdpa needs torch >= 2.1.1), --sampler hf (also offer the sample
 slot, with transformers' own logits warpers; see TransformersSampler).
 """
 import argparse
