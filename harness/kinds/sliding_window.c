@@ -70,6 +70,41 @@ static gf_status keep_row(void *user, const gf_step_info *info)
     return GF_OK;
 }
 
+/* Both sides' logits at pre-eviction step `step` (for the failure artifact):
+ * the cache fed the prompt, then the forced tokens one at a time, against an
+ * uncached forward over the same tokens (no eviction yet, so no mask). */
+static gf_status replay_pre(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *tokens,
+                            int32_t step, float *cached_row, float *uncached_row)
+{
+    const int32_t total = n + step;
+    int32_t *seq = malloc((size_t)total * sizeof *seq), *pos = malloc((size_t)total * sizeof *pos);
+    void *cache = NULL;
+    gf_status st = seq && pos ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
+    if (st == GF_OK) {
+        memcpy(seq, prompt, (size_t)n * sizeof *seq);
+        memcpy(seq + n, tokens, (size_t)step * sizeof *seq);
+        for (int32_t i = 0; i < total; i++)
+            pos[i] = i;
+        st = gf_engine_cache_create(e, 1, gf_engine_config(e)->n_positions, &cache);
+    }
+    if (st == GF_OK) {
+        gf_batch in = {.B = 1, .T = n, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, cache, &in, cached_row);
+    }
+    for (int32_t t = n; st == GF_OK && t < total; t++) {
+        gf_batch in = {.B = 1, .T = 1, .tokens = seq + t, .position_ids = pos + t, .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, cache, &in, cached_row);
+    }
+    if (st == GF_OK) {
+        gf_batch in = {.B = 1, .T = total, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, NULL, &in, uncached_row);
+    }
+    gf_engine_cache_free(e, cache);
+    free(seq);
+    free(pos);
+    return st;
+}
+
 /* (1) evicted cache vs recompute over the window */
 static void run_evict(const slide_spec *s, gf_krun *k, const int32_t *prompt, int32_t n)
 {
@@ -87,6 +122,15 @@ static void run_evict(const slide_spec *s, gf_krun *k, const int32_t *prompt, in
     for (int32_t i = 0; i < n_pre; i++)
         gf_cmp_step(&pre, i, r.step_max_delta[i], r.tokens[i], r.evicted_tokens[i], r.step_margin[i], NAN);
     gf_k_compare(k, "evicted_vs_recompute_before_eviction", &pre);
+    if (gf_cmp_verdict(&pre, NULL, 0) == GF_V_FAIL) {
+        const int32_t V = gf_engine_config(e)->vocab_size, at = pre.first_failing < 0 ? 0 : pre.first_failing;
+        float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+        if (a && b && replay_pre(e, prompt, n, r.tokens, at, a, b) == GF_OK)
+            gf_k_write_logits(k, "evicted_vs_recompute_before_eviction", at, b, "recompute over the window (reference)",
+                              a, "cache (no entry evicted yet)", V);
+        free(a);
+        free(b);
+    }
     gf_k_metric_int(k, "window", r.window);
     gf_k_metric_int(k, "first_evict_step", r.first_evict_step);
     gf_k_metric_int(k, "evict_steps", r.evict_steps);
