@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "genfence/tokenizer.h"
+#include "buf.h"
 #include "krun.h"
 
 typedef struct stream_spec {
@@ -54,29 +55,6 @@ static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_enum(ctx, m, "decoder", 0, k_decoders, &s->per_token) < 0;
     bad |= gf_y_bool(ctx, m, "expect_split", 0, &s->expect_split) < 0;
     return bad ? -1 : 0;
-}
-
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static int buf_add(buf *b, const void *data, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1)
-            c *= 2;
-        char *g = realloc(b->p, c);
-        if (!g)
-            return 0;
-        b->p = g;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return 1;
 }
 
 static size_t count_fffd(const char *s, size_t n)
@@ -135,7 +113,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
     gf_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    buf stream = {0}, bytes = {0}, naive = {0};
+    gf_buf stream = {0}, bytes = {0}, naive = {0};
     char *full = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", c->model);
@@ -178,20 +156,20 @@ static void run_stream(const gf_case *c, gf_krun *k)
             gf_k_error(k, "token %d has no bytes", ids[i]);
             goto done;
         }
-        buf_add(&bytes, tb, len);
+        gf_buf_put(&bytes, tb, len);
         char *one = NULL;
         size_t one_len = 0;
         if (gf_tokenizer_decode(tok, &ids[i], 1, &one, &one_len) == GF_OK)
-            buf_add(&naive, one, one_len);
+            gf_buf_put(&naive, one, one_len);
         if (s->per_token) {
-            buf_add(&stream, one, one_len);
+            gf_buf_put(&stream, one, one_len);
             pieces += one_len > 0;
         } else {
             for (size_t off = 0; off < len; off += 64) {
                 char out[3 * (64 + 4) + 1];
                 size_t m = len - off < 64 ? len - off : 64;
                 size_t w = gf_utf8_stream_feed(&u8, tb + off, m, out, sizeof out);
-                buf_add(&stream, out, w);
+                gf_buf_put(&stream, out, w);
                 pieces += w > 0;
             }
         }
@@ -200,7 +178,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
     if (!s->per_token) {
         char tail[32];
         size_t w = gf_utf8_stream_finish(&u8, tail, sizeof tail);
-        buf_add(&stream, tail, w);
+        gf_buf_put(&stream, tail, w);
     }
     size_t full_len = 0;
     st = gf_tokenizer_decode(tok, ids, n, &full, &full_len);

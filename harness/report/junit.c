@@ -9,136 +9,97 @@
 #include "genfence/version.h"
 #include "krun.h"
 #include "report.h"
+#include "buf.h"
 #include "sys.h"
 
-typedef struct xbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} xbuf;
-
-static void put(xbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c < b->n + n + 1)
-            c *= 2;
-        char *g = realloc(b->p, c);
-        if (!g) {
-            b->oom = 1;
-            return;
-        }
-        b->p = g;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void puts_(xbuf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void putf(xbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(xbuf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    put(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 /* XML-escaped text (control characters other than tab/newline dropped). */
-static void esc(xbuf *b, const char *s)
+static void esc(gf_buf *b, const char *s)
 {
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
         switch (c) {
-        case '&': puts_(b, "&amp;"); break;
-        case '<': puts_(b, "&lt;"); break;
-        case '>': puts_(b, "&gt;"); break;
-        case '"': puts_(b, "&quot;"); break;
-        case '\'': puts_(b, "&apos;"); break;
+        case '&': gf_buf_puts(b, "&amp;"); break;
+        case '<': gf_buf_puts(b, "&lt;"); break;
+        case '>': gf_buf_puts(b, "&gt;"); break;
+        case '"': gf_buf_puts(b, "&quot;"); break;
+        case '\'': gf_buf_puts(b, "&apos;"); break;
         default:
             if (c < 0x20 && c != '\n' && c != '\t')
                 continue;
-            put(b, s, 1);
+            gf_buf_put(b, s, 1);
         }
     }
 }
 
 static const char *backend_of(const gf_job *j) { return j->backend ? j->backend->name : "none"; }
 
-static void testcase(xbuf *b, const gf_run_info *r, const gf_job *j)
+static void testcase(gf_buf *b, const gf_run_info *r, const gf_job *j)
 {
-    puts_(b, "    <testcase classname=\"");
+    gf_buf_puts(b, "    <testcase classname=\"");
     esc(b, j->c->kind->name);
-    puts_(b, "\" name=\"");
+    gf_buf_puts(b, "\" name=\"");
     esc(b, j->c->id);
-    puts_(b, "\" file=\"");
+    gf_buf_puts(b, "\" file=\"");
     esc(b, j->c->file);
-    putf(b, "\" line=\"%d\" time=\"%.3f\">\n", j->c->line, j->seconds);
+    gf_buf_printf(b, "\" line=\"%d\" time=\"%.3f\">\n", j->c->line, j->seconds);
     const char *reason = j->reason ? j->reason : "";
     int req = gf_job_required(j);
     gf_junit_elem elem = gf_verdict_junit(j->verdict, req);
     if (elem == GF_JUNIT_FAILURE) {
-        puts_(b, "      <failure type=\"");
-        puts_(b, j->verdict == GF_V_SKIP ? "required-skip" : gf_verdict_str(j->verdict));
-        puts_(b, "\" message=\"");
+        gf_buf_puts(b, "      <failure type=\"");
+        gf_buf_puts(b, j->verdict == GF_V_SKIP ? "required-skip" : gf_verdict_str(j->verdict));
+        gf_buf_puts(b, "\" message=\"");
         esc(b, reason);
-        puts_(b, "\">");
+        gf_buf_puts(b, "\">");
         esc(b, reason);
         char *rep = gf_job_reproduce(j, r->opts);
         if (rep) {
-            puts_(b, "\nreproduce: ");
+            gf_buf_puts(b, "\nreproduce: ");
             esc(b, rep);
         }
         free(rep);
         json_t *arts = j->record ? json_object_get(j->record, "artifacts") : NULL;
         for (size_t i = 0; json_is_array(arts) && i < json_array_size(arts); i++)
             if (json_is_string(json_array_get(arts, i))) {
-                puts_(b, "\nlogits: ");
+                gf_buf_puts(b, "\nlogits: ");
                 esc(b, json_string_value(json_array_get(arts, i)));
             }
-        puts_(b, "</failure>\n");
+        gf_buf_puts(b, "</failure>\n");
     } else if (elem == GF_JUNIT_ERROR) {
-        puts_(b, "      <error type=\"error\" message=\"");
+        gf_buf_puts(b, "      <error type=\"error\" message=\"");
         esc(b, reason);
-        puts_(b, "\">");
+        gf_buf_puts(b, "\">");
         esc(b, reason);
-        puts_(b, "</error>\n");
+        gf_buf_puts(b, "</error>\n");
     } else if (elem == GF_JUNIT_SKIPPED) {
-        puts_(b, "      <skipped message=\"");
+        gf_buf_puts(b, "      <skipped message=\"");
         esc(b, reason);
-        puts_(b, "\"/>\n");
+        gf_buf_puts(b, "\"/>\n");
     }
     char metrics[256];
     gf_job_key_metrics(j, metrics, sizeof metrics);
-    puts_(b, "      <system-out>verdict: ");
+    gf_buf_puts(b, "      <system-out>verdict: ");
     esc(b, gf_verdict_str(j->verdict));
     if (metrics[0]) {
-        puts_(b, "; ");
+        gf_buf_puts(b, "; ");
         esc(b, metrics);
     }
     if (j->verdict == GF_V_PASS_NEAR_TIE) {
-        puts_(b, "; ");
+        gf_buf_puts(b, "; ");
         esc(b, reason);
     }
-    puts_(b, "</system-out>\n");
+    gf_buf_puts(b, "</system-out>\n");
     if (j->stderr_tail && j->stderr_tail[0]) {
-        puts_(b, "      <system-err>");
+        gf_buf_puts(b, "      <system-err>");
         esc(b, j->stderr_tail);
-        puts_(b, "</system-err>\n");
+        gf_buf_puts(b, "</system-err>\n");
     }
-    puts_(b, "    </testcase>\n");
+    gf_buf_puts(b, "    </testcase>\n");
 }
 
 int gf_report_junit_write(const gf_run_info *r, const char *path)
 {
-    xbuf b = {0};
+    gf_buf b = {0};
     char when[64], host[256] = "localhost";
     struct tm tm;
     gmtime_r(&r->started, &tm);
@@ -154,8 +115,8 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
         case GF_JUNIT_NONE: break;
         }
     }
-    puts_(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    putf(&b, "<testsuites name=\"genfence\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
+    gf_buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    gf_buf_printf(&b, "<testsuites name=\"genfence\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
          r->n_jobs, fails, errors, skips, r->seconds);
     /* one suite per backend name, in first-seen order */
     const char **seen = calloc(r->n_jobs + 1, sizeof *seen);
@@ -184,22 +145,22 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
             case GF_JUNIT_NONE: break;
             }
         }
-        puts_(&b, "  <testsuite name=\"genfence.");
+        gf_buf_puts(&b, "  <testsuite name=\"genfence.");
         esc(&b, seen[s]);
-        putf(&b, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\" timestamp=\"%s\" hostname=\"",
+        gf_buf_printf(&b, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\" timestamp=\"%s\" hostname=\"",
              t, f, e, k, time, when);
         esc(&b, host);
-        puts_(&b, "\">\n    <properties>\n");
-        putf(&b, "      <property name=\"genfence.version\" value=\"%s\"/>\n", GENFENCE_VERSION);
-        putf(&b, "      <property name=\"genfence.commit\" value=\"%s\"/>\n", GENFENCE_COMMIT);
-        putf(&b, "      <property name=\"threads\" value=\"%d\"/>\n", r->opts->threads);
-        puts_(&b, "    </properties>\n");
+        gf_buf_puts(&b, "\">\n    <properties>\n");
+        gf_buf_printf(&b, "      <property name=\"genfence.version\" value=\"%s\"/>\n", GENFENCE_VERSION);
+        gf_buf_printf(&b, "      <property name=\"genfence.commit\" value=\"%s\"/>\n", GENFENCE_COMMIT);
+        gf_buf_printf(&b, "      <property name=\"threads\" value=\"%d\"/>\n", r->opts->threads);
+        gf_buf_puts(&b, "    </properties>\n");
         for (size_t i = 0; i < r->n_jobs; i++)
             if (!strcmp(backend_of(&r->jobs[i]), seen[s]))
                 testcase(&b, r, &r->jobs[i]);
-        puts_(&b, "  </testsuite>\n");
+        gf_buf_puts(&b, "  </testsuite>\n");
     }
-    puts_(&b, "</testsuites>\n");
+    gf_buf_puts(&b, "</testsuites>\n");
     free(seen);
     if (b.oom) {
         free(b.p);

@@ -1,5 +1,6 @@
 /* sha256 (FIPS 180-4), canonical JSON and the golden hashes. */
 #include "hash.h"
+#include "buf.h"
 
 #include <errno.h>
 #include <math.h>
@@ -108,62 +109,34 @@ gf_status gf_sha256_file(const char *path, char hex[65])
 
 /* ---- canonical JSON ---- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n)
+static void put_string(gf_buf *b, const char *s, size_t len)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void put_string(sbuf *b, const char *s, size_t len)
-{
-    puts_(b, "\"");
+    gf_buf_puts(b, "\"");
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
         if (c == '"')
-            puts_(b, "\\\"");
+            gf_buf_puts(b, "\\\"");
         else if (c == '\\')
-            puts_(b, "\\\\");
+            gf_buf_puts(b, "\\\\");
         else if (c < 0x20) {
             snprintf(esc, sizeof esc, "\\u%04x", c);
-            puts_(b, esc);
+            gf_buf_puts(b, esc);
         } else
-            put(b, (const char *)&s[i], 1);
+            gf_buf_put(b, (const char *)&s[i], 1);
     }
-    puts_(b, "\"");
+    gf_buf_puts(b, "\"");
 }
 
-static void put_real(sbuf *b, double x)
+static void put_real(gf_buf *b, double x)
 {
     char s[40];
     if (isnan(x)) {
-        puts_(b, "NaN");
+        gf_buf_puts(b, "NaN");
         return;
     }
     if (isinf(x)) {
-        puts_(b, x > 0 ? "Infinity" : "-Infinity");
+        gf_buf_puts(b, x > 0 ? "Infinity" : "-Infinity");
         return;
     }
     for (int p = 1; p <= 17; p++) {
@@ -171,9 +144,9 @@ static void put_real(sbuf *b, double x)
         if (strtod(s, NULL) == x)
             break;
     }
-    puts_(b, s);
+    gf_buf_puts(b, s);
     if (!strpbrk(s, ".en"))
-        puts_(b, ".0");
+        gf_buf_puts(b, ".0");
 }
 
 const char *gf_json_nonfinite(const json_t *v)
@@ -191,32 +164,32 @@ static int cmp_keys(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void put_value(sbuf *b, const json_t *v, int top)
+static void put_value(gf_buf *b, const json_t *v, int top)
 {
     char num[32];
     switch (json_typeof(v)) {
-    case JSON_NULL: puts_(b, "null"); break;
-    case JSON_TRUE: puts_(b, "true"); break;
-    case JSON_FALSE: puts_(b, "false"); break;
+    case JSON_NULL: gf_buf_puts(b, "null"); break;
+    case JSON_TRUE: gf_buf_puts(b, "true"); break;
+    case JSON_FALSE: gf_buf_puts(b, "false"); break;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        puts_(b, num);
+        gf_buf_puts(b, num);
         break;
     case JSON_REAL: put_real(b, json_real_value(v)); break;
     case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_ARRAY:
-        puts_(b, "[");
+        gf_buf_puts(b, "[");
         for (size_t i = 0; i < json_array_size(v); i++) {
             if (i)
-                puts_(b, ",");
+                gf_buf_puts(b, ",");
             put_value(b, json_array_get(v, i), 0);
         }
-        puts_(b, "]");
+        gf_buf_puts(b, "]");
         break;
     case JSON_OBJECT: {
         const char *nf = gf_json_nonfinite(v);
         if (nf) { /* {"$float": "NaN"}: a non-finite float, written bare */
-            puts_(b, nf);
+            gf_buf_puts(b, nf);
             break;
         }
         size_t n = json_object_size(v), k = 0;
@@ -232,15 +205,15 @@ static void put_value(sbuf *b, const json_t *v, int top)
                 keys[k++] = key;
         }
         qsort(keys, k, sizeof *keys, cmp_keys); /* strcmp orders by bytes, as UTF-8 */
-        puts_(b, "{");
+        gf_buf_puts(b, "{");
         for (size_t i = 0; i < k; i++) {
             if (i)
-                puts_(b, ",");
+                gf_buf_puts(b, ",");
             put_string(b, keys[i], strlen(keys[i]));
-            puts_(b, ":");
+            gf_buf_puts(b, ":");
             put_value(b, json_object_get(v, keys[i]), 0);
         }
-        puts_(b, "}");
+        gf_buf_puts(b, "}");
         free(keys);
         break;
     }
@@ -249,7 +222,7 @@ static void put_value(sbuf *b, const json_t *v, int top)
 
 char *gf_canonical_json(const json_t *v)
 {
-    sbuf b = {0};
+    gf_buf b = {0};
     put_value(&b, v, 0);
     if (b.oom) {
         free(b.p);
@@ -269,7 +242,7 @@ int gf_hash_key_excluded(const char *key)
 
 gf_status gf_case_hash(const json_t *case_obj, char hex[65])
 {
-    sbuf b = {0};
+    gf_buf b = {0};
     put_value(&b, case_obj, 1);
     if (b.oom) {
         free(b.p);

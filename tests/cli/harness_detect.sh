@@ -92,7 +92,8 @@ kinds = {r["kind"] for r in doc["results"] if r["verdict"] == "fail"}
 if all_kinds - kinds:
     errors.append(f"kinds without a failing detection case: {sorted(all_kinds - kinds)}")
 # failing comparisons carry both sides' logits
-compared = [cid for cid, r in got.items() if r["verdict"] == "fail" and r["backend"] in ("ref-bad-cache", "ref-no-mask")]
+compared = [cid for cid, r in got.items() if r["verdict"] == "fail" and r["backend"] in ("ref-bad-cache", "ref-no-mask")
+            and "summary" in r.get("metrics", {})]
 if not compared:
     errors.append("no comparison failed on a faulty backend")
 for cid in compared:
