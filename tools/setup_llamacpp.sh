@@ -34,7 +34,7 @@ mkdir -p "$root/dist"
 sdist="$root/dist/llama_cpp_python-$ver.tar.gz"
 if [ ! -f "$sdist" ]; then
     echo "setup: downloading the llama-cpp-python $ver sdist (its bundled llama.cpp)"
-    $PIP download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    $PIP download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
         "llama-cpp-python==$ver" -d "$root/dist"
 fi
 work=$(mktemp -d "$root/build-$ver.XXXXXX")
