@@ -649,3 +649,88 @@ Test(model, missing_files)
     write_text(p, "x");
     expect_load_fail(dir, GF_E_UNSUPPORTED, "pytorch_model.bin", "safe_serialization", NULL);
 }
+
+/* ---- config.json: the Llama family ---- */
+
+static json_t *llama_config(const char *type)
+{
+    json_t *c = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "model_type", type, "vocab_size", 512,
+                          "hidden_size", 128, "intermediate_size", 344, "num_hidden_layers", 4,
+                          "num_attention_heads", 4, "max_position_embeddings", 256);
+    cr_assert(c);
+    return c;
+}
+
+Test(config, llama_defaults)
+{
+    gf_model_config c;
+    gf_status s = load_cfg(llama_config("llama"), &c);
+    cr_assert(s == GF_OK, "%s", gf_error_msg());
+    cr_assert(c.arch == GF_ARCH_LLAMA && c.norm == GF_NORM_RMSNORM && c.pos == GF_POS_ROPE &&
+              c.activation == GF_ACT_SILU);
+    cr_assert(c.n_embd == 128 && c.d_ff == 344 && c.n_layer == 4 && c.n_positions == 256);
+    cr_assert(c.n_head == 4 && c.n_kv_head == 4 && c.d_head == 32); /* LlamaConfig: kv heads = heads */
+    cr_assert(c.norm_eps == 1e-6f && c.rope_theta == 10000.0f);     /* LlamaConfig's defaults */
+    cr_assert(c.tied_head == 0 && c.qkv_bias == 0 && c.rope_scaling == GF_ROPE_SCALING_NONE && c.rope_factor == 0);
+    cr_assert(c.bos_id == -1 && c.eos_id == -1);
+}
+
+Test(config, llama_keys)
+{
+    json_t *j = llama_config("llama");
+    json_object_set_new(j, "num_key_value_heads", json_integer(2));
+    json_object_set_new(j, "head_dim", json_integer(48));          /* H d_head != D is allowed */
+    json_object_set_new(j, "rms_norm_eps", json_real(1e-5));
+    json_object_set_new(j, "rope_theta", json_real(500000.0));
+    json_object_set_new(j, "tie_word_embeddings", json_true());
+    json_object_set_new(j, "eos_token_id", json_pack("[i, i]", 7, 9)); /* Llama 3 lists several */
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0,
+                                                     "low_freq_factor", 1.0, "high_freq_factor", 4.0,
+                                                     "original_max_position_embeddings", 64));
+    gf_model_config c;
+    gf_status s = load_cfg(j, &c);
+    cr_assert(s == GF_OK, "%s", gf_error_msg());
+    cr_assert(c.n_kv_head == 2 && c.d_head == 48 && c.norm_eps == 1e-5f && c.rope_theta == 500000.0f);
+    cr_assert(c.tied_head == 1 && c.eos_id == 7);
+    cr_assert(c.rope_scaling == GF_ROPE_SCALING_LLAMA3 && c.rope_factor == 8.0f);
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "type", "linear", "factor", 2.0)); /* old spelling */
+    s = load_cfg(j, &c);
+    cr_assert(s == GF_OK && c.rope_scaling == GF_ROPE_SCALING_LINEAR && c.rope_factor == 2.0f, "%s", gf_error_msg());
+}
+
+Test(config, qwen2_defaults_and_refusals)
+{
+    gf_model_config c;
+    /* Qwen2Config's default num_key_value_heads is 32 (not the head count) */
+    check_msg(load_cfg(llama_config("qwen2"), &c), GF_E_FORMAT,
+              "num_attention_heads 4 is not a multiple of num_key_value_heads 32", NULL);
+    json_t *j0 = llama_config("qwen2");
+    json_object_set_new(j0, "num_attention_heads", json_integer(32));
+    gf_status s = load_cfg(j0, &c);
+    cr_assert(s == GF_OK, "%s", gf_error_msg());
+    cr_assert(c.arch == GF_ARCH_LLAMA && c.qkv_bias == 1 && c.tied_head == 0);
+    cr_assert(c.n_kv_head == 32 && c.d_head == 4, "kv heads %d, d_head %d", c.n_kv_head, c.d_head);
+    json_t *j = llama_config("qwen2");
+    json_object_set_new(j, "num_key_value_heads", json_null());
+    cr_assert(load_cfg(j, &c) == GF_OK && c.n_kv_head == 4, "null -> num_attention_heads");
+    j = llama_config("qwen2");
+    json_object_set_new(j, "num_key_value_heads", json_integer(2));
+    json_object_set_new(j, "head_dim", json_integer(16));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "head_dim 16 differs from hidden_size / num_attention_heads = 32", NULL);
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "dynamic", "factor", 2.0));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "rope_type 'dynamic' is not supported",
+              "linear, llama3", NULL);
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0,
+                                                     "low_freq_factor", 4.0, "high_freq_factor", 4.0,
+                                                     "original_max_position_embeddings", 64));
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "high_freq_factor 4 must exceed low_freq_factor 4", NULL);
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_theta", json_string("1e4"));
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'rope_theta' must be a number, got string", NULL);
+    j = llama_config("llama");
+    json_object_set_new(j, "partial_rotary_factor", json_real(0.5));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "partial_rotary_factor 0.5 is not supported", NULL);
+}
