@@ -27,4 +27,8 @@ gf_status lc_check_desc(const gf_model_desc *desc);
 /* Write desc as an F32 GGUF file at path. */
 gf_status lc_gguf_write(const gf_model_desc *desc, const char *path);
 
+/* The sample slot over llama.cpp's samplers (lc_sample.c). */
+gf_status lc_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                    const gf_rng_draws *draws, int32_t *ids_out);
+
 #endif

@@ -608,7 +608,7 @@ static const gf_backend_ops k_llamacpp_ops = {
     .cache_length = lc_cache_length,
     .cache_bytes = lc_cache_bytes,
     .forward = lc_forward,
-    .sample = NULL,
+    .sample = lc_sample,
     .last_error = lc_last_error,
 };
 

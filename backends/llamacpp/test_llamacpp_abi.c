@@ -9,7 +9,10 @@
  *   - refusals, with ref accepting the same batch: non-consecutive positions,
  *     a key whose mask changes after it was decoded, the logits of a padding
  *     query with a real key before it (GF_E_UNSUPPORTED); a full cache
- *     (GF_E_CONTEXT_LIMIT), a batch of the wrong size (GF_E_INVALID_ARG).
+ *     (GF_E_CONTEXT_LIMIT), a batch of the wrong size (GF_E_INVALID_ARG);
+ *   - the sample slot (llama.cpp's samplers) equal to the engine's sampler
+ *     over 2000 draws; and, as a note, how often each draws a token tied at
+ *     the top-k threshold (llama.cpp keeps exactly k).
  *
  *     test_llamacpp_abi MODEL_DIR MODULE.so TOL [CONFIG]
  *
@@ -22,6 +25,7 @@
 
 #include "genfence/engine.h"
 #include "genfence/model.h"
+#include "genfence/sampler.h"
 #include "ref/ref.h"
 
 typedef struct side {
@@ -204,6 +208,47 @@ int main(int argc, char **argv)
     st1 = s[1].ops->forward(s[1].model, NULL, &gap, out[1]);
     CHECK(st == GF_OK && st1 == GF_E_UNSUPPORTED, "positions 0, 2, 3: ref %s, llamacpp %s (%s)", gf_status_str(st),
           gf_status_str(st1), why(&s[1]));
+
+    /* the sample slot (llama.cpp's temp / top-k / top-p samplers, then the
+     * race) against the engine's sampler, draw for draw */
+    {
+        enum { SV = 64, DRAWS = 2000 };
+        float lg[SV];
+        for (int i = 0; i < SV; i++)
+            lg[i] = (float)(3.0 * sin(0.7 * i + 0.3) + 0.01 * i); /* no ties */
+        gf_sampler_params sp = {.temperature = 0.8, .use_top_k = 1, .top_k = 10, .use_top_p = 1, .top_p = 0.9,
+                                .seed = 7};
+        long diff = 0, calls_failed = 0;
+        for (uint64_t step = 0; step < DRAWS; step++) {
+            uint64_t seq = 3;
+            int32_t id = -1;
+            gf_sample_result r;
+            if (gf_backend_sample(s[1].ops, NULL, lg, 1, SV, &sp, &seq, step, &id) != GF_OK ||
+                gf_sample(lg, SV, &sp, seq, step, &r) != GF_OK)
+                calls_failed++;
+            else if (id != r.token)
+                diff++;
+        }
+        CHECK(diff == 0 && calls_failed == 0, "sample slot, T 0.8 top-k 10 top-p 0.9: %d draws, %ld differ, %ld failed",
+              DRAWS, diff, calls_failed);
+        /* ties at the k-th value: the contract (and torch) keep them all;
+         * llama.cpp's top-k keeps exactly k (a finding, docs/llamacpp.md) */
+        float tie[8] = {2, 2, 2, 0, 0, 0, 0, 0};
+        gf_sampler_params tp = {.temperature = 1.0, .use_top_k = 1, .top_k = 2, .seed = 7};
+        long third_engine = 0, third_slot = 0;
+        for (uint64_t step = 0; step < DRAWS; step++) {
+            uint64_t seq = 3;
+            int32_t id = -1;
+            gf_sample_result r;
+            if (gf_backend_sample(s[1].ops, NULL, tie, 1, 8, &tp, &seq, step, &id) == GF_OK &&
+                gf_sample(tie, 8, &tp, seq, step, &r) == GF_OK) {
+                third_engine += r.token == 2;
+                third_slot += id == 2;
+            }
+        }
+        printf("note top-k 2 over logits (2, 2, 2, 0 ...): the engine draws the third tied token %ld of %d times, "
+               "the llama.cpp slot %ld\n", third_engine, DRAWS, third_slot);
+    }
 
     for (int i = 0; i < 2; i++) {
         s[i].ops->cache_free(cache[i]);
