@@ -262,6 +262,8 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
     if (p->use_cache) {
         st = gf_engine_cache_create(e, B, NP, &s.cache);
         if (st == GF_OK)
+            g->cache_bytes = gf_engine_ops(e)->cache_bytes(s.cache);
+        if (st == GF_OK)
             st = forward_cached(e, &s, 0);
     } else {
         st = forward_uncached(e, &s, NP);

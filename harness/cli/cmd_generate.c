@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "sys.h"
 
 static void usage(FILE *f)
 {
@@ -75,13 +76,6 @@ static gf_status stream_step(void *user, const gf_step_info *info)
     }
     fflush(stdout);
     return GF_OK;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void print_text(const gf_tokenizer *tok, const int32_t *ids, size_t n, int json)
@@ -313,9 +307,9 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
     }
     int32_t len = (int32_t)n;
     gf_generation *g = NULL;
-    double t0 = now_s();
+    double t0 = gf_now_s();
     gf_status st = gf_generate(s->engine, 1, &prompt, &len, &gp, &g);
-    double dt = now_s() - t0;
+    double dt = gf_now_s() - t0;
     if (st != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
         /* --on-limit raise asked for the full cache to be a failure (exit 1) */
@@ -351,6 +345,11 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
         fprintf(stderr, "[%d new tokens, stop_reason %s, %.1f ms, %.0f tokens/s, backend %s, %s]\n", n_new,
                 gf_stop_reason_str(g->stop[0]), dt * 1e3, n_new / (dt > 0 ? dt : 1e-9),
                 gf_engine_ops(s->engine)->name, gp.use_cache ? "cached" : "uncached");
+    const gf_model_config *mc = gf_engine_config(s->engine);
+    if (!o->json && gp.use_cache) /* the KV cache holds the key/value heads only */
+        fprintf(stderr, "[kv cache (L %d, B 1, H_kv %d, max_len %d, d_head %d) k and v: %zu bytes (%.1f KiB); H = %d]\n",
+                mc->n_layer, mc->n_kv_head, mc->n_positions, mc->d_head, g->cache_bytes, g->cache_bytes / 1024.0,
+                mc->n_head);
     gf_generation_free(g);
     return GF_EXIT_OK;
 }
