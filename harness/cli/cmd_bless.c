@@ -43,30 +43,6 @@ static void usage(FILE *f)
 "an existing one left alone\n");
 }
 
-static void cpu_model(char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[4096];
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) && strncmp(line, "Hardware", 8))
-            continue;
-        char *v = strchr(line, ':');
-        if (!v)
-            continue;
-        v++;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        v[strcspn(v, "\n")] = '\0';
-        snprintf(buf, cap, "%s", v);
-        break;
-    }
-    if (f)
-        fclose(f);
-    if (!buf[0])
-        snprintf(buf, cap, "unknown CPU");
-}
-
 typedef struct capture {
     float *logits;             /* (N, V) */
     double *margins;           /* (N) */
@@ -181,7 +157,8 @@ static int bless_case(const gf_case *c, const char *backend, int32_t threads, co
     }
     struct utsname u;
     char machine[1024], cpu[256], created[32], seed[32], genver[128];
-    cpu_model(cpu, sizeof cpu);
+    if (!gf_cpu_model(cpu, sizeof cpu))
+        snprintf(cpu, sizeof cpu, "unknown CPU");
     if (uname(&u) == 0)
         snprintf(machine, sizeof machine, "%s %s %s; %s", u.sysname, u.release, u.machine, cpu);
     else

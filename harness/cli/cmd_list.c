@@ -43,14 +43,6 @@ static void join(char *buf, size_t cap, char **v, size_t n)
         snprintf(buf, cap, "-");
 }
 
-static json_t *strings(char **v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_string(v[i]));
-    return a;
-}
-
 /* The model hash of dir, once per directory (null when it cannot be read). */
 static const char *model_hash_cached(json_t **cache, const char *dir)
 {
@@ -131,7 +123,7 @@ int gf_cmd_list(int argc, char **argv)
         if (json) {
             json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:s?, s:s?}", "id", k->id, "kind",
                                   k->kind->name, "file", k->file, "line", k->line, "column", k->col, "tags",
-                                  strings(k->tags, k->n_tags), "backends", strings(k->backends, k->n_backends),
+                                  gf_json_strings(k->tags, k->n_tags), "backends", gf_json_strings(k->backends, k->n_backends),
                                   "model", k->model_arg, "description", k->description);
             /* what goldens are hashed over (docs/goldens.md) */
             char hex[65];

@@ -20,7 +20,7 @@ static json_t *str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-/* "model name" (x86) / "Hardware" or "CPU part" (arm) and the ISA flags that matter. */
+/* The CPU model (gf_cpu_model) and the ISA flags that matter. */
 static void cpu_info(json_t *env)
 {
     static const char *const wanted[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
@@ -39,8 +39,6 @@ static void cpu_info(json_t *env)
         while (*val == ' ' || *val == '\t')
             val++;
         val[strcspn(val, "\n")] = '\0';
-        if (!model[0] && (!strncmp(line, "model name", 10) || !strncmp(line, "Hardware", 8)))
-            snprintf(model, sizeof model, "%s", val);
         if (!flags_done && (!strncmp(line, "flags", 5) || !strncmp(line, "Features", 8))) {
             flags_done = 1;
             for (int i = 0; wanted[i]; i++) {
@@ -55,6 +53,7 @@ static void cpu_info(json_t *env)
     }
     if (f)
         fclose(f);
+    gf_cpu_model(model, sizeof model);
     json_object_set_new(env, "cpu_model", model[0] ? json_string(model) : json_null());
     json_object_set_new(env, "isa", isa);
 }
@@ -116,14 +115,6 @@ static json_t *backend_json(const gf_backend_probe *b)
     return o;
 }
 
-static json_t *strings(char **v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_string(v[i]));
-    return a;
-}
-
 static json_t *job_json(const gf_run_info *r, const gf_job *j)
 {
     const gf_case *c = j->c;
@@ -132,7 +123,7 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     json_object_set_new(o, "kind", json_string(c->kind->name));
     json_object_set_new(o, "file", json_string(c->file));
     json_object_set_new(o, "line", json_integer(c->line));
-    json_object_set_new(o, "tags", strings(c->tags, c->n_tags));
+    json_object_set_new(o, "tags", gf_json_strings(c->tags, c->n_tags));
     json_object_set_new(o, "model", str_or_null(c->model_arg));
     json_object_set_new(o, "backend", j->backend ? json_string(j->backend->name) : json_null());
     json_object_set_new(o, "backend_requested", j->backend ? json_string(j->backend->requested) : json_null());
@@ -198,8 +189,8 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(opts, "memory_limit_bytes",
                         r->opts->memory_limit ? json_integer((json_int_t)r->opts->memory_limit) : json_null());
     json_object_set_new(opts, "filter", str_or_null(r->filter));
-    json_object_set_new(opts, "kinds", strings(r->kinds, r->n_kinds));
-    json_object_set_new(opts, "tags", strings(r->tags, r->n_tags));
+    json_object_set_new(opts, "kinds", gf_json_strings(r->kinds, r->n_kinds));
+    json_object_set_new(opts, "tags", gf_json_strings(r->tags, r->n_tags));
     json_object_set_new(opts, "shard", r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n)
                                                   : json_null());
     json_object_set_new(opts, "report_dir", str_or_null(r->opts->report_dir));

@@ -62,3 +62,10 @@ json_t *gf_json_ints(const int32_t *v, size_t n)
     return a;
 }
 
+json_t *gf_json_strings(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}

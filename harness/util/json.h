@@ -15,6 +15,8 @@ void gf_json_write_number(FILE *f, double x);
 /* obj[key] = v; a NaN or infinite v becomes null and obj[key + "_reason"] =
  * reason (or "nan" / "+inf" / "-inf" when reason is NULL). */
 void gf_json_set_number(json_t *obj, const char *key, double v, const char *reason);
+/* A JSON array of the n strings. */
+json_t *gf_json_strings(char *const *v, size_t n);
 /* A JSON array of doubles, non-finite entries as null. */
 json_t *gf_json_doubles(const double *v, size_t n);
 json_t *gf_json_ints(const int32_t *v, size_t n);

@@ -58,6 +58,29 @@ void gf_shell_quote(char *dst, size_t cap, const char *s)
     dst[at < cap ? at : cap - 1] = '\0';
 }
 
+int gf_cpu_model(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) && strncmp(line, "Hardware", 8))
+            continue;
+        char *v = strchr(line, ':');
+        if (!v)
+            continue;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        v[strcspn(v, "\n")] = '\0';
+        snprintf(buf, cap, "%s", v);
+        break;
+    }
+    if (f)
+        fclose(f);
+    return buf[0] != '\0';
+}
+
 int gf_write_atomic(const char *path, const char *data, size_t len)
 {
     size_t n = strlen(path) + 64;
