@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The protocol clients as backends (docs/protocol.md): the plain-C echo_ref
-# (tools/backends/echo_ref) runs the default suite (GPT-2 cases) beside ref with
+# (tools/backends/echo_ref) runs the default GPT-2 case files beside ref with
 # every verdict a pass and triangulation agreeing; transformers
 # (tools/backends/transformers_backend.py) runs the cache, padding, sampling
 # and golden cases (and the Llama cases once models/holmes-llama exists)
@@ -35,9 +35,9 @@ for spec in "exec:\"$tmp/dir with space/echo ref\"" "exec:'$tmp/dir with space/e
   grep -Eq "available +fp32 +threads 1 +echo_ref \(C, libm\)" "$tmp/q" || fail "quoting: [$spec] $(cat "$tmp/q")"
 done
 
-# echo_ref: the whole default suite but the Llama cases (echo_ref is GPT-2 only)
+# echo_ref: the default suite's GPT-2 case files (echo_ref is GPT-2 only)
 set +e
-"$GENFENCE" run --tag '!llama' --backend ref --backend "exec:$ECHO" -j 2 --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
+"$GENFENCE" run cases/generation.yaml cases/golden.yaml cases/sampler.yaml --backend ref --backend "exec:$ECHO" -j 2 --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
 rc=$?
 set -e
 cat "$tmp/out1"
@@ -58,7 +58,7 @@ PY
 
 # transformers: the cases where its cache, mask and positions matter
 set +e
-"$GENFENCE" run cases --filter '^(cache\.sherlock\.chunked|batch\.left_padded|sampling\.seeded|golden\.greedy\.batch|context\.limit)$' \
+"$GENFENCE" run cases/generation.yaml cases/golden.yaml --filter '^(cache\.sherlock\.chunked|batch\.left_padded|sampling\.seeded|golden\.greedy\.batch|context\.limit)$' \
   --backend "exec:$TF" -j 2 --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
 rc=$?
 set -e
@@ -69,7 +69,7 @@ tail -n 1 "$tmp/out2" | grep -qx "5 passed, 0 failed, 0 skipped" || fail "transf
 # transformers on the Llama cases, once models/holmes-llama exists
 if [[ -f models/holmes-llama/config.json ]]; then
   set +e
-  "$GENFENCE" run --tag llama --backend "exec:$TF" -j 2 --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
+  "$GENFENCE" run cases/generation_llama.yaml cases/golden_llama.yaml --backend "exec:$TF" -j 2 --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
   rc=$?
   set -e
   cat "$tmp/out4"
@@ -87,7 +87,7 @@ diff <(grep -v '^\[' "$tmp/g1") <(grep -v '^\[' "$tmp/g2") || fail "transformers
 
 # bare exec: no client named, a skip that says how to name one
 set +e
-"$GENFENCE" run cases --filter '^cache\.sherlock$' --backend exec --no-report >"$tmp/out3" 2>&1
+"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend exec --no-report >"$tmp/out3" 2>&1
 rc=$?
 set -e
 cat "$tmp/out3"

@@ -32,7 +32,7 @@ for f in "${faults[@]}"; do backends+=(--backend "exec:$PY $FC $f $ECHO"); done
 
 cd "$GF_SRC"
 set +e
-GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases --filter '^(cache\.sherlock|batch\.left_padded|stream\.em_dash|top_k\.fence)$' \
+GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases/generation.yaml cases/sampler.yaml --filter '^(cache\.sherlock|batch\.left_padded|stream\.em_dash|top_k\.fence)$' \
   "${backends[@]}" -j 2 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
@@ -88,7 +88,7 @@ PY
 
 # a program that does not exist: skipped with the exec error
 set +e
-"$GENFENCE" run cases --filter '^cache\.sherlock$' --backend "exec:$tmp/no-such-client --flag" --no-report >"$tmp/out2" 2>&1
+"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend "exec:$tmp/no-such-client --flag" --no-report >"$tmp/out2" 2>&1
 rc=$?
 set -e
 cat "$tmp/out2"
@@ -98,7 +98,7 @@ grep -q "cannot run '$tmp/no-such-client': No such file or directory" "$tmp/out2
 
 # an unterminated quote is bad input
 set +e
-"$GENFENCE" run cases --filter '^cache\.sherlock$' --backend "exec:$ECHO \"open quote" --no-report >"$tmp/out3" 2>&1
+"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend "exec:$ECHO \"open quote" --no-report >"$tmp/out3" 2>&1
 rc=$?
 set -e
 cat "$tmp/out3"
