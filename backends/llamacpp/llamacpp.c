@@ -16,9 +16,10 @@
  * with strictly consecutive positions over a row's real keys (what genfence's
  * position-from-mask rule gives) that is the contract's offset causal mask
  * ANDed with the key mask. What llama.cpp cannot express is refused with
- * GF_E_UNSUPPORTED and says why: a key whose mask changes after it was
- * decoded, non-consecutive positions in a row, and the logits of a padding
- * query that has a real key before it. A padding query with no real key
+ * GF_E_UNSUPPORTED and says why: a key masked real that was padding when
+ * decoded (or evicted), non-consecutive positions in a row, and the logits of
+ * a padding query that has a real key before it. A held key that a later mask
+ * pads (a sliding window) is evicted: llama_memory_seq_rm of its position. A padding query with no real key
  * before it sees only its own key (the contract); its logits come from
  * decoding that token alone at its position in a spare sequence (B), which
  * is then cleared.
@@ -127,12 +128,16 @@ typedef struct lc_model {
     int32_t scratch_rows, scratch_len;
 } lc_model;
 
+/* A slot of a row: padding (never decoded), a key llama.cpp holds, or a key
+ * it held until a later mask dropped it (removed with llama_memory_seq_rm). */
+enum { LC_PAD = 0, LC_HELD = 1, LC_EVICTED = 2 };
+
 typedef struct lc_cache {
     lc_model *m;
     struct llama_context *ctx;
     int32_t B, max_len, length;
-    uint8_t *real;                   /* (B, max_len) 1: slot decoded as a real key */
-    int32_t *last_pos;               /* (B) position of the row's last real key, -1: none */
+    uint8_t *state;                  /* (B, max_len) LC_PAD, LC_HELD or LC_EVICTED */
+    int32_t *pos;                    /* (B, max_len) position a held / evicted key was decoded at */
     /* per-call scratch, (B, max_len) */
     int32_t *out_idx;                /* batch index of each new slot's logits, -1 none */
 } lc_cache;
@@ -286,11 +291,11 @@ static gf_status context_new(lc_model *m, int32_t rows, int32_t len, struct llam
 
 static void cache_state_free(lc_cache *c)
 {
-    free(c->real);
-    free(c->last_pos);
+    free(c->state);
+    free(c->pos);
     free(c->out_idx);
-    c->real = NULL;
-    c->last_pos = c->out_idx = NULL;
+    c->state = NULL;
+    c->pos = c->out_idx = NULL;
 }
 
 static gf_status cache_state_init(lc_cache *c, int32_t B, int32_t max_len)
@@ -298,15 +303,13 @@ static gf_status cache_state_init(lc_cache *c, int32_t B, int32_t max_len)
     c->B = B;
     c->max_len = max_len;
     c->length = 0;
-    c->real = calloc((size_t)B * max_len, 1);
-    c->last_pos = malloc((size_t)B * sizeof *c->last_pos);
+    c->state = calloc((size_t)B * max_len, 1);
+    c->pos = calloc((size_t)B * max_len, sizeof *c->pos);
     c->out_idx = malloc((size_t)B * max_len * sizeof *c->out_idx);
-    if (!c->real || !c->last_pos || !c->out_idx) {
+    if (!c->state || !c->pos || !c->out_idx) {
         cache_state_free(c);
         return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory for the cache");
     }
-    for (int32_t b = 0; b < B; b++)
-        c->last_pos[b] = -1;
     return GF_OK;
 }
 
@@ -348,9 +351,7 @@ static gf_status lc_cache_reset(void *cache)
     lc_cache *c = cache;
     llama_memory_clear(llama_get_memory(c->ctx), true);
     c->length = 0;
-    memset(c->real, 0, (size_t)c->B * c->max_len);
-    for (int32_t b = 0; b < c->B; b++)
-        c->last_pos[b] = -1;
+    memset(c->state, LC_PAD, (size_t)c->B * c->max_len);
     return GF_OK;
 }
 
@@ -432,8 +433,10 @@ static gf_status pad_logits(lc_cache *c, int32_t tok, int32_t pos, float *out)
     return st;
 }
 
-/* The contract checks llama.cpp cannot meet otherwise, then one llama_decode
- * of every real new token, then the padding queries whose logits are wanted. */
+/* The contract checks llama.cpp cannot meet otherwise (nothing is changed
+ * until all rows pass), then the evictions (a held key the mask now pads is
+ * removed from its sequence: sliding windows), then one llama_decode of every
+ * real new token, then the padding queries whose logits are wanted. */
 static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
 {
     const int32_t B = in->B, T = in->T, start = c->length, Tk = start + T, S = c->max_len;
@@ -442,14 +445,22 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
 #define KEY(b, j) (!in->key_mask || in->key_mask[(size_t)(b) * Tk + (j)])
     int32_t n_real = 0;
     for (int32_t b = 0; b < B; b++) {
-        for (int32_t j = 0; j < start; j++)
-            if (!KEY(b, j) != !c->real[(size_t)b * S + j])
+        /* llama.cpp's view of the row after the evictions: the largest
+         * position it still holds (-1: none), which the next must follow */
+        int32_t last = -1, any_real = 0;
+        for (int32_t j = 0; j < start; j++) {
+            uint8_t sj = c->state[(size_t)b * S + j];
+            if (KEY(b, j) && sj != LC_HELD)
                 return gf_error_set(GF_E_UNSUPPORTED,
-                                    "llamacpp: row %d key %d was decoded as %s and is now masked %s; llama.cpp's "
-                                    "cache cannot change which keys a sequence holds",
-                                    b, j, c->real[(size_t)b * S + j] ? "real" : "padding",
-                                    KEY(b, j) ? "real" : "padding");
-        int32_t last = c->last_pos[b], any_real = last >= 0;
+                                    "llamacpp: row %d key %d is masked real but was %s; llama.cpp's cache cannot "
+                                    "add a key to a sequence after the fact",
+                                    b, j, sj == LC_PAD ? "padding when decoded" : "evicted by an earlier mask");
+            if (KEY(b, j)) {
+                any_real = 1;
+                if (c->pos[(size_t)b * S + j] > last)
+                    last = c->pos[(size_t)b * S + j];
+            }
+        }
         for (int32_t t = 0; t < T; t++) {
             int32_t p = in->position_ids[(size_t)b * T + t];
             int wanted = all || t == T - 1;
@@ -470,6 +481,17 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
             }
         }
     }
+    /* evictions: held keys the mask now pads */
+    llama_memory_t mem = llama_get_memory(c->ctx);
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t j = 0; j < start; j++)
+            if (!KEY(b, j) && c->state[(size_t)b * S + j] == LC_HELD) {
+                llama_pos p = c->pos[(size_t)b * S + j];
+                if (!llama_memory_seq_rm(mem, b, p, p + 1))
+                    return gf_error_set(GF_E_BACKEND, "llamacpp: llama_memory_seq_rm of row %d position %d refused",
+                                        b, (int)p);
+                c->state[(size_t)b * S + j] = LC_EVICTED;
+            }
     gf_status st = GF_OK;
     if (n_real > 0) {
         struct llama_batch lb = llama_batch_init(n_real, 0, 1);
@@ -528,8 +550,8 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
     for (int32_t b = 0; b < B; b++)
         for (int32_t t = 0; t < T; t++)
             if (KEY(b, start + t)) {
-                c->real[(size_t)b * S + start + t] = 1;
-                c->last_pos[b] = in->position_ids[(size_t)b * T + t];
+                c->state[(size_t)b * S + start + t] = LC_HELD;
+                c->pos[(size_t)b * S + start + t] = in->position_ids[(size_t)b * T + t];
             }
     c->length = Tk;
 #undef KEY

@@ -6,8 +6,10 @@
  *     the positions held (pads included) on both;
  *   - a padding key in the middle of a row with GF_LOGITS_LAST: within tol;
  *   - cache_reset, then the same prefill again: the same logits, bit for bit;
+ *   - held keys masked after decoding (a sliding window): evicted, the next
+ *     step within tol of ref;
  *   - refusals, with ref accepting the same batch: non-consecutive positions,
- *     a key whose mask changes after it was decoded, the logits of a padding
+ *     a padding or evicted key masked real again, the logits of a padding
  *     query with a real key before it (GF_E_UNSUPPORTED); a full cache
  *     (GF_E_CONTEXT_LIMIT), a batch of the wrong size (GF_E_INVALID_ARG);
  *   - the sample slot (llama.cpp's samplers) equal to the engine's sampler
@@ -156,18 +158,35 @@ int main(int argc, char **argv)
     int32_t len0 = s[0].ops->cache_length(cache[0]), len1 = s[1].ops->cache_length(cache[1]);
     CHECK(len0 == T + 1 && len1 == T + 1, "cache_length after 6 + 1 positions: ref %d, llamacpp %d", len0, len1);
 
-    /* a key decoded as real, now masked: llamacpp refuses, ref computes */
+    /* a key decoded as real, now masked (a sliding window): llamacpp evicts
+     * it from the sequence; the next step agrees with ref's masked attention */
     uint8_t mask2[B * (T + 2)];
     for (int b = 0; b < B; b++) {
         memcpy(mask2 + b * (T + 2), mask1 + b * (T + 1), T + 1);
         mask2[b * (T + 2) + T + 1] = 1;
     }
-    mask2[1] = 0;
+    mask2[0] = mask2[1] = 0;
     const int32_t pos2[B] = {7, 5};
     gf_batch flip = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos2, .key_mask = mask2,
                      .logits_mode = GF_LOGITS_LAST};
-    gf_status st = s[1].ops->forward(s[1].model, cache[1], &flip, out[1]);
-    CHECK(st == GF_E_UNSUPPORTED, "a key's mask changed after decoding: %s (%s)", gf_status_str(st), why(&s[1]));
+    d = both(s, cache, &flip, out, (size_t)B * V);
+    CHECK(d >= 0 && d <= g_tol, "row 0's keys 0 and 1 masked after decoding (evicted): max |delta| %.3g", d);
+    /* a padding key, or an evicted one, masked real again: refused */
+    uint8_t mask3[B * (T + 3)];
+    for (int b = 0; b < B; b++) {
+        memcpy(mask3 + b * (T + 3), mask2 + b * (T + 2), T + 2);
+        mask3[b * (T + 3) + T + 2] = 1;
+    }
+    const int32_t pos3[B] = {8, 6};
+    gf_batch back = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos3, .key_mask = mask3,
+                     .logits_mode = GF_LOGITS_LAST};
+    mask3[(T + 3) + 0] = 1; /* row 1's first pad */
+    gf_status st = s[1].ops->forward(s[1].model, cache[1], &back, out[1]);
+    CHECK(st == GF_E_UNSUPPORTED, "a padding key masked real after decoding: %s (%s)", gf_status_str(st), why(&s[1]));
+    mask3[(T + 3) + 0] = 0;
+    mask3[1] = 1; /* row 0's evicted key 1 */
+    st = s[1].ops->forward(s[1].model, cache[1], &back, out[1]);
+    CHECK(st == GF_E_UNSUPPORTED, "an evicted key masked real again: %s (%s)", gf_status_str(st), why(&s[1]));
 
     /* reset, then the same prefill: the same logits exactly */
     for (int i = 0; i < 2; i++)
