@@ -1,0 +1,245 @@
+/* genfence bench: the model's counts, and the tables / JSON the command prints. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "genfence/model.h"
+#include "sys.h"
+
+int bench_model_init(const bench_opts *o, bench_model *m)
+{
+    memset(m, 0, sizeof *m);
+    if (o->shape) {
+        if (gf_bench_shape_config(o->shape, &m->cfg) != 0) {
+            gf_cli_error("bench: unknown shape '%s' (known: gpt2-small, llama-small)", o->shape);
+            return -1;
+        }
+        snprintf(m->name, sizeof m->name, "%s shape (random weights, seed 1)", o->shape);
+    } else {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/config.json", o->model);
+        if (gf_config_load(path, &m->cfg) != GF_OK) {
+            gf_cli_error("bench: %s", gf_error_msg());
+            return -1;
+        }
+        snprintf(m->name, sizeof m->name, "%s", o->model);
+    }
+    m->params = gf_bench_param_count(&m->cfg);
+    m->matmul_params = gf_bench_layer_matmul_params(&m->cfg);
+    m->head_params = (double)m->cfg.vocab_size * m->cfg.n_embd;
+    return 0;
+}
+
+double bench_dtype_bytes(int dtype)
+{
+    switch (dtype) {
+    case GF_COMPUTE_F16:
+    case GF_COMPUTE_BF16: return 2;
+    case GF_COMPUTE_F64: return 8;
+    default: return 4;
+    }
+}
+
+static const char *dtype_name(int dtype)
+{
+    switch (dtype) {
+    case GF_COMPUTE_F16: return "f16";
+    case GF_COMPUTE_BF16: return "bf16";
+    case GF_COMPUTE_F64: return "f64";
+    default: return "f32";
+    }
+}
+
+double bench_flops(const bench_model *m, int tokens, int ctx0, int rows)
+{
+    const gf_model_config *c = &m->cfg;
+    double attn = 0; /* q.k and p.v over every key each new position sees */
+    for (int t = 0; t < tokens; t++)
+        attn += 4.0 * c->n_layer * c->n_head * c->d_head * (ctx0 + t + 1);
+    return 2.0 * m->matmul_params * tokens + attn + 2.0 * m->head_params * rows;
+}
+
+/* Bytes of weights one decoded token reads: every layer matrix and the head. */
+static double decode_bytes(const bench_model *m, const bench_row *r)
+{
+    return (m->matmul_params + m->head_params) * bench_dtype_bytes(r->dtype);
+}
+
+/* The compute roof: sgemm when measured, else the FMA peak. */
+static double peak_gflops(const probe_result *p, const char **which)
+{
+    if (isfinite(p->sgemm_gflops) && p->sgemm_gflops > 0) {
+        *which = "sgemm";
+        return p->sgemm_gflops;
+    }
+    *which = "fma";
+    return p->fma_gflops;
+}
+
+static double prefill_gflops(const bench_model *m, const bench_row *r)
+{
+    return r->prefill.ran ? bench_flops(m, r->prefill.tokens, 0, 1) / r->prefill.s * 1e-9 : NAN;
+}
+
+static double batched_gflops(const bench_model *m, const bench_row *r)
+{
+    /* each step: B rows of one token over a 16 + s cache; the middle step stands for all */
+    return r->batched.ran ? r->batched.tokens * bench_flops(m, 1, GF_BENCH_PROMPT + GF_BENCH_STEPS / 2, 1) /
+                                r->batched.s * 1e-9
+                          : NAN;
+}
+
+static double weight_mib(const bench_model *m) { return m->params * 4 / 1048576.0; }
+
+void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows)
+{
+    char cpu[256];
+    gf_bench_cpu_name(cpu, sizeof cpu);
+    const char *which;
+    double peak = peak_gflops(p, &which);
+    printf("model    %s: %.1fM parameters, %.1f MiB of f32 weights, %.1f MB read per decoded f32 token\n",
+           m->name, m->params / 1e6, weight_mib(m), (m->matmul_params + m->head_params) * 4 / 1e6);
+    printf("machine  %s, %d CPUs; at %d thread%s: read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), "
+           "sgemm %.1f GFLOP/s\n",
+           cpu, gf_cpu_count(), o->threads, o->threads > 1 ? "s" : "", p->bw_gbps, p->fma_gflops, p->fma_isa,
+           p->sgemm_gflops);
+    printf("workload %d-token prompt, %d greedy tokens, 1 warm-up, median of %d; prefill %d tokens; "
+           "decode B=%d\n\n",
+           GF_BENCH_PROMPT, o->new_tokens, o->repeats, GF_BENCH_PREFILL, GF_BENCH_ROWS);
+    printf("%-12s %-9s %9s %15s %14s %10s %9s %7s %9s\n", "backend", "mode", "tok/s", "prefill ms/tok",
+           "decode ms/tok", "decode t/s", "GB/s", "of BW", "c/u");
+    for (int i = 0; i < o->n_backends; i++) {
+        const bench_row *r = &rows[i];
+        if (!r->ok) {
+            printf("%-12s error: %s\n", o->backends[i], r->err);
+            continue;
+        }
+        for (int mode = 0; mode < 2; mode++) {
+            const mode_result *x = mode ? &r->uncached : &r->cached;
+            if (!x->ran)
+                continue;
+            double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
+            printf("%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %7.2f", o->backends[i],
+                   mode ? "uncached" : "cached", x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT,
+                   x->decode_s * 1e3, 1.0 / x->decode_s, gbps, gbps / p->bw_gbps);
+            if (!mode && r->uncached.ran)
+                printf(" %9.2f", r->uncached.total_s / r->cached.total_s);
+            printf("\n");
+        }
+    }
+    printf("\n%-12s %12s %9s %7s %12s %9s %7s %10s %8s %9s\n", "backend", "prefill t/s", "GFLOP/s",
+           which[0] == 's' ? "of gemm" : "of fma", "B=8 tok/s", "GFLOP/s", "of peak", "RSS MiB", "RSS/wts",
+           "cache MiB");
+    for (int i = 0; i < o->n_backends; i++) {
+        const bench_row *r = &rows[i];
+        if (!r->ok)
+            continue;
+        double pg = prefill_gflops(m, r), bg = batched_gflops(m, r);
+        double rss = r->maxrss_kb / 1024.0;
+        printf("%-12s %12.1f %9.1f %7.2f %12.1f %9.1f %7.2f %10.0f %8.2f %9.1f\n", o->backends[i],
+               r->prefill.tokens / r->prefill.s, pg, pg / peak, r->batched.tokens / r->batched.s, bg, bg / peak,
+               rss, rss / weight_mib(m), r->cache_bytes / 1048576.0);
+    }
+    printf("\n");
+    for (int i = 0; i < o->n_backends; i++)
+        if (rows[i].ok)
+            printf("%-12s %s, %d thread%s; %s%s%s\n", o->backends[i], dtype_name(rows[i].dtype), rows[i].threads,
+                   rows[i].threads == 1 ? "" : "s", rows[i].library, rows[i].detail[0] ? "; " : "", rows[i].detail);
+    printf("GB/s: weight bytes per decoded token / decode time; of BW: that over the read bandwidth;\n"
+           "c/u: uncached over cached wall time; RSS/wts: peak RSS of the backend's process over the\n"
+           "f32 weights; cache: the cached generation's k and v (n_positions long).\n");
+}
+
+static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_result *x, double bw)
+{
+    if (!x->ran)
+        return json_null();
+    json_t *j = json_object();
+    double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
+    json_object_set_new(j, "new_tokens", json_integer(x->tokens));
+    gf_json_set_number(j, "seconds", x->total_s, NULL);
+    gf_json_set_number(j, "tokens_per_s", x->tokens / x->total_s, NULL);
+    gf_json_set_number(j, "prefill_ms", x->prefill_s * 1e3, NULL);
+    gf_json_set_number(j, "prefill_ms_per_token", x->prefill_s * 1e3 / GF_BENCH_PROMPT, NULL);
+    gf_json_set_number(j, "decode_ms_per_token", x->decode_s * 1e3, NULL);
+    gf_json_set_number(j, "decode_tokens_per_s", 1.0 / x->decode_s, NULL);
+    gf_json_set_number(j, "decode_weight_gbps", gbps, NULL);
+    gf_json_set_number(j, "decode_of_bandwidth", gbps / bw, "no bandwidth measured");
+    return j;
+}
+
+static json_t *rate_json(const rate_result *x, double gflops, double peak, const char *count_key)
+{
+    if (!x->ran)
+        return json_null();
+    json_t *j = json_object();
+    json_object_set_new(j, count_key, json_integer(x->tokens));
+    gf_json_set_number(j, "ms", x->s * 1e3, NULL);
+    gf_json_set_number(j, "tokens_per_s", x->tokens / x->s, NULL);
+    gf_json_set_number(j, "gflops", gflops, NULL);
+    gf_json_set_number(j, "of_peak", gflops / peak, "no peak measured");
+    return j;
+}
+
+void bench_print_json(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows)
+{
+    char cpu[256];
+    gf_bench_cpu_name(cpu, sizeof cpu);
+    const char *which;
+    double peak = peak_gflops(p, &which);
+    json_t *root = json_object(), *jm = json_object(), *mach = json_object(), *wl = json_object();
+    json_object_set_new(jm, "name", json_string(m->name));
+    json_object_set_new(jm, "shape", o->shape ? json_string(o->shape) : json_null());
+    gf_json_set_number(jm, "params", m->params, NULL);
+    gf_json_set_number(jm, "weight_bytes_f32", m->params * 4, NULL);
+    gf_json_set_number(jm, "decode_bytes_per_token_f32", (m->matmul_params + m->head_params) * 4, NULL);
+    json_object_set_new(root, "model", jm);
+    json_object_set_new(mach, "cpu", json_string(cpu));
+    json_object_set_new(mach, "cpus", json_integer(gf_cpu_count()));
+    json_object_set_new(mach, "threads", json_integer(o->threads));
+    gf_json_set_number(mach, "read_gbps", p->bw_gbps, o->probe ? "probe failed" : "--no-probe");
+    gf_json_set_number(mach, "fma_peak_gflops", p->fma_gflops, o->probe ? "probe failed" : "--no-probe");
+    json_object_set_new(mach, "fma_isa", json_string(p->fma_isa));
+    gf_json_set_number(mach, "sgemm_peak_gflops", p->sgemm_gflops,
+                       o->probe ? "libopenblas.so.0 not found" : "--no-probe");
+    json_object_set_new(mach, "peak_used", json_string(which));
+    json_object_set_new(root, "machine", mach);
+    json_object_set_new(wl, "prompt_tokens", json_integer(GF_BENCH_PROMPT));
+    json_object_set_new(wl, "new_tokens", json_integer(o->new_tokens));
+    json_object_set_new(wl, "warmup", json_integer(1));
+    json_object_set_new(wl, "repeats", json_integer(o->repeats));
+    json_object_set_new(wl, "prefill_tokens", json_integer(GF_BENCH_PREFILL));
+    json_object_set_new(wl, "batch_rows", json_integer(GF_BENCH_ROWS));
+    json_object_set_new(wl, "uncached", json_boolean(o->uncached));
+    json_object_set_new(root, "workload", wl);
+    json_t *arr = json_array();
+    for (int i = 0; i < o->n_backends; i++) {
+        const bench_row *r = &rows[i];
+        json_t *b = json_object();
+        json_object_set_new(b, "backend", json_string(o->backends[i]));
+        json_object_set_new(b, "ok", json_boolean(r->ok));
+        json_object_set_new(b, "error", r->ok ? json_null() : json_string(r->err));
+        if (r->ok) {
+            json_object_set_new(b, "dtype", json_string(dtype_name(r->dtype)));
+            json_object_set_new(b, "threads", json_integer(r->threads));
+            json_object_set_new(b, "library", json_string(r->library));
+            json_object_set_new(b, "detail", json_string(r->detail));
+            json_object_set_new(b, "cached", mode_json(m, r, &r->cached, p->bw_gbps));
+            json_object_set_new(b, "uncached", mode_json(m, r, &r->uncached, p->bw_gbps));
+            gf_json_set_number(b, "cached_over_uncached",
+                               r->uncached.ran ? r->uncached.total_s / r->cached.total_s : NAN, "--no-uncached");
+            json_object_set_new(b, "prefill", rate_json(&r->prefill, prefill_gflops(m, r), peak, "tokens"));
+            json_object_set_new(b, "batched_decode", rate_json(&r->batched, batched_gflops(m, r), peak, "rows"));
+            gf_json_set_number(b, "peak_rss_bytes", r->maxrss_kb * 1024.0, NULL);
+            gf_json_set_number(b, "rss_over_weights", r->maxrss_kb / 1024.0 / weight_mib(m), NULL);
+            json_object_set_new(b, "cache_bytes", json_integer((json_int_t)r->cache_bytes));
+        }
+        json_array_append_new(arr, b);
+    }
+    json_object_set_new(root, "backends", arr);
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    printf("\n");
+    json_decref(root);
+}

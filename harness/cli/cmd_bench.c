@@ -1,0 +1,440 @@
+/* genfence bench: what a backend costs. The seed's benchmark (a 16-token
+ * prompt, 100 greedy tokens, one warm-up, the median of 5, cached and
+ * uncached), prefill and decode timed apart, beside what the machine can do:
+ * a read bandwidth and an fp32 peak the command measures itself. Each backend
+ * runs in its own child process, so its peak RSS is its own. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "commands.h"
+#include "sys.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: genfence bench (--model DIR | --shape NAME) [--backend NAME]... [options]\n"
+"\n"
+"Times the seed's benchmark on each backend, each in its own process: a 16-token\n"
+"prompt, 100 greedy new tokens (no EOS stop), one warm-up run, then the median of\n"
+"5 runs, cached and uncached. Prefill (the prompt's forward and its first token)\n"
+"and decode (each later token) are timed apart. Beside them, two compute-bound\n"
+"rows: a prefill of 128 tokens and a batched decode step of B = 8 rows.\n"
+"\n"
+"It also measures the machine, at the same thread count: a read bandwidth (a\n"
+"sum over a 1 GiB buffer, best of 5), the fp32 FMA peak (registers only) and,\n"
+"where libopenblas.so.0 is installed, an sgemm peak (n = 1536). Decode is\n"
+"reported as GB/s of weight traffic (every layer matrix and the output layer\n"
+"read once per token, at the backend's dtype) against that bandwidth;\n"
+"the compute-bound rows as GFLOP/s against the sgemm peak (the FMA peak\n"
+"without OpenBLAS). Ratios on a shared machine mean more than absolutes.\n"
+"\n"
+"  --model DIR         a Hugging Face model directory (config.json, model.safetensors)\n"
+"  --shape NAME        a model of that shape with seeded random weights, built in\n"
+"                      memory: gpt2-small (124M, openai-community/gpt2) or\n"
+"                      llama-small (125M: GPT-2-small's width and depth with GQA\n"
+"                      12/4 heads, SwiGLU 2048, a 32000 vocabulary, untied head)\n"
+"  --backend NAME      backend spec as for run (repeatable; default ref)\n"
+"  --threads N         backend and probe threads (default 1)\n"
+"  --new-tokens N      greedy tokens per run (default 100)\n"
+"  --repeats N         timed runs per mode, the median reported (default 5)\n"
+"  --no-uncached       skip the uncached runs (the recompute loop of a large model\n"
+"                      on a slow backend takes long)\n"
+"  --no-probe          skip the bandwidth and peak probes\n"
+"  --json              print one JSON object instead of the tables\n"
+"  -h, --help          this help\n"
+"\n"
+"A progress line goes to stderr when it is a terminal. Timings are not checked:\n"
+"exit status 0 every backend ran, 1 a backend failed or is unavailable, 2 bad input.\n");
+}
+
+/* ---- the child side ---- */
+
+static int g_progress; /* stderr is a terminal */
+
+static void progress(const char *backend, const char *what, int i, int n)
+{
+    if (!g_progress)
+        return;
+    fprintf(stderr, "\r\033[Kbench: %s: %s %d/%d", backend, what, i, n);
+    fflush(stderr);
+}
+
+typedef struct step_clock {
+    double t0, t_first, t_last;
+    int steps;
+} step_clock;
+
+static gf_status on_step(void *user, const gf_step_info *info)
+{
+    step_clock *c = user;
+    double t = gf_now_s();
+    if (info->step == 0)
+        c->t_first = t;
+    c->t_last = t;
+    c->steps = info->step + 1;
+    return GF_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, int cached,
+                          const int32_t *prompt, mode_result *r, size_t *cache_bytes)
+{
+    gf_generate_params gp = gf_generate_defaults();
+    gp.sampler = gf_sampler_greedy();
+    gp.max_new_tokens = o->new_tokens;
+    gp.eos_id = -1;
+    gp.use_cache = cached;
+    gp.on_step = on_step;
+    double pre[GF_BENCH_MAX_REPEATS], dec[GF_BENCH_MAX_REPEATS], tot[GF_BENCH_MAX_REPEATS];
+    int32_t len = GF_BENCH_PROMPT;
+    for (int run = 0; run <= o->repeats; run++) { /* run 0 is the warm-up */
+        progress(name, cached ? "cached run" : "uncached run", run, o->repeats);
+        step_clock clk = {0};
+        gp.user = &clk;
+        gf_generation *g = NULL;
+        clk.t0 = gf_now_s();
+        gf_status st = gf_generate(e, 1, &prompt, &len, &gp, &g);
+        double t_end = gf_now_s();
+        if (st != GF_OK)
+            return st;
+        if (cached && cache_bytes)
+            *cache_bytes = g->cache_bytes;
+        gf_generation_free(g);
+        if (run == 0)
+            continue;
+        pre[run - 1] = clk.t_first - clk.t0;
+        dec[run - 1] = clk.steps > 1 ? (clk.t_last - clk.t_first) / (clk.steps - 1) : NAN;
+        tot[run - 1] = t_end - clk.t0;
+    }
+    r->ran = 1;
+    r->tokens = o->new_tokens;
+    r->prefill_s = median(pre, o->repeats);
+    r->decode_s = median(dec, o->repeats);
+    r->total_s = median(tot, o->repeats);
+    return GF_OK;
+}
+
+/* Compute-bound rows, straight on the engine: a T-token prefill into a fresh
+ * cache (last logits only), and a decode step of B rows over a 16-token cache. */
+static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, bench_row *row)
+{
+    const gf_model_config *c = gf_engine_config(e);
+    const int32_t V = c->vocab_size;
+    int32_t T = GF_BENCH_PREFILL < c->n_positions ? GF_BENCH_PREFILL : c->n_positions;
+    const int32_t B = GF_BENCH_ROWS, steps = GF_BENCH_STEPS;
+    int32_t *tok = malloc((size_t)B * (T + GF_BENCH_PROMPT + steps) * sizeof *tok);
+    int32_t *pos = malloc((size_t)B * (T + GF_BENCH_PROMPT + steps) * sizeof *pos);
+    float *logits = malloc((size_t)B * (T > GF_BENCH_PROMPT ? T : GF_BENCH_PROMPT) * V * sizeof *logits);
+    double pre[GF_BENCH_MAX_REPEATS], bat[GF_BENCH_MAX_REPEATS];
+    gf_status st = tok && pos && logits ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
+    for (int32_t i = 0; st == GF_OK && i < B * (T + GF_BENCH_PROMPT + steps); i++)
+        tok[i] = (int32_t)((7 + 131 * (int64_t)i) % V);
+    for (int run = 0; st == GF_OK && run <= o->repeats; run++) {
+        progress(name, "prefill and batched decode", run, o->repeats);
+        /* prefill of T positions */
+        for (int32_t t = 0; t < T; t++)
+            pos[t] = t;
+        gf_batch in = {.B = 1, .T = T, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+        void *cache = NULL;
+        st = gf_engine_cache_create(e, 1, T, &cache);
+        double t0 = gf_now_s();
+        if (st == GF_OK)
+            st = gf_engine_forward(e, cache, &in, logits);
+        double t1 = gf_now_s();
+        gf_engine_cache_free(e, cache);
+        cache = NULL;
+        if (st != GF_OK)
+            break;
+        /* B rows: a 16-token prefill (untimed), then `steps` single-token steps */
+        const int32_t S = GF_BENCH_PROMPT + steps;
+        st = gf_engine_cache_create(e, B, S, &cache);
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < GF_BENCH_PROMPT; t++)
+                pos[b * GF_BENCH_PROMPT + t] = t;
+        in = (gf_batch){.B = B, .T = GF_BENCH_PROMPT, .tokens = tok, .position_ids = pos,
+                        .logits_mode = GF_LOGITS_LAST};
+        if (st == GF_OK)
+            st = gf_engine_forward(e, cache, &in, logits);
+        double t2 = gf_now_s();
+        for (int32_t s = 0; st == GF_OK && s < steps; s++) {
+            int32_t stok[GF_BENCH_ROWS], spos[GF_BENCH_ROWS];
+            for (int32_t b = 0; b < B; b++)
+                stok[b] = tok[(b * steps + s) % (B * T)], spos[b] = GF_BENCH_PROMPT + s;
+            in = (gf_batch){.B = B, .T = 1, .tokens = stok, .position_ids = spos,
+                            .logits_mode = GF_LOGITS_LAST};
+            st = gf_engine_forward(e, cache, &in, logits);
+        }
+        double t3 = gf_now_s();
+        gf_engine_cache_free(e, cache);
+        if (st != GF_OK || run == 0)
+            continue;
+        pre[run - 1] = t1 - t0;
+        bat[run - 1] = (t3 - t2) / steps;
+    }
+    if (st == GF_OK) {
+        row->prefill = (rate_result){.ran = 1, .tokens = T, .s = median(pre, o->repeats)};
+        row->batched = (rate_result){.ran = 1, .tokens = B, .s = median(bat, o->repeats)};
+    }
+    free(tok);
+    free(pos);
+    free(logits);
+    return st;
+}
+
+static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
+{
+    gf_model *model = NULL;
+    gf_bench_shape shape = {0};
+    gf_backend_handle h = {0};
+    gf_engine *e = NULL;
+    const gf_model_desc *desc = NULL;
+    gf_status st;
+    if (o->shape) {
+        st = gf_bench_shape_build(o->shape, 1, &shape);
+        desc = &shape.desc;
+    } else {
+        st = gf_model_load(o->model, &model);
+        if (st == GF_OK)
+            desc = gf_model_desc_get(model);
+    }
+    if (st == GF_OK)
+        st = gf_registry_open(spec, &h);
+    gf_backend_options bo = gf_registry_options(&h, o->threads);
+    if (st == GF_OK)
+        st = gf_engine_create(h.ops, desc, &bo, &e);
+    if (st == GF_OK) {
+        gf_backend_info info;
+        gf_backend_describe(h.ops, &bo, &info);
+        row->dtype = info.dtype;
+        row->threads = info.threads;
+        snprintf(row->library, sizeof row->library, "%s", info.library ? info.library : "");
+        snprintf(row->detail, sizeof row->detail, "%s", info.detail ? info.detail : "");
+        int32_t prompt[GF_BENCH_PROMPT];
+        for (int32_t i = 0; i < GF_BENCH_PROMPT; i++)
+            prompt[i] = (int32_t)((1 + 37 * (int64_t)i) % desc->config.vocab_size);
+        st = run_mode(e, o, spec, 1, prompt, &row->cached, &row->cache_bytes);
+        if (st == GF_OK && o->uncached)
+            st = run_mode(e, o, spec, 0, prompt, &row->uncached, NULL);
+        if (st == GF_OK)
+            st = run_rates(e, o, spec, row);
+    }
+    row->ok = st == GF_OK;
+    if (st != GF_OK)
+        snprintf(row->err, sizeof row->err, "%s", gf_error_msg());
+    if (g_progress)
+        fprintf(stderr, "\r\033[K");
+    gf_engine_destroy(e);
+    gf_registry_close(&h);
+    gf_model_free(model);
+    gf_bench_shape_free(&shape);
+}
+
+/* Run fn in a child; its result struct comes back over a pipe, its peak RSS
+ * from wait4. 0 ok, -1 the child died (err says how). */
+static int in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
+                    long *maxrss_kb, char *err, size_t err_cap)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(err, err_cap, "pipe failed");
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(err, err_cap, "fork failed");
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        fn(arg, out);
+        const char *p = out;
+        for (size_t done = 0; done < size;) {
+            ssize_t w = write(fds[1], p + done, size - done);
+            if (w <= 0)
+                _exit(3);
+            done += (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fds[0], (char *)out + got, size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fds[0]);
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &status, 0, &ru) < 0)
+        ;
+    if (maxrss_kb)
+        *maxrss_kb = ru.ru_maxrss;
+    if (got == size && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFSIGNALED(status))
+        snprintf(err, err_cap, "the benchmark process died of signal %d", WTERMSIG(status));
+    else
+        snprintf(err, err_cap, "the benchmark process exited with status %d", WEXITSTATUS(status));
+    return -1;
+}
+
+typedef struct child_arg {
+    const bench_opts *o;
+    const char *spec;
+} child_arg;
+
+static void backend_fn(const void *arg, void *out)
+{
+    const child_arg *a = arg;
+    bench_child(a->o, a->spec, out);
+}
+
+static void probe_fn(const void *arg, void *out)
+{
+    const bench_opts *o = arg;
+    probe_result *p = out;
+    const char *isa = "";
+    if (g_progress)
+        fprintf(stderr, "\r\033[Kbench: measuring read bandwidth and fp32 peak (%d threads)", o->threads);
+    p->bw_gbps = gf_bench_read_bw(o->threads, (size_t)1 << 30, 5);
+    p->fma_gflops = gf_bench_fma_peak(o->threads, &isa);
+    snprintf(p->fma_isa, sizeof p->fma_isa, "%s", isa);
+    p->sgemm_gflops = gf_bench_sgemm_peak(o->threads, 1536);
+    if (g_progress)
+        fprintf(stderr, "\r\033[K");
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o)
+{
+    enum { O_SHAPE = 256, O_BACKEND, O_THREADS, O_NEW, O_REPEATS, O_NOUNC, O_NOPROBE, O_JSON };
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, 'm'},        {"shape", required_argument, 0, O_SHAPE},
+        {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
+        {"new-tokens", required_argument, 0, O_NEW}, {"repeats", required_argument, 0, O_REPEATS},
+        {"no-uncached", no_argument, 0, O_NOUNC},    {"no-probe", no_argument, 0, O_NOPROBE},
+        {"json", no_argument, 0, O_JSON},            {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    long v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "m:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case O_SHAPE: o->shape = optarg; break;
+        case O_BACKEND:
+            if (o->n_backends == (int)(sizeof o->backends / sizeof o->backends[0])) {
+                gf_cli_error("bench: at most %d backends", o->n_backends);
+                return GF_EXIT_USAGE;
+            }
+            o->backends[o->n_backends++] = optarg;
+            break;
+        case O_THREADS:
+            if (!gf_parse_int(optarg, 1, 64, &v)) goto bad_value;
+            o->threads = (int)v;
+            break;
+        case O_NEW:
+            if (!gf_parse_int(optarg, 2, 100000, &v)) goto bad_value;
+            o->new_tokens = (int)v;
+            break;
+        case O_REPEATS:
+            if (!gf_parse_int(optarg, 1, GF_BENCH_MAX_REPEATS, &v)) goto bad_value;
+            o->repeats = (int)v;
+            break;
+        case O_NOUNC: o->uncached = 0; break;
+        case O_NOPROBE: o->probe = 0; break;
+        case O_JSON: o->json = 1; break;
+        case 'h': usage(stdout); return -1;
+        default:
+            gf_cli_error("bench: unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            return GF_EXIT_USAGE;
+        }
+        continue;
+    bad_value:
+        gf_cli_error("bench: bad value '%s' for %s", optarg, argv[optind - 1]);
+        return GF_EXIT_USAGE;
+    }
+    if (optind < argc) {
+        gf_cli_error("bench: unexpected argument '%s'", argv[optind]);
+        return GF_EXIT_USAGE;
+    }
+    if (!!o->model + !!o->shape != 1) {
+        gf_cli_error("bench: need exactly one of --model DIR and --shape NAME");
+        usage(stderr);
+        return GF_EXIT_USAGE;
+    }
+    if (!o->n_backends)
+        o->backends[o->n_backends++] = "ref";
+    return GF_EXIT_OK;
+}
+
+int gf_cmd_bench(int argc, char **argv)
+{
+    bench_opts o = {.threads = 1, .new_tokens = 100, .repeats = 5, .uncached = 1, .probe = 1};
+    int rc = parse_args(argc, argv, &o);
+    if (rc < 0)
+        return GF_EXIT_OK;
+    if (rc != GF_EXIT_OK)
+        return rc;
+    bench_model bm;
+    if (bench_model_init(&o, &bm) != 0)
+        return GF_EXIT_USAGE;
+    g_progress = isatty(STDERR_FILENO);
+    probe_result probe = {.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
+    char err[512];
+    if (o.probe && in_child(probe_fn, &o, &probe, sizeof probe, NULL, err, sizeof err) != 0) {
+        gf_cli_error("bench: the machine probe failed: %s", err);
+        probe = (probe_result){.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
+    }
+    bench_row *rows = calloc((size_t)o.n_backends, sizeof *rows);
+    if (!rows) {
+        gf_cli_error("bench: out of memory");
+        return GF_EXIT_FAIL;
+    }
+    rc = GF_EXIT_OK;
+    for (int i = 0; i < o.n_backends; i++) {
+        child_arg a = {&o, o.backends[i]};
+        long rss = 0;
+        memset(&rows[i], 0, sizeof rows[i]);
+        if (in_child(backend_fn, &a, &rows[i], sizeof rows[i], &rss, err, sizeof err) != 0) {
+            memset(&rows[i], 0, sizeof rows[i]);
+            snprintf(rows[i].err, sizeof rows[i].err, "%s", err);
+        }
+        rows[i].maxrss_kb = rss;
+        if (!rows[i].ok)
+            rc = GF_EXIT_FAIL;
+    }
+    if (o.json)
+        bench_print_json(&o, &bm, &probe, rows);
+    else
+        bench_print_table(&o, &bm, &probe, rows);
+    free(rows);
+    return rc;
+}
