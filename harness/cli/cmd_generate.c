@@ -13,39 +13,40 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence generate --model DIR (--prompt TEXT | --tokens IDS | --batch-prompts \"A|B|C\")\n"
-"                         [options]\n"
-"\n"
-"Samples a continuation with the seed's defaults: 64 new tokens, temperature 0.8,\n"
-"top-k 40, top-p 0.95, seed 1337, stop at the model's eos_token_id.\n"
-"\n"
-"  --model DIR            Hugging Face GPT-2 directory (config.json, model.safetensors,\n"
-"                         tokenizer.json)\n"
-"  --prompt TEXT          prompt text (encoded with the model's tokenizer)\n"
-"  --tokens 1,2,3         prompt token ids instead of text\n"
-"  --max-new-tokens N     new tokens to generate (default 64)\n"
-"  --temperature T        0 = greedy (default 0.8)\n"
-"  --top-k K|none         (default 40)\n"
-"  --top-p P|none         (default 0.95)\n"
-"  --seed S               Philox key of the sampler (default 1337)\n"
-"  --eos-id N | --no-eos  stop token (default: the config's eos_token_id)\n"
-"  --no-cache             recompute every step (crops to the last n_positions tokens)\n"
-"  --on-limit stop|raise  cached generation at a full cache: stop with stop_reason\n"
-"                         context_limit (default) or fail with exit status 1\n"
-"  --stream               print the continuation as it is generated (UTF-8 safe)\n"
-"  --json                 print one JSON object\n"
-"  --verify               greedy cached decode of --max-new-tokens steps, teacher-forced\n"
-"                         against the uncached forward at every step; exit 1 unless\n"
-"                         max |delta| <= 1e-4 and every argmax agrees (a mismatch is\n"
-"                         excused only where the margin is below 1e-4)\n"
-"  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
-"                         against each prompt alone; exit 1 on an unexcused mismatch\n"
-"  --backend NAME|PATH    backend (default ref)\n"
-"  --threads N            backend threads (default 1)\n"
-"  -h, --help             this help\n"
-"\n"
-"exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n");
+    fprintf(f, "usage: genfence generate --model DIR (--prompt TEXT | --tokens IDS | --batch-prompts \"A|B|C\")\n"
+               "                         [options]\n"
+               "\n"
+               "Samples a continuation with the seed's defaults: 64 new tokens, temperature 0.8,\n"
+               "top-k 40, top-p 0.95, seed 1337, stop at the model's eos_token_id.\n"
+               "\n"
+               "  --model DIR            Hugging Face GPT-2 directory (config.json, model.safetensors,\n"
+               "                         tokenizer.json)\n"
+               "  --prompt TEXT          prompt text (encoded with the model's tokenizer)\n"
+               "  --tokens 1,2,3         prompt token ids instead of text\n"
+               "  --max-new-tokens N     new tokens to generate (default 64)\n"
+               "  --temperature T        0 = greedy (default 0.8)\n"
+               "  --top-k K|none         (default 40)\n"
+               "  --top-p P|none         (default 0.95)\n"
+               "  --seed S               Philox key of the sampler (default 1337)\n"
+               "  --eos-id N | --no-eos  stop token (default: the config's eos_token_id)\n"
+               "  --no-cache             recompute every step (crops to the last n_positions tokens)\n"
+               "  --on-limit stop|raise|slide  cached generation at a full cache: stop with\n"
+               "                         stop_reason context_limit (default), fail with exit status 1,\n"
+               "                         or slide by recompute (re-prefill the last n_positions\n"
+               "                         tokens every step: the uncached loop's tokens)\n"
+               "  --stream               print the continuation as it is generated (UTF-8 safe)\n"
+               "  --json                 print one JSON object\n"
+               "  --verify               greedy cached decode of --max-new-tokens steps, teacher-forced\n"
+               "                         against the uncached forward at every step; exit 1 unless\n"
+               "                         max |delta| <= 1e-4 and every argmax agrees (a mismatch is\n"
+               "                         excused only where the margin is below 1e-4)\n"
+               "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
+               "                         against each prompt alone; exit 1 on an unexcused mismatch\n"
+               "  --backend NAME|PATH    backend (default ref)\n"
+               "  --threads N            backend threads (default 1)\n"
+               "  -h, --help             this help\n"
+               "\n"
+               "exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n");
 }
 
 typedef struct gen_opts {
@@ -129,8 +130,8 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
         printf(", \"max_diff_step\": %d, \"tokens_equal\": %s, \"min_margin\": ", r.max_delta_step,
                r.tokens_equal ? "true" : "false");
         gf_json_write_number(stdout, r.min_margin);
-        printf(", \"min_margin_step\": %d, \"first_divergence\": %d, \"divergence_margin\": ",
-               r.min_margin_step, r.first_divergence);
+        printf(", \"min_margin_step\": %d, \"first_divergence\": %d, \"divergence_margin\": ", r.min_margin_step,
+               r.first_divergence);
         gf_json_write_number(stdout, r.first_divergence >= 0 ? r.divergence_margin : NAN);
         printf(", \"safety_factor\": ");
         gf_json_write_number(stdout, safety);
@@ -152,8 +153,7 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
         print_text(s->tok, r.tokens, (size_t)r.steps, 1);
         printf("}}\n");
     } else {
-        printf("verify: %d greedy steps, cached vs recomputed (backend %s)\n", r.steps,
-               gf_engine_ops(s->engine)->name);
+        printf("verify: %d greedy steps, cached vs recomputed (backend %s)\n", r.steps, gf_engine_ops(s->engine)->name);
         printf("  max |delta logit|  %.3e at step %d (atol %.0e)\n", r.max_abs_delta, r.max_delta_step, atol);
         printf("  tokens_equal       %s\n", r.tokens_equal ? "true" : "false");
         if (!r.tokens_equal)
@@ -178,8 +178,7 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
 }
 
 /* Split "A|B|C" and encode each. */
-static gf_status encode_batch(const gf_session *s, const char *spec, int32_t ***prompts, int32_t **lens,
-                              int32_t *B)
+static gf_status encode_batch(const gf_session *s, const char *spec, int32_t ***prompts, int32_t **lens, int32_t *B)
 {
     char *copy = strdup(spec);
     if (!copy)
@@ -240,8 +239,7 @@ static int run_batch(gf_session *s, const gen_opts *o)
         if (o->json)
             printf("%s{\"mode\": \"%s\", \"rows\": [", mode ? ", " : "", mode ? "uncached" : "cached");
         else
-            printf("%s batch of %d prompts, %d greedy tokens:\n", mode ? "uncached" : "cached", B,
-                   gp.max_new_tokens);
+            printf("%s batch of %d prompts, %d greedy tokens:\n", mode ? "uncached" : "cached", B, gp.max_new_tokens);
         for (int32_t b = 0; b < B; b++) {
             gf_generation *single = NULL;
             uint64_t id = (uint64_t)b;
@@ -264,16 +262,16 @@ static int run_batch(gf_session *s, const gen_opts *o)
             int ok = div < 0 || margin < gate;
             if (!ok)
                 rc = GF_EXIT_FAIL;
-            if (o->json)
-            {
+            if (o->json) {
                 printf("%s{\"prompt_tokens\": %d, \"tokens_equal\": %s, \"first_divergence\": %d, \"margin\": ",
                        b ? ", " : "", lens[b], div < 0 ? "true" : "false", div);
                 gf_json_write_number(stdout, margin);
                 printf(", \"passed\": %s}", ok ? "true" : "false");
-            }
-            else
+            } else
                 printf("  row %d (%d prompt tokens): %s\n", b, lens[b],
-                       div < 0 ? "tokens equal" : ok ? "diverged at a near tie (excused)" : "MISMATCH");
+                       div < 0 ? "tokens equal"
+                       : ok    ? "diverged at a near tie (excused)"
+                               : "MISMATCH");
             if (div >= 0 && !o->json)
                 printf("    first divergence at step %d, single-run margin %.3e (gate %.0e)\n", div, margin, gate);
             gf_generation_free(single);
@@ -343,11 +341,12 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
     }
     if (!o->json)
         fprintf(stderr, "[%d new tokens, stop_reason %s, %.1f ms, %.0f tokens/s, backend %s, %s]\n", n_new,
-                gf_stop_reason_str(g->stop[0]), dt * 1e3, n_new / (dt > 0 ? dt : 1e-9),
-                gf_engine_ops(s->engine)->name, gp.use_cache ? "cached" : "uncached");
+                gf_stop_reason_str(g->stop[0]), dt * 1e3, n_new / (dt > 0 ? dt : 1e-9), gf_engine_ops(s->engine)->name,
+                gp.use_cache ? "cached" : "uncached");
     const gf_model_config *mc = gf_engine_config(s->engine);
     if (!o->json && gp.use_cache) /* the KV cache holds the key/value heads only */
-        fprintf(stderr, "[kv cache (L %d, B 1, H_kv %d, max_len %d, d_head %d) k and v: %zu bytes (%.1f KiB); H = %d]\n",
+        fprintf(stderr,
+                "[kv cache (L %d, B 1, H_kv %d, max_len %d, d_head %d) k and v: %zu bytes (%.1f KiB); H = %d]\n",
                 mc->n_layer, mc->n_kv_head, mc->n_positions, mc->d_head, g->cache_bytes, g->cache_bytes / 1024.0,
                 mc->n_head);
     gf_generation_free(g);
@@ -356,19 +355,44 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
 
 int gf_cmd_generate(int argc, char **argv)
 {
-    enum { O_TOKENS = 256, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_EOS, O_NOEOS, O_NOCACHE,
-           O_LIMIT, O_STREAM, O_JSON, O_VERIFY, O_BATCH, O_BACKEND, O_THREADS };
-    static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},       {"prompt", required_argument, 0, 'p'},
-        {"tokens", required_argument, 0, O_TOKENS}, {"max-new-tokens", required_argument, 0, O_MAXNEW},
-        {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
-        {"top-p", required_argument, 0, O_TOPP},    {"seed", required_argument, 0, O_SEED},
-        {"eos-id", required_argument, 0, O_EOS},    {"no-eos", no_argument, 0, O_NOEOS},
-        {"no-cache", no_argument, 0, O_NOCACHE},    {"on-limit", required_argument, 0, O_LIMIT},
-        {"stream", no_argument, 0, O_STREAM},       {"json", no_argument, 0, O_JSON},
-        {"verify", no_argument, 0, O_VERIFY},       {"batch-prompts", required_argument, 0, O_BATCH},
-        {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    enum {
+        O_TOKENS = 256,
+        O_MAXNEW,
+        O_TEMP,
+        O_TOPK,
+        O_TOPP,
+        O_SEED,
+        O_EOS,
+        O_NOEOS,
+        O_NOCACHE,
+        O_LIMIT,
+        O_STREAM,
+        O_JSON,
+        O_VERIFY,
+        O_BATCH,
+        O_BACKEND,
+        O_THREADS
+    };
+    static const struct option longopts[] = {{"model", required_argument, 0, 'm'},
+                                             {"prompt", required_argument, 0, 'p'},
+                                             {"tokens", required_argument, 0, O_TOKENS},
+                                             {"max-new-tokens", required_argument, 0, O_MAXNEW},
+                                             {"temperature", required_argument, 0, O_TEMP},
+                                             {"top-k", required_argument, 0, O_TOPK},
+                                             {"top-p", required_argument, 0, O_TOPP},
+                                             {"seed", required_argument, 0, O_SEED},
+                                             {"eos-id", required_argument, 0, O_EOS},
+                                             {"no-eos", no_argument, 0, O_NOEOS},
+                                             {"no-cache", no_argument, 0, O_NOCACHE},
+                                             {"on-limit", required_argument, 0, O_LIMIT},
+                                             {"stream", no_argument, 0, O_STREAM},
+                                             {"json", no_argument, 0, O_JSON},
+                                             {"verify", no_argument, 0, O_VERIFY},
+                                             {"batch-prompts", required_argument, 0, O_BATCH},
+                                             {"backend", required_argument, 0, O_BACKEND},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     gen_opts o = {.backend = "ref", .threads = 1};
     o.gp = gf_generate_defaults();
     o.gp.sampler.temperature = 0.8;
@@ -388,37 +412,53 @@ int gf_cmd_generate(int argc, char **argv)
         case 'p': o.prompt = optarg; break;
         case O_TOKENS: o.tokens = optarg; break;
         case O_MAXNEW:
-            if (!gf_parse_int(optarg, 0, 1000000, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 0, 1000000, &v))
+                goto bad_value;
             o.gp.max_new_tokens = (int32_t)v;
             break;
         case O_TEMP:
-            if (!gf_parse_double(optarg, &d)) goto bad_value;
+            if (!gf_parse_double(optarg, &d))
+                goto bad_value;
             o.gp.sampler.temperature = d;
             break;
         case O_TOPK:
-            if (!strcmp(optarg, "none")) { o.gp.sampler.use_top_k = 0; break; }
-            if (!gf_parse_int(optarg, -2147483647L, 2147483647L, &v)) goto bad_value;
+            if (!strcmp(optarg, "none")) {
+                o.gp.sampler.use_top_k = 0;
+                break;
+            }
+            if (!gf_parse_int(optarg, -2147483647L, 2147483647L, &v))
+                goto bad_value;
             o.gp.sampler.top_k = (int32_t)v;
             break;
         case O_TOPP:
-            if (!strcmp(optarg, "none")) { o.gp.sampler.use_top_p = 0; break; }
-            if (!gf_parse_double(optarg, &d)) goto bad_value;
+            if (!strcmp(optarg, "none")) {
+                o.gp.sampler.use_top_p = 0;
+                break;
+            }
+            if (!gf_parse_double(optarg, &d))
+                goto bad_value;
             o.gp.sampler.top_p = d;
             break;
         case O_SEED:
-            if (!gf_parse_int(optarg, 0, 0x7fffffffffffffffL, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 0, 0x7fffffffffffffffL, &v))
+                goto bad_value;
             o.gp.sampler.seed = (uint64_t)v;
             break;
         case O_EOS:
-            if (!gf_parse_int(optarg, 0, 2147483647L, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 0, 2147483647L, &v))
+                goto bad_value;
             o.gp.eos_id = (int32_t)v;
             o.eos_set = 1;
             break;
         case O_NOEOS: o.no_eos = 1; break;
         case O_NOCACHE: o.gp.use_cache = 0; break;
         case O_LIMIT:
-            if (!strcmp(optarg, "raise")) o.gp.raise_on_context_limit = 1;
-            else if (strcmp(optarg, "stop")) goto bad_value;
+            if (!strcmp(optarg, "raise"))
+                o.gp.raise_on_context_limit = 1;
+            else if (!strcmp(optarg, "slide"))
+                o.gp.slide_on_limit = 1;
+            else if (strcmp(optarg, "stop"))
+                goto bad_value;
             break;
         case O_STREAM: o.stream = 1; break;
         case O_JSON: o.json = 1; break;
@@ -426,7 +466,8 @@ int gf_cmd_generate(int argc, char **argv)
         case O_BATCH: o.batch = optarg; break;
         case O_BACKEND: o.backend = optarg; break;
         case O_THREADS:
-            if (!gf_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 4096, &v))
+                goto bad_value;
             o.threads = (int)v;
             break;
         case 'h': usage(stdout); return GF_EXIT_OK;

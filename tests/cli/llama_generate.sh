@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # genfence generate on models/holmes-llama: default sampling works, greedy 64
 # is the model card's transformers continuation (verify: cached == uncached),
-# the CLI keeps the GPT rule at a full cache (context_limit at 256 + 1; sliding
-# is the sliding_window case kind's), and the KV-cache line shows the
+# the CLI keeps the GPT rule at a full cache (context_limit at 256 + 1) unless
+# --on-limit slide (== --no-cache's tokens), and the KV-cache line shows the
 # grouped-query saving: (L, B, H_kv, max_len, d_head) with H_kv = 2 of H = 4,
 # bytes = 2 x L x H_kv x max_len x d_head x 4 from config.json.
 set -euo pipefail
@@ -48,4 +48,14 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["stop_reason"] == "context_limit" and j["total_tokens"] == 257, (j["stop_reason"], j["total_tokens"])
 ' "$tmp/lim.json" || fail "context limit at 256 positions"
+# --on-limit slide: the cached loop slides by recompute and gives the uncached loop's 270 tokens
+"$GENFENCE" generate --model "$m" --tokens "$toks" --max-new-tokens 20 --temperature 0 --json --on-limit slide >"$tmp/slide.json"
+"$GENFENCE" generate --model "$m" --tokens "$toks" --max-new-tokens 20 --temperature 0 --json --no-cache >"$tmp/nocache.json"
+"$GF_PYTHON" -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["cached"] and not b["cached"]
+assert a["stop_reason"] == b["stop_reason"] == "length" and a["total_tokens"] == b["total_tokens"] == 270, (a, b)
+assert a["tokens"] == b["tokens"], (a["tokens"], b["tokens"])
+' "$tmp/slide.json" "$tmp/nocache.json" || fail "--on-limit slide differs from --no-cache"
 echo "llama_generate: ok"
