@@ -41,12 +41,16 @@ typedef struct gf_yvalue {
     gf_yscalar type;
     int b;
     long long i;
+    int overflow;             /* an int outside long long (i saturated); the tree builder refuses it */
     double d;                 /* also set for ints */
 } gf_yvalue;
 
 /* Resolve a scalar node under the core schema (quoted scalars are strings;
  * explicit !!str/!!int/!!float/!!bool/!!null tags are honoured). */
 gf_yvalue gf_yscalar_resolve(const gf_ynode *n);
+/* The cap on a case file's tree in bytes, aliases expanded: 64 MiB, or
+ * $GENFENCE_YAML_MAX_BYTES. */
+size_t gf_yaml_max_bytes(void);
 const char *gf_ynode_type_name(const gf_ynode *n); /* "a mapping", "a string", ... */
 
 /* ---- reading a mapping against a schema ---- */

@@ -2,6 +2,7 @@
  * kind's keys, duplicate ids), the repository root, backend filters. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -315,6 +316,20 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     return 1;
 }
 
+/* The most cases one load may hold: 100000, or $GENFENCE_MAX_CASES. */
+static size_t max_cases(void)
+{
+    const char *e = getenv("GENFENCE_MAX_CASES");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (!errno && !*end && v > 0)
+            return (size_t)v;
+    }
+    return 100000;
+}
+
 static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file, const char *root,
                       gf_case_set *set)
 {
@@ -324,8 +339,14 @@ static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file,
     gf_y_check_unknown(ctx, root_node, "at the top level (known: cases)");
     if (!cases || !gf_y_node_is_seq(ctx, cases, "'cases'"))
         return;
-    for (size_t i = 0; i < cases->n; i++)
+    size_t max = max_cases();
+    for (size_t i = 0; i < cases->n; i++) {
+        if (set->n >= max) {
+            gf_y_error(ctx, cases->items[i], "more than %zu cases (GENFENCE_MAX_CASES)", max);
+            return;
+        }
         parse_case(ctx, cases->items[i], file, root, set);
+    }
 }
 
 static void take_errors(gf_case_set *set, gf_cctx *ctx)
@@ -366,36 +387,95 @@ static void load_one_text(const char *text, size_t len, const char *file, const 
     take_errors(set, &ctx);
 }
 
+/* The largest case file read: 16 MiB, or $GENFENCE_CASE_MAX_BYTES. */
+static size_t case_file_max_bytes(void)
+{
+    const char *e = getenv("GENFENCE_CASE_MAX_BYTES");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (!errno && !*end && v > 0)
+            return (size_t)v;
+    }
+    return (size_t)16 << 20;
+}
+
+static void file_error(gf_case_set *set, const char *path, const char *fmt, const char *detail)
+{
+    char msg[1400];
+    snprintf(msg, sizeof msg, fmt, path, detail);
+    add_string(&set->errors, &set->n_errors, msg);
+}
+
+/* Why stat/open failed, in words (a symlink loop is not "no such file"). */
+static const char *open_error(int err)
+{
+    if (err == ELOOP)
+        return "too many levels of symbolic links (a symlink loop?)";
+    return strerror(err);
+}
+
+static const char *file_type_name(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
 static void load_file(const char *path, const char *root, gf_case_set *set)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        char msg[1200];
-        snprintf(msg, sizeof msg, "%s:0:0: cannot read: %s", path, strerror(errno));
-        add_string(&set->errors, &set->n_errors, msg);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular
+     * files are read (a FIFO or a device could block or never end). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        file_error(set, path, "%s:0:0: cannot read: %s", open_error(errno));
         return;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = grown;
-            cap *= 2;
-        }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        file_error(set, path, "%s:0:0: cannot read: %s", strerror(errno));
+        close(fd);
+        return;
     }
-    fclose(f);
+    if (!S_ISREG(sb.st_mode)) {
+        file_error(set, path, "%s:0:0: cannot read: %s; a case file must be a regular file",
+                   file_type_name(sb.st_mode));
+        close(fd);
+        return;
+    }
+    size_t max = case_file_max_bytes();
+    if ((unsigned long long)sb.st_size > max) {
+        char detail[160];
+        snprintf(detail, sizeof detail, "%lld bytes; case files are limited to %zu (GENFENCE_CASE_MAX_BYTES)",
+                 (long long)sb.st_size, max);
+        file_error(set, path, "%s:0:0: too large: %s", detail);
+        close(fd);
+        return;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    size_t cap = (size_t)sb.st_size + 1, len = 0;
+    char *buf = malloc(cap);
+    int err = 0;
+    while (buf && len < cap) {
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            err = errno;
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+    close(fd);
     if (!buf) {
-        char msg[1200];
-        snprintf(msg, sizeof msg, "%s:0:0: out of memory reading the file", path);
-        add_string(&set->errors, &set->n_errors, msg);
+        file_error(set, path, "%s:0:0: out of memory reading the file%s", "");
+        return;
+    }
+    if (err || len == cap) { /* a read error, or the file grew while read */
+        file_error(set, path, "%s:0:0: cannot read: %s", err ? strerror(err) : "the file changed while read");
+        free(buf);
         return;
     }
     load_one_text(buf, len, path, root, set);
@@ -431,7 +511,8 @@ static void load_dir(const char *dir, const char *root, gf_case_set *set)
         }
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n; i++)
         load_file(names[i], root, set);
     gf_y_strings_free(names, n);
@@ -472,15 +553,15 @@ int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, siz
     }
     for (size_t i = 0; i < n_paths; i++) {
         const char *p = paths[i];
-        if (is_dir(p)) {
+        struct stat sb;
+        if (stat(p, &sb) != 0 && errno == ENOENT)
+            file_error(set, p, "%s:0:0: no such file or directory%s", "");
+        else if (stat(p, &sb) != 0)
+            file_error(set, p, "%s:0:0: cannot read: %s", open_error(errno));
+        else if (S_ISDIR(sb.st_mode))
             load_dir(p, root, set);
-        } else if (exists(p)) {
+        else
             load_file(p, root, set);
-        } else {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s:0:0: no such file or directory", p);
-            add_string(&set->errors, &set->n_errors, msg);
-        }
     }
     return finish(set);
 }

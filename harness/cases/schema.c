@@ -73,7 +73,7 @@ int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long l
                    n->type == GF_YN_SCALAR ? "'" : "");
         return -1;
     }
-    if (v.d < (double)lo || v.d > (double)hi || v.i < lo || v.i > hi) {
+    if (v.overflow || v.d < (double)lo || v.d > (double)hi || v.i < lo || v.i > hi) {
         gf_y_error(ctx, n, "%s must lie in [%lld, %lld], got %s", what, lo, hi, n->value);
         return -1;
     }

@@ -20,6 +20,25 @@
 #define MAX_NODES 1000000   /* alias expansion bound (billion laughs) */
 #define MAX_DEPTH 64
 
+/* The tree's size in bytes (nodes, item arrays, scalar text), aliases
+ * expanded: what the parent allocates for one file. A few short aliases can
+ * name a long scalar many times over, so the node count alone does not bound
+ * it. $GENFENCE_YAML_MAX_BYTES overrides the default. */
+#define GF_YAML_MAX_BYTES_DEFAULT ((size_t)64 << 20)
+
+size_t gf_yaml_max_bytes(void)
+{
+    const char *e = getenv("GENFENCE_YAML_MAX_BYTES");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (!errno && !*end && v > 0)
+            return (size_t)v;
+    }
+    return GF_YAML_MAX_BYTES_DEFAULT;
+}
+
 const char *gf_case_yaml_version(void) { return yaml_get_version_string(); }
 
 /* ---- errors ---- */
@@ -95,8 +114,20 @@ typedef struct build_state {
     anchor *anchors;
     size_t n_anchors, cap_anchors;
     size_t nodes;
+    size_t bytes, max_bytes; /* the tree so far, aliases expanded; the cap */
+    const char *why;          /* why node_copy stopped: "nodes", "bytes", "memory" */
     int failed;
 } build_state;
+
+/* Account for a node of the tree (its struct, item array, text): 0 past the cap. */
+static int charge(build_state *st, const gf_ynode *n)
+{
+    size_t m = n->type == GF_YN_MAP ? 2 * n->n : n->type == GF_YN_SEQ ? n->n : 0;
+    size_t cost = sizeof *n + m * sizeof(gf_ynode *) + (n->type == GF_YN_MAP ? n->n : 0) +
+                  (n->value ? n->len + 1 : 0) + (n->tag ? strlen(n->tag) + 1 : 0);
+    st->bytes += cost;
+    return st->bytes <= st->max_bytes;
+}
 
 static gf_ynode *node_new(gf_ynode_type t, const yaml_mark_t *m)
 {
@@ -124,36 +155,55 @@ static int ensure_cap(gf_ynode *n, size_t need, size_t *cap)
     return 1;
 }
 
+static char *dup_bytes(const char *p, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, p, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+/* A deep copy of src (an alias's target). NULL when the copy would pass the
+ * node or byte cap (st->why says which) or memory ran out. */
 static gf_ynode *node_copy(build_state *st, const gf_ynode *src)
 {
-    if (++st->nodes > MAX_NODES)
+    if (++st->nodes > MAX_NODES) {
+        st->why = "nodes";
         return NULL;
+    }
+    if (!charge(st, src)) {
+        st->why = "bytes";
+        return NULL;
+    }
     gf_ynode *n = calloc(1, sizeof *n);
-    if (!n)
+    if (!n) {
+        st->why = "memory";
         return NULL;
+    }
     *n = *src;
     n->items = NULL;
     n->used = NULL;
-    n->value = src->value ? strdup(src->value) : NULL;
-    n->tag = src->tag ? strdup(src->tag) : NULL;
+    n->value = NULL;
+    n->tag = NULL;
     size_t m = src->type == GF_YN_MAP ? 2 * src->n : src->type == GF_YN_SEQ ? src->n : 0;
-    if (m) {
-        n->items = calloc(m, sizeof *n->items);
-        if (!n->items) {
-            n->n = 0;
+    n->n = 0; /* until the items are in place (gf_ynode_free walks n) */
+    if ((src->value && !(n->value = dup_bytes(src->value, src->len))) ||
+        (src->tag && !(n->tag = strdup(src->tag))) || (m && !(n->items = calloc(m, sizeof *n->items))) ||
+        (src->type == GF_YN_MAP && !(n->used = calloc(src->n ? src->n : 1, 1)))) {
+        st->why = "memory";
+        gf_ynode_free(n);
+        return NULL;
+    }
+    n->n = src->n; /* the items are NULL until copied: gf_ynode_free skips them */
+    for (size_t i = 0; i < m; i++) {
+        n->items[i] = node_copy(st, src->items[i]);
+        if (!n->items[i]) {
             gf_ynode_free(n);
             return NULL;
         }
-        for (size_t i = 0; i < m; i++) {
-            n->items[i] = node_copy(st, src->items[i]);
-            if (!n->items[i]) {
-                gf_ynode_free(n);
-                return NULL;
-            }
-        }
     }
-    if (src->type == GF_YN_MAP)
-        n->used = calloc(src->n ? src->n : 1, 1);
     return n;
 }
 
@@ -174,7 +224,13 @@ static void register_anchor(build_state *st, const yaml_char_t *name, gf_ynode *
         st->anchors = grown;
         st->cap_anchors = c;
     }
-    st->anchors[st->n_anchors].name = strdup((const char *)name);
+    char *copy = strdup((const char *)name);
+    if (!copy) {
+        gf_y_error_at(st->ctx, n->line, n->col, "out of memory reading YAML (anchor '&%s')", (const char *)name);
+        st->failed = 1;
+        return;
+    }
+    st->anchors[st->n_anchors].name = copy;
     st->anchors[st->n_anchors].node = n;
     st->n_anchors++;
 }
@@ -198,6 +254,33 @@ static int scalar_key_equal(const gf_ynode *a, const gf_ynode *b)
            !memcmp(a->value, b->value, a->len);
 }
 
+/* A scalar genfence can hold: no NUL byte (every value reaches C strings,
+ * which would silently cut it there), an integer that fits in 64 bits, and
+ * within the byte cap. 0 after recording an error. */
+static int scalar_ok(build_state *st, const gf_ynode *n)
+{
+    const char *nul = memchr(n->value, '\0', n->len);
+    if (nul) {
+        gf_y_error(st->ctx, n, "a string holds a NUL byte (\\0 at character %zu); case values cannot hold NUL",
+                   (size_t)(nul - n->value));
+        st->failed = 1;
+        return 0;
+    }
+    gf_yvalue v = gf_yscalar_resolve(n);
+    if (v.type == GF_YS_INT && v.overflow) {
+        gf_y_error(st->ctx, n, "integer '%s' does not fit in 64 bits (%lld .. %lld)", n->value, LLONG_MIN, LLONG_MAX);
+        st->failed = 1;
+        return 0;
+    }
+    if (!charge(st, n)) {
+        gf_y_error(st->ctx, n, "the case file expands to more than %zu bytes (GENFENCE_YAML_MAX_BYTES; aliases "
+                   "expanded)", st->max_bytes);
+        st->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
 /* Build the node whose start event is ev (consumed). */
 static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
 {
@@ -219,19 +302,30 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
     switch (ev->type) {
     case YAML_SCALAR_EVENT: {
         n = node_new(GF_YN_SCALAR, &ev->start_mark);
-        if (!n)
+        if (!n) {
+            yaml_event_delete(ev);
             break;
-        n->len = ev->data.scalar.length;
-        n->value = malloc(n->len + 1);
-        if (n->value) {
-            memcpy(n->value, ev->data.scalar.value, n->len);
-            n->value[n->len] = '\0';
         }
+        n->len = ev->data.scalar.length;
+        n->value = dup_bytes((const char *)ev->data.scalar.value, n->len);
         n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-        if (ev->data.scalar.tag && strcmp((const char *)ev->data.scalar.tag, "!"))
-            n->tag = strdup((const char *)ev->data.scalar.tag);
-        else if (ev->data.scalar.tag)
+        const char *tag = (const char *)ev->data.scalar.tag;
+        int tag_lost = 0;
+        if (tag && strcmp(tag, "!"))
+            tag_lost = !(n->tag = strdup(tag));
+        else if (tag)
             n->plain = 0; /* "!" forces a string */
+        if (!n->value || tag_lost) {
+            yaml_event_delete(ev);
+            gf_ynode_free(n);
+            n = NULL;
+            break;
+        }
+        if (!scalar_ok(st, n)) {
+            yaml_event_delete(ev);
+            gf_ynode_free(n);
+            return NULL;
+        }
         register_anchor(st, ev->data.scalar.anchor, n);
         yaml_event_delete(ev);
         return n;
@@ -254,8 +348,16 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
             n->line = (int)ev->start_mark.line + 1;
             n->col = (int)ev->start_mark.column + 1;
         } else {
-            gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-                     "alias '*%s' expands to too many nodes", name);
+            if (st->why && !strcmp(st->why, "bytes"))
+                gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
+                              "alias '*%s' expands the case file past %zu bytes (GENFENCE_YAML_MAX_BYTES)",
+                              name, st->max_bytes);
+            else if (st->why && !strcmp(st->why, "memory"))
+                gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
+                              "out of memory expanding alias '*%s'", name);
+            else
+                gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
+                              "alias '*%s' expands to more than %d nodes", name, MAX_NODES);
             st->failed = 1;
         }
         yaml_event_delete(ev);
@@ -322,8 +424,17 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
             n->items[2 * n->n + 1] = val;
             n->n++;
         }
-        if (is_map)
-            n->used = calloc(n->n ? n->n : 1, 1);
+        if (is_map && !(n->used = calloc(n->n ? n->n : 1, 1))) {
+            gf_y_error(st->ctx, n, "out of memory reading YAML");
+            st->failed = 1;
+            goto fail_collection;
+        }
+        if (!charge(st, n)) {
+            gf_y_error(st->ctx, n, "the case file expands to more than %zu bytes (GENFENCE_YAML_MAX_BYTES; aliases "
+                       "expanded)", st->max_bytes);
+            st->failed = 1;
+            goto fail_collection;
+        }
         register_anchor(st, (const yaml_char_t *)anchor_name, n);
         free(anchor_name);
         return n;
@@ -346,7 +457,7 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
 
 gf_ynode *gf_yaml_parse(gf_cctx *ctx, const char *text, size_t len)
 {
-    build_state st = {.ctx = ctx};
+    build_state st = {.ctx = ctx, .max_bytes = gf_yaml_max_bytes()};
     if (!yaml_parser_initialize(&st.parser)) {
         gf_y_error_at(ctx, 0, 0, "cannot initialise libyaml");
         return NULL;
@@ -481,18 +592,23 @@ static int resolve_plain(const char *s, gf_yvalue *v)
         errno = 0;
         v->type = GF_YS_INT;
         v->i = strtoll(s, NULL, 10);
+        v->overflow = errno == ERANGE;
         v->d = strtod(s, NULL);
         return 1;
     }
     if (s[0] == '0' && s[1] == 'o' && all_digits(s + 2, "01234567")) {
         v->type = GF_YS_INT;
+        errno = 0;
         v->i = strtoll(s + 2, NULL, 8);
+        v->overflow = errno == ERANGE;
         v->d = (double)v->i;
         return 1;
     }
     if (s[0] == '0' && s[1] == 'x' && all_digits(s + 2, "0123456789abcdefABCDEF")) {
         v->type = GF_YS_INT;
+        errno = 0;
         v->i = strtoll(s + 2, NULL, 16);
+        v->overflow = errno == ERANGE;
         v->d = (double)v->i;
         return 1;
     }

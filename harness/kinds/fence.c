@@ -103,7 +103,12 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
         if (is_k) {
             bad |= gf_y_int(ctx, e, "k", GF_Y_REQUIRED, -2147483647LL, 2147483647LL, &s->ex[i].k) < 0;
         } else {
-            bad |= gf_y_double(ctx, e, "p", GF_Y_REQUIRED, &s->ex[i].p) < 0;
+            int rc = gf_y_double(ctx, e, "p", GF_Y_REQUIRED, &s->ex[i].p);
+            if (rc > 0 && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
+                gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s", gf_y_get(ctx, e, "p", 0)->value);
+                rc = -1;
+            }
+            bad |= rc < 0;
         }
         if (gf_y_ints(ctx, e, "keep", GF_Y_REQUIRED, 0, s->V > 0 ? s->V - 1 : 0, 0, &s->ex[i].keep,
                       &s->ex[i].n_keep) < 0)

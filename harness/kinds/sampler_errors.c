@@ -64,7 +64,7 @@ static int parse_err(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         s->calls[i].p.temperature = 1.0;
         s->calls[i].p.seed = (uint64_t)s->seed;
         s->calls[i].line = e->line;
-        bad |= gf_y_sampler(ctx, e, &s->calls[i].p) < 0;
+        bad |= gf_y_sampler_raw(ctx, e, &s->calls[i].p) < 0;
         bad |= gf_y_enum(ctx, e, "expect", GF_Y_REQUIRED, k_expect_words, &s->calls[i].expect) < 0;
         gf_y_check_unknown(ctx, e, "in a 'calls' entry (known: temperature, top_k, top_p, seed, expect)");
     }

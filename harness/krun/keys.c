@@ -11,7 +11,7 @@
 const char *const gf_stop_words[] = {"eos", "length", "context_limit", NULL};
 const gf_stop_reason gf_stop_values[] = {GF_STOP_EOS, GF_STOP_LENGTH, GF_STOP_CONTEXT_LIMIT};
 
-int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p)
+int gf_y_sampler_raw(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p)
 {
     int bad = 0;
     bad |= gf_y_double(ctx, map, "temperature", 0, &p->temperature) < 0;
@@ -44,6 +44,17 @@ int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p)
     else if (rc > 0)
         p->seed = (uint64_t)seed;
     return bad ? -1 : 0;
+}
+
+int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p)
+{
+    if (gf_y_sampler_raw(ctx, map, p) < 0)
+        return -1;
+    if (gf_sampler_validate(p) != GF_OK) { /* a range error is bad input at load time */
+        gf_y_error(ctx, map, "invalid sampler: %s", gf_error_msg());
+        return -1;
+    }
+    return 0;
 }
 
 json_t *gf_sampler_json(const gf_sampler_params *p)

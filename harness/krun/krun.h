@@ -80,8 +80,12 @@ void gf_k_write_logits(gf_krun *k, const char *label, int32_t step, const float 
 /* ---- helpers shared by kinds ---- */
 
 /* Sampler keys of a mapping: temperature, top_k, top_p (null = off), seed.
- * Defaults come from *p. */
+ * Defaults come from *p. Out-of-range values (gf_sampler_validate) are errors
+ * at load time, at the mapping. */
 int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p);
+/* The same without the range checks of gf_sampler_validate (sampler_errors
+ * feeds invalid parameters to the sampler on purpose). */
+int gf_y_sampler_raw(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p);
 json_t *gf_sampler_json(const gf_sampler_params *p);
 
 /* `probs` or `logits` (exactly one, unless optional): V float logits
