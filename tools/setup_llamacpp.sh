@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 
 spec=$(grep -E '^llama-cpp-python==' tools/requirements-llamacpp.txt)
 ver=${spec#llama-cpp-python==}
-root=${GENFENCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/genfence}
+home=${HOME:-$(cd ~ 2>/dev/null && pwd || echo /tmp)}   # ~ falls back to the passwd entry
+root=${GENFENCE_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/genfence}
 dest="$root/llama.cpp-$ver"
 if [ "${1:-}" = --print-dir ]; then echo "$dest"; exit 0; fi
 if [ -f "$dest/GENFENCE-BUILD" ]; then
