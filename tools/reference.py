@@ -7,6 +7,7 @@ mode, torch.no_grad) and DIR/tokenizer.json with tokenizers.Tokenizer.from_file.
 
 CLI:
   reference.py --model DIR (--tokens 1,2,3 | --text TEXT) --out FILE.safetensors [--greedy N] [--json]
+  reference.py --model DIR --texts-file PROMPTS.json --out PREFIX [--greedy N] [--crop]
   reference.py --model DIR --card [--card-steps 64] [--prompt "Sherlock Holmes"]
 
 --out writes (safetensors.torch.save_file):
@@ -183,6 +184,8 @@ def main(argv=None):
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--tokens", help="comma-separated token ids")
     src.add_argument("--text", help="prompt text (encoded with DIR/tokenizer.json, no special tokens added)")
+    src.add_argument("--texts-file", help="a JSON list of prompt texts: writes OUT.<i>.safetensors and "
+                                          "OUT.<i>.json (the summary) per prompt, one model load")
     ap.add_argument("--out", help="output .safetensors")
     ap.add_argument("--greedy", type=int, default=0, metavar="N")
     ap.add_argument("--crop", action="store_true",
@@ -199,30 +202,45 @@ def main(argv=None):
     if args.card:
         print(json.dumps(card(args.model, args.prompt, args.card_steps), ensure_ascii=False, indent=1))
         return 0
-    if args.tokens is None and args.text is None:
-        ap.error("one of --tokens or --text is required")
+    if args.tokens is None and args.text is None and args.texts_file is None:
+        ap.error("one of --tokens, --text or --texts-file is required")
     if not args.out:
         ap.error("--out is required")
 
     model = load_model(args.model)
     tok = load_tokenizer(args.model)
+    if args.texts_file:
+        with open(args.texts_file, encoding="utf-8") as f:
+            texts = json.load(f)
+        for i, text in enumerate(texts):
+            result = run_one(model, tok, args, tok.encode(text).ids, {"text": text}, f"{args.out}.{i}.safetensors")
+            with open(f"{args.out}.{i}.json", "w", encoding="utf-8") as f:
+                json.dump(result, f, ensure_ascii=False)
+        return 0
     if args.tokens is not None:
         ids = [int(t) for t in args.tokens.replace(" ", "").split(",") if t != ""]
+        src = {"tokens": args.tokens}
     else:
         ids = tok.encode(args.text).ids
+        src = {"text": args.text}
+    result = run_one(model, tok, args, ids, src, args.out)
+    if args.greedy or args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    return 0
+
+
+def run_one(model, tok, args, ids, src, out):
+    """Forward (and --greedy) one prompt into `out`; returns the JSON summary."""
     if args.crop:
         ids = ids[:max(1, n_positions(model) - max(args.greedy - 1, 0))]
     V = model.config.vocab_size
     bad = [i for i in ids if not 0 <= i < V]
     if bad:
-        ap.error(f"token ids out of range [0,{V}): {bad}")
-
+        raise SystemExit(f"reference.py: token ids out of range [0,{V}): {bad}")
     logits = forward_logits(model, ids)
     tensors = {"logits": torch.from_numpy(logits).contiguous(),
                "tokens": torch.tensor(ids, dtype=torch.int64)}
-    meta = {"generator": versions(), "model": args.model,
-            "prompt": json.dumps({"tokens": args.tokens} if args.tokens is not None else {"text": args.text},
-                                 ensure_ascii=False)}
+    meta = {"generator": versions(), "model": args.model, "prompt": json.dumps(src, ensure_ascii=False)}
     result = {"prompt_tokens": ids}
     if args.greedy:
         g_toks, g_margins, g_rows = greedy(model, ids, args.greedy)
@@ -233,11 +251,8 @@ def main(argv=None):
         meta["greedy_steps"] = str(args.greedy)
         result.update({"greedy_tokens": g_toks, "margins": g_margins, "text": decode(tok, g_toks)})
     from safetensors.torch import save_file
-    save_file(tensors, args.out, metadata=meta)
-    if args.greedy or args.json:
-        print(json.dumps(result, ensure_ascii=False))
-    return 0
-
+    save_file(tensors, out, metadata=meta)
+    return result
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,17 +36,18 @@ models=("$GF_SRC/models/holmes-gpt")
 models+=("$tmp/qwen2" "$tmp/llama3-bf16-sharded" "$tmp/linear-f16" "$tmp/control-no-scaling")
 list="$tmp/list.txt"
 : > "$list"
+"$GF_PYTHON" -c 'import json, sys; json.dump(sys.argv[2:], open(sys.argv[1], "w"))' "$tmp/prompts.json" "${prompts[@]}"
 for model in "${models[@]}"; do
     name=$(basename "$model")
+    [ "$name" = control-no-scaling ] || "$GF_PYTHON" "$GF_SRC/tools/reference.py" --model "$model" \
+        --texts-file "$tmp/prompts.json" --out "$tmp/ref.$name" --greedy 16 --crop --threads 1
     i=0
     for p in "${prompts[@]}"; do
         tag="$name.$i"
         if [ "$name" = control-no-scaling ]; then
             reftag="llama3-bf16-sharded.$i" # transformers on the real checkpoint
         else
-            reftag=$tag
-            "$GF_PYTHON" "$GF_SRC/tools/reference.py" --model "$model" --text "$p" --out "$tmp/ref.$tag.safetensors" \
-                --greedy 16 --crop --threads 1 > "$tmp/ref.$tag.json"
+            reftag=$tag # written above: ref.<name>.<i>.safetensors / .json
         fi
         toks=$("$GF_PYTHON" -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompt_tokens"])))' "$tmp/ref.$reftag.json")
         "$GENFENCE" forward --model "$model" --tokens "$toks" --out "$tmp/gf.$tag.safetensors"
