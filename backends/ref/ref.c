@@ -4,8 +4,15 @@
  * Activations are F32 between operations, as in PyTorch's fp32 path; every dot
  * product, LayerNorm statistic and softmax is accumulated in double, so this
  * backend is at least as accurate as any fp32 implementation it judges.
- * Single-threaded (threads option accepted, 1 used). */
+ *
+ * Threads: opts->threads (a pool per model, ref_pool.h), work split by output
+ * element (a row of W, a query head) and never inside a sum, so the result is
+ * bit-identical for any thread count. Every dot product keeps 8 interleaved
+ * double partial sums added in a fixed order: plain C loops the compiler
+ * vectorizes (one clone per ISA on x86-64 GCC, each doing the same IEEE
+ * double operations, so the result does not depend on the CPU either). */
 #include "ref.h"
+#include "ref_pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +55,7 @@ typedef struct ref_model {
     ref_layer *layers;      /* (L) */
     float *lnf_w, *lnf_b;   /* (D) */
     float *lm_head;         /* (V, D); aliases wte when tied */
+    ref_pool *pool;         /* opts->threads workers, the caller included */
 } ref_model;
 
 /* ---- lifetime 2: the KV cache ---- */
@@ -65,15 +73,20 @@ static gf_status ref_probe(char *why, size_t why_len)
     return GF_OK;
 }
 
+static int ref_threads(const gf_backend_options *opts)
+{
+    int n = opts && opts->threads > 0 ? opts->threads : 1;
+    return n > REF_MAX_THREADS ? REF_MAX_THREADS : n;
+}
+
 static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info)
 {
-    (void)opts;
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     info->dtype = GF_COMPUTE_F32;
-    info->threads = 1;
+    info->threads = ref_threads(opts);
     info->library = "plain C (double accumulation)";
-    info->detail = "single-threaded oracle";
+    info->detail = "the oracle; threads split outputs, never sums (bit-identical for any count)";
     return GF_OK;
 }
 
@@ -91,6 +104,7 @@ static void ref_model_free(void *handle)
         free(ly->bq); free(ly->bk); free(ly->bv); free(ly->wo);
         free(ly->w_gate); free(ly->w_up); free(ly->w_down);
     }
+    ref_pool_free(m->pool);
     free(m->inv_freq);
     free(m->layers);
     if (m->lm_head != m->wte)
@@ -175,6 +189,8 @@ static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
     return GF_OK;
 }
 
+static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out);
+
 static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_options *opts,
                                 void **model_out)
 {
@@ -182,8 +198,27 @@ static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_opti
     if (opts && opts->config)
         return gf_error_set(GF_E_INVALID_ARG, "ref takes no options (got 'ref:%s')", opts->config);
     const gf_model_config *c = &desc->config;
+    gf_status st;
     if (c->arch == GF_ARCH_LLAMA)
-        return ref_llama_load(desc, model_out);
+        st = ref_llama_load(desc, model_out);
+    else
+        st = ref_gpt2_load(desc, model_out);
+    if (st != GF_OK)
+        return st;
+    ref_model *m = *model_out;
+    m->pool = ref_pool_create(ref_threads(opts));
+    if (!m->pool) {
+        ref_model_free(m);
+        *model_out = NULL;
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory for the thread pool");
+    }
+    return GF_OK;
+}
+
+/* GPT-2: Conv1D weights transposed to [out, in] rows. */
+static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out)
+{
+    const gf_model_config *c = &desc->config;
     if (c->arch != GF_ARCH_GPT2)
         return gf_error_set(GF_E_UNSUPPORTED, "ref: architecture %d not supported", (int)c->arch);
     if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
@@ -280,19 +315,60 @@ static size_t ref_cache_bytes(const void *cache)
 
 /* ---- the forward pass ---- */
 
-static double dot(const float *a, const float *b, int32_t n)
+/* One clone of the hot loops per x86-64 ISA (GCC): the same source, so the
+ * same double operations in the same order; a product of two floats is exact
+ * in double, so a fused multiply-add rounds exactly as multiply then add. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define REF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define REF_CLONES
+#endif
+
+/* sum a[i] b[i] in double: 8 partial sums (lane i % 8), added in a fixed order */
+static inline double dot(const float *a, const float *b, int32_t n)
 {
-    double s = 0.0;
-    for (int32_t i = 0; i < n; i++)
-        s += (double)a[i] * (double)b[i];
-    return s;
+    double acc[8] = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += (double)a[i + j] * (double)b[i + j];
+    for (int j = 0; i + j < n; j++)
+        acc[j] += (double)a[i + j] * (double)b[i + j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* y (N) = W (N, K) x (K) + b */
-static void linear(float *y, const float *x, const float *W, const float *b, int32_t N, int32_t K)
+typedef struct lin_task {
+    float *y;               /* (R, N) */
+    const float *x;         /* (R, K) */
+    const float *W;         /* (N, K) */
+    const float *b;         /* (N) or NULL */
+    int32_t R, N, K;
+} lin_task;
+
+/* outputs [lo, hi) of every row; rows in blocks so that a block of x stays in
+ * cache while the chunk of W streams past it */
+REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int thread)
 {
-    for (int32_t o = 0; o < N; o++)
-        y[o] = (float)(dot(W + (size_t)o * K, x, K) + (b ? (double)b[o] : 0.0));
+    const lin_task *t = arg;
+    (void)thread;
+    const int32_t RB = 16;
+    for (int32_t r0 = 0; r0 < t->R; r0 += RB) {
+        const int32_t r1 = r0 + RB < t->R ? r0 + RB : t->R;
+        for (int64_t o = lo; o < hi; o++) {
+            const float *w = t->W + (size_t)o * t->K;
+            const double bias = t->b ? (double)t->b[o] : 0.0;
+            for (int32_t r = r0; r < r1; r++)
+                t->y[(size_t)r * t->N + o] = (float)(dot(w, t->x + (size_t)r * t->K, t->K) + bias);
+        }
+    }
+}
+
+/* y (R, N) = x (R, K) W (N, K)^T + b, split among the pool by output column */
+static void linear(const ref_model *m, float *y, const float *x, int32_t R, const float *W, const float *b,
+                   int32_t N, int32_t K)
+{
+    lin_task t = {y, x, W, b, R, N, K};
+    ref_pool_run(m->pool, linear_chunk, &t, N, (double)R * N * K);
 }
 
 static void layernorm(float *y, const float *x, const float *w, const float *b, int32_t D, double eps)
@@ -322,6 +398,69 @@ static float activation(gf_activation act, float xf)
     default:
         return xf;
     }
+}
+
+typedef struct attn_task {
+    const gf_batch *in;
+    const float *q;         /* (B, T, q_stride): head hh at column hh dh */
+    const float *K, *Vc;    /* (B, H_kv, S, dh) of one layer */
+    float *att;             /* (B, T, att_stride) */
+    double *scratch;        /* (threads, Tk + dh) */
+    size_t q_stride, att_stride;
+    int32_t T, H, Hkv, S, dh, start, Tk;
+    double scale;
+} attn_task;
+
+/* query heads [lo, hi) of the (B, T, H) queries: query head hh reads key/value
+ * head hh / (H / H_kv); the query at absolute position start + t sees keys
+ * j <= start + t (causal, bottom-right aligned) that the key mask allows, and
+ * always its own */
+REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const attn_task *a = arg;
+    const gf_batch *in = a->in;
+    const int32_t dh = a->dh, rep = a->H / a->Hkv;
+    double *p = a->scratch + (size_t)thread * (a->Tk + dh), *acc = p + a->Tk;
+    for (int64_t item = lo; item < hi; item++) {
+        const int32_t hh = (int32_t)(item % a->H), t = (int32_t)(item / a->H % a->T);
+        const int32_t b = (int32_t)(item / ((int64_t)a->H * a->T));
+        const float *q = a->q + ((size_t)b * a->T + t) * a->q_stride + (size_t)hh * dh;
+        const float *Kh = a->K + ((size_t)b * a->Hkv + hh / rep) * a->S * dh;
+        const float *Vh = a->Vc + ((size_t)b * a->Hkv + hh / rep) * a->S * dh;
+        const int32_t qpos = a->start + t;
+        double mx = -INFINITY;
+        for (int32_t j = 0; j <= qpos; j++) {
+            int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * a->Tk + j];
+#if GF_REF_FAULT == 2
+            allowed = 1; /* test backend ref-no-mask: ignores the key mask */
+#endif
+            p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * a->scale : -INFINITY;
+            if (p[j] > mx)
+                mx = p[j];
+        }
+        double sum = 0.0;
+        for (int32_t j = 0; j <= qpos; j++) {
+            p[j] = p[j] == -INFINITY ? 0.0 : exp(p[j] - mx);
+            sum += p[j];
+        }
+        /* o[d] = sum_j p[j] v[j][d] / sum, each d summed over j in order */
+        for (int32_t d = 0; d < dh; d++)
+            acc[d] = 0.0;
+        for (int32_t j = 0; j <= qpos; j++) {
+            const float *vj = Vh + (size_t)j * dh;
+            for (int32_t d = 0; d < dh; d++)
+                acc[d] += p[j] * (double)vj[d];
+        }
+        float *o = a->att + ((size_t)b * a->T + t) * a->att_stride + (size_t)hh * dh;
+        for (int32_t d = 0; d < dh; d++)
+            o[d] = (float)(acc[d] / sum);
+    }
+}
+
+static void attention(const ref_model *m, attn_task *a, int32_t B)
+{
+    const int64_t items = (int64_t)B * a->T * a->H;
+    ref_pool_run(m->pool, attn_chunk, a, items, (double)items * a->Tk * a->dh * 2);
 }
 
 typedef struct ref_scratch {
@@ -412,7 +551,7 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, int real_cache,
 {
     const gf_model_config *g = &m->cfg;
     const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, Hkv = g->n_kv_head;
-    const int32_t dh = g->d_head, F = g->d_ff, V = g->vocab_size, rep = H / Hkv;
+    const int32_t dh = g->d_head, F = g->d_ff, V = g->vocab_size;
     const int32_t Q = H * dh, KV = Hkv * dh, start = c->length, Tk = start + T, S = c->max_len;
     const size_t BT = (size_t)B * T;
     gf_status st = GF_OK;
@@ -426,7 +565,7 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, int real_cache,
     s.tmp = malloc(BT * D * sizeof(float));
     s.gate = malloc(BT * F * sizeof(float));
     s.up = malloc(BT * F * sizeof(float));
-    s.p = malloc((size_t)Tk * sizeof(double));
+    s.p = malloc((size_t)m->pool->n * (Tk + dh) * sizeof(double));
     if (!s.x || !s.h || !s.q || !s.k || !s.v || !s.att || !s.tmp || !s.gate || !s.up || !s.p) {
         st = gf_error_set(GF_E_NOMEM, "ref: out of memory for activations");
         goto done;
@@ -444,11 +583,12 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, int real_cache,
 
         /* attention block: h = RMSNorm(x); q = h Wq^T + bq, k, v likewise;
          * q and k rotated by their row's position id */
-        for (size_t i = 0; i < BT; i++) {
+        for (size_t i = 0; i < BT; i++)
             rmsnorm(s.h + i * D, s.x + i * D, ly->attn_norm, D, g->norm_eps);
-            linear(s.q + i * Q, s.h + i * D, ly->wq, ly->bq, Q, D);
-            linear(s.k + i * KV, s.h + i * D, ly->wk, ly->bk, KV, D);
-            linear(s.v + i * KV, s.h + i * D, ly->wv, ly->bv, KV, D);
+        linear(m, s.q, s.h, (int32_t)BT, ly->wq, ly->bq, Q, D);
+        linear(m, s.k, s.h, (int32_t)BT, ly->wk, ly->bk, KV, D);
+        linear(m, s.v, s.h, (int32_t)BT, ly->wv, ly->bv, KV, D);
+        for (size_t i = 0; i < BT; i++) {
             for (int32_t hh = 0; hh < H; hh++)
                 rope(s.q + i * Q + hh * dh, m->inv_freq, dh, in->position_ids[i]);
             for (int32_t hh = 0; hh < Hkv; hh++)
@@ -469,55 +609,25 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, int real_cache,
 #else
         (void)real_cache;
 #endif
-        /* query head hh reads key/value head hh / rep (grouped-query attention);
-         * causal, bottom-right aligned, ANDed with the key mask, own key always seen */
-        for (int32_t b = 0; b < B; b++)
-            for (int32_t t = 0; t < T; t++)
-                for (int32_t hh = 0; hh < H; hh++) {
-                    const float *q = s.q + ((size_t)b * T + t) * Q + (size_t)hh * dh;
-                    const float *Kh = K + ((size_t)b * Hkv + hh / rep) * S * dh;
-                    const float *Vh = Vc + ((size_t)b * Hkv + hh / rep) * S * dh;
-                    const int32_t qpos = start + t;
-                    double mx = -INFINITY;
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
-#if GF_REF_FAULT == 2
-                        allowed = 1; /* ref-no-mask */
-#endif
-                        s.p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
-                        if (s.p[j] > mx)
-                            mx = s.p[j];
-                    }
-                    double sum = 0.0;
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        s.p[j] = s.p[j] == -INFINITY ? 0.0 : exp(s.p[j] - mx);
-                        sum += s.p[j];
-                    }
-                    float *o = s.att + ((size_t)b * T + t) * Q + (size_t)hh * dh;
-                    for (int32_t d = 0; d < dh; d++) {
-                        double acc = 0.0;
-                        for (int32_t j = 0; j <= qpos; j++)
-                            acc += s.p[j] * (double)Vh[(size_t)j * dh + d];
-                        o[d] = (float)(acc / sum);
-                    }
-                }
+        /* grouped-query attention (attn_chunk) */
+        attn_task at = {.in = in, .q = s.q, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
+                        .q_stride = (size_t)Q, .att_stride = (size_t)Q, .T = T, .H = H, .Hkv = Hkv,
+                        .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+        attention(m, &at, B);
         /* x += att Wo^T */
-        for (size_t i = 0; i < BT; i++) {
-            linear(s.tmp + i * D, s.att + i * Q, ly->wo, NULL, D, Q);
-            for (int32_t d = 0; d < D; d++)
-                s.x[i * D + d] += s.tmp[i * D + d];
-        }
+        linear(m, s.tmp, s.att, (int32_t)BT, ly->wo, NULL, D, Q);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
         /* SwiGLU MLP: x += (silu(h Wg^T) * (h Wu^T)) Wd^T, h = RMSNorm(x) */
-        for (size_t i = 0; i < BT; i++) {
+        for (size_t i = 0; i < BT; i++)
             rmsnorm(s.h + i * D, s.x + i * D, ly->mlp_norm, D, g->norm_eps);
-            linear(s.gate + i * F, s.h + i * D, ly->w_gate, NULL, F, D);
-            linear(s.up + i * F, s.h + i * D, ly->w_up, NULL, F, D);
-            for (int32_t f = 0; f < F; f++)
-                s.gate[i * F + f] = (float)(silu(s.gate[i * F + f]) * (double)s.up[i * F + f]);
-            linear(s.tmp + i * D, s.gate + i * F, ly->w_down, NULL, D, F);
-            for (int32_t d = 0; d < D; d++)
-                s.x[i * D + d] += s.tmp[i * D + d];
-        }
+        linear(m, s.gate, s.h, (int32_t)BT, ly->w_gate, NULL, F, D);
+        linear(m, s.up, s.h, (int32_t)BT, ly->w_up, NULL, F, D);
+        for (size_t i = 0; i < BT * F; i++)
+            s.gate[i] = (float)(silu(s.gate[i]) * (double)s.up[i]);
+        linear(m, s.tmp, s.gate, (int32_t)BT, ly->w_down, NULL, D, F);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
     }
     c->length = Tk; /* once, after the last layer */
 
@@ -528,9 +638,9 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, int real_cache,
                 continue;
             size_t i = (size_t)b * T + t;
             size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
-            rmsnorm(s.h, s.x + i * D, m->lnf_w, D, g->norm_eps);
-            linear(logits_out + orow * V, s.h, m->lm_head, NULL, V, D);
+            rmsnorm(s.h + orow * D, s.x + i * D, m->lnf_w, D, g->norm_eps);
         }
+    linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
 done:
     free(s.x); free(s.h); free(s.q); free(s.k); free(s.v); free(s.att); free(s.tmp);
     free(s.gate); free(s.up); free(s.p);
@@ -582,7 +692,7 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
     s.att = malloc(BT * D * sizeof(float));
     s.tmp = malloc(BT * D * sizeof(float));
     s.ff = malloc(BT * F * sizeof(float));
-    s.p = malloc((size_t)Tk * sizeof(double));
+    s.p = malloc((size_t)m->pool->n * (Tk + dh) * sizeof(double));
     if (!s.x || !s.h || !s.qkv || !s.att || !s.tmp || !s.ff || !s.p) {
         st = gf_error_set(GF_E_NOMEM, "ref: out of memory for activations");
         goto done;
@@ -600,10 +710,9 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
         float *Vc = c->v + (size_t)l * B * H * S * dh;
 
         /* attention block: h = LN1(x); q, k, v = h W_qkv + b */
-        for (size_t i = 0; i < BT; i++) {
+        for (size_t i = 0; i < BT; i++)
             layernorm(s.h + i * D, s.x + i * D, ly->ln1_w, ly->ln1_b, D, g->norm_eps);
-            linear(s.qkv + i * 3 * D, s.h + i * D, ly->qkv_w, ly->qkv_b, 3 * D, D);
-        }
+        linear(m, s.qkv, s.h, (int32_t)BT, ly->qkv_w, ly->qkv_b, 3 * D, D);
         /* write this chunk's keys and values at [start, start + T) */
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < T; t++)
@@ -619,54 +728,24 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
         if (c != &local && l == 0 && start <= 1 && 1 < start + T)
             Vc[(size_t)1 * dh] += 4.0f;
 #endif
-        /* each query at absolute position start + t sees keys j <= start + t
-         * (causal, bottom-right aligned) that the key mask allows, and always its own */
-        for (int32_t b = 0; b < B; b++)
-            for (int32_t t = 0; t < T; t++)
-                for (int32_t hh = 0; hh < H; hh++) {
-                    const float *q = s.qkv + ((size_t)b * T + t) * 3 * D + hh * dh;
-                    const float *Kh = K + ((size_t)b * H + hh) * S * dh;
-                    const float *Vh = Vc + ((size_t)b * H + hh) * S * dh;
-                    const int32_t qpos = start + t;
-                    double mx = -INFINITY;
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
-#if GF_REF_FAULT == 2
-                        allowed = 1; /* test backend ref-no-mask: ignores the key mask */
-#endif
-                        s.p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
-                        if (s.p[j] > mx)
-                            mx = s.p[j];
-                    }
-                    double sum = 0.0;
-                    for (int32_t j = 0; j <= qpos; j++) {
-                        s.p[j] = s.p[j] == -INFINITY ? 0.0 : exp(s.p[j] - mx);
-                        sum += s.p[j];
-                    }
-                    float *o = s.att + ((size_t)b * T + t) * D + hh * dh;
-                    for (int32_t d = 0; d < dh; d++) {
-                        double acc = 0.0;
-                        for (int32_t j = 0; j <= qpos; j++)
-                            acc += s.p[j] * (double)Vh[(size_t)j * dh + d];
-                        o[d] = (float)(acc / sum);
-                    }
-                }
+        /* attention (attn_chunk): q from the qkv rows, one kv head per head */
+        attn_task at = {.in = in, .q = s.qkv, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
+                        .q_stride = (size_t)3 * D, .att_stride = (size_t)D, .T = T, .H = H, .Hkv = H,
+                        .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+        attention(m, &at, B);
         /* x += att W_proj + b */
-        for (size_t i = 0; i < BT; i++) {
-            linear(s.tmp + i * D, s.att + i * D, ly->proj_w, ly->proj_b, D, D);
-            for (int32_t d = 0; d < D; d++)
-                s.x[i * D + d] += s.tmp[i * D + d];
-        }
+        linear(m, s.tmp, s.att, (int32_t)BT, ly->proj_w, ly->proj_b, D, D);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
         /* MLP block: x += act(LN2(x) W_fc + b) W_proj + b */
-        for (size_t i = 0; i < BT; i++) {
+        for (size_t i = 0; i < BT; i++)
             layernorm(s.h + i * D, s.x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
-            linear(s.ff + i * F, s.h + i * D, ly->fc_w, ly->fc_b, F, D);
-            for (int32_t f = 0; f < F; f++)
-                s.ff[i * F + f] = activation(g->activation, s.ff[i * F + f]);
-            linear(s.tmp + i * D, s.ff + i * F, ly->mproj_w, ly->mproj_b, D, F);
-            for (int32_t d = 0; d < D; d++)
-                s.x[i * D + d] += s.tmp[i * D + d];
-        }
+        linear(m, s.ff, s.h, (int32_t)BT, ly->fc_w, ly->fc_b, F, D);
+        for (size_t i = 0; i < BT * F; i++)
+            s.ff[i] = activation(g->activation, s.ff[i]);
+        linear(m, s.tmp, s.ff, (int32_t)BT, ly->mproj_w, ly->mproj_b, D, F);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
     }
     c->length = Tk; /* once, after the last layer */
 
@@ -677,9 +756,9 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
                 continue;
             size_t i = (size_t)b * T + t;
             size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
-            layernorm(s.h, s.x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
-            linear(logits_out + orow * V, s.h, m->lm_head, NULL, V, D);
+            layernorm(s.h + orow * D, s.x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
         }
+    linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
     st = GF_OK;
 done:
     scratch_free(&s);

@@ -1,0 +1,155 @@
+/* ref's worker threads: a pool per model handle (opts->threads, the caller
+ * included) that splits a task's items into contiguous chunks, one per
+ * thread. ref splits work only by output element (a row of W, a query head),
+ * never inside a reduction, so every value is computed by the same code in
+ * the same order whatever the thread count: results are bit-identical for
+ * any --threads. Included by ref.c only (the faulty test plugins build ref.c
+ * alone). */
+#ifndef GENFENCE_REF_POOL_H
+#define GENFENCE_REF_POOL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+enum { REF_MAX_THREADS = 256 };
+
+/* fn(arg, lo, hi, thread): items [lo, hi) on thread index `thread` (0 = caller). */
+typedef void (*ref_task_fn)(void *arg, int64_t lo, int64_t hi, int thread);
+
+typedef struct ref_pool ref_pool;
+
+typedef struct ref_worker {
+    ref_pool *pool;
+    int idx;
+    pthread_t tid;
+} ref_worker;
+
+struct ref_pool {
+    int n;                   /* threads, the caller included (>= 1) */
+    ref_worker *workers;     /* (n - 1) */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned long epoch;     /* bumped once per task */
+    int running;             /* workers not yet done with this epoch's task */
+    int stop;
+    ref_task_fn fn;
+    void *arg;
+    int64_t n_items;
+};
+
+static void ref_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi)
+{
+    *lo = n * i / parts;
+    *hi = n * (i + 1) / parts;
+}
+
+static void *ref_pool_worker(void *a)
+{
+    ref_worker *w = a;
+    ref_pool *p = w->pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->epoch == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->stop)
+            break;
+        seen = p->epoch;
+        ref_task_fn fn = p->fn;
+        void *arg = p->arg;
+        int64_t n = p->n_items, lo, hi;
+        pthread_mutex_unlock(&p->mu);
+        ref_chunk(n, p->n, w->idx, &lo, &hi);
+        if (lo < hi)
+            fn(arg, lo, hi, w->idx);
+        pthread_mutex_lock(&p->mu);
+        if (--p->running == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void ref_pool_free(ref_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n - 1; i++)
+        pthread_join(p->workers[i].tid, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    free(p->workers);
+    free(p);
+}
+
+/* A pool of `threads` (clamped to [1, REF_MAX_THREADS]); fewer when a thread
+ * cannot be started. NULL when out of memory. */
+static ref_pool *ref_pool_create(int threads)
+{
+    if (threads < 1)
+        threads = 1;
+    if (threads > REF_MAX_THREADS)
+        threads = REF_MAX_THREADS;
+    ref_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->n = 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (threads > 1) {
+        p->workers = calloc((size_t)threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            ref_pool_free(p);
+            return NULL;
+        }
+        for (int i = 1; i < threads; i++) {
+            ref_worker *w = &p->workers[i - 1];
+            w->pool = p;
+            w->idx = i;
+            if (pthread_create(&w->tid, NULL, ref_pool_worker, w) != 0)
+                break;
+            p->n = i + 1;
+        }
+    }
+    return p;
+}
+
+/* Below this many multiply-adds a task runs on the caller alone: waking the
+ * workers costs more than it saves. */
+#define REF_PAR_MIN_WORK 200000.0
+
+/* Run fn over [0, n_items), split among the pool's threads. */
+static void ref_pool_run(ref_pool *p, ref_task_fn fn, void *arg, int64_t n_items, double work)
+{
+    if (n_items < 1)
+        return;
+    if (!p || p->n == 1 || n_items < 2 || work < REF_PAR_MIN_WORK) {
+        fn(arg, 0, n_items, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->n_items = n_items;
+    p->running = p->n - 1;
+    p->epoch++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    int64_t lo, hi;
+    ref_chunk(n_items, p->n, 0, &lo, &hi);
+    if (lo < hi)
+        fn(arg, lo, hi, 0);
+    pthread_mutex_lock(&p->mu);
+    while (p->running)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+#endif
