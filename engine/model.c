@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,29 @@ static void add_w(wspec *ws, size_t *k, const char *name, int32_t ndim, int64_t 
 static int is_float_dtype(gf_dtype dt)
 {
     return dt == GF_DT_F32 || dt == GF_DT_F16 || dt == GF_DT_BF16 || dt == GF_DT_F64;
+}
+
+/* A weight must be finite: NaN or Inf (also from an F16/BF16 inf, or an F64
+ * beyond float range) is an error naming the tensor, the element and where it
+ * is in the file, instead of logits that are NaN on every backend. */
+static gf_status check_finite(const gf_safetensors *shard, const gf_st_tensor *t, const float *v)
+{
+    size_t n = (size_t)gf_st_tensor_numel(t);
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(v[i]))
+            continue;
+        char idx[96] = "";
+        if (t->ndim == 2 && t->shape[1] > 0)
+            snprintf(idx, sizeof idx, " [%" PRId64 ", %" PRId64 "]", (int64_t)i / t->shape[1], (int64_t)i % t->shape[1]);
+        else if (t->ndim == 1)
+            snprintf(idx, sizeof idx, " [%zu]", i);
+        return gf_error_set(GF_E_FORMAT,
+                            "%s: tensor '%s' element %zu%s is %s (file offset %" PRIu64 "); weights must be finite",
+                            gf_safetensors_path(shard), t->name, i, idx,
+                            isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf",
+                            t->offset + (uint64_t)i * gf_dtype_size(t->dtype));
+    }
+    return GF_OK;
 }
 
 /* A tensor "<prefix><layers>K.*" with K >= n_layer means the config and the
@@ -269,6 +293,19 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     if ((s = check_extra_layers(set, cfg_path, prefix, llama ? "layers." : "h.", L)) != GF_OK)
         goto fail;
 
+    /* Every layer needs its own tensors (GPT-2 12, Llama 9; Qwen2's biases are
+     * left to the per-tensor check, which names the missing one): a config
+     * claiming more layers than the file can hold is refused before anything
+     * per layer is allocated (n_layer 1e6 cost 1.8 GB and 7 s before). */
+    const size_t per_layer = llama ? 9 : 12;
+    if ((size_t)L > gf_st_set_count(set) / per_layer) {
+        s = gf_error_set(GF_E_FORMAT,
+                         "%s: %s = %d needs at least %zu layer tensors, but %s holds %zu tensors in all; "
+                         "config and weights disagree",
+                         cfg_path, llama ? "num_hidden_layers" : "n_layer", (int)L, (size_t)L * per_layer, st_path,
+                         gf_st_set_count(set));
+        goto fail;
+    }
     m->layers = calloc((size_t)L, sizeof *m->layers);
     size_t n_ws = 2 + 12 * (size_t)L + 2 + 1;
     ws = calloc(n_ws, sizeof *ws);
@@ -360,7 +397,8 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     }
     for (size_t i = 0; i < k; i++) {
         float *dst = m->arena + ws[i].slot;
-        if ((s = gf_st_tensor_to_f32(ws[i].shard, ws[i].t, dst)) != GF_OK)
+        if ((s = gf_st_tensor_to_f32(ws[i].shard, ws[i].t, dst)) != GF_OK ||
+            (s = check_finite(ws[i].shard, ws[i].t, dst)) != GF_OK)
             goto fail;
         *ws[i].dst = dst;
     }

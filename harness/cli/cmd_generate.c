@@ -231,9 +231,9 @@ static int run_batch(gf_session *s, const gen_opts *o)
         gp.use_cache = mode == 0;
         gf_generation *batch = NULL;
         st = gf_generate(s->engine, B, (const int32_t *const *)prompts, lens, &gp, &batch);
-        if (st != GF_OK) {
+        if (st != GF_OK) { /* bad input (an over-long prompt) is 2, as for a single prompt */
             gf_cli_error("batch: %s", gf_error_msg());
-            rc = GF_EXIT_FAIL;
+            rc = gf_verdict_exit(gf_verdict_of_status(st), 0);
             goto done;
         }
         if (o->json)
