@@ -6,8 +6,8 @@
 
 #include "case.h"
 
-int gf_case_filter_init(gf_case_filter *f, const gf_kind_def *const *known, const char *regex, char **kinds, size_t n_kinds, char **tags,
-                        size_t n_tags, char *err, size_t err_len)
+int gf_case_filter_init(gf_case_filter *f, const gf_kind_def *const *known, const char *regex, char **kinds,
+                        size_t n_kinds, char **tags, size_t n_tags, char *err, size_t err_len)
 {
     memset(f, 0, sizeof *f);
     for (size_t i = 0; i < n_kinds; i++)

@@ -13,4 +13,3 @@ void gf_cli_error(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
 }
-

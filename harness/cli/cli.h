@@ -18,8 +18,7 @@ void gf_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * subcommand cmd: 0 ok (free both); -1 with nothing to free after printing
  * "CMD: <filter error>" or each schema error then "CMD: N errors in the case
  * files<note>" (select.c). */
-int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds,
-                        char **tags, size_t n_tags, const char *const *paths, size_t n_paths,
-                        gf_case_filter *cf, gf_case_set *set);
+int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds, char **tags,
+                        size_t n_tags, const char *const *paths, size_t n_paths, gf_case_filter *cf, gf_case_set *set);
 
 #endif

@@ -8,11 +8,10 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence backends [--backend PATH]... [--threads N] [--json]\n"
-"\n"
-"Lists the built-in backends (and any plugin paths given) with availability and the\n"
-"reason when unavailable, library versions, threads and compute dtype.\n");
+    fprintf(f, "usage: genfence backends [--backend PATH]... [--threads N] [--json]\n"
+               "\n"
+               "Lists the built-in backends (and any plugin paths given) with availability and the\n"
+               "reason when unavailable, library versions, threads and compute dtype.\n");
 }
 
 static void show(const char *name, long threads, int json, int first)
@@ -52,9 +51,11 @@ static void show(const char *name, long threads, int json, int first)
 
 int gf_cmd_backends(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
-        {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"backend", required_argument, 0, 'b'},
+                                             {"threads", required_argument, 0, 't'},
+                                             {"json", no_argument, 0, 'j'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     const char *extra[32];
     int n_extra = 0, json = 0, c;
     long threads = 1;

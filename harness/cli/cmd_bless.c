@@ -20,32 +20,31 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence bless --backend NAME|PATH [PATHS...] [--filter REGEX] [--out-dir DIR]\n"
-"                      [--threads N] [--force]\n"
-"\n"
-"Writes the golden of every golden_generation case (default: those under cases/)\n"
-"from a C backend: each prompt alone, free-running (greedy, or the engine's seeded\n"
-"sampler with sequence id = the prompt's row), recording every step's last-position\n"
-"logits and the margin of its choice. Same format as tools/golden.py's goldens\n"
-"(docs/goldens.md); the provenance names the backend, this machine and the genfence\n"
-"commit. Check a backend against them with `genfence run --golden-dir DIR`.\n"
-"\n"
-"  --backend NAME|PATH   the backend that makes the goldens (required)\n"
-"  --filter REGEX        only cases whose id matches (POSIX extended regex)\n"
-"  --out-dir DIR         write DIR/<id>.safetensors (default: each case's own golden,\n"
-"                        golden/<id>.safetensors or its `golden:` path)\n"
-"  --threads N           backend threads (default 1)\n"
-"  --force               replace goldens that exist (otherwise they are left alone,\n"
-"                        reported, and the exit status is 2)\n"
-"\n"
-"exit status: 0 all written; 2 bad input, usage, a golden that could not be made or\n"
-"an existing one left alone\n");
+    fprintf(f, "usage: genfence bless --backend NAME|PATH [PATHS...] [--filter REGEX] [--out-dir DIR]\n"
+               "                      [--threads N] [--force]\n"
+               "\n"
+               "Writes the golden of every golden_generation case (default: those under cases/)\n"
+               "from a C backend: each prompt alone, free-running (greedy, or the engine's seeded\n"
+               "sampler with sequence id = the prompt's row), recording every step's last-position\n"
+               "logits and the margin of its choice. Same format as tools/golden.py's goldens\n"
+               "(docs/goldens.md); the provenance names the backend, this machine and the genfence\n"
+               "commit. Check a backend against them with `genfence run --golden-dir DIR`.\n"
+               "\n"
+               "  --backend NAME|PATH   the backend that makes the goldens (required)\n"
+               "  --filter REGEX        only cases whose id matches (POSIX extended regex)\n"
+               "  --out-dir DIR         write DIR/<id>.safetensors (default: each case's own golden,\n"
+               "                        golden/<id>.safetensors or its `golden:` path)\n"
+               "  --threads N           backend threads (default 1)\n"
+               "  --force               replace goldens that exist (otherwise they are left alone,\n"
+               "                        reported, and the exit status is 2)\n"
+               "\n"
+               "exit status: 0 all written; 2 bad input, usage, a golden that could not be made or\n"
+               "an existing one left alone\n");
 }
 
 typedef struct capture {
-    float *logits;             /* (N, V) */
-    double *margins;           /* (N) */
+    float *logits;   /* (N, V) */
+    double *margins; /* (N) */
     int32_t V, N;
 } capture;
 
@@ -118,8 +117,10 @@ static int bless_case(const gf_case *c, const char *backend, int32_t threads, co
         st = cap.logits && cap.margins ? gf_generate(ses.engine, 1, (const int32_t *const *)&prompt, &P, &gp, &gen)
                                        : gf_error_set(GF_E_NOMEM, "out of memory");
         if (st == GF_OK && gen->steps != N)
-            st = gf_error_set(GF_E_CONTEXT_LIMIT, "prompt %d: %d of %d steps (%s): the prompt plus max_new_tokens - 1 "
-                              "must fit the model's positions", b, gen->steps, N, gf_stop_reason_str(gen->stop[0]));
+            st = gf_error_set(GF_E_CONTEXT_LIMIT,
+                              "prompt %d: %d of %d steps (%s): the prompt plus max_new_tokens - 1 "
+                              "must fit the model's positions",
+                              b, gen->steps, N, gf_stop_reason_str(gen->stop[0]));
         if (st != GF_OK) {
             gf_cli_error("bless: %s: generate: %s", c->id, gf_error_msg());
             free(cap.logits);
@@ -170,12 +171,26 @@ static int bless_case(const gf_case *c, const char *backend, int32_t threads, co
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->sampler.seed);
     snprintf(genver, sizeof genver, "genfence %s", GENFENCE_VERSION);
     char *sampler = gf_golden_sampler_json(&s->sampler);
-    const char *keys[] = {"generator", "generator_version", "genfence_commit", "backend", "backend_requested",
-                          "backend_detail", "backend_dtype", "machine", "model", "model_hash", "case_id",
-                          "case_hash", "created", "sampler", "seed", "decoding"};
-    const char *vals[] = {"genfence-bless", genver, GENFENCE_COMMIT, ops->name, backend, backend_detail, dtype,
-                          machine, c->model_arg, model_hex, c->id, case_hex, created, sampler ? sampler : "{}",
-                          seed, "each prompt alone, free-running, cached decode"};
+    const char *keys[] = {"generator",      "generator_version", "genfence_commit", "backend", "backend_requested",
+                          "backend_detail", "backend_dtype",     "machine",         "model",   "model_hash",
+                          "case_id",        "case_hash",         "created",         "sampler", "seed",
+                          "decoding"};
+    const char *vals[] = {"genfence-bless",
+                          genver,
+                          GENFENCE_COMMIT,
+                          ops->name,
+                          backend,
+                          backend_detail,
+                          dtype,
+                          machine,
+                          c->model_arg,
+                          model_hex,
+                          c->id,
+                          case_hex,
+                          created,
+                          sampler ? sampler : "{}",
+                          seed,
+                          "each prompt alone, free-running, cached decode"};
     if (out_dir)
         mkdir(out_dir, 0777);
     st = gf_golden_write(path, rows, B, V, keys, vals, sizeof keys / sizeof keys[0]);
@@ -202,11 +217,13 @@ done:
 int gf_cmd_bless(int argc, char **argv)
 {
     enum { O_BACKEND = 256, O_FILTER, O_OUT, O_THREADS, O_FORCE };
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, O_BACKEND}, {"filter", required_argument, 0, O_FILTER},
-        {"out-dir", required_argument, 0, O_OUT},     {"threads", required_argument, 0, O_THREADS},
-        {"force", no_argument, 0, O_FORCE},           {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
+                                             {"filter", required_argument, 0, O_FILTER},
+                                             {"out-dir", required_argument, 0, O_OUT},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"force", no_argument, 0, O_FORCE},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     const char *backend = NULL, *filter = NULL, *out_dir = NULL;
     int force = 0, c;
     long threads = 1;

@@ -11,24 +11,26 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence forward --model DIR (--prompt TEXT | --tokens 1,2,3) --out FILE.safetensors\n"
-"                        [--backend NAME|PATH] [--threads N]\n"
-"\n"
-"Runs one uncached forward pass and writes F32 `logits` (T, V) of every position and\n"
-"I64 `tokens` (T), with the backend and genfence version in __metadata__.\n"
-"\n"
-"exit status: 0 written, 2 bad input (model files, flags), 1 backend failure\n");
+    fprintf(f, "usage: genfence forward --model DIR (--prompt TEXT | --tokens 1,2,3) --out FILE.safetensors\n"
+               "                        [--backend NAME|PATH] [--threads N]\n"
+               "\n"
+               "Runs one uncached forward pass and writes F32 `logits` (T, V) of every position and\n"
+               "I64 `tokens` (T), with the backend and genfence version in __metadata__.\n"
+               "\n"
+               "exit status: 0 written, 2 bad input (model files, flags), 1 backend failure\n");
 }
 
 int gf_cmd_forward(int argc, char **argv)
 {
     enum { O_TOKENS = 256, O_OUT, O_BACKEND, O_THREADS };
-    static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},       {"prompt", required_argument, 0, 'p'},
-        {"tokens", required_argument, 0, O_TOKENS}, {"out", required_argument, 0, O_OUT},
-        {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"model", required_argument, 0, 'm'},
+                                             {"prompt", required_argument, 0, 'p'},
+                                             {"tokens", required_argument, 0, O_TOKENS},
+                                             {"out", required_argument, 0, O_OUT},
+                                             {"backend", required_argument, 0, O_BACKEND},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     const char *model = NULL, *prompt = NULL, *tokens = NULL, *out = NULL, *backend = "ref";
     long threads = 1;
     int c;
@@ -84,8 +86,7 @@ int gf_cmd_forward(int argc, char **argv)
     }
     for (size_t i = 0; i < T; i++)
         if (ids[i] >= cfg->vocab_size) {
-            gf_cli_error("forward: token %d at index %zu is outside the vocabulary (%d)", ids[i], i,
-                         cfg->vocab_size);
+            gf_cli_error("forward: token %d at index %zu is outside the vocabulary (%d)", ids[i], i, cfg->vocab_size);
             rc = GF_EXIT_USAGE;
             goto done;
         }

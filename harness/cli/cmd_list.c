@@ -13,23 +13,22 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]... [--json]\n"
-"       genfence list --kinds\n"
-"\n"
-"Loads and checks the case files (default: cases/*.yaml) and prints one line per case:\n"
-"id, kind, file:line, tags, backends filter, model. Schema errors are printed with\n"
-"FILE:LINE:COLUMN and exit status 2.\n"
-"\n"
-"  --filter REGEX   only cases whose id matches (POSIX extended regex)\n"
-"  --kind KIND      only cases of this kind (repeatable)\n"
-"  --tag TAG        only cases with this tag (repeatable: any); !TAG excludes\n"
-"  --json           one JSON array of cases; each also carries \"case\" (the case as\n"
-"                   JSON) and \"case_hash\", with a model \"model_dir\" and \"model_hash\",\n"
-"                   golden_generation cases \"golden\" (docs/goldens.md)\n"
-"  --kinds          list the kinds and their keys instead\n"
-"\n"
-"exit status: 0 listed, 2 bad case files or usage\n");
+    fprintf(f, "usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]... [--json]\n"
+               "       genfence list --kinds\n"
+               "\n"
+               "Loads and checks the case files (default: cases/*.yaml) and prints one line per case:\n"
+               "id, kind, file:line, tags, backends filter, model. Schema errors are printed with\n"
+               "FILE:LINE:COLUMN and exit status 2.\n"
+               "\n"
+               "  --filter REGEX   only cases whose id matches (POSIX extended regex)\n"
+               "  --kind KIND      only cases of this kind (repeatable)\n"
+               "  --tag TAG        only cases with this tag (repeatable: any); !TAG excludes\n"
+               "  --json           one JSON array of cases; each also carries \"case\" (the case as\n"
+               "                   JSON) and \"case_hash\", with a model \"model_dir\" and \"model_hash\",\n"
+               "                   golden_generation cases \"golden\" (docs/goldens.md)\n"
+               "  --kinds          list the kinds and their keys instead\n"
+               "\n"
+               "exit status: 0 listed, 2 bad case files or usage\n");
 }
 
 static void join(char *buf, size_t cap, char **v, size_t n)
@@ -58,11 +57,13 @@ static const char *model_hash_cached(json_t **cache, const char *dir)
 int gf_cmd_list(int argc, char **argv)
 {
     enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS };
-    static const struct option longopts[] = {
-        {"filter", required_argument, 0, O_FILTER}, {"kind", required_argument, 0, O_KIND},
-        {"tag", required_argument, 0, O_TAG},       {"json", no_argument, 0, O_JSON},
-        {"kinds", no_argument, 0, O_KINDS},         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"filter", required_argument, 0, O_FILTER},
+                                             {"kind", required_argument, 0, O_KIND},
+                                             {"tag", required_argument, 0, O_TAG},
+                                             {"json", no_argument, 0, O_JSON},
+                                             {"kinds", no_argument, 0, O_KINDS},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     const char *filter = NULL;
     char **kinds = NULL, **tags = NULL;
     size_t n_kinds = 0, n_tags = 0;
@@ -102,15 +103,15 @@ int gf_cmd_list(int argc, char **argv)
     }
     if (list_kinds) {
         for (const gf_kind_def *const *k = gf_kinds(); *k; k++)
-            printf("%-24s %s\n%-24s   keys: %s%s\n", (*k)->name, (*k)->summary, "",
-                   (*k)->model ? "model, " : "", (*k)->keys);
+            printf("%-24s %s\n%-24s   keys: %s%s\n", (*k)->name, (*k)->summary, "", (*k)->model ? "model, " : "",
+                   (*k)->keys);
         rc = GF_EXIT_OK;
         goto out;
     }
     gf_case_filter cf;
     gf_case_set set;
-    if (gf_case_select_load("list", "", filter, kinds, n_kinds, tags, n_tags,
-                            (const char *const *)(argv + optind), (size_t)(argc - optind), &cf, &set) < 0)
+    if (gf_case_select_load("list", "", filter, kinds, n_kinds, tags, n_tags, (const char *const *)(argv + optind),
+                            (size_t)(argc - optind), &cf, &set) < 0)
         goto out;
     json_t *arr = json ? json_array() : NULL;
     json_t *mh_cache = json_object();
@@ -121,10 +122,10 @@ int gf_cmd_list(int argc, char **argv)
             continue;
         shown++;
         if (json) {
-            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:s?, s:s?}", "id", k->id, "kind",
-                                  k->kind->name, "file", k->file, "line", k->line, "column", k->col, "tags",
-                                  gf_json_strings(k->tags, k->n_tags), "backends", gf_json_strings(k->backends, k->n_backends),
-                                  "model", k->model_arg, "description", k->description);
+            json_t *o = json_pack(
+                "{s:s, s:s, s:s, s:i, s:i, s:o, s:o, s:s?, s:s?}", "id", k->id, "kind", k->kind->name, "file", k->file,
+                "line", k->line, "column", k->col, "tags", gf_json_strings(k->tags, k->n_tags), "backends",
+                gf_json_strings(k->backends, k->n_backends), "model", k->model_arg, "description", k->description);
             /* what goldens are hashed over (docs/goldens.md) */
             char hex[65];
             json_object_set(o, "case", k->tree ? k->tree : json_null());

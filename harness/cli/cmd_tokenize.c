@@ -10,26 +10,25 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence tokenize --tokenizer PATH (--text TEXT | --file FILE | --decode IDS)\n"
-"                         [--json] [--stream] [--help]\n"
-"\n"
-"Byte-level BPE (GPT-2 family), id-for-id with Hugging Face tokenizers.\n"
-"\n"
-"  --tokenizer PATH  tokenizer.json, a directory holding it, or a directory\n"
-"                    holding vocab.json + merges.txt\n"
-"  --text TEXT       encode TEXT (UTF-8); prints the ids separated by spaces\n"
-"  --file FILE       encode the bytes of FILE ('-' for standard input)\n"
-"  --decode IDS      decode comma-separated ids (e.g. 464,2068); prints the text\n"
-"                    (invalid UTF-8 becomes U+FFFD, as Python's errors=\"replace\")\n"
-"  --stream          with --decode: decode token by token through the incremental\n"
-"                    UTF-8 decoder, writing each chunk as soon as it is complete\n"
-"  --json            encode: a JSON array of ids; decode: {\"text\": ...}; with\n"
-"                    --stream also \"chunks\" (stream output after each token),\n"
-"                    \"tail\" (the final flush) and \"pieces\" (each token decoded alone)\n"
-"  --help            this text\n"
-"\n"
-"exit status: 0 ok, 2 bad usage, bad tokenizer or bad input\n");
+    fprintf(f, "usage: genfence tokenize --tokenizer PATH (--text TEXT | --file FILE | --decode IDS)\n"
+               "                         [--json] [--stream] [--help]\n"
+               "\n"
+               "Byte-level BPE (GPT-2 family), id-for-id with Hugging Face tokenizers.\n"
+               "\n"
+               "  --tokenizer PATH  tokenizer.json, a directory holding it, or a directory\n"
+               "                    holding vocab.json + merges.txt\n"
+               "  --text TEXT       encode TEXT (UTF-8); prints the ids separated by spaces\n"
+               "  --file FILE       encode the bytes of FILE ('-' for standard input)\n"
+               "  --decode IDS      decode comma-separated ids (e.g. 464,2068); prints the text\n"
+               "                    (invalid UTF-8 becomes U+FFFD, as Python's errors=\"replace\")\n"
+               "  --stream          with --decode: decode token by token through the incremental\n"
+               "                    UTF-8 decoder, writing each chunk as soon as it is complete\n"
+               "  --json            encode: a JSON array of ids; decode: {\"text\": ...}; with\n"
+               "                    --stream also \"chunks\" (stream output after each token),\n"
+               "                    \"tail\" (the final flush) and \"pieces\" (each token decoded alone)\n"
+               "  --help            this text\n"
+               "\n"
+               "exit status: 0 ok, 2 bad usage, bad tokenizer or bad input\n");
 }
 
 static int read_all(const char *path, char **buf_out, size_t *len_out)
@@ -105,8 +104,8 @@ static int do_stream(const gf_tokenizer *tok, const int32_t *ids, size_t n, int 
         size_t bl;
         const uint8_t *b = gf_tokenizer_token_bytes(tok, ids[i], &bl);
         if (!b) {
-            gf_cli_error("token id %d (at index %zu) is not in the vocabulary (size %d)", ids[i],
-                         i, gf_tokenizer_vocab_size(tok));
+            gf_cli_error("token id %d (at index %zu) is not in the vocabulary (size %d)", ids[i], i,
+                         gf_tokenizer_vocab_size(tok));
             rc = GF_EXIT_USAGE;
             goto out;
         }
@@ -205,11 +204,14 @@ static int do_decode(const gf_tokenizer *tok, const char *list, int json, int st
 
 int gf_cmd_tokenize(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"tokenizer", required_argument, 0, 't'}, {"text", required_argument, 0, 'x'},
-        {"file", required_argument, 0, 'f'},      {"decode", required_argument, 0, 'd'},
-        {"json", no_argument, 0, 'j'},            {"stream", no_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"tokenizer", required_argument, 0, 't'},
+                                             {"text", required_argument, 0, 'x'},
+                                             {"file", required_argument, 0, 'f'},
+                                             {"decode", required_argument, 0, 'd'},
+                                             {"json", no_argument, 0, 'j'},
+                                             {"stream", no_argument, 0, 's'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     const char *tok_path = NULL, *text = NULL, *file = NULL, *decode = NULL;
     int json = 0, stream = 0, c;
     optind = 1;

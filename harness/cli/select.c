@@ -3,9 +3,8 @@
 
 #include "cli.h"
 
-int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds,
-                        char **tags, size_t n_tags, const char *const *paths, size_t n_paths,
-                        gf_case_filter *cf, gf_case_set *set)
+int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds, char **tags,
+                        size_t n_tags, const char *const *paths, size_t n_paths, gf_case_filter *cf, gf_case_set *set)
 {
     char err[512];
     if (gf_case_filter_init(cf, gf_kinds(), regex, kinds, n_kinds, tags, n_tags, err, sizeof err) < 0) {
@@ -16,8 +15,7 @@ int gf_case_select_load(const char *cmd, const char *note, const char *regex, ch
     if (ls != GF_OK || set->n_errors) {
         for (size_t i = 0; i < set->n_errors; i++)
             fprintf(stderr, "%s\n", set->errors[i]);
-        gf_cli_error("%s: %zu error%s in the case files%s", cmd, set->n_errors, set->n_errors == 1 ? "" : "s",
-                     note);
+        gf_cli_error("%s: %zu error%s in the case files%s", cmd, set->n_errors, set->n_errors == 1 ? "" : "s", note);
         gf_case_set_free(set);
         gf_case_filter_free(cf);
         return -1;

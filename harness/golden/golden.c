@@ -11,9 +11,9 @@
 
 #include "hash.h"
 
-static const char *const k_required_meta[] = {"format", "generator", "generator_version", "model_hash",
-                                              "case_id", "case_hash", "created", "sampler", "seed",
-                                              "rows", "data_sha256", NULL};
+static const char *const k_required_meta[] = {"format",  "generator", "generator_version", "model_hash",
+                                              "case_id", "case_hash", "created",           "sampler",
+                                              "seed",    "rows",      "data_sha256",       NULL};
 
 void gf_golden_free(gf_golden *g)
 {
@@ -81,8 +81,8 @@ static int parse_count(const char *s, long *out)
 }
 
 /* The tensor "<what>.<b>" or an error. */
-static const gf_st_tensor *need(const gf_safetensors *st, const char *path, const char *what, int32_t b,
-                                gf_dtype dt, int32_t ndim, gf_status *err)
+static const gf_st_tensor *need(const gf_safetensors *st, const char *path, const char *what, int32_t b, gf_dtype dt,
+                                int32_t ndim, gf_status *err)
 {
     char name[64];
     snprintf(name, sizeof name, "%s.%d", what, b);
@@ -92,9 +92,8 @@ static const gf_st_tensor *need(const gf_safetensors *st, const char *path, cons
         return NULL;
     }
     if (t->dtype != dt || t->ndim != ndim) {
-        *err = gf_error_set(GF_E_FORMAT, "golden %s: tensor '%s' is %s with %d dimension%s, expected %s with %d",
-                            path, name, gf_dtype_name(t->dtype), t->ndim, t->ndim == 1 ? "" : "s",
-                            gf_dtype_name(dt), ndim);
+        *err = gf_error_set(GF_E_FORMAT, "golden %s: tensor '%s' is %s with %d dimension%s, expected %s with %d", path,
+                            name, gf_dtype_name(t->dtype), t->ndim, t->ndim == 1 ? "" : "s", gf_dtype_name(dt), ndim);
         return NULL;
     }
     return t;
@@ -226,8 +225,9 @@ gf_status gf_golden_read(const char *path, gf_golden **out)
             int64_t x;
             memcpy(&x, (const char *)tt->data + i * 8, 8);
             if (x < 0 || x >= V) {
-                err = gf_error_set(GF_E_FORMAT, "golden %s: tokens.%d[%" PRId64 "] = %" PRId64 " is outside [0, %" PRId64 ")",
-                                   path, b, i, x, V);
+                err = gf_error_set(GF_E_FORMAT,
+                                   "golden %s: tokens.%d[%" PRId64 "] = %" PRId64 " is outside [0, %" PRId64 ")", path,
+                                   b, i, x, V);
                 goto fail;
             }
             r->tokens[i] = (int32_t)x;

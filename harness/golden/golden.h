@@ -28,21 +28,21 @@
 #define GF_GOLDEN_FORMAT "genfence-golden-1"
 
 typedef struct gf_golden_row {
-    int32_t n_tokens;          /* P + N */
-    int32_t prompt_len;        /* P = n_tokens - steps */
-    int32_t steps;             /* N */
-    int32_t *tokens;           /* (n_tokens) */
-    float *logits;             /* (N, V) */
-    double *margins;           /* (N) */
+    int32_t n_tokens;   /* P + N */
+    int32_t prompt_len; /* P = n_tokens - steps */
+    int32_t steps;      /* N */
+    int32_t *tokens;    /* (n_tokens) */
+    float *logits;      /* (N, V) */
+    double *margins;    /* (N) */
 } gf_golden_row;
 
 typedef struct gf_golden {
     char *path;
     int32_t rows, V;
-    gf_golden_row *row;        /* (rows) */
+    gf_golden_row *row; /* (rows) */
     char **meta_keys, **meta_values;
     size_t n_meta;
-    char data_sha256[65];      /* computed from the file (equal to the metadata's) */
+    char data_sha256[65]; /* computed from the file (equal to the metadata's) */
 } gf_golden;
 
 /* Read and validate a golden: GF_E_NOT_FOUND if there is no file; GF_E_FORMAT
@@ -51,7 +51,7 @@ typedef struct gf_golden {
  * message), missing / unexpected tensors, wrong dtypes or shapes, token ids
  * outside the vocabulary. */
 gf_status gf_golden_read(const char *path, gf_golden **out);
-void gf_golden_free(gf_golden *g);                       /* NULL-safe */
+void gf_golden_free(gf_golden *g);                               /* NULL-safe */
 const char *gf_golden_meta(const gf_golden *g, const char *key); /* NULL if absent */
 
 /* sha256 over the tensors' data, tensors in byte order of their names. */

@@ -11,7 +11,7 @@ typedef struct batch_spec {
     gf_prompt_spec *prompts;
     size_t n_prompts;
     long long max_new;
-    int modes[2];              /* cached, uncached */
+    int modes[2]; /* cached, uncached */
     double atol;
     gf_gate gate;
 } batch_spec;
@@ -103,6 +103,12 @@ done:
 }
 
 const gf_kind_def gf_kind_batch_consistency = {
-    "batch_consistency", "a left-padded greedy batch equals each prompt run alone (cached and uncached)",
-    1, GF_KIND_MODEL_REQUIRED, "prompts, max_new_tokens, modes, atol, gate",
-    parse_batch, batch_free, run_batch};
+    .name = "batch_consistency",
+    .summary = "a left-padded greedy batch equals each prompt run alone (cached and uncached)",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompts, max_new_tokens, modes, atol, gate",
+    .parse = parse_batch,
+    .free_spec = batch_free,
+    .run = run_batch,
+};

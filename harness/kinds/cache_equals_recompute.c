@@ -29,7 +29,6 @@ static int parse_one_prompt(gf_cctx *ctx, const gf_ynode *m, gf_prompt_spec *p)
     return 0;
 }
 
-
 typedef struct cache_spec {
     gf_prompt_spec prompt;
     long long steps;
@@ -72,9 +71,8 @@ static int parse_cache(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 
 /* Replay the cached decode (with the same prefill chunks) and one uncached
  * forward to get both sides' logits at `step` (for the failure artifact). */
-static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *chunks,
-                             int32_t n_chunks, const int32_t *tokens, int32_t step, float *cached_row,
-                             float *uncached_row)
+static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *chunks, int32_t n_chunks,
+                             const int32_t *tokens, int32_t step, float *cached_row, float *uncached_row)
 {
     const gf_model_config *cfg = gf_engine_config(e);
     int32_t total = n + step;
@@ -95,8 +93,8 @@ static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, con
         at += len;
     }
     for (int32_t t = 1; st == GF_OK && t <= step; t++) {
-        gf_batch in = {.B = 1, .T = 1, .tokens = seq + n + t - 1, .position_ids = pos + n + t - 1,
-                       .logits_mode = GF_LOGITS_LAST};
+        gf_batch in = {
+            .B = 1, .T = 1, .tokens = seq + n + t - 1, .position_ids = pos + n + t - 1, .logits_mode = GF_LOGITS_LAST};
         st = gf_engine_forward(e, cache, &in, cached_row);
     }
     if (st == GF_OK) {
@@ -162,6 +160,12 @@ static void run_cache(const gf_case *c, gf_krun *k)
 }
 
 const gf_kind_def gf_kind_cache_equals_recompute = {
-    "cache_equals_recompute", "greedy cached decode teacher-forced against the uncached forward, every step",
-    1, GF_KIND_MODEL_REQUIRED, "prompt, prompt_tokens, steps, atol, gate, prefill_chunks",
-    parse_cache, cache_free, run_cache};
+    .name = "cache_equals_recompute",
+    .summary = "greedy cached decode teacher-forced against the uncached forward, every step",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompt, prompt_tokens, steps, atol, gate, prefill_chunks",
+    .parse = parse_cache,
+    .free_spec = cache_free,
+    .run = run_cache,
+};

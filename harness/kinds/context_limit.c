@@ -12,7 +12,7 @@ typedef struct limit_spec {
     char *text;
     int32_t *ids;
     size_t n_ids;
-    long long n_tokens;        /* prompt length when given as a count */
+    long long n_tokens; /* prompt length when given as a count */
     long long max_new;
     gf_stop_expect expect, uncached;
     int has_uncached, raise;
@@ -90,8 +90,8 @@ static void check_expect(gf_krun *k, const char *label, const gf_stop_expect *e,
     char name[128];
     if (e->has_stop) {
         snprintf(name, sizeof name, "%s stop_reason", label);
-        gf_k_check(k, g->stop[0] == gf_stop_values[e->stop], name, "got %s, expected %s", gf_stop_reason_str(g->stop[0]),
-                   gf_stop_words[e->stop]);
+        gf_k_check(k, g->stop[0] == gf_stop_values[e->stop], name, "got %s, expected %s",
+                   gf_stop_reason_str(g->stop[0]), gf_stop_words[e->stop]);
     }
     if (e->has_total) {
         snprintf(name, sizeof name, "%s total_tokens", label);
@@ -142,8 +142,9 @@ static void run_limit(const gf_case *c, gf_krun *k)
         goto done;
     }
     check_expect(k, "cached", &s->expect, g);
-    gf_k_metric_json(k, "cached", json_pack("{s:s, s:i}", "stop_reason", gf_stop_reason_str(g->stop[0]),
-                                            "total_tokens", g->n_until_stop[0]));
+    gf_k_metric_json(
+        k, "cached",
+        json_pack("{s:s, s:i}", "stop_reason", gf_stop_reason_str(g->stop[0]), "total_tokens", g->n_until_stop[0]));
     gf_generation_free(g);
     g = NULL;
     if (s->raise) {
@@ -164,8 +165,9 @@ static void run_limit(const gf_case *c, gf_krun *k)
             goto done;
         }
         check_expect(k, "uncached", &s->uncached, g);
-        gf_k_metric_json(k, "uncached", json_pack("{s:s, s:i}", "stop_reason", gf_stop_reason_str(g->stop[0]),
-                                                  "total_tokens", g->n_until_stop[0]));
+        gf_k_metric_json(
+            k, "uncached",
+            json_pack("{s:s, s:i}", "stop_reason", gf_stop_reason_str(g->stop[0]), "total_tokens", g->n_until_stop[0]));
     }
 done:
     gf_generation_free(g);
@@ -173,6 +175,12 @@ done:
 }
 
 const gf_kind_def gf_kind_context_limit = {
-    "context_limit", "a full cache stops (or raises) with the last token kept; uncached generation slides",
-    1, GF_KIND_MODEL_REQUIRED, "prompt_tokens, prompt, max_new_tokens, expect, on_limit, uncached",
-    parse_limit, limit_free, run_limit};
+    .name = "context_limit",
+    .summary = "a full cache stops (or raises) with the last token kept; uncached generation slides",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompt_tokens, prompt, max_new_tokens, expect, on_limit, uncached",
+    .parse = parse_limit,
+    .free_spec = limit_free,
+    .run = run_limit,
+};

@@ -12,7 +12,7 @@ typedef struct eos_spec {
     size_t n_prompts;
     long long max_new, eos_id, require_eos;
     gf_sampler_params p;
-    gf_stop_expect *expect;      /* per row, optional */
+    gf_stop_expect *expect; /* per row, optional */
     size_t n_expect;
 } eos_spec;
 
@@ -112,7 +112,8 @@ static void run_eos(const gf_case *c, gf_krun *k)
             for (int32_t i = until; i < nt; i++)
                 only &= t[i] == eos;
             snprintf(name, sizeof name, "row %d emits only eos_id once finished", b);
-            gf_k_check(k, only, name, "%s", only ? "every later token is eos_id" : "a finished row emitted another token");
+            gf_k_check(k, only, name, "%s",
+                       only ? "every later token is eos_id" : "a finished row emitted another token");
         } else {
             all_eos = 0;
             gf_k_check(k, first_eos < 0 && until == nt, name, "stop_reason %s, %d tokens, eos_id first at %d",
@@ -151,6 +152,12 @@ done:
 }
 
 const gf_kind_def gf_kind_eos = {
-    "eos", "eos_id ends a row, which then emits only eos_id; the loop ends when every row has",
-    1, GF_KIND_MODEL_REQUIRED, "prompts, max_new_tokens, eos_id, require_eos, expect, temperature, top_k, top_p, seed",
-    parse_eos, eos_free, run_eos};
+    .name = "eos",
+    .summary = "eos_id ends a row, which then emits only eos_id; the loop ends when every row has",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompts, max_new_tokens, eos_id, require_eos, expect, temperature, top_k, top_p, seed",
+    .parse = parse_eos,
+    .free_spec = eos_free,
+    .run = run_eos,
+};

@@ -14,7 +14,6 @@ static int cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-
 typedef struct fence_expect {
     double p;
     long long k;
@@ -105,15 +104,17 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
         } else {
             int rc = gf_y_double(ctx, e, "p", GF_Y_REQUIRED, &s->ex[i].p);
             if (rc > 0 && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
-                gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s", gf_y_get(ctx, e, "p", 0)->value);
+                gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s",
+                           gf_y_get(ctx, e, "p", 0)->value);
                 rc = -1;
             }
             bad |= rc < 0;
         }
-        if (gf_y_ints(ctx, e, "keep", GF_Y_REQUIRED, 0, s->V > 0 ? s->V - 1 : 0, 0, &s->ex[i].keep,
-                      &s->ex[i].n_keep) < 0)
+        if (gf_y_ints(ctx, e, "keep", GF_Y_REQUIRED, 0, s->V > 0 ? s->V - 1 : 0, 0, &s->ex[i].keep, &s->ex[i].n_keep) <
+            0)
             bad = 1;
-        gf_y_check_unknown(ctx, e, is_k ? "in an 'expect' entry (known: k, keep)" : "in an 'expect' entry (known: p, keep)");
+        gf_y_check_unknown(ctx, e,
+                           is_k ? "in an 'expect' entry (known: k, keep)" : "in an 'expect' entry (known: p, keep)");
     }
     return bad ? -1 : 0;
 }
@@ -335,10 +336,22 @@ done:
 }
 
 const gf_kind_def gf_kind_top_p_fence = {
-    "top_p_fence", "top-p kept sets (and their renormalised probabilities) on a fixed distribution",
-    0, GF_KIND_NO_MODEL, "probs, logits, expect, permutation, temperature, atol",
-    parse_top_p, fence_free, run_fence};
+    .name = "top_p_fence",
+    .summary = "top-p kept sets (and their renormalised probabilities) on a fixed distribution",
+    .uses_backend = 0,
+    .model = GF_KIND_NO_MODEL,
+    .keys = "probs, logits, expect, permutation, temperature, atol",
+    .parse = parse_top_p,
+    .free_spec = fence_free,
+    .run = run_fence,
+};
 const gf_kind_def gf_kind_top_k_fence = {
-    "top_k_fence", "top-k kept sets on a fixed distribution",
-    0, GF_KIND_NO_MODEL, "probs, logits, expect, permutation, temperature, atol",
-    parse_top_k, fence_free, run_fence};
+    .name = "top_k_fence",
+    .summary = "top-k kept sets on a fixed distribution",
+    .uses_backend = 0,
+    .model = GF_KIND_NO_MODEL,
+    .keys = "probs, logits, expect, permutation, temperature, atol",
+    .parse = parse_top_k,
+    .free_spec = fence_free,
+    .run = run_fence,
+};

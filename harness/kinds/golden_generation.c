@@ -107,9 +107,9 @@ void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t ca
 /* ---- the run ---- */
 
 typedef struct capture {
-    float *logits;             /* (N, B, V) */
-    int32_t *chosen;           /* (N, B): the sampler's own choice on the backend's logits */
-    double *chosen_margin;     /* (N, B) */
+    float *logits;         /* (N, B, V) */
+    int32_t *chosen;       /* (N, B): the sampler's own choice on the backend's logits */
+    double *chosen_margin; /* (N, B) */
     int32_t B, V, N;
 } capture;
 
@@ -130,9 +130,10 @@ static void provenance_metrics(gf_krun *k, const gf_golden *g, const char *path)
 {
     json_t *o = json_object();
     json_object_set_new(o, "path", json_string(path));
-    static const char *const keys[] = {"generator", "generator_version", "torch_version", "backend", "machine",
-                                       "genfence_commit", "created", "case_hash", "model_hash", "data_sha256",
-                                       "sampler", "seed", NULL};
+    static const char *const keys[] = {"generator",  "generator_version", "torch_version", "backend",
+                                       "machine",    "genfence_commit",   "created",       "case_hash",
+                                       "model_hash", "data_sha256",       "sampler",       "seed",
+                                       NULL};
     for (int i = 0; keys[i]; i++) {
         const char *v = gf_golden_meta(g, keys[i]);
         if (v)
@@ -238,8 +239,10 @@ static void run_golden(const gf_case *c, gf_krun *k)
             char a[512], t[512];
             gf_k_ids_str(a, sizeof a, r->tokens, (size_t)r->prompt_len);
             gf_k_ids_str(t, sizeof t, prompts[b], (size_t)lens[b]);
-            gf_k_check(k, 0, "golden prompt tokens", "row %d: the golden's prompt is %s, the tokenizer encodes the case's "
-                       "prompt to %s", b, a, t);
+            gf_k_check(k, 0, "golden prompt tokens",
+                       "row %d: the golden's prompt is %s, the tokenizer encodes the case's "
+                       "prompt to %s",
+                       b, a, t);
             prompts_ok = 0;
         }
         forced[b] = r->tokens + r->prompt_len;
@@ -275,9 +278,10 @@ static void run_golden(const gf_case *c, gf_krun *k)
         goto done;
     }
     if (gen->steps != N) {
-        gf_k_error(k, "the backend ran %d of %d steps (%s): the longest prompt plus max_new_tokens - 1 must fit the "
-                   "model's %d positions", gen->steps, N, gf_stop_reason_str(gen->stop[0]),
-                   gf_engine_config(e)->n_positions);
+        gf_k_error(k,
+                   "the backend ran %d of %d steps (%s): the longest prompt plus max_new_tokens - 1 must fit the "
+                   "model's %d positions",
+                   gen->steps, N, gf_stop_reason_str(gen->stop[0]), gf_engine_config(e)->n_positions);
         goto done;
     }
 
@@ -309,7 +313,8 @@ static void run_golden(const gf_case *c, gf_krun *k)
                 char side[256];
                 snprintf(side, sizeof side, "golden (%s %s)", gf_golden_meta(g, "generator"),
                          gf_golden_meta(g, "generator_version"));
-                gf_k_write_logits(k, label, t, ref, side, test, "backend, teacher-forced through the golden's tokens", V);
+                gf_k_write_logits(k, label, t, ref, side, test, "backend, teacher-forced through the golden's tokens",
+                                  V);
             }
         }
         gf_k_compare(k, label, &cmp);
@@ -338,7 +343,12 @@ done:
 }
 
 const gf_kind_def gf_kind_golden_generation = {
-    "golden_generation",
-    "the backend teacher-forced through a golden's tokens against its logits (goldens: docs/goldens.md)",
-    1, GF_KIND_MODEL_REQUIRED, "prompts, max_new_tokens, temperature, top_k, top_p, seed, atol, gate, golden",
-    parse_golden, spec_free, run_golden};
+    .name = "golden_generation",
+    .summary = "the backend teacher-forced through a golden's tokens against its logits (goldens: docs/goldens.md)",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompts, max_new_tokens, temperature, top_k, top_p, seed, atol, gate, golden",
+    .parse = parse_golden,
+    .free_spec = spec_free,
+    .run = run_golden,
+};

@@ -16,8 +16,8 @@ typedef struct gf_golden_spec {
     gf_sampler_params sampler;
     double atol;
     gf_gate gate;
-    char *golden_arg;          /* `golden:` as written, NULL if absent */
-    char *golden;              /* the resolved path: golden_arg under the root, else
+    char *golden_arg; /* `golden:` as written, NULL if absent */
+    char *golden;     /* the resolved path: golden_arg under the root, else
                                   <root>/golden/<id>.safetensors */
 } gf_golden_spec;
 

@@ -5,7 +5,7 @@ static const gf_kind_def *const k_kinds[] = {
 #define GF_KIND_ENTRY(name) &gf_kind_##name,
     GF_KIND_LIST(GF_KIND_ENTRY)
 #undef GF_KIND_ENTRY
-    NULL,
+        NULL,
 };
 
 const gf_kind_def *const *gf_kinds(void) { return k_kinds; }

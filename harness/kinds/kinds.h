@@ -6,20 +6,20 @@
 
 #include "case.h"
 
-#define GF_KIND_LIST(X)          \
-    X(top_p_fence)               \
-    X(top_k_fence)               \
-    X(temperature_limits)        \
-    X(sampler_errors)            \
-    X(sampling_distribution)     \
-    X(seeded_reproducibility)    \
-    X(cache_equals_recompute)    \
-    X(left_padding_positions)    \
-    X(batch_consistency)         \
-    X(context_limit)             \
-    X(sliding_window)            \
-    X(eos)                       \
-    X(stream_decode)             \
+#define GF_KIND_LIST(X)       \
+    X(top_p_fence)            \
+    X(top_k_fence)            \
+    X(temperature_limits)     \
+    X(sampler_errors)         \
+    X(sampling_distribution)  \
+    X(seeded_reproducibility) \
+    X(cache_equals_recompute) \
+    X(left_padding_positions) \
+    X(batch_consistency)      \
+    X(context_limit)          \
+    X(sliding_window)         \
+    X(eos)                    \
+    X(stream_decode)          \
     X(golden_generation)
 
 #define GF_KIND_DECLARE(name) extern const gf_kind_def gf_kind_##name;

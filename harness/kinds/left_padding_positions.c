@@ -43,8 +43,8 @@ static int parse_pad(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
             return -1;
         }
     if (s->pos && (s->prow != s->rows || s->pcol != s->cols)) {
-        gf_y_error(ctx, gf_y_get(ctx, m, "expect_positions", 0),
-                   "'expect_positions' is %zu x %zu; 'mask' is %zu x %zu", s->prow, s->pcol, s->rows, s->cols);
+        gf_y_error(ctx, gf_y_get(ctx, m, "expect_positions", 0), "'expect_positions' is %zu x %zu; 'mask' is %zu x %zu",
+                   s->prow, s->pcol, s->rows, s->cols);
         return -1;
     }
     if (s->next && s->n_next != s->rows) {
@@ -103,7 +103,8 @@ static void run_pad(const gf_case *c, gf_krun *k)
             if (mask[(size_t)b * T + t])
                 intrinsic &= pos[(size_t)b * T + t] == want++;
     }
-    gf_k_check(k, intrinsic, "real tokens get 0..n-1", "%s", intrinsic ? "every row" : "a row's real positions are not 0..n-1");
+    gf_k_check(k, intrinsic, "real tokens get 0..n-1", "%s",
+               intrinsic ? "every row" : "a row's real positions are not 0..n-1");
 done:
     free(mask);
     free(pos);
@@ -111,6 +112,12 @@ done:
 }
 
 const gf_kind_def gf_kind_left_padding_positions = {
-    "left_padding_positions", "position ids from a left-padding mask",
-    0, GF_KIND_NO_MODEL, "mask, expect_positions, expect_next",
-    parse_pad, pad_free, run_pad};
+    .name = "left_padding_positions",
+    .summary = "position ids from a left-padding mask",
+    .uses_backend = 0,
+    .model = GF_KIND_NO_MODEL,
+    .keys = "mask, expect_positions, expect_next",
+    .parse = parse_pad,
+    .free_spec = pad_free,
+    .run = run_pad,
+};

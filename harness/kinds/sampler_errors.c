@@ -98,8 +98,8 @@ static void run_err(const gf_case *c, gf_krun *k)
         gf_error_clear();
         gf_status st = gf_sample(L, V, &e->p, 0, i, &r);
         char name[256], ps[160];
-        snprintf(ps, sizeof ps, "temperature=%g top_k=%s%d top_p=%s%g", e->p.temperature,
-                 e->p.use_top_k ? "" : "off/", e->p.top_k, e->p.use_top_p ? "" : "off/", e->p.top_p);
+        snprintf(ps, sizeof ps, "temperature=%g top_k=%s%d top_p=%s%g", e->p.temperature, e->p.use_top_k ? "" : "off/",
+                 e->p.top_k, e->p.use_top_p ? "" : "off/", e->p.top_p);
         snprintf(name, sizeof name, "line %d: %s -> %s", e->line, ps, k_expect_words[e->expect]);
         int ok;
         if (e->expect == EXPECT_ERROR)
@@ -124,6 +124,12 @@ done:
 }
 
 const gf_kind_def gf_kind_sampler_errors = {
-    "sampler_errors", "invalid sampler parameters are errors; degenerate ones give argmax",
-    0, GF_KIND_NO_MODEL, "calls, probs, logits, vocab, seed",
-    parse_err, err_free, run_err};
+    .name = "sampler_errors",
+    .summary = "invalid sampler parameters are errors; degenerate ones give argmax",
+    .uses_backend = 0,
+    .model = GF_KIND_NO_MODEL,
+    .keys = "calls, probs, logits, vocab, seed",
+    .parse = parse_err,
+    .free_spec = err_free,
+    .run = run_err,
+};

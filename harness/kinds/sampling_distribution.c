@@ -162,8 +162,8 @@ static void run_dist(const gf_case *c, gf_krun *k)
     }
     int df = bins - 1;
     double pval = df > 0 ? gamma_q(df / 2.0, chi2 / 2.0) : 1.0;
-    gf_k_check(k, pval >= s->alpha, "chi-square goodness of fit", "chi2 %.4g, df %d, p-value %.4g (alpha %g)", chi2,
-               df, pval, s->alpha);
+    gf_k_check(k, pval >= s->alpha, "chi-square goodness of fit", "chi2 %.4g, df %d, p-value %.4g (alpha %g)", chi2, df,
+               pval, s->alpha);
     gf_k_metric(k, "chi2", chi2);
     gf_k_metric_int(k, "df", df);
     gf_k_metric(k, "p_value", pval);
@@ -179,6 +179,12 @@ done:
 }
 
 const gf_kind_def gf_kind_sampling_distribution = {
-    "sampling_distribution", "chi-square test that draws follow the filtered, renormalised distribution",
-    0, GF_KIND_NO_MODEL, "probs, logits, temperature, top_k, top_p, seed, draws, alpha, expect_probs",
-    parse_dist, dist_free, run_dist};
+    .name = "sampling_distribution",
+    .summary = "chi-square test that draws follow the filtered, renormalised distribution",
+    .uses_backend = 0,
+    .model = GF_KIND_NO_MODEL,
+    .keys = "probs, logits, temperature, top_k, top_p, seed, draws, alpha, expect_probs",
+    .parse = parse_dist,
+    .free_spec = dist_free,
+    .run = run_dist,
+};

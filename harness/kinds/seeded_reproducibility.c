@@ -70,8 +70,7 @@ static int parse_seeded(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad = 1;
     }
     if (!bad && s->p.temperature == 0) {
-        gf_y_error(ctx, gf_y_get(ctx, m, "temperature", 0),
-                   "seeded_reproducibility needs a sampled temperature (> 0)");
+        gf_y_error(ctx, gf_y_get(ctx, m, "temperature", 0), "seeded_reproducibility needs a sampled temperature (> 0)");
         bad = 1;
     }
     return bad ? -1 : 0;
@@ -171,6 +170,12 @@ done:
 }
 
 const gf_kind_def gf_kind_seeded_reproducibility = {
-    "seeded_reproducibility", "a seed repeats, different seeds differ, a sampled batch equals single runs",
-    1, GF_KIND_MODEL_REQUIRED, "prompts, max_new_tokens, temperature, top_k, top_p, seeds, eos_id, batch, atol, gate",
-    parse_seeded, seeded_free, run_seeded};
+    .name = "seeded_reproducibility",
+    .summary = "a seed repeats, different seeds differ, a sampled batch equals single runs",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompts, max_new_tokens, temperature, top_k, top_p, seeds, eos_id, batch, atol, gate",
+    .parse = parse_seeded,
+    .free_spec = seeded_free,
+    .run = run_seeded,
+};

@@ -73,8 +73,8 @@ static gf_status keep_row(void *user, const gf_step_info *info)
 /* Both sides' logits at pre-eviction step `step` (for the failure artifact):
  * the cache fed the prompt, then the forced tokens one at a time, against an
  * uncached forward over the same tokens (no eviction yet, so no mask). */
-static gf_status replay_pre(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *tokens,
-                            int32_t step, float *cached_row, float *uncached_row)
+static gf_status replay_pre(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *tokens, int32_t step,
+                            float *cached_row, float *uncached_row)
 {
     const int32_t total = n + step;
     int32_t *seq = malloc((size_t)total * sizeof *seq), *pos = malloc((size_t)total * sizeof *pos);
@@ -145,8 +145,8 @@ static void run_evict(const slide_spec *s, gf_krun *k, const int32_t *prompt, in
     gf_k_check(k, isfinite(r.max_abs_delta) && r.max_abs_delta <= s->drift_tolerance,
                "eviction drift within drift_tolerance",
                "max |evicted - recompute| %.4g at step %d, declared tolerance %.4g (argmax agrees on %d of %d "
-               "evicting steps)", r.max_abs_delta, r.max_delta_step, s->drift_tolerance, r.argmax_agree,
-               r.evict_steps);
+               "evicting steps)",
+               r.max_abs_delta, r.max_delta_step, s->drift_tolerance, r.argmax_agree, r.evict_steps);
     gf_sliding_result_clear(&r);
 }
 
@@ -187,8 +187,8 @@ static void run_recompute_slide(const slide_spec *s, gf_krun *k, const int32_t *
     gf_k_check(k, n + N > cfg->n_positions, "generation passes the context", "%d + %d tokens, %d positions", n, N,
                cfg->n_positions);
     gf_k_check(k, gc->n_until_stop[0] == n + N && gc->stop[0] == GF_STOP_LENGTH, "cached slides to the end",
-               "cached: %d tokens, stop %s; expected %d, length", gc->n_until_stop[0],
-               gf_stop_reason_str(gc->stop[0]), n + N);
+               "cached: %d tokens, stop %s; expected %d, length", gc->n_until_stop[0], gf_stop_reason_str(gc->stop[0]),
+               n + N);
     gf_cmp cmp;
     gf_cmp_init(&cmp, &s->gate, k->dtype, GF_CMP_FREE_RUNNING, s->atol);
     for (int32_t i = 0; i < gu->steps && i < gc->steps && !gf_cmp_stopped(&cmp); i++)
@@ -223,8 +223,13 @@ static void run_slide(const gf_case *c, gf_krun *k)
 }
 
 const gf_kind_def gf_kind_sliding_window = {
-    "sliding_window",
-    "rotary models: evicting the oldest cache entries vs recompute over the window (a measured drift "
-    "within a declared tolerance); sliding by recompute equals the uncached loop",
-    1, GF_KIND_MODEL_REQUIRED, "prompt, window, steps, drift_tolerance, atol, gate, slide",
-    parse_slide, slide_free, run_slide};
+    .name = "sliding_window",
+    .summary = "rotary models: evicting the oldest cache entries vs recompute over the window (a measured drift "
+               "within a declared tolerance); sliding by recompute equals the uncached loop",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "prompt, window, steps, drift_tolerance, atol, gate, slide",
+    .parse = parse_slide,
+    .free_spec = slide_free,
+    .run = run_slide,
+};

@@ -13,7 +13,7 @@ typedef struct stream_spec {
     char *text;
     long long n_sample, seed;
     int sample;
-    int per_token;             /* decoder: per_token (the naive, wrong way; for detection cases) */
+    int per_token; /* decoder: per_token (the naive, wrong way; for detection cases) */
     int expect_split;
 } stream_spec;
 
@@ -61,8 +61,7 @@ static size_t count_fffd(const char *s, size_t n)
 {
     size_t c = 0;
     for (size_t i = 0; i + 2 < n; i++)
-        if ((unsigned char)s[i] == 0xEF && (unsigned char)s[i + 1] == 0xBF &&
-            (unsigned char)s[i + 2] == 0xBD)
+        if ((unsigned char)s[i] == 0xEF && (unsigned char)s[i + 1] == 0xBF && (unsigned char)s[i + 2] == 0xBD)
             c++;
     return c;
 }
@@ -215,6 +214,12 @@ done:
 }
 
 const gf_kind_def gf_kind_stream_decode = {
-    "stream_decode", "streamed token bytes equal decode, with no U+FFFD for valid UTF-8",
-    0, GF_KIND_MODEL_TOKENIZER, "text, sample, decoder, expect_split",
-    parse_stream, stream_free, run_stream};
+    .name = "stream_decode",
+    .summary = "streamed token bytes equal decode, with no U+FFFD for valid UTF-8",
+    .uses_backend = 0,
+    .model = GF_KIND_MODEL_TOKENIZER,
+    .keys = "text, sample, decoder, expect_split",
+    .parse = parse_stream,
+    .free_spec = stream_free,
+    .run = run_stream,
+};

@@ -8,14 +8,14 @@
 #include "krun.h"
 
 typedef struct temp_spec {
-    double *logits;             /* (rows, V) */
+    double *logits; /* (rows, V) */
     size_t rows, V;
     int random;
     long long r_rows, r_vocab, r_seed;
     double r_scale, r_margin;
     double cold_t, cold_min, hot_t, hot_spread;
     int greedy;
-    long long seed;             /* for the cold draw */
+    long long seed; /* for the cold draw */
 } temp_spec;
 
 static void temp_free(void *p)
@@ -173,7 +173,8 @@ static void run_temp(const gf_case *c, gf_krun *k)
             st = gf_sample(row, (int32_t)V, &p, r, 0, &d);
             if (st != GF_OK || d.token != am) {
                 if (cold_draw_ok)
-                    snprintf(dmsg, sizeof dmsg, "row %zu: cold draw gave %d, greedy %d", r, st == GF_OK ? d.token : -1, am);
+                    snprintf(dmsg, sizeof dmsg, "row %zu: cold draw gave %d, greedy %d", r, st == GF_OK ? d.token : -1,
+                             am);
                 cold_draw_ok = 0;
             }
             if (st == GF_OK) {
@@ -208,6 +209,12 @@ done:
 }
 
 const gf_kind_def gf_kind_temperature_limits = {
-    "temperature_limits", "cold is one-hot, hot is uniform, greedy is argmax and equals a cold draw",
-    0, GF_KIND_NO_MODEL, "logits, random, cold, hot, greedy, seed",
-    parse_temp, temp_free, run_temp};
+    .name = "temperature_limits",
+    .summary = "cold is one-hot, hot is uniform, greedy is argmax and equals a cold draw",
+    .uses_backend = 0,
+    .model = GF_KIND_NO_MODEL,
+    .keys = "logits, random, cold, hot, greedy, seed",
+    .parse = parse_temp,
+    .free_spec = temp_free,
+    .run = run_temp,
+};

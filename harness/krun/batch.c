@@ -9,7 +9,7 @@
 
 /* on_step capture: every step's (B, V) logits */
 typedef struct capture {
-    float *logits;             /* (max_steps, B, V) */
+    float *logits; /* (max_steps, B, V) */
     int32_t B, V, max_steps;
 } capture;
 
@@ -36,8 +36,8 @@ static void compare_row(gf_krun *k, const char *label, const gf_gate *gate, doub
         double top1;
         gf_row_top(ref, V, &top1, NULL);
         double delta = gf_max_abs_delta(ref, test, (size_t)V, NULL);
-        int failed = gf_cmp_step(&cmp, t, delta, single->tokens[0][P + t], batch->tokens[b][P + t],
-                                 single->margins[t], top1);
+        int failed =
+            gf_cmp_step(&cmp, t, delta, single->tokens[0][P + t], batch->tokens[b][P + t], single->margins[t], top1);
         if (failed)
             gf_k_write_logits(k, label, t, ref, "single prompt (reference)", test, "row of the left-padded batch", V);
     }
@@ -65,8 +65,8 @@ static gf_status generate_captured(gf_engine *e, int32_t B, int32_t *const *prom
 }
 
 gf_status gf_kind_batch_vs_single(gf_krun *k, const char *label, int32_t B, int32_t *const *prompts,
-                                  const int32_t *lens, const gf_generate_params *gp, const gf_gate *gate,
-                                  double atol, gf_generation **singles_out)
+                                  const int32_t *lens, const gf_generate_params *gp, const gf_gate *gate, double atol,
+                                  gf_generation **singles_out)
 {
     gf_engine *e = k->session->engine;
     if (B < 1)

@@ -108,10 +108,7 @@ void gf_k_status(gf_krun *k, gf_status st, const char *what)
     }
 }
 
-void gf_k_metric(gf_krun *k, const char *key, double v)
-{
-    gf_json_set_number(k->metrics, key, v, NULL);
-}
+void gf_k_metric(gf_krun *k, const char *key, double v) { gf_json_set_number(k->metrics, key, v, NULL); }
 
 void gf_k_metric_int(gf_krun *k, const char *key, long long v)
 {
@@ -175,8 +172,13 @@ void gf_k_write_logits(gf_krun *k, const char *label, int32_t step, const float 
     char step_s[32];
     snprintf(step_s, sizeof step_s, "%d", step);
     const char *keys[] = {"label", "step", "reference", "test", "backend", "dtype", "genfence"};
-    const char *vals[] = {label, step_s, ref_side, test_side, k->backend_name ? k->backend_name : k->backend,
-                          gf_dtype_str(k->dtype), GENFENCE_VERSION " (" GENFENCE_COMMIT ")"};
+    const char *vals[] = {label,
+                          step_s,
+                          ref_side,
+                          test_side,
+                          k->backend_name ? k->backend_name : k->backend,
+                          gf_dtype_str(k->dtype),
+                          GENFENCE_VERSION " (" GENFENCE_COMMIT ")"};
     gf_status st = gf_safetensors_write(path, t, 2, keys, vals, sizeof keys / sizeof keys[0]);
     if (st == GF_OK)
         json_array_append_new(k->artifacts, json_string(path));
@@ -220,5 +222,3 @@ const char *gf_k_ids_str(char *buf, size_t cap, const int32_t *v, size_t n)
         snprintf(buf + at, cap - at, "]");
     return buf;
 }
-
-

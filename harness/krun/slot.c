@@ -16,13 +16,13 @@ void gf_k_note_sampler(gf_krun *k)
     }
     gf_k_metric_json(k, "sampler", json_string("engine"));
     gf_k_metric_json(k, "backend_sample_slot",
-                     json_string(k->backend_has_sample ? "present (not exercised: the generation loop samples on the engine)"
-                                                       : "none"));
+                     json_string(k->backend_has_sample
+                                     ? "present (not exercised: the generation loop samples on the engine)"
+                                     : "none"));
 }
 
-void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B, int32_t V,
-                    const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step,
-                    const int32_t *engine_tokens)
+void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B, int32_t V, const gf_sampler_params *p,
+                    const uint64_t *seq_ids, uint64_t step, const int32_t *engine_tokens)
 {
     if (!k->sample_ops || B < 1)
         return;
@@ -41,9 +41,9 @@ void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B
         if (ids[b] == engine_tokens[b])
             continue;
         if (!k->slot_mismatches++ && !k->slot_errors)
-            snprintf(k->slot_first, sizeof k->slot_first, "%s, row %d (seq %llu, step %llu): slot %d, engine %d",
-                     what, b, (unsigned long long)(seq_ids ? seq_ids[b] : (uint64_t)b), (unsigned long long)step,
-                     ids[b], engine_tokens[b]);
+            snprintf(k->slot_first, sizeof k->slot_first, "%s, row %d (seq %llu, step %llu): slot %d, engine %d", what,
+                     b, (unsigned long long)(seq_ids ? seq_ids[b] : (uint64_t)b), (unsigned long long)step, ids[b],
+                     engine_tokens[b]);
     }
     free(ids);
 }
@@ -69,7 +69,6 @@ void gf_k_slot_finish(gf_krun *k)
         gf_k_check(k, 0, "backend sample slot equals engine sampler", "the slot was never called");
     else
         gf_k_check(k, 0, "backend sample slot equals engine sampler",
-                   "%lld of %lld rows differ, %lld of %lld calls failed; first: %s", k->slot_mismatches,
-                   k->slot_rows, k->slot_errors, k->slot_calls, k->slot_first);
+                   "%lld of %lld rows differ, %lld of %lld calls failed; first: %s", k->slot_mismatches, k->slot_rows,
+                   k->slot_errors, k->slot_calls, k->slot_first);
 }
-

@@ -76,7 +76,9 @@ void gf_console_header(const gf_run_info *r)
             printf("  backend %-14s available   %s%s%s\n", b->name, b->library, b->detail[0] ? "; " : "", b->detail);
         else
             printf("  backend %-14s unavailable %s%s\n", b->name, b->why,
-                   b->required ? " (required)" : r->default_backends ? " (not run)" : "");
+                   b->required           ? " (required)"
+                   : r->default_backends ? " (not run)"
+                                         : "");
     }
     fflush(stdout);
 }

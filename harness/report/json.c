@@ -15,18 +15,15 @@
 #include "report.h"
 #include "sys.h"
 
-static json_t *str_or_null(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
 /* The CPU model (gf_cpu_model) and the ISA flags that matter. */
 static void cpu_info(json_t *env)
 {
-    static const char *const wanted[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
-                                         "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
-                                         "amx_bf16", "amx_int8", "asimd", "asimdhp", "sve", "sve2", "bf16",
-                                         "i8mm", NULL};
+    static const char *const wanted[] = {
+        "sse4_2",   "avx",         "avx2",        "fma",         "f16c",     "avx512f",  "avx512bw",
+        "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
+        "asimd",    "asimdhp",     "sve",         "sve2",        "bf16",     "i8mm",     NULL};
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[8192], model[256] = "";
     json_t *isa = json_array();
@@ -70,8 +67,9 @@ json_t *gf_report_environment(const gf_run_info *r)
     json_object_set_new(env, "oversubscribe", json_boolean(r->oversubscribe));
     struct utsname u;
     if (uname(&u) == 0)
-        json_object_set_new(env, "os", json_pack("{s:s, s:s, s:s, s:s}", "sysname", u.sysname, "release", u.release,
-                                                 "machine", u.machine, "node", u.nodename));
+        json_object_set_new(env, "os",
+                            json_pack("{s:s, s:s, s:s, s:s}", "sysname", u.sysname, "release", u.release, "machine",
+                                      u.machine, "node", u.nodename));
     char pcre_ver[64] = "";
     pcre2_config(PCRE2_CONFIG_VERSION, pcre_ver);
     json_t *libs = json_object();
@@ -83,9 +81,9 @@ json_t *gf_report_environment(const gf_run_info *r)
     json_object_set_new(libs, "compiler", json_string(__VERSION__));
 #endif
     json_object_set_new(env, "libraries", libs);
-    static const char *const vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
-                                       "MKL_NUM_THREADS", "GENFENCE_MODULE_DIR", "GENFENCE_ROOT",
-                                       "CUDA_VISIBLE_DEVICES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", NULL};
+    static const char *const vars[] = {
+        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",  "MKL_NUM_THREADS",  "GENFENCE_MODULE_DIR",
+        "GENFENCE_ROOT",   "CUDA_VISIBLE_DEVICES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", NULL};
     json_t *ev = json_object();
     for (int i = 0; vars[i]; i++)
         json_object_set_new(ev, vars[i], str_or_null(getenv(vars[i])));
@@ -156,8 +154,9 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         json_object_set_new(o, "artifacts", json_array());
     }
     if (j->ran)
-        json_object_set_new(o, "process", json_pack("{s:i, s:i, s:s?}", "exit_code", j->exit_code, "signal", j->signal,
-                                                     "stderr_tail", j->stderr_tail));
+        json_object_set_new(o, "process",
+                            json_pack("{s:i, s:i, s:s?}", "exit_code", j->exit_code, "signal", j->signal, "stderr_tail",
+                                      j->stderr_tail));
     if (gf_verdict_exit(j->verdict, gf_job_required(j)) != 0) {
         char *rep = gf_job_reproduce(j, r->opts);
         json_object_set_new(o, "reproduce", str_or_null(rep));
@@ -170,7 +169,8 @@ json_t *gf_report_json(const gf_run_info *r)
 {
     json_t *doc = json_object();
     json_object_set_new(doc, "schema_version", json_integer(GF_REPORT_SCHEMA_VERSION));
-    json_object_set_new(doc, "genfence", json_pack("{s:s, s:s}", "version", GENFENCE_VERSION, "commit", GENFENCE_COMMIT));
+    json_object_set_new(doc, "genfence",
+                        json_pack("{s:s, s:s}", "version", GENFENCE_VERSION, "commit", GENFENCE_COMMIT));
     char when[64];
     struct tm tm;
     gmtime_r(&r->started, &tm);
@@ -191,8 +191,8 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(opts, "filter", str_or_null(r->filter));
     json_object_set_new(opts, "kinds", gf_json_strings(r->kinds, r->n_kinds));
     json_object_set_new(opts, "tags", gf_json_strings(r->tags, r->n_tags));
-    json_object_set_new(opts, "shard", r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n)
-                                                  : json_null());
+    json_object_set_new(opts, "shard",
+                        r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n) : json_null());
     json_object_set_new(opts, "report_dir", str_or_null(r->opts->report_dir));
     json_object_set_new(opts, "golden_dir", str_or_null(r->opts->golden_dir));
     json_object_set_new(doc, "options", opts);

@@ -116,8 +116,10 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
         }
     }
     gf_buf_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    gf_buf_printf(&b, "<testsuites name=\"genfence\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
-         r->n_jobs, fails, errors, skips, r->seconds);
+    gf_buf_printf(
+        &b,
+        "<testsuites name=\"genfence\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
+        r->n_jobs, fails, errors, skips, r->seconds);
     /* one suite per backend name, in first-seen order */
     const char **seen = calloc(r->n_jobs + 1, sizeof *seen);
     size_t n_seen = 0;
@@ -147,8 +149,10 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
         }
         gf_buf_puts(&b, "  <testsuite name=\"genfence.");
         esc(&b, seen[s]);
-        gf_buf_printf(&b, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\" timestamp=\"%s\" hostname=\"",
-             t, f, e, k, time, when);
+        gf_buf_printf(&b,
+                      "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\" timestamp=\"%s\" "
+                      "hostname=\"",
+                      t, f, e, k, time, when);
         esc(&b, host);
         gf_buf_puts(&b, "\">\n    <properties>\n");
         gf_buf_printf(&b, "      <property name=\"genfence.version\" value=\"%s\"/>\n", GENFENCE_VERSION);

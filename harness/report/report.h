@@ -13,30 +13,30 @@
 
 typedef struct gf_run_info {
     int argc;
-    char **argv;               /* `run` and its arguments */
-    time_t started;            /* wall clock */
-    double seconds;            /* the whole run */
+    char **argv;    /* `run` and its arguments */
+    time_t started; /* wall clock */
+    double seconds; /* the whole run */
     const gf_run_opts *opts;
-    const char *filter;        /* --filter or NULL */
-    char **kinds, **tags;      /* --kind / --tag values */
+    const char *filter;   /* --filter or NULL */
+    char **kinds, **tags; /* --kind / --tag values */
     size_t n_kinds, n_tags;
-    int shard_i, shard_n;      /* 1-based; 0/0: no sharding */
+    int shard_i, shard_n; /* 1-based; 0/0: no sharding */
     int oversubscribe;
-    int default_backends;      /* no --backend given: every available built-in */
+    int default_backends; /* no --backend given: every available built-in */
     gf_backend_probe *backends;
     size_t n_backends;
     gf_job *jobs;
     size_t n_jobs;
     const gf_case_set *cases;
-    size_t n_selected;         /* cases after filters and sharding */
+    size_t n_selected; /* cases after filters and sharding */
     /* filled by gf_run_tally */
     size_t by_verdict[GF_V_COUNT];
     size_t passed, failed, skipped, required_skips;
     int exit_status;
-    int tty;                   /* stdout is a terminal */
-    int quiet;                 /* failures and the summary only */
+    int tty;   /* stdout is a terminal */
+    int quiet; /* failures and the summary only */
     const char *json_path, *junit_path;
-    json_t *triangulation;     /* triangulate.h; NULL when not run */
+    json_t *triangulation; /* triangulate.h; NULL when not run */
 } gf_run_info;
 
 /* Count verdicts and derive the exit status (2 wins over 1 wins over 0; a

@@ -94,7 +94,7 @@ static json_t *job_child(const void *arg)
 
 typedef struct run_ctx {
     gf_job *jobs;
-    size_t *map;               /* task index -> job index */
+    size_t *map; /* task index -> job index */
     size_t total;
     const gf_run_hooks *hooks;
     gf_task *tasks;
@@ -151,7 +151,8 @@ static void on_finished(size_t ti, size_t done, void *u)
                    j->record ? " after writing its result" : "");
     } else if (t->exit_code != 0) {
         j->verdict = GF_V_CRASH;
-        set_reason(j, "exited with status %d%s", t->exit_code, j->record ? " after writing its result" : " without a result");
+        set_reason(j, "exited with status %d%s", t->exit_code,
+                   j->record ? " after writing its result" : " without a result");
     } else if (!j->record || !rv || !gf_verdict_parse(rv, &v)) {
         j->verdict = GF_V_CRASH;
         set_reason(j, "no readable result record from the child");

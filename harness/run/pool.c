@@ -25,7 +25,7 @@
 #include "sys.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#define GF_NO_RLIMIT_AS 1  /* AddressSanitizer reserves terabytes of shadow memory */
+#define GF_NO_RLIMIT_AS 1 /* AddressSanitizer reserves terabytes of shadow memory */
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define GF_NO_RLIMIT_AS 1
@@ -33,11 +33,10 @@
 #endif
 
 #define ERR_TAIL_MAX 8192
-#define RECORD_MAX (64u << 20)
+#define RECORD_MAX   (64u << 20)
 #define KILL_GRACE_S 5.0
 
 /* ---- child tasks ---- */
-
 
 typedef struct slot {
     size_t task;
@@ -222,8 +221,8 @@ static void slot_finish(slot *s, gf_task *t)
 }
 
 void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
-                      void (*started)(size_t ti, size_t running, size_t done, void *u),
-                      void (*finished)(size_t ti, size_t done, void *u), void *user)
+                 void (*started)(size_t ti, size_t running, size_t done, void *u),
+                 void (*finished)(size_t ti, size_t done, void *u), void *user)
 {
     if (jobs < 1)
         jobs = 1;
@@ -327,8 +326,8 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
     free(pfd);
 }
 
-void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs,
-                        double timeout_s, unsigned long long mem, json_t **records_out, char (*why_out)[256])
+void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs, double timeout_s,
+                        unsigned long long mem, json_t **records_out, char (*why_out)[256])
 {
     gf_task *tasks = calloc(n ? n : 1, sizeof *tasks);
     for (size_t i = 0; i < n; i++) {

@@ -13,30 +13,30 @@
 #include "case.h"
 #include "compare.h"
 
-#define GF_RUN_DEFAULT_TIMEOUT_S 120.0
+#define GF_RUN_DEFAULT_TIMEOUT_S  120.0
 #define GF_RUN_DEFAULT_MEMORY_GIB 8.0
-#define GF_RUN_PROBE_TIMEOUT_S 30.0
+#define GF_RUN_PROBE_TIMEOUT_S    30.0
 
 typedef struct gf_run_opts {
-    int jobs;                  /* children at once (-j) */
-    int threads;               /* backend threads per child (--threads) */
-    double timeout_s;          /* per (case, backend) */
+    int jobs;                        /* children at once (-j) */
+    int threads;                     /* backend threads per child (--threads) */
+    double timeout_s;                /* per (case, backend) */
     unsigned long long memory_limit; /* bytes of address space per child; 0 = none */
-    const char *report_dir;    /* reports go here; failing-step logits under report_dir/failures */
-    const char *golden_dir;    /* --golden-dir: read goldens from here (NULL: each case's own path) */
+    const char *report_dir;          /* reports go here; failing-step logits under report_dir/failures */
+    const char *golden_dir;          /* --golden-dir: read goldens from here (NULL: each case's own path) */
 } gf_run_opts;
 
 /* A backend as probed (in a child). */
 typedef struct gf_backend_probe {
-    char *requested;           /* name or plugin path as given */
-    char *name;                /* as the backend reports it (requested if it could not be opened) */
+    char *requested; /* name or plugin path as given */
+    char *name;      /* as the backend reports it (requested if it could not be opened) */
     int available;
-    int required;              /* --require-backend */
-    int explicit_;             /* named with --backend / --require-backend */
-    char why[512];             /* why unavailable */
-    gf_compute_dtype dtype;    /* declared compute dtype (fp32 if undeclared) */
+    int required;           /* --require-backend */
+    int explicit_;          /* named with --backend / --require-backend */
+    char why[512];          /* why unavailable */
+    gf_compute_dtype dtype; /* declared compute dtype (fp32 if undeclared) */
     int32_t threads;
-    int has_sample;            /* has its own sampler slot */
+    int has_sample; /* has its own sampler slot */
     char library[256], detail[256], source[512], description[256];
 } gf_backend_probe;
 
@@ -47,13 +47,13 @@ typedef struct gf_job {
     /* results */
     gf_verdict verdict;
     char *reason;
-    double seconds;            /* wall time, fork to reap */
-    json_t *record;            /* the child's record (NULL if none arrived) */
-    char *stderr_tail;         /* the child's last stderr bytes, if any */
-    int exit_code;             /* -1 if killed */
-    int signal;                /* 0 if it exited */
-    int ran;                   /* a child was started */
-    int decided;               /* the verdict is final (run, or decided without a child) */
+    double seconds;    /* wall time, fork to reap */
+    json_t *record;    /* the child's record (NULL if none arrived) */
+    char *stderr_tail; /* the child's last stderr bytes, if any */
+    int exit_code;     /* -1 if killed */
+    int signal;        /* 0 if it exited */
+    int ran;           /* a child was started */
+    int decided;       /* the verdict is final (run, or decided without a child) */
 } gf_job;
 
 /* Probe each backend in a child: open (registry), probe, info. */
@@ -78,8 +78,7 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o);
 /* Run fn(args[i]) for each i in its own child (at most `jobs` at once) with
  * the watchdog and memory cap. records_out[i]: the child's JSON result, or
  * NULL with why_out[i] saying why (crash, timeout, no answer). */
-void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs,
-                        double timeout_s, unsigned long long mem, json_t **records_out, char (*why_out)[256]);
-
+void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs, double timeout_s,
+                        unsigned long long mem, json_t **records_out, char (*why_out)[256]);
 
 #endif

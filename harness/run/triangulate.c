@@ -14,8 +14,8 @@ enum { TRI_MAX_T = 96 };
 
 typedef struct tri_arg {
     const char *model;
-    const char *backend;       /* as requested (name or plugin path) */
-    const char *name;          /* as the backend reports it */
+    const char *backend; /* as requested (name or plugin path) */
+    const char *name;    /* as the backend reports it */
     int threads;
 } tri_arg;
 
@@ -59,9 +59,9 @@ static json_t *part_json(const tri_part *p)
 
 /* One side's three probe outputs. */
 typedef struct tri_out {
-    float *forward;  /* (T, V) */
-    float *cached;   /* (T - h + 1, V): positions h-1 .. T-1 */
-    float *padded;   /* (T - h, V): row 1's real positions */
+    float *forward; /* (T, V) */
+    float *cached;  /* (T - h + 1, V): positions h-1 .. T-1 */
+    float *padded;  /* (T - h, V): row 1's real positions */
 } tri_out;
 
 static gf_status run_probe(gf_session *s, const int32_t *tok, int32_t T, tri_out *o)
@@ -100,8 +100,8 @@ static gf_status run_probe(gf_session *s, const int32_t *tok, int32_t T, tri_out
     float *both = malloc((size_t)2 * T * V * sizeof *both);
     if (!both)
         return gf_error_set(GF_E_NOMEM, "out of memory");
-    gf_batch pb = {.B = 2, .T = T, .tokens = tok2, .position_ids = pos2, .key_mask = mask,
-                   .logits_mode = GF_LOGITS_ALL};
+    gf_batch pb = {
+        .B = 2, .T = T, .tokens = tok2, .position_ids = pos2, .key_mask = mask, .logits_mode = GF_LOGITS_ALL};
     st = gf_engine_forward(e, NULL, &pb, both);
     if (st == GF_OK)
         memcpy(o->padded, both + ((size_t)T + h) * V, (size_t)n2 * V * sizeof(float));
@@ -170,8 +170,8 @@ done:
     return r;
 }
 
-json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_backend_probe *backends,
-                       size_t n_backends, const gf_run_opts *o)
+json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_backend_probe *backends, size_t n_backends,
+                       const gf_run_opts *o)
 {
     json_t *out = json_array();
     size_t n = 0;
@@ -190,8 +190,10 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
             if (!backends[b].available || !strcmp(backends[b].name, "ref"))
                 continue;
             for (size_t m = 0; m < n_models; m++, k++) {
-                args[k] = (tri_arg){.model = models[m], .backend = backends[b].requested,
-                                    .name = backends[b].name, .threads = o->threads};
+                args[k] = (tri_arg){.model = models[m],
+                                    .backend = backends[b].requested,
+                                    .name = backends[b].name,
+                                    .threads = o->threads};
                 argp[k] = &args[k];
             }
         }
@@ -239,7 +241,8 @@ static const json_t *record_for(const json_t *tri, const char *backend, const ch
 {
     size_t i;
     json_t *r;
-    json_array_foreach(tri, i, r) {
+    json_array_foreach(tri, i, r)
+    {
         if (!strcmp(json_string_value(json_object_get(r, "backend_requested")), backend) &&
             !strcmp(json_string_value(json_object_get(r, "model")), model))
             return r;
@@ -254,7 +257,8 @@ void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs
     printf("triangulation against ref (one probe per model: uncached forward, cached decode, padded row):\n");
     size_t i;
     json_t *r;
-    json_array_foreach(tri, i, r) {
+    json_array_foreach(tri, i, r)
+    {
         const char *backend = json_string_value(json_object_get(r, "backend"));
         const char *model = json_string_value(json_object_get(r, "model"));
         const char *err = json_string_value(json_object_get(r, "error"));
@@ -264,9 +268,8 @@ void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs
         }
         double w;
         const char *part = worst_part(r, &w);
-        printf("  %-10s %s: forward %.1e  cached %.1e  padded %.1e  -> %s", backend, model,
-               part_max(r, "forward"), part_max(r, "cached"), part_max(r, "padded"),
-               w <= tol ? "agrees with ref" : "OFF");
+        printf("  %-10s %s: forward %.1e  cached %.1e  padded %.1e  -> %s", backend, model, part_max(r, "forward"),
+               part_max(r, "cached"), part_max(r, "padded"), w <= tol ? "agrees with ref" : "OFF");
         if (w > tol) {
             json_t *p = json_object_get(r, part);
             printf(" (%s differs by %.3g at position %lld, ref margin there %.3g)", part, w,

@@ -19,8 +19,8 @@
 /* models: distinct model directories; backends: the run's probed backends.
  * Returns a JSON array (one object per (model, non-ref available backend)),
  * or an empty array when there is nothing to triangulate. */
-json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_backend_probe *backends,
-                       size_t n_backends, const gf_run_opts *o);
+json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_backend_probe *backends, size_t n_backends,
+                       const gf_run_opts *o);
 
 /* Console lines for the array; tol: the |delta| called "agrees". Also names,
  * for each case whose verdicts differ across backends, the one that is off. */

@@ -28,8 +28,7 @@ const char *const *gf_registry_names(void)
     size_t n = 0;
     names[n++] = "ref";
     memcpy(buf, GENFENCE_BACKEND_MODULES, sizeof GENFENCE_BACKEND_MODULES);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < GF_REGISTRY_MAX;
-         t = strtok_r(NULL, ",", &save))
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < GF_REGISTRY_MAX; t = strtok_r(NULL, ",", &save))
         names[n++] = t;
     names[n] = NULL;
     return names;
@@ -80,8 +79,7 @@ static gf_status open_shared(const char *path, const char *label, gf_backend_han
     dlerror();
     void *sym = dlsym(dl, GF_BACKEND_ENTRY_SYMBOL);
     if (!sym) {
-        gf_status st = gf_error_set(GF_E_ABI, "%s: %s does not export %s()", label, path,
-                                    GF_BACKEND_ENTRY_SYMBOL);
+        gf_status st = gf_error_set(GF_E_ABI, "%s: %s does not export %s()", label, path, GF_BACKEND_ENTRY_SYMBOL);
         dlclose(dl);
         return st;
     }
@@ -140,8 +138,7 @@ static gf_status open_named(const char *name, gf_backend_handle *h)
     }
     char known[512];
     known_list(known, sizeof known);
-    return gf_error_set(GF_E_NOT_FOUND, "unknown backend '%s' (known: %s, or a plugin path)", name,
-                        known);
+    return gf_error_set(GF_E_NOT_FOUND, "unknown backend '%s' (known: %s, or a plugin path)", name, known);
 }
 
 gf_status gf_registry_open(const char *spec, gf_backend_handle *h)
@@ -163,8 +160,8 @@ gf_status gf_registry_open(const char *spec, gf_backend_handle *h)
 
 gf_backend_options gf_registry_options(const gf_backend_handle *h, int32_t threads)
 {
-    gf_backend_options o = {.struct_size = sizeof o, .threads = threads > 0 ? threads : 1,
-                            .config = h ? h->config : NULL};
+    gf_backend_options o = {
+        .struct_size = sizeof o, .threads = threads > 0 ? threads : 1, .config = h ? h->config : NULL};
     return o;
 }
 

@@ -10,9 +10,9 @@
 
 typedef struct gf_backend_handle {
     const gf_backend_ops *ops;
-    void *dl;                  /* dlopen handle for modules and plugins, else NULL */
-    char source[512];          /* "built-in", or the path loaded */
-    char *config;              /* the spec's text after the first ':', or NULL (owned) */
+    void *dl;         /* dlopen handle for modules and plugins, else NULL */
+    char source[512]; /* "built-in", or the path loaded */
+    char *config;     /* the spec's text after the first ':', or NULL (owned) */
 } gf_backend_handle;
 
 /* Names genfence knows without a path, in display order (NULL-terminated):
@@ -28,7 +28,7 @@ gf_status gf_registry_open(const char *spec, gf_backend_handle *h);
 
 /* The options to hand h's backend: threads (>= 1) and h's config. */
 gf_backend_options gf_registry_options(const gf_backend_handle *h, int32_t threads);
-void gf_registry_close(gf_backend_handle *h);  /* NULL-safe */
+void gf_registry_close(gf_backend_handle *h); /* NULL-safe */
 
 /* Directory searched for modules: $GENFENCE_MODULE_DIR, else the build's. */
 const char *gf_registry_module_dir(void);

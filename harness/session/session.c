@@ -10,8 +10,7 @@
 
 #include "parse.h"
 
-gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads,
-                          int need_tokenizer)
+gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads, int need_tokenizer)
 {
     memset(s, 0, sizeof *s);
     gf_status st = gf_model_load(dir, &s->model);
@@ -51,8 +50,7 @@ void gf_session_close(gf_session *s)
     memset(s, 0, sizeof *s);
 }
 
-gf_status gf_session_tokens(const gf_session *s, const char *text, const char *ids,
-                            int32_t **tokens_out, size_t *n_out)
+gf_status gf_session_tokens(const gf_session *s, const char *text, const char *ids, int32_t **tokens_out, size_t *n_out)
 {
     if (ids)
         return gf_parse_ids(ids, tokens_out, n_out);

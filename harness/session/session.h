@@ -15,19 +15,18 @@
  * backend and engine. */
 typedef struct gf_session {
     gf_model *model;
-    gf_tokenizer *tok;         /* NULL if the directory has no tokenizer */
+    gf_tokenizer *tok; /* NULL if the directory has no tokenizer */
     gf_backend_handle backend;
     gf_engine *engine;
 } gf_session;
 
 /* Opens dir (config.json, model.safetensors, tokenizer.json if present) on
  * the named backend with `threads`. need_tokenizer: fail if absent. */
-gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads,
-                          int need_tokenizer);
+gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads, int need_tokenizer);
 void gf_session_close(gf_session *s);
 
 /* Text or "1,2,3" ids into tokens (text needs the tokenizer). */
-gf_status gf_session_tokens(const gf_session *s, const char *text, const char *ids,
-                            int32_t **tokens_out, size_t *n_out);
+gf_status gf_session_tokens(const gf_session *s, const char *text, const char *ids, int32_t **tokens_out,
+                            size_t *n_out);
 
 #endif

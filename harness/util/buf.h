@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 typedef struct gf_buf {
-    char *p;                   /* NULL until the first byte */
+    char *p; /* NULL until the first byte */
     size_t n, cap;
     int oom;
 } gf_buf;
@@ -15,6 +15,6 @@ typedef struct gf_buf {
 void gf_buf_put(gf_buf *b, const void *data, size_t n);
 void gf_buf_puts(gf_buf *b, const char *s);
 void gf_buf_printf(gf_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void gf_buf_free(gf_buf *b);   /* frees p and clears b */
+void gf_buf_free(gf_buf *b); /* frees p and clears b */
 
 #endif

@@ -34,10 +34,23 @@ static void block(gf_sha256 *s, const uint8_t *p)
     for (int i = 0; i < 64; i++) {
         uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
         uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
     }
-    s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d;
-    s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+    s->h[5] += f;
+    s->h[6] += g;
+    s->h[7] += h;
 }
 
 void gf_sha256_init(gf_sha256 *s)
@@ -159,10 +172,7 @@ const char *gf_json_nonfinite(const json_t *v)
     return NULL;
 }
 
-static int cmp_keys(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static void put_value(gf_buf *b, const json_t *v, int top)
 {
@@ -200,7 +210,8 @@ static void put_value(gf_buf *b, const json_t *v, int top)
         }
         const char *key;
         json_t *val;
-        json_object_foreach((json_t *)v, key, val) {
+        json_object_foreach((json_t *)v, key, val)
+        {
             if (!(top && gf_hash_key_excluded(key)))
                 keys[k++] = key;
         }
@@ -233,7 +244,8 @@ char *gf_canonical_json(const json_t *v)
 
 int gf_hash_key_excluded(const char *key)
 {
-    static const char *const excluded[] = {"atol", "gate", "tags", "backends", "golden", "description", "expect_verdict"};
+    static const char *const excluded[] = {"atol",   "gate",        "tags",          "backends",
+                                           "golden", "description", "expect_verdict"};
     for (size_t i = 0; i < sizeof excluded / sizeof excluded[0]; i++)
         if (!strcmp(key, excluded[i]))
             return 1;

@@ -19,7 +19,7 @@ typedef struct gf_sha256 {
 
 void gf_sha256_init(gf_sha256 *s);
 void gf_sha256_update(gf_sha256 *s, const void *data, size_t len);
-void gf_sha256_hex(gf_sha256 *s, char hex_out[65]);       /* finalises */
+void gf_sha256_hex(gf_sha256 *s, char hex_out[65]); /* finalises */
 void gf_sha256_of(const void *data, size_t len, char hex_out[65]);
 gf_status gf_sha256_file(const char *path, char hex_out[65]);
 

@@ -43,8 +43,10 @@ gf_status gf_parse_ids(const char *s, int32_t **ids_out, size_t *n_out)
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
             free(ids);
-            return gf_error_set(GF_E_INVALID_ARG, "bad token id list '%s' at character %td: expected "
-                                "non-negative integers separated by commas", s, p - s);
+            return gf_error_set(GF_E_INVALID_ARG,
+                                "bad token id list '%s' at character %td: expected "
+                                "non-negative integers separated by commas",
+                                s, p - s);
         }
         if (n == cap) {
             int32_t *grown = realloc(ids, (cap *= 2) * sizeof *ids);
@@ -93,4 +95,3 @@ int gf_parse_size(const char *s, unsigned long long *out)
     *out = (unsigned long long)(v * mul);
     return 0;
 }
-

@@ -30,11 +30,23 @@ double gf_ulp_at(double x, gf_compute_dtype dt)
         return NAN;
     int digits, emin; /* significand bits (with the implicit one), smallest normal exponent */
     switch (dt) {
-    case GF_COMPUTE_F16: digits = 11; emin = -14; break;
-    case GF_COMPUTE_BF16: digits = 8; emin = -126; break;
-    case GF_COMPUTE_F64: digits = 53; emin = -1022; break;
+    case GF_COMPUTE_F16:
+        digits = 11;
+        emin = -14;
+        break;
+    case GF_COMPUTE_BF16:
+        digits = 8;
+        emin = -126;
+        break;
+    case GF_COMPUTE_F64:
+        digits = 53;
+        emin = -1022;
+        break;
     case GF_COMPUTE_F32:
-    default: digits = 24; emin = -126; break;
+    default:
+        digits = 24;
+        emin = -126;
+        break;
     }
     double ax = fabs(x);
     int e = 0;
@@ -115,13 +127,10 @@ void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode m
     c->over_atol_delta = NAN;
 }
 
-int gf_cmp_stopped(const gf_cmp *c)
-{
-    return c->mode == GF_CMP_FREE_RUNNING && c->first_divergence >= 0;
-}
+int gf_cmp_stopped(const gf_cmp *c) { return c->mode == GF_CMP_FREE_RUNNING && c->first_divergence >= 0; }
 
-int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_t test_token,
-                double ref_margin, double ref_top1)
+int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_t test_token, double ref_margin,
+                double ref_top1)
 {
     if (gf_cmp_stopped(c)) {
         c->ignored++;
@@ -281,10 +290,10 @@ gf_verdict gf_cmp_verdict(const gf_cmp *c, char *why, size_t why_len)
 json_t *gf_cmp_json(const gf_cmp *c)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "mode", json_string(c->mode == GF_CMP_TEACHER_FORCED ? "teacher-forced"
-                                                                               : "free-running"));
-    json_object_set_new(o, "gate", json_pack("{s:f, s:f, s:s}", "abs", c->gate.abs, "ulps", c->gate.ulps,
-                                             "dtype", gf_dtype_str(c->dtype)));
+    json_object_set_new(o, "mode", json_string(c->mode == GF_CMP_TEACHER_FORCED ? "teacher-forced" : "free-running"));
+    json_object_set_new(
+        o, "gate",
+        json_pack("{s:f, s:f, s:s}", "abs", c->gate.abs, "ulps", c->gate.ulps, "dtype", gf_dtype_str(c->dtype)));
     gf_json_set_number(o, "atol", c->atol, "not checked");
     json_object_set_new(o, "steps", json_integer(c->steps));
     json_object_set_new(o, "steps_ignored", json_integer(c->ignored));

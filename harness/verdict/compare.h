@@ -31,8 +31,8 @@
 /* ---- the gate ---- */
 
 typedef struct gf_gate {
-    double abs;   /* default 1e-4 */
-    double ulps;  /* default 4 */
+    double abs;  /* default 1e-4 */
+    double ulps; /* default 4 */
 } gf_gate;
 
 gf_gate gf_gate_default(void);
@@ -60,27 +60,27 @@ typedef struct gf_cmp {
     gf_gate gate;
     gf_compute_dtype dtype;
     gf_cmp_mode mode;
-    double atol;               /* max |delta| allowed; NaN: not checked */
+    double atol; /* max |delta| allowed; NaN: not checked */
 
-    int32_t steps;             /* steps compared */
-    int32_t ignored;           /* free-running: steps after the divergence */
-    double max_delta;          /* over compared steps */
-    int32_t max_delta_step;    /* -1: none compared / all deltas 0 at step -1 */
-    double min_margin;         /* smallest reference margin */
+    int32_t steps;          /* steps compared */
+    int32_t ignored;        /* free-running: steps after the divergence */
+    double max_delta;       /* over compared steps */
+    int32_t max_delta_step; /* -1: none compared / all deltas 0 at step -1 */
+    double min_margin;      /* smallest reference margin */
     int32_t min_margin_step;
     double min_margin_threshold; /* the gate threshold at that step */
-    int32_t near_ties;         /* steps whose reference margin is below the gate */
-    int32_t mismatches;        /* steps whose tokens differ */
-    int32_t excused;           /* ... of which at a near tie */
-    int32_t first_divergence;  /* -1 if none */
+    int32_t near_ties;           /* steps whose reference margin is below the gate */
+    int32_t mismatches;          /* steps whose tokens differ */
+    int32_t excused;             /* ... of which at a near tie */
+    int32_t first_divergence;    /* -1 if none */
     double divergence_margin, divergence_threshold;
-    int32_t first_unexcused;   /* -1 if none */
+    int32_t first_unexcused; /* -1 if none */
     double unexcused_margin, unexcused_threshold;
     int32_t unexcused_ref_token, unexcused_test_token;
-    int32_t first_over_atol;   /* -1 if none */
+    int32_t first_over_atol; /* -1 if none */
     double over_atol_delta;
-    int32_t first_nonfinite;   /* first step whose delta is not finite, -1 if none */
-    int32_t first_failing;     /* the step that decided a failure, -1 if none */
+    int32_t first_nonfinite; /* first step whose delta is not finite, -1 if none */
+    int32_t first_failing;   /* the step that decided a failure, -1 if none */
 } gf_cmp;
 
 void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode mode, double atol);
@@ -89,8 +89,8 @@ void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode m
  * reference's top-1 score (for the ULP; NaN: use gate.abs alone). Returns 1 if
  * this step made the comparison fail (first time only), else 0. Free-running
  * steps after the first divergence are only counted as ignored. */
-int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_t test_token,
-                double ref_margin, double ref_top1);
+int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_t test_token, double ref_margin,
+                double ref_top1);
 /* One greedy step from both sides' full rows (tokens = argmaxes). */
 int gf_cmp_logits(gf_cmp *c, int32_t step, const float *ref, const float *test, int32_t V);
 /* Has the comparison stopped (free-running after a divergence)? */

@@ -15,12 +15,13 @@
 #include "genfence/status.h"
 
 typedef enum gf_junit_elem {
-    GF_JUNIT_NONE = 0,         /* a passing <testcase/> */
+    GF_JUNIT_NONE = 0, /* a passing <testcase/> */
     GF_JUNIT_SKIPPED,
     GF_JUNIT_FAILURE,
     GF_JUNIT_ERROR,
 } gf_junit_elem;
 
+/* clang-format off */
 /*        ID             name             label            exit sev junit */
 #define GF_VERDICT_LIST(X)                                                         \
     X(PASS,          "pass",          "pass",          0, 0, GF_JUNIT_NONE)    \
@@ -31,16 +32,17 @@ typedef enum gf_junit_elem {
     X(CRASH,         "crash",         "CRASH",         1, 6, GF_JUNIT_FAILURE) \
     X(TIMEOUT,       "timeout",       "TIMEOUT",       1, 5, GF_JUNIT_FAILURE) \
     X(ERROR,         "error",         "ERROR",         2, 7, GF_JUNIT_ERROR)
+/* clang-format on */
 
 typedef enum gf_verdict {
 #define GF_VERDICT_ENUM(id, name, label, exit, sev, junit) GF_V_##id,
     GF_VERDICT_LIST(GF_VERDICT_ENUM)
 #undef GF_VERDICT_ENUM
-    GF_V_COUNT
+        GF_V_COUNT
 } gf_verdict;
 
-const char *gf_verdict_str(gf_verdict v);       /* "pass", "pass-near-tie", ... ("?" if unknown) */
-const char *gf_verdict_label(gf_verdict v);     /* console: "pass", "FAIL", ... */
+const char *gf_verdict_str(gf_verdict v);             /* "pass", "pass-near-tie", ... ("?" if unknown) */
+const char *gf_verdict_label(gf_verdict v);           /* console: "pass", "FAIL", ... */
 int gf_verdict_parse(const char *s, gf_verdict *out); /* 1 if known */
 /* The exit status a verdict asks for: 0, 1 or 2 (a skip is 1 when the
  * backend was required with --require-backend). */

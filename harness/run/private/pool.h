@@ -12,7 +12,7 @@ typedef struct gf_task {
     double timeout_s;
     /* results */
     json_t *record;
-    char *err;                 /* stderr tail (NUL-terminated) */
+    char *err; /* stderr tail (NUL-terminated) */
     int exit_code, signal, timed_out, spawn_failed;
     char spawn_err[256];
     double seconds;
