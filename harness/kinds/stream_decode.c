@@ -208,9 +208,9 @@ done:
     gf_tokenizer_free(tok);
     free(ids);
     free(full);
-    free(stream.p);
-    free(bytes.p);
-    free(naive.p);
+    gf_buf_free(&stream);
+    gf_buf_free(&bytes);
+    gf_buf_free(&naive);
 }
 
 const gf_kind_def gf_kind_stream_decode = {

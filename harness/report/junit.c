@@ -167,11 +167,11 @@ int gf_report_junit_write(const gf_run_info *r, const char *path)
     gf_buf_puts(&b, "</testsuites>\n");
     free(seen);
     if (b.oom) {
-        free(b.p);
+        gf_buf_free(&b);
         errno = ENOMEM;
         return -1;
     }
     int rc = gf_write_atomic(path, b.p, b.n);
-    free(b.p);
+    gf_buf_free(&b);
     return rc;
 }

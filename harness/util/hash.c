@@ -236,7 +236,7 @@ char *gf_canonical_json(const json_t *v)
     gf_buf b = {0};
     put_value(&b, v, 0);
     if (b.oom) {
-        free(b.p);
+        gf_buf_free(&b);
         return NULL;
     }
     return b.p;
@@ -257,11 +257,11 @@ gf_status gf_case_hash(const json_t *case_obj, char hex[65])
     gf_buf b = {0};
     put_value(&b, case_obj, 1);
     if (b.oom) {
-        free(b.p);
+        gf_buf_free(&b);
         return gf_error_set(GF_E_NOMEM, "out of memory");
     }
     gf_sha256_of(b.p, b.n, hex);
-    free(b.p);
+    gf_buf_free(&b);
     return GF_OK;
 }
 
