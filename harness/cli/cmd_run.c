@@ -23,44 +23,44 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
-"                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
-"                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
-"                    [--golden-dir DIR] [--no-triangulate]\n"
-"\n"
-"Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
-"*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
-"Each (case, backend) runs in its own child process with a watchdog and a memory cap.\n"
-"\n"
-"  --backend NAME|PATH      run on this backend (repeatable); default: every built-in\n"
-"                           backend whose probe succeeds here\n"
-"  --require-backend NAME   like --backend, and a skip on it (unavailable) is a failure\n"
-"  --filter REGEX           only cases whose id matches (POSIX extended regex)\n"
-"  --kind KIND              only cases of this kind (repeatable)\n"
-"  --tag TAG                only cases with this tag (repeatable: any); !TAG excludes\n"
-"  -j, --jobs N             children at once (default: cores / threads)\n"
-"  --threads N              backend threads per child (default 1); -j x --threads may\n"
-"                           not exceed the cores (%d here) unless --oversubscribe\n"
-"  --oversubscribe          allow -j x --threads above the core count\n"
-"  --timeout S              seconds per (case, backend) before it is killed (default %.0f;\n"
-"                           0 = none); the verdict is then timeout\n"
-"  --memory-limit SIZE      address-space cap per child, e.g. 8G, 512M (default %.0fG;\n"
-"                           0 = none; off in AddressSanitizer builds)\n"
-"  --shard I/N              run the I-th of N interleaved slices of the cases (1 <= I <= N)\n"
-"  --report-dir DIR         where run.json, junit.xml and failing-step logits go\n"
-"                           (default reports/)\n"
-"  --no-report              write no report files\n"
-"  --golden-dir DIR         golden_generation cases read DIR/<id>.safetensors instead of\n"
-"                           their own golden (e.g. goldens made by genfence bless)\n"
-"  --no-triangulate         skip the probe that compares every other backend with ref\n"
-"                           (run when two or more backends run model cases)\n"
-"  -q, --quiet              print only failures and the summary\n"
-"  -h, --help               this help\n"
-"\n"
-"Verdicts: pass, pass-near-tie, skip -> 0; fail, stale, crash, timeout -> 1; error (bad\n"
-"case, bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
-"\n"
-"exit status: 0 all passed, 1 a case failed, 2 bad input or usage\n",
+            "usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
+            "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
+            "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
+            "                    [--golden-dir DIR] [--no-triangulate]\n"
+            "\n"
+            "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
+            "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
+            "Each (case, backend) runs in its own child process with a watchdog and a memory cap.\n"
+            "\n"
+            "  --backend NAME|PATH      run on this backend (repeatable); default: every built-in\n"
+            "                           backend whose probe succeeds here\n"
+            "  --require-backend NAME   like --backend, and a skip on it (unavailable) is a failure\n"
+            "  --filter REGEX           only cases whose id matches (POSIX extended regex)\n"
+            "  --kind KIND              only cases of this kind (repeatable)\n"
+            "  --tag TAG                only cases with this tag (repeatable: any); !TAG excludes\n"
+            "  -j, --jobs N             children at once (default: cores / threads)\n"
+            "  --threads N              backend threads per child (default 1); -j x --threads may\n"
+            "                           not exceed the cores (%d here) unless --oversubscribe\n"
+            "  --oversubscribe          allow -j x --threads above the core count\n"
+            "  --timeout S              seconds per (case, backend) before it is killed (default %.0f;\n"
+            "                           0 = none); the verdict is then timeout\n"
+            "  --memory-limit SIZE      address-space cap per child, e.g. 8G, 512M (default %.0fG;\n"
+            "                           0 = none; off in AddressSanitizer builds)\n"
+            "  --shard I/N              run the I-th of N interleaved slices of the cases (1 <= I <= N)\n"
+            "  --report-dir DIR         where run.json, junit.xml and failing-step logits go\n"
+            "                           (default reports/)\n"
+            "  --no-report              write no report files\n"
+            "  --golden-dir DIR         golden_generation cases read DIR/<id>.safetensors instead of\n"
+            "                           their own golden (e.g. goldens made by genfence bless)\n"
+            "  --no-triangulate         skip the probe that compares every other backend with ref\n"
+            "                           (run when two or more backends run model cases)\n"
+            "  -q, --quiet              print only failures and the summary\n"
+            "  -h, --help               this help\n"
+            "\n"
+            "Verdicts: pass, pass-near-tie, skip -> 0; fail, stale, crash, timeout -> 1; error (bad\n"
+            "case, bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
+            "\n"
+            "exit status: 0 all passed, 1 a case failed, 2 bad input or usage\n",
             gf_cpu_count(), GF_RUN_DEFAULT_TIMEOUT_S, GF_RUN_DEFAULT_MEMORY_GIB);
 }
 
@@ -145,19 +145,43 @@ static json_t *run_triangulation(const gf_run_info *info, const gf_run_opts *o)
 
 int gf_cmd_run(int argc, char **argv)
 {
-    enum { O_BACKEND = 256, O_REQUIRE, O_FILTER, O_KIND, O_TAG, O_THREADS, O_TIMEOUT, O_MEM, O_SHARD,
-           O_REPORT, O_NOREPORT, O_OVER, O_GOLDEN_DIR, O_NOTRI };
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, O_BACKEND}, {"require-backend", required_argument, 0, O_REQUIRE},
-        {"filter", required_argument, 0, O_FILTER},   {"kind", required_argument, 0, O_KIND},
-        {"tag", required_argument, 0, O_TAG},         {"jobs", required_argument, 0, 'j'},
-        {"threads", required_argument, 0, O_THREADS}, {"timeout", required_argument, 0, O_TIMEOUT},
-        {"memory-limit", required_argument, 0, O_MEM}, {"shard", required_argument, 0, O_SHARD},
-        {"report-dir", required_argument, 0, O_REPORT}, {"no-report", no_argument, 0, O_NOREPORT},
-        {"oversubscribe", no_argument, 0, O_OVER},    {"quiet", no_argument, 0, 'q'},
-        {"golden-dir", required_argument, 0, O_GOLDEN_DIR}, {"no-triangulate", no_argument, 0, O_NOTRI},
-        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-    gf_run_opts o = {.jobs = 0, .threads = 1, .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
+    enum {
+        O_BACKEND = 256,
+        O_REQUIRE,
+        O_FILTER,
+        O_KIND,
+        O_TAG,
+        O_THREADS,
+        O_TIMEOUT,
+        O_MEM,
+        O_SHARD,
+        O_REPORT,
+        O_NOREPORT,
+        O_OVER,
+        O_GOLDEN_DIR,
+        O_NOTRI
+    };
+    static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
+                                             {"require-backend", required_argument, 0, O_REQUIRE},
+                                             {"filter", required_argument, 0, O_FILTER},
+                                             {"kind", required_argument, 0, O_KIND},
+                                             {"tag", required_argument, 0, O_TAG},
+                                             {"jobs", required_argument, 0, 'j'},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"timeout", required_argument, 0, O_TIMEOUT},
+                                             {"memory-limit", required_argument, 0, O_MEM},
+                                             {"shard", required_argument, 0, O_SHARD},
+                                             {"report-dir", required_argument, 0, O_REPORT},
+                                             {"no-report", no_argument, 0, O_NOREPORT},
+                                             {"oversubscribe", no_argument, 0, O_OVER},
+                                             {"quiet", no_argument, 0, 'q'},
+                                             {"golden-dir", required_argument, 0, O_GOLDEN_DIR},
+                                             {"no-triangulate", no_argument, 0, O_NOTRI},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    gf_run_opts o = {.jobs = 0,
+                     .threads = 1,
+                     .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
                      .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
                      .report_dir = "reports"};
     gf_run_info info;
@@ -183,19 +207,23 @@ int gf_cmd_run(int argc, char **argv)
         case O_KIND: strv_push(&kinds, optarg); break;
         case O_TAG: strv_push(&tags, optarg); break;
         case 'j':
-            if (!gf_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 4096, &v))
+                goto bad_value;
             o.jobs = (int)v;
             break;
         case O_THREADS:
-            if (!gf_parse_int(optarg, 1, 4096, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 4096, &v))
+                goto bad_value;
             o.threads = (int)v;
             break;
         case O_TIMEOUT:
-            if (!gf_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d)) goto bad_value;
+            if (!gf_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d))
+                goto bad_value;
             o.timeout_s = d;
             break;
         case O_MEM:
-            if (gf_parse_size(optarg, &o.memory_limit) < 0) goto bad_value;
+            if (gf_parse_size(optarg, &o.memory_limit) < 0)
+                goto bad_value;
             break;
         case O_SHARD:
             if (sscanf(optarg, "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 1 || shard_i > shard_n)
@@ -234,7 +262,8 @@ int gf_cmd_run(int argc, char **argv)
         o.jobs = cores / o.threads > 0 ? cores / o.threads : 1;
     if (!oversubscribe && (long)o.jobs * o.threads > cores) {
         gf_cli_error("run: -j %d x --threads %d = %ld exceeds the %d cores this process may use; "
-                     "lower them or pass --oversubscribe", o.jobs, o.threads, (long)o.jobs * o.threads, cores);
+                     "lower them or pass --oversubscribe",
+                     o.jobs, o.threads, (long)o.jobs * o.threads, cores);
         goto out;
     }
 
@@ -257,7 +286,14 @@ int gf_cmd_run(int argc, char **argv)
         n_matched = n_sel;
     gf_case_filter_free(&cf);
     if (n_matched == 0) {
-        gf_cli_error("run: no case %s", set.n ? "matches the filters" : "found");
+        if (set.n)
+            gf_cli_error("run: no case matches the filters");
+        else if (argc > optind) /* name where it looked: the paths, and whether any file was read */
+            gf_cli_error("run: no case found in %s%s (%zu case file%s read)", argv[optind], argc - optind > 1 ? " ..." : "",
+                         set.n_files, set.n_files == 1 ? "" : "s");
+        else
+            gf_cli_error("run: no case found in the default suite (%zu case file%s read)", set.n_files,
+                         set.n_files == 1 ? "" : "s");
         free(sel);
         gf_case_set_free(&set);
         goto out;
