@@ -30,4 +30,18 @@ gf_status gf_case_hash_of(const gf_case *c, char hex[65]);
  * (into dir when given, as for run --golden-dir), into buf. */
 void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t cap);
 
+/* What gf_golden_record wrote. */
+typedef struct gf_golden_recorded {
+    int32_t rows, steps;
+    double min_margin; /* the smallest margin of any step's choice */
+    char backend[128]; /* the name the backend reports */
+} gf_golden_recorded;
+
+/* Record the golden of golden_generation case c on `backend` into path
+ * (genfence bless): each prompt alone, free-running, cached decode, with the
+ * provenance (backend, machine, genfence commit, hashes) in the metadata.
+ * GF_OK with *out filled, else the error (its message names what failed). */
+gf_status gf_golden_record(const gf_case *c, const char *backend, int32_t threads, const char *path,
+                           gf_golden_recorded *out);
+
 #endif

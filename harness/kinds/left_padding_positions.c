@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
 #include "krun.h"
