@@ -47,10 +47,7 @@ static int parse_golden(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         gf_y_error(ctx, gf_y_get(ctx, m, "atol", 0), "'atol' must be a finite number >= 0");
         bad = 1;
     }
-    if (!bad && gf_sampler_validate(&s->sampler) != GF_OK) {
-        gf_y_error(ctx, m, "sampler parameters: %s", gf_error_msg());
-        bad = 1;
-    }
+    /* gf_y_sampler has validated the sampler parameters ("invalid sampler: ...") */
     if (!bad && s->golden_arg && !s->golden_arg[0]) {
         gf_y_error(ctx, gf_y_get(ctx, m, "golden", 0), "'golden' is empty (omit it for golden/<id>.safetensors)");
         bad = 1;

@@ -444,9 +444,9 @@ Test(golden_case, bad_keys)
     snprintf(t, sizeof t, "%s    max_new_tokens: 4\n", head);
     expect_error(t, "missing required key 'prompts'");
     snprintf(t, sizeof t, "%s    prompts: [a]\n    temperature: -1\n", head);
-    expect_error(t, "sampler parameters");
+    expect_error(t, "invalid sampler");
     snprintf(t, sizeof t, "%s    prompts: [a]\n    temperature: 1\n    top_p: 0\n", head);
-    expect_error(t, "sampler parameters");
+    expect_error(t, "invalid sampler");
     snprintf(t, sizeof t, "%s    prompts: [a]\n    atol: -1\n", head);
     expect_error(t, "'atol' must be a finite number >= 0");
     snprintf(t, sizeof t, "%s    prompts: [a]\n    golden: ''\n", head);
