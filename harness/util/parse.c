@@ -72,13 +72,13 @@ int gf_parse_size(const char *s, unsigned long long *out)
 {
     if (!strcmp(s, "none") || !strcmp(s, "0")) {
         *out = 0;
-        return 0;
+        return 1;
     }
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || !(v >= 0))
-        return -1;
+        return 0;
     double mul = 1;
     if (!*end || !strcmp(end, "B"))
         mul = 1;
@@ -91,7 +91,7 @@ int gf_parse_size(const char *s, unsigned long long *out)
     else if (!strcmp(end, "T") || !strcmp(end, "TiB"))
         mul = 1024.0 * 1024 * 1024 * 1024;
     else
-        return -1;
+        return 0;
     *out = (unsigned long long)(v * mul);
-    return 0;
+    return 1;
 }
