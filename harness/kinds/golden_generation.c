@@ -286,7 +286,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
     }
 
     /* step by step against the golden */
-    json_t *deltas = json_array(), *mismatch_steps = json_array();
+    json_t *deltas = json_array(), *mismatch_steps = json_array(), *margins = json_array();
     int all_equal = 1;
     for (int32_t b = 0; b < B; b++) {
         const gf_golden_row *r = &g->row[b];
@@ -320,6 +320,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
         gf_k_compare(k, label, &cmp);
         json_array_append_new(deltas, row_delta ? gf_json_doubles(row_delta, (size_t)N) : json_null());
         json_array_append_new(mismatch_steps, row_mis);
+        json_array_append_new(margins, gf_json_doubles(r->margins, (size_t)N)); /* the golden's, per step */
         free(row_delta);
     }
     gf_k_metric_int(k, "rows", B);
@@ -327,6 +328,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
     gf_k_metric_json(k, "tokens_equal", json_boolean(all_equal));
     gf_k_metric_json(k, "mismatch_steps", mismatch_steps);
     gf_k_metric_json(k, "step_max_delta", deltas);
+    gf_k_metric_json(k, "step_margin", margins);
 done:
     gf_generation_free(gen);
     free(cap.logits);

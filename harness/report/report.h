@@ -61,5 +61,9 @@ json_t *gf_report_json(const gf_run_info *r);
 json_t *gf_report_environment(const gf_run_info *r);
 int gf_report_json_write(const gf_run_info *r, const char *path);
 int gf_report_junit_write(const gf_run_info *r, const char *path);
+/* HTML (html.c), from a JSON report: a self-contained page, no script, inline SVG. */
+struct gf_buf;
+int gf_report_html_doc(const json_t *doc, struct gf_buf *out);
+int gf_report_html_write_doc(const json_t *doc, const char *path);
 
 #endif
