@@ -14,5 +14,6 @@ int gf_cmd_run(int argc, char **argv);
 int gf_cmd_list(int argc, char **argv);
 int gf_cmd_bless(int argc, char **argv);
 int gf_cmd_bench(int argc, char **argv);
+int gf_cmd_compare(int argc, char **argv);
 
 #endif

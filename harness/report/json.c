@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "genfence/version.h"
+#include "hash.h"
 #include "krun.h"
 #include "report.h"
 #include "sys.h"
@@ -92,6 +93,42 @@ json_t *gf_report_environment(const gf_run_info *r)
     json_object_set_new(env, "memory_cap", json_string("off (AddressSanitizer build)"));
 #endif
     return env;
+}
+
+/* The audit bundle: what a second machine needs to explain a different result
+ * (genfence compare): the numerics environment variables actually set (every
+ * OPENBLAS_* OMP_* GOMP_* KMP_* MKL_* DNNL_* ONEDNN_* CUDA_*), thread counts,
+ * the backends' libraries and the case files' sha256. Model and golden hashes
+ * are per result (metrics.model_hash, metrics.golden.data_sha256). */
+extern char **environ;
+static json_t *audit_json(const gf_run_info *r)
+{
+    static const char *const prefixes[] = {"OPENBLAS_", "OMP_", "GOMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "CUDA_", NULL};
+    json_t *a = json_object(), *ev = json_object(), *bk = json_object(), *files = json_object();
+    for (char **e = environ; e && *e; e++)
+        for (int i = 0; prefixes[i]; i++)
+            if (!strncmp(*e, prefixes[i], strlen(prefixes[i])) && strchr(*e, '=')) {
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)(strchr(*e, '=') - *e), *e);
+                json_object_set_new(ev, name, json_string(strchr(*e, '=') + 1));
+                break;
+            }
+    json_object_set_new(a, "numerics_env", ev);
+    json_object_set_new(a, "threads", json_pack("{s:i, s:i}", "jobs", r->opts->jobs, "threads_per_job", r->opts->threads));
+    for (size_t i = 0; i < r->n_backends; i++) {
+        const gf_backend_probe *b = &r->backends[i];
+        json_object_set_new(bk, b->name, json_pack("{s:s, s:s, s:i, s:s, s:b}", "library", b->library, "detail", b->detail,
+                                                   "threads", b->threads, "dtype", gf_dtype_str(b->dtype), "available",
+                                                   b->available));
+    }
+    json_object_set_new(a, "backends", bk);
+    for (size_t i = 0; r->cases && i < r->cases->n_files; i++) {
+        char hex[65];
+        json_object_set_new(files, r->cases->files[i],
+                            gf_sha256_file(r->cases->files[i], hex) == GF_OK ? json_string(hex) : json_null());
+    }
+    json_object_set_new(a, "case_files", files);
+    return a;
 }
 
 static json_t *backend_json(const gf_backend_probe *b)
@@ -197,6 +234,7 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(opts, "golden_dir", str_or_null(r->opts->golden_dir));
     json_object_set_new(doc, "options", opts);
     json_object_set_new(doc, "environment", gf_report_environment(r));
+    json_object_set_new(doc, "audit", audit_json(r));
     json_t *bs = json_array();
     for (size_t i = 0; i < r->n_backends; i++)
         json_array_append_new(bs, backend_json(&r->backends[i]));
