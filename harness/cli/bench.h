@@ -66,6 +66,7 @@ typedef struct mode_result {
     double prefill_s;  /* median: the prompt's forward + the first token */
     double decode_s;   /* median per later token */
     double total_s;    /* median of the whole generation */
+    double prefill_cpu_s, decode_cpu_s; /* the same, in process CPU seconds (all threads) */
     int tokens;        /* new tokens per run */
 } mode_result;
 

@@ -108,8 +108,8 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
     printf("workload %d-token prompt, %d greedy tokens, 1 warm-up, median of %d; prefill %d tokens; "
            "decode B=%d\n\n",
            GF_BENCH_PROMPT, o->new_tokens, o->repeats, GF_BENCH_PREFILL, GF_BENCH_ROWS);
-    printf("%-12s %-9s %9s %15s %14s %10s %9s %7s %9s\n", "backend", "mode", "tok/s", "prefill ms/tok",
-           "decode ms/tok", "decode t/s", "GB/s", "of BW", "c/u");
+    printf("%-12s %-9s %9s %15s %14s %10s %9s %7s %9s %9s\n", "backend", "mode", "tok/s", "prefill ms/tok",
+           "decode ms/tok", "decode t/s", "GB/s", "of BW", "cpu ms/t", "c/u");
     for (int i = 0; i < o->n_backends; i++) {
         const bench_row *r = &rows[i];
         if (!r->ok) {
@@ -121,9 +121,9 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
             if (!x->ran)
                 continue;
             double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
-            printf("%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %7.2f", o->backends[i],
+            printf("%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %7.2f %9.3f", o->backends[i],
                    mode ? "uncached" : "cached", x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT,
-                   x->decode_s * 1e3, 1.0 / x->decode_s, gbps, gbps / p->bw_gbps);
+                   x->decode_s * 1e3, 1.0 / x->decode_s, gbps, gbps / p->bw_gbps, x->decode_cpu_s * 1e3);
             if (!mode && r->uncached.ran)
                 printf(" %9.2f", r->uncached.total_s / r->cached.total_s);
             printf("\n");
@@ -148,6 +148,8 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
             printf("%-12s %s, %d thread%s; %s%s%s\n", o->backends[i], dtype_name(rows[i].dtype), rows[i].threads,
                    rows[i].threads == 1 ? "" : "s", rows[i].library, rows[i].detail[0] ? "; " : "", rows[i].detail);
     printf("GB/s: weight bytes per decoded token / decode time; of BW: that over the read bandwidth;\n"
+           "cpu ms/t: decode CPU time per token of the backend's process (all its threads; on a busy\n"
+           "machine wall time over it shows how long the backend waited for a CPU);\n"
            "c/u: uncached over cached wall time; RSS/wts: peak RSS of the backend's process over the\n"
            "f32 weights; cache: the cached generation's k and v (n_positions long).\n");
 }
@@ -167,6 +169,8 @@ static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_re
     gf_json_set_number(j, "decode_tokens_per_s", 1.0 / x->decode_s, NULL);
     gf_json_set_number(j, "decode_weight_gbps", gbps, NULL);
     gf_json_set_number(j, "decode_of_bandwidth", gbps / bw, "no bandwidth measured");
+    gf_json_set_number(j, "prefill_cpu_ms", x->prefill_cpu_s * 1e3, NULL);
+    gf_json_set_number(j, "decode_cpu_ms_per_token", x->decode_cpu_s * 1e3, NULL);
     return j;
 }
 

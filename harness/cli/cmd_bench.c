@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,8 +70,18 @@ static void progress(const char *backend, const char *what, int i, int n)
     fflush(stderr);
 }
 
+/* CPU seconds of this process (every thread): beside the wall clock, it
+ * leaves out the time a busy machine kept the backend off the CPU. */
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 typedef struct step_clock {
     double t0, t_first, t_last;
+    double c0, c_first, c_last; /* process CPU seconds at the same moments */
     int steps;
 } step_clock;
 
@@ -78,9 +89,11 @@ static gf_status on_step(void *user, const gf_step_info *info)
 {
     step_clock *c = user;
     double t = gf_now_s();
+    double cpu = cpu_now_s();
     if (info->step == 0)
-        c->t_first = t;
+        c->t_first = t, c->c_first = cpu;
     c->t_last = t;
+    c->c_last = cpu;
     c->steps = info->step + 1;
     return GF_OK;
 }
@@ -107,6 +120,7 @@ static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, i
     gp.use_cache = cached;
     gp.on_step = on_step;
     double pre[GF_BENCH_MAX_REPEATS], dec[GF_BENCH_MAX_REPEATS], tot[GF_BENCH_MAX_REPEATS];
+    double cpre[GF_BENCH_MAX_REPEATS], cdec[GF_BENCH_MAX_REPEATS];
     int32_t len = GF_BENCH_PROMPT;
     for (int run = 0; run <= o->repeats; run++) { /* run 0 is the warm-up */
         progress(name, cached ? "cached run" : "uncached run", run, o->repeats);
@@ -114,6 +128,7 @@ static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, i
         gp.user = &clk;
         gf_generation *g = NULL;
         clk.t0 = gf_now_s();
+        clk.c0 = cpu_now_s();
         gf_status st = gf_generate(e, 1, &prompt, &len, &gp, &g);
         double t_end = gf_now_s();
         if (st != GF_OK)
@@ -126,12 +141,16 @@ static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, i
         pre[run - 1] = clk.t_first - clk.t0;
         dec[run - 1] = clk.steps > 1 ? (clk.t_last - clk.t_first) / (clk.steps - 1) : NAN;
         tot[run - 1] = t_end - clk.t0;
+        cpre[run - 1] = clk.c_first - clk.c0;
+        cdec[run - 1] = clk.steps > 1 ? (clk.c_last - clk.c_first) / (clk.steps - 1) : NAN;
     }
     r->ran = 1;
     r->tokens = o->new_tokens;
     r->prefill_s = median(pre, o->repeats);
     r->decode_s = median(dec, o->repeats);
     r->total_s = median(tot, o->repeats);
+    r->prefill_cpu_s = median(cpre, o->repeats);
+    r->decode_cpu_s = median(cdec, o->repeats);
     return GF_OK;
 }
 

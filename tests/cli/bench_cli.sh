@@ -55,7 +55,7 @@ need(good["backend"] == "ref" and good["ok"] is True and good["error"] is None, 
 for mode in ("cached", "uncached"):
     m = good[mode]
     for k in ("seconds", "tokens_per_s", "prefill_ms", "prefill_ms_per_token", "decode_ms_per_token",
-              "decode_tokens_per_s", "decode_weight_gbps"):
+              "decode_tokens_per_s", "decode_weight_gbps", "decode_cpu_ms_per_token"):
         need(pos(m[k]), f"{mode}.{k} > 0")
     need(m["new_tokens"] == 3, f"{mode}.new_tokens")
     need(m["decode_of_bandwidth"] is None, f"{mode}: no bandwidth ratio without a probe")
