@@ -21,6 +21,7 @@ static const gf_command k_commands[] = {
     {"tokenize", gf_cmd_tokenize, "encode text to token ids, or decode ids to text"},
     {"backends", gf_cmd_backends, "list backends, their availability and versions"},
     {"compare", gf_cmd_compare, "compare two run reports: verdict changes, drift, the audit differences behind them"},
+    {"merge", gf_cmd_merge, "join the reports of run --shard I/N into the report of the whole run"},
     {"bench", gf_cmd_bench, "time backends: prefill, decode, memory, against the machine's bandwidth and peak"},
 };
 enum { N_COMMANDS = sizeof k_commands / sizeof k_commands[0] };
