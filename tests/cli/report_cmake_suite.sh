@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# cmake/GenfenceSuite.cmake: a tiny project using genfence_add_suite gets one
+# CTest test per (case, backend) the cases' backends filters allow, with
+# labels; the tests run: a pass passes, a failing backend fails, an
+# unavailable backend is a CTest skip.
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+PY=${GF_PYTHON:-python3}
+bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "report_cmake_suite: $*"; exit 1; }
+mkdir -p "$tmp/proj"
+cat > "$tmp/proj/filtered.yaml" <<'YAML'
+cases:
+  - id: ck.only_ref
+    kind: top_k_fence
+    backends: [ref]
+    tags: [sampler, mine]
+    probs: [0.5, 0.3, 0.2]
+    expect:
+      - {k: 1, keep: [0]}
+  - id: ck.not_ref
+    kind: top_k_fence
+    backends: ["!ref"]
+    probs: [0.5, 0.3, 0.2]
+    expect:
+      - {k: 2, keep: [0, 1]}
+YAML
+unavail=$("$GENFENCE" backends | awk '$2 == "unavailable" { print $1; exit }')
+extra=""
+[ -n "$unavail" ] && extra="genfence_add_suite(NAME skip CASES $GF_SRC/cases/sampler.yaml FILTER [[^top_k\\.fence\$]] BACKENDS $unavail
+                   GENFENCE \"$GENFENCE\" WORKING_DIRECTORY \"$GF_SRC\")"
+cat > "$tmp/proj/CMakeLists.txt" <<EOF2
+cmake_minimum_required(VERSION 3.19)
+project(gf_suite_user NONE)
+enable_testing()
+include("$GF_SRC/cmake/GenfenceSuite.cmake")
+genfence_add_suite(NAME fences CASES cases/sampler.yaml "$tmp/proj/filtered.yaml" BACKENDS ref "$bad"
+                   GENFENCE "$GENFENCE" WORKING_DIRECTORY "$GF_SRC" LABELS nightly)
+genfence_add_suite(NAME gen CASES cases/generation.yaml FILTER [[^cache\\.sherlock\$]] BACKENDS ref "$bad"
+                   GENFENCE "$GENFENCE" WORKING_DIRECTORY "$GF_SRC")
+$extra
+EOF2
+cmake -S "$tmp/proj" -B "$tmp/b" > "$tmp/cfg.txt" 2>&1 || { cat "$tmp/cfg.txt"; fail "configure failed"; }
+cat "$tmp/cfg.txt" | grep "genfence suite"
+n_sampler=$(cd "$GF_SRC" && "$GENFENCE" list --json cases/sampler.yaml |
+    "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert all(not c["backends"] for c in d); print(len(d))')
+[ "$n_sampler" -gt 1 ] || fail "sampler.yaml lists $n_sampler cases"
+count() { ctest --test-dir "$tmp/b" -N "$@" | sed -n 's/^Total Tests: //p'; }
+# every sampler case on both backends, ck.only_ref on ref only, ck.not_ref on the bad one only
+want=$((2 * n_sampler + 2))
+got=$(count -R '^fences/')
+[ "$got" = "$want" ] || { ctest --test-dir "$tmp/b" -N; fail "$got tests in suite fences, expected $want"; }
+[ "$(count -R '^gen/')" = 2 ] || fail "suite gen: not 2 tests"
+ctest --test-dir "$tmp/b" -N | grep -q "fences/ck.only_ref@ref$" || fail "no fences/ck.only_ref@ref"
+ctest --test-dir "$tmp/b" -N | grep -q "fences/ck.not_ref@libgenfence_test_ref_bad_cache.so$" || fail "no ck.not_ref on the bad backend"
+if ctest --test-dir "$tmp/b" -N | grep -Eq "ck.only_ref@libgenfence|ck.not_ref@ref$"; then fail "a case's backends filter ignored"; fi
+# labels
+[ "$(count -L '^backend:ref$' -R '^fences/')" = $((n_sampler + 1)) ] || fail "label backend:ref"
+[ "$(count -L '^tag:mine$')" = 1 ] || fail "label tag:mine"
+[ "$(count -L '^kind:top_k_fence$' -R '^fences/ck\.')" = 2 ] || fail "label kind:"
+[ "$(count -L '^nightly$')" = "$want" ] || fail "LABELS not applied"
+# they run: ref passes, the bad backend fails cache.sherlock
+ctest --test-dir "$tmp/b" -R '^(fences/ck\.only_ref@ref|gen/cache\.sherlock@ref)$' --output-on-failure > "$tmp/ok.txt" 2>&1 ||
+    { cat "$tmp/ok.txt"; fail "passing tests failed under ctest"; }
+set +e
+ctest --test-dir "$tmp/b" -R '^gen/cache\.sherlock@libgenfence' > "$tmp/bad.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" != 0 ] || { cat "$tmp/bad.txt"; fail "the bad backend's failure passed under ctest"; }
+grep -q "0 tests failed\|100% tests passed" "$tmp/bad.txt" && fail "ctest counted the failure as a pass"
+if [ -n "$unavail" ]; then
+    ctest --test-dir "$tmp/b" -R '^skip/' > "$tmp/skip.txt" 2>&1 || { cat "$tmp/skip.txt"; fail "a skip failed under ctest"; }
+    grep -q "Skipped" "$tmp/skip.txt" || { cat "$tmp/skip.txt"; fail "backend $unavail unavailable, yet no CTest skip"; }
+else
+    echo "skipped the CTest-skip part: every backend is available here"
+fi
+echo "1 passed, 0 failed"
