@@ -33,7 +33,10 @@ static void usage(FILE *f)
             "Each (case, backend) runs in its own child process with a watchdog and a memory cap.\n"
             "\n"
             "  --backend NAME|PATH      run on this backend (repeatable); default: every built-in\n"
-            "                           backend whose probe succeeds here\n"
+            "                           backend whose probe succeeds here (not exec, which needs\n"
+            "                           exec:COMMAND). A named backend that cannot be loaded\n"
+            "                           (unknown, missing, refused, probe crash or hang) is an\n"
+            "                           error (exit 2); one unavailable here is a skip\n"
             "  --require-backend NAME   like --backend, and a skip on it (unavailable) is a failure\n"
             "  --filter REGEX           only cases whose id matches (POSIX extended regex)\n"
             "  --kind KIND              only cases of this kind (repeatable)\n"
@@ -309,6 +312,8 @@ int gf_cmd_run(int argc, char **argv)
     info.default_backends = n_bs == 0;
     if (info.default_backends)
         for (const char *const *nm = gf_registry_names(); *nm; nm++) {
+            if (gf_registry_on_request(*nm))
+                continue; /* needs NAME:CONFIG (exec): only when named */
             add_backend(&bs, &n_bs, *nm, 0);
             bs[n_bs - 1].explicit_ = 0;
         }
@@ -322,13 +327,22 @@ int gf_cmd_run(int argc, char **argv)
         for (size_t b = 0; b < n_bs; b++) {
             if (!bs[b].explicit_ && !bs[b].available)
                 continue; /* default mode: only what runs here */
-            if (!gf_case_backend_allowed(sel[i], bs[b].requested, bs[b].name))
+            /* a named backend that cannot be used is an error on every case:
+             * its real name (for the cases' backends filter) is unknown */
+            if (!bs[b].unusable && !gf_case_backend_allowed(sel[i], bs[b].requested, bs[b].name))
                 continue;
             gf_job *j = &jobs[n_jobs];
             j->c = sel[i];
             j->backend = &bs[b];
             j->index = n_jobs++;
-            if (!bs[b].available) {
+            if (bs[b].unusable) {
+                j->verdict = GF_V_ERROR;
+                j->decided = 1;
+                size_t len = strlen(bs[b].why) + strlen(bs[b].requested) + 64;
+                j->reason = malloc(len);
+                if (j->reason)
+                    snprintf(j->reason, len, "backend '%s' cannot be used: %s", bs[b].requested, bs[b].why);
+            } else if (!bs[b].available) {
                 j->verdict = GF_V_SKIP;
                 j->decided = 1;
                 size_t len = strlen(bs[b].why) + 64;

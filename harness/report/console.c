@@ -74,6 +74,8 @@ void gf_console_header(const gf_run_info *r)
         const gf_backend_probe *b = &r->backends[i];
         if (b->available)
             printf("  backend %-14s available   %s%s%s\n", b->name, b->library, b->detail[0] ? "; " : "", b->detail);
+        else if (b->unusable && b->explicit_)
+            printf("  backend %-14s CANNOT BE USED %s\n", b->requested, b->why);
         else
             printf("  backend %-14s unavailable %s%s\n", b->name, b->why,
                    b->required           ? " (required)"
@@ -144,6 +146,18 @@ void gf_console_summary(const gf_run_info *r)
     if (r->json_path || r->junit_path)
         printf("reports: %s%s%s\n", r->json_path ? r->json_path : "", r->json_path && r->junit_path ? ", " : "",
                r->junit_path ? r->junit_path : "");
+    /* every backend that did not run, named or not, -q included */
+    for (size_t i = 0; i < r->n_backends; i++) {
+        const gf_backend_probe *b = &r->backends[i];
+        if (b->unusable && b->explicit_)
+            printf("backend %s: cannot be used (error on every case): %s\n", b->requested, b->why);
+        else if (!b->available)
+            printf("backend %s: unavailable here, %s: %s\n", b->name,
+                   b->required    ? "required (its skips count as failed)"
+                   : b->explicit_ ? "skipped"
+                                  : "not run",
+                   b->why);
+    }
     printf("verdicts:");
     for (int v = 0; v < GF_V_COUNT; v++)
         printf("%s %zu %s", v ? "," : "", r->by_verdict[v], gf_verdict_str((gf_verdict)v));

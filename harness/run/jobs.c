@@ -72,6 +72,11 @@ static json_t *job_child(const void *arg)
          * every sampling call through the slot (model NULL) */
         gf_backend_handle h;
         gf_status st = gf_registry_open(k.backend, &h);
+        if (st == GF_OK) { /* a protocol client's sample slot is known once it answered info */
+            gf_backend_options bo = gf_registry_options(&h, k.threads);
+            gf_backend_info bi;
+            gf_backend_describe(h.ops, &bo, &bi);
+        }
         if (st != GF_OK || !gf_backend_has_sample(h.ops)) {
             gf_k_fail(&k, "opening backend '%s' for its sample slot: %s", k.backend,
                       st != GF_OK ? gf_error_msg() : "it has no sample slot");

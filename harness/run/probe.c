@@ -31,8 +31,9 @@ static json_t *probe_child(const void *arg)
     gf_backend_handle h;
     json_t *r = json_object();
     gf_status st = gf_registry_open(a->b->requested, &h);
-    if (st != GF_OK) {
+    if (st != GF_OK) { /* unknown name, missing file, refused table: unusable */
         json_object_set_new(r, "available", json_false());
+        json_object_set_new(r, "unusable", json_true());
         json_object_set_new(r, "why", json_string(gf_error_msg()));
         return r;
     }
@@ -40,7 +41,6 @@ static json_t *probe_child(const void *arg)
     json_object_set_new(r, "name", json_string(ops->name));
     json_object_set_new(r, "description", json_string(ops->description ? ops->description : ""));
     json_object_set_new(r, "source", json_string(h.source));
-    json_object_set_new(r, "has_sample", json_boolean(gf_backend_has_sample(ops)));
     char why[512] = "";
     st = gf_backend_available(ops, why, sizeof why);
     json_object_set_new(r, "available", json_boolean(st == GF_OK));
@@ -48,13 +48,30 @@ static json_t *probe_child(const void *arg)
     if (st == GF_OK) {
         gf_backend_options o = gf_registry_options(&h, a->threads);
         gf_backend_info info;
-        if (gf_backend_describe(ops, &o, &info) == GF_OK) {
+        gf_error_clear();
+        gf_status dst = gf_backend_describe(ops, &o, &info);
+        if (dst == GF_OK) {
             json_object_set_new(r, "dtype", json_integer(info.dtype));
             json_object_set_new(r, "threads", json_integer(info.threads));
             json_object_set_new(r, "library", json_string(info.library ? info.library : ""));
             json_object_set_new(r, "detail", json_string(info.detail ? info.detail : ""));
+        } else if (dst == GF_E_UNAVAILABLE || dst == GF_E_INVALID_ARG) {
+            /* it probes but cannot run with these options (exec without a
+             * client command): nothing can run on it. Other failures (a
+             * client that crashes at its handshake) are the backend's fault,
+             * found by the runs (fail). UNSUPPORTED: no info slot, defaults. */
+            const char *vendor = gf_backend_last_error(ops, NULL);
+            char msg[512];
+            snprintf(msg, sizeof msg, "info: %s%s%s", gf_status_str(dst),
+                     vendor[0] || gf_error_msg()[0] ? ": " : "", vendor[0] ? vendor : gf_error_msg());
+            json_object_set_new(r, "available", json_false());
+            json_object_set_new(r, "unusable", json_true());
+            json_object_set_new(r, "why", json_string(msg));
         }
     }
+    /* after describe: a protocol client's sample slot is known once it has
+     * answered (backends/exec) */
+    json_object_set_new(r, "has_sample", json_boolean(gf_backend_has_sample(ops)));
     gf_registry_close(&h);
     return r;
 }
@@ -79,7 +96,9 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
         args[i].threads = o->threads;
         tasks[i].fn = probe_child;
         tasks[i].arg = &args[i];
-        tasks[i].timeout_s = GF_RUN_PROBE_TIMEOUT_S;
+        /* a probe gets GF_RUN_PROBE_TIMEOUT_S, or --timeout when that is shorter */
+        tasks[i].timeout_s = o->timeout_s > 0 && o->timeout_s < GF_RUN_PROBE_TIMEOUT_S ? o->timeout_s
+                                                                                      : GF_RUN_PROBE_TIMEOUT_S;
     }
     gf_pool_run(tasks, n, (int)(n > 16 ? 16 : n), o->memory_limit, NULL, NULL, NULL);
     for (size_t i = 0; i < n; i++) {
@@ -89,8 +108,11 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
         p->threads = o->threads;
         if (!t->record) {
             p->available = 0;
+            p->unusable = 1;
             if (t->spawn_failed)
                 snprintf(p->why, sizeof p->why, "probe not started: %s", t->spawn_err);
+            else if (t->timed_out || t->signal == SIGALRM)
+                snprintf(p->why, sizeof p->why, "the probe did not answer within %.0f s (it hangs)", t->timeout_s);
             else if (t->signal)
                 snprintf(p->why, sizeof p->why, "the probe crashed (signal %d, %s)", t->signal, strsignal(t->signal));
             else
@@ -103,6 +125,7 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
                 p->name = strdup(name);
             }
             p->available = json_is_true(json_object_get(r, "available"));
+            p->unusable = json_is_true(json_object_get(r, "unusable"));
             copy_str(p->why, sizeof p->why, r, "why");
             copy_str(p->library, sizeof p->library, r, "library");
             copy_str(p->detail, sizeof p->detail, r, "detail");

@@ -33,6 +33,8 @@ typedef struct gf_backend_probe {
     int available;
     int required;           /* --require-backend */
     int explicit_;          /* named with --backend / --require-backend */
+    int unusable;           /* could not be opened or described: unknown name, missing file,
+                               refused ABI, the probe crashed or hung, no config (exec) */
     char why[512];          /* why unavailable */
     gf_compute_dtype dtype; /* declared compute dtype (fp32 if undeclared) */
     int32_t threads;

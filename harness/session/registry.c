@@ -14,6 +14,9 @@
 #ifndef GENFENCE_BACKEND_MODULES
 #define GENFENCE_BACKEND_MODULES ""
 #endif
+#ifndef GENFENCE_BACKEND_ON_REQUEST
+#define GENFENCE_BACKEND_ON_REQUEST ""
+#endif
 
 enum { GF_REGISTRY_MAX = 32 };
 
@@ -32,6 +35,21 @@ const char *const *gf_registry_names(void)
         names[n++] = t;
     names[n] = NULL;
     return names;
+}
+
+int gf_registry_on_request(const char *name)
+{
+    /* GENFENCE_BACKEND_ON_REQUEST: comma-separated, from gf_backend_folder(NAME ON_REQUEST) */
+    const char *list = GENFENCE_BACKEND_ON_REQUEST;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p += len + (e ? 1 : 0);
+    }
+    return 0;
 }
 
 static void known_list(char *out, size_t len)

@@ -19,6 +19,11 @@ typedef struct gf_backend_handle {
  * ref, then the run-time modules the build declared (backends/CMakeLists.txt). */
 const char *const *gf_registry_names(void);
 
+/* 1 if the backend NAME runs only when asked for with a config (NAME:CONFIG;
+ * exec: the protocol client's command line), so it is not in `genfence run`'s
+ * default list (gf_backend_folder(NAME ON_REQUEST) in CMake). */
+int gf_registry_on_request(const char *name);
+
 /* Open a backend by spec: NAME, NAME:CONFIG, or a plugin path (anything with
  * '/' or ending in ".so", optionally :CONFIG). CONFIG is handed to the
  * backend as gf_backend_options.config (gf_registry_options). Checks the ABI

@@ -85,13 +85,14 @@ fi
 [[ -s "$tmp/g1" ]] || fail "generate on ref printed nothing"
 diff <(grep -v '^\[' "$tmp/g1") <(grep -v '^\[' "$tmp/g2") || fail "transformers generates other text than ref"
 
-# bare exec: no client named, a skip that says how to name one
+# bare exec: no client named: a named backend that cannot be used is an
+# error (exit 2, issue 11), with the reason that says how to name one
 set +e
 "$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend exec --no-report >"$tmp/out3" 2>&1
 rc=$?
 set -e
 cat "$tmp/out3"
-[[ $rc == 0 ]] || fail "bare exec: exit status $rc, expected 0 (a skip)"
+[[ $rc == 2 ]] || fail "bare exec: exit status $rc, expected 2 (a named backend that cannot be used)"
 grep -q "exec runs a protocol client, and none was named: --backend 'exec:PROGRAM ARGS...'" "$tmp/out3" ||
   fail "bare exec: no reason"
 echo "exec_clients: ok"

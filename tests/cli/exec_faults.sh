@@ -86,14 +86,15 @@ for e in errors:
 sys.exit(1 if errors else 0)
 PY
 
-# a program that does not exist: skipped with the exec error
+# a program that does not exist: a named backend that cannot be used, an
+# error (exit 2, issue 11) with the exec error
 set +e
 "$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend "exec:$tmp/no-such-client --flag" --no-report >"$tmp/out2" 2>&1
 rc=$?
 set -e
 cat "$tmp/out2"
-[[ $rc == 0 ]] || fail "missing program: exit status $rc, expected 0 (a skip)"
-grep -q "^skip .*cache.sherlock \[exec\]" "$tmp/out2" || fail "missing program: no skip line"
+[[ $rc == 2 ]] || fail "missing program: exit status $rc, expected 2 (a named backend that cannot be used)"
+grep -q "^ERROR .*cache.sherlock \[exec\]" "$tmp/out2" || fail "missing program: no error line"
 grep -q "cannot run '$tmp/no-such-client': No such file or directory" "$tmp/out2" || fail "missing program: no reason"
 
 # an unterminated quote is bad input
