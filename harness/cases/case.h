@@ -199,8 +199,9 @@ int gf_case_has_tag(const gf_case *c, const char *tag);
 int gf_case_backend_allowed(const gf_case *c, const char *requested, const char *name);
 
 /* The repository root: $GENFENCE_ROOT, else the nearest ancestor of dir that
- * holds .git or CMakeLists.txt beside a cases/ folder, else the build's source
- * directory. Returns a malloc'd path. */
+ * holds .git or CMakeLists.txt beside a cases/ folder, else (an installed
+ * genfence) <exe>/../share/genfence when it has cases/, else the build's
+ * source directory. Returns a malloc'd path. */
 char *gf_case_find_root(const char *dir);
 /* The default suite directory (root/cases). malloc'd. */
 char *gf_case_default_dir(const char *root);

@@ -169,6 +169,17 @@ char *gf_case_find_root(const char *dir)
             *slash = '\0';
         }
     }
+    /* an installed genfence: <prefix>/bin/genfence finds <prefix>/share/genfence */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash) {
+        snprintf(slash, sizeof exe - (size_t)(slash - exe), "/../share/genfence/cases");
+        if (is_dir(exe) && realpath(exe, buf)) {
+            buf[strlen(buf) - strlen("/cases")] = '\0';
+            return strdup(buf);
+        }
+    }
     return strdup(GENFENCE_SOURCE_DIR);
 }
 
