@@ -46,7 +46,7 @@ cmake_minimum_required(VERSION 3.19)
 project(gf_installed_user NONE)
 enable_testing()
 find_package(genfence CONFIG REQUIRED)
-genfence_add_suite(NAME s CASES "$prefix/share/genfence/cases/sampler.yaml" BACKENDS ref)
+genfence_add_suite(NAME s CASES "\${GENFENCE_DATA_DIR}/cases/sampler.yaml" BACKENDS ref)
 EOF2
 env -u GENFENCE_ROOT cmake -S "$tmp/proj" -B "$tmp/pb" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/cfg.txt" 2>&1 ||
     { cat "$tmp/cfg.txt"; fail "find_package(genfence) project failed to configure"; }
