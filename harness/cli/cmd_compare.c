@@ -10,11 +10,14 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "buf.h"
 #include "commands.h"
+#include "report.h"
+#include "sys.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: genfence compare A.json B.json [--json] [--threshold X]\n"
+    fprintf(f, "usage: genfence compare A.json B.json [--json] [--html FILE] [--threshold X]\n"
                "\n"
                "Compares two run reports (reports/run.json), matching results by (case, backend):\n"
                "  - verdict changes (a regression: passing in A, failing in B)\n"
@@ -27,6 +30,8 @@ static void usage(FILE *f)
                "    CUDA_* ...), backend libraries, case-file, model and golden hashes\n"
                "\n"
                "  --json          one JSON document on stdout instead of text\n"
+               "  --html FILE     also an HTML page: the tables, and A's and B's per-step plots\n"
+               "                  overlaid for every result that changed\n"
                "  --threshold X   relative change counted as a move (default 0.5)\n"
                "\n"
                "exit status: 0 no verdict regressed, 1 a verdict regressed, 2 bad input or usage\n");
@@ -255,18 +260,21 @@ static void print_text(const json_t *rep, const char *pa, const char *pb)
 
 int gf_cmd_compare(int argc, char **argv)
 {
-    enum { O_JSON = 256, O_THRESHOLD };
+    enum { O_JSON = 256, O_THRESHOLD, O_HTML };
     static const struct option longopts[] = {{"json", no_argument, 0, O_JSON},
                                              {"threshold", required_argument, 0, O_THRESHOLD},
+                                             {"html", required_argument, 0, O_HTML},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    int as_json = 0, c;
+    int as_json = 0, c, rc = GF_EXIT_OK;
+    const char *html = NULL;
     double thr = 0.5;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case O_JSON: as_json = 1; break;
+        case O_HTML: html = optarg; break;
         case O_THRESHOLD:
             if (!gf_parse_double(optarg, &thr) || !(thr >= 0) || !isfinite(thr)) {
                 gf_cli_error("compare: --threshold wants a number >= 0, got '%s'", optarg);
@@ -324,10 +332,19 @@ int gf_cmd_compare(int argc, char **argv)
         free(s);
     } else
         print_text(rep, pa, pb);
+    rc = regressions ? GF_EXIT_FAIL : GF_EXIT_OK;
+    if (html) {
+        gf_buf hb = {0};
+        if (gf_report_html_compare(rep, a, b, &hb) != 0 || gf_write_atomic(html, hb.p, hb.n) != 0) {
+            gf_cli_error("compare: cannot write %s", html);
+            rc = GF_EXIT_USAGE;
+        }
+        gf_buf_free(&hb);
+    }
     json_decref(rep);
     json_decref(ia);
     json_decref(ib);
     json_decref(a);
     json_decref(b);
-    return regressions ? GF_EXIT_FAIL : GF_EXIT_OK;
+    return rc;
 }

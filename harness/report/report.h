@@ -65,5 +65,7 @@ int gf_report_junit_write(const gf_run_info *r, const char *path);
 struct gf_buf;
 int gf_report_html_doc(const json_t *doc, struct gf_buf *out);
 int gf_report_html_write_doc(const json_t *doc, const char *path);
+/* genfence compare --html: cmp is compare's JSON document, a and b the two reports. */
+int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b, struct gf_buf *out);
 
 #endif

@@ -65,6 +65,8 @@ set +e
 rc=$?
 "$GENFENCE" compare --json "$tmp/a/run.json" "$tmp/bad.json" > "$tmp/bad.json.out"
 rcj=$?
+"$GENFENCE" compare --html "$tmp/bad.html" "$tmp/a/run.json" "$tmp/bad.json" > /dev/null
+rch=$?
 "$GENFENCE" compare "$tmp/bad.json" "$tmp/a/run.json" > "$tmp/fixed.txt"
 rcf=$?
 "$GENFENCE" compare "$tmp/a/run.json" > /dev/null 2>&1
@@ -73,7 +75,13 @@ rcu=$?
 rcn=$?
 set -e
 cat "$tmp/bad.txt"
-[ "$rc" = 1 ] && [ "$rcj" = 1 ] || fail "exit $rc/$rcj on a regressed verdict, expected 1"
+[ "$rc" = 1 ] && [ "$rcj" = 1 ] && [ "$rch" = 1 ] || fail "exit $rc/$rcj/$rch on a regressed verdict, expected 1"
+# the HTML page: the regression, the audit table, A's and B's plots overlaid for the changed result
+grep -q "<b>REGRESSED</b>" "$tmp/bad.html" || fail "no regression in the HTML page"
+grep -q "audit.threads.threads_per_job" "$tmp/bad.html" || fail "no audit differences in the HTML page"
+grep -q "<h3>cache.sherlock@ref: A" "$tmp/bad.html" || fail "no plots of the changed result in the HTML page"
+[ "$(grep -o '<svg' "$tmp/bad.html" | wc -l)" -ge 2 ] || fail "fewer than 2 plots in the HTML page"
+if grep -qi '<script' "$tmp/bad.html"; then fail "the compare page has a script"; fi
 [ "$rcf" = 0 ] || fail "exit $rcf when a verdict got better, expected 0"
 [ "$rcu" = 2 ] && [ "$rcn" = 2 ] || fail "exit $rcu/$rcn on bad usage / a non-JSON file, expected 2"
 grep -Eq "REGRESSED +cache.sherlock@ref +pass -> fail" "$tmp/bad.txt" || fail "the regression is not listed"
