@@ -234,19 +234,25 @@ static void plots(gf_buf *b, const json_t *res, size_t idx)
 
 static void matrix(gf_buf *b, const json_t *results, long *plot_of)
 {
-    const char *cases[1024], *bks[64];
-    size_t nc = 0, nb = 0;
-    for (size_t i = 0; i < json_array_size(results); i++) {
+    size_t nr = json_array_size(results), nc = 0, nb = 0;
+    const char **cases = malloc((nr + 1) * sizeof *cases), **bks = malloc((nr + 1) * sizeof *bks);
+    if (!cases || !bks) {
+        free(cases);
+        free(bks);
+        b->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < nr; i++) {
         const json_t *r = json_array_get(results, i);
         const char *id = jstr(r, "id"), *bk = jstr(r, "backend");
         size_t k;
         for (k = 0; k < nc && strcmp(cases[k], id); k++)
             ;
-        if (k == nc && nc < 1024)
+        if (k == nc)
             cases[nc++] = id;
         for (k = 0; k < nb && strcmp(bks[k], bk); k++)
             ;
-        if (k == nb && nb < 64)
+        if (k == nb)
             bks[nb++] = bk;
     }
     gf_buf_puts(b, "<table class=\"matrix\"><thead><tr><th>case</th>");
@@ -278,6 +284,8 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of)
         gf_buf_puts(b, "</tr>\n");
     }
     gf_buf_puts(b, "</tbody></table>\n");
+    free(cases);
+    free(bks);
 }
 
 static void failures(gf_buf *b, const json_t *results)
