@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "kinds.h"
 #include "krun.h"
 #include "registry.h"
 #include "report.h"
@@ -319,12 +320,27 @@ int gf_cmd_run(int argc, char **argv)
         }
     gf_runner_probe(bs, n_bs, &o);
 
-    /* jobs: case-major */
-    gf_job *jobs = calloc(n_sel * (n_bs + 1) + 1, sizeof *jobs);
+    /* jobs: case-major. A kind runs on a backend only where it reaches one of
+     * the backend's slots (gf_kind_reaches); where it reaches none of an
+     * available backend's, it runs once, on the engine (not a pass of that
+     * backend). */
+    static gf_backend_probe engine = {.requested = (char *)"engine", .name = (char *)"engine", .available = 1, .engine_ = 1};
+    engine.dtype = GF_COMPUTE_F32;
+    engine.threads = o.threads;
+    snprintf(engine.source, sizeof engine.source, "the engine's own code (no backend slot)");
+    gf_job *jobs = calloc(n_sel * (n_bs + 2) + 1, sizeof *jobs);
     size_t n_jobs = 0;
     for (size_t i = 0; jobs && i < n_sel; i++) {
         size_t before = n_jobs;
+        gf_kind_reach reach = gf_kind_reaches(sel[i]->kind);
+        int on_engine = 0;
         for (size_t b = 0; b < n_bs; b++) {
+            if (bs[b].available && !bs[b].unusable && reach != GF_KIND_REACHES_MODEL &&
+                !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample)) {
+                if (gf_case_backend_allowed(sel[i], bs[b].requested, bs[b].name))
+                    on_engine = 1; /* nothing of this backend is tested: the engine run stands for it */
+                continue;
+            }
             if (!bs[b].explicit_ && !bs[b].available)
                 continue; /* default mode: only what runs here */
             /* a named backend that cannot be used is an error on every case:
@@ -350,6 +366,12 @@ int gf_cmd_run(int argc, char **argv)
                 if (j->reason)
                     snprintf(j->reason, len, "backend unavailable: %s", bs[b].why);
             }
+        }
+        if (on_engine) {
+            gf_job *j = &jobs[n_jobs];
+            j->c = sel[i];
+            j->backend = &engine;
+            j->index = n_jobs++;
         }
         if (n_jobs == before) {
             gf_job *j = &jobs[n_jobs];

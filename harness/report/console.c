@@ -146,6 +146,21 @@ void gf_console_summary(const gf_run_info *r)
     if (r->json_path || r->junit_path)
         printf("reports: %s%s%s\n", r->json_path ? r->json_path : "", r->json_path && r->junit_path ? ", " : "",
                r->junit_path ? r->junit_path : "");
+    /* what each backend was actually tested on: the runs that reached it */
+    size_t on_engine = 0;
+    for (size_t i = 0; i < r->n_jobs; i++)
+        on_engine += r->jobs[i].ran && r->jobs[i].backend && r->jobs[i].backend->engine_;
+    printf("tested:");
+    for (size_t b = 0; b < r->n_backends; b++) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->n_jobs; i++)
+            n += r->jobs[i].ran && r->jobs[i].backend == &r->backends[b];
+        printf("%s %s on %zu case%s", b ? "," : "", r->backends[b].name, n, n == 1 ? "" : "s");
+    }
+    if (on_engine)
+        printf("%s the engine alone on %zu (kinds that reach no slot of these backends)", r->n_backends ? ";" : "",
+               on_engine);
+    printf("\n");
     /* every backend that did not run, named or not, -q included */
     for (size_t i = 0; i < r->n_backends; i++) {
         const gf_backend_probe *b = &r->backends[i];

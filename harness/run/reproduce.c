@@ -13,7 +13,10 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
     gf_id_regex(idre, sizeof idre, j->c->id); /* the id is [A-Za-z0-9_.-] */
     gf_shell_quote(filt, sizeof filt, idre);
     be[0] = '\0';
-    if (j->backend) {
+    if (j->backend && j->backend->engine_) {
+        /* on the engine alone: ref has no sample slot, so the case runs once, on the engine */
+        snprintf(be, sizeof be, " --backend ref");
+    } else if (j->backend) {
         char q[1100];
         gf_shell_quote(q, sizeof q, j->backend->requested);
         snprintf(be, sizeof be, " --backend %s", q);

@@ -39,6 +39,8 @@ typedef struct gf_backend_probe {
     gf_compute_dtype dtype; /* declared compute dtype (fp32 if undeclared) */
     int32_t threads;
     int has_sample; /* has its own sampler slot */
+    int engine_;    /* the pseudo-backend "engine": kinds that reach no slot of the
+                       run's backends run once on it (never opened) */
     char library[256], detail[256], source[512], description[256];
 } gf_backend_probe;
 

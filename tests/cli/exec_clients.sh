@@ -50,7 +50,10 @@ res = [r for r in doc["results"] if r["backend"] == "exec"]
 ids = {r["id"] for r in doc["results"] if r["backend"] == "ref"}
 bad = [(r["id"], r["verdict"]) for r in res if r["verdict"] != "pass"]
 assert not bad, bad
-assert {r["id"] for r in res} == ids and len(ids) >= 20, (len(ids), len(res))
+assert {r["id"] for r in res} == ids and len(ids) >= 10, (len(ids), len(res))
+# the kinds that reach no slot of either (echo_ref has no sample slot) ran once, on the engine
+eng = [r for r in doc["results"] if r["backend"] == "engine"]
+assert len(eng) >= 10 and not ids & {r["id"] for r in eng}, (len(eng),)
 # the model cases really ran on the client: comparisons with measured deltas
 model = [r for r in res if r.get("model")]
 assert len(model) >= 8, len(model)

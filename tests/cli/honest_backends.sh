@@ -50,7 +50,7 @@ check_error exec "exec runs a protocol client, and none was named"
 
 # a named usable backend beside an unusable one: still exit 2
 set +e
-"$GENFENCE" run --backend ref --backend openblass --kind top_k_fence --no-report >"$tmp/out" 2>&1
+"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend ref --backend openblass --no-report >"$tmp/out" 2>&1
 rc=$?
 set -e
 [[ $rc -eq 2 ]] || fail "--backend ref --backend openblass: exit $rc, want 2"
