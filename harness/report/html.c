@@ -214,7 +214,7 @@ static void plots(gf_buf *b, const json_t *res, size_t idx)
     verdict_span(b, jstr(res, "verdict"));
     gf_buf_puts(b, "</h3>\n");
     if (fd >= 0)
-        gf_buf_printf(b, "<p class=\"divergence\">first divergence (tokens part): step %ld</p>\n", fd);
+        gf_buf_printf(b, "<p class=\"divergence\">first divergence (tokens differ): step %ld</p>\n", fd);
     if (fs >= 0)
         gf_buf_printf(b, "<p class=\"divergence\">failing step (the gate is broken first): step %ld</p>\n", fs);
     plot_marks dm = {.gate = atol, .gate_label = "gate (atol)", .first_div = fd, .failing = fs, .mark_below = 0};

@@ -55,6 +55,27 @@ grep -q 'class="first-divergence"\|class="failing-step"' "$tmp/dom.html" || fail
 grep -q 'class="reproduce">genfence run .*--backend' "$tmp/dom.html" || fail "no reproduce line in the failure list"
 grep -q 'id="durations"' "$tmp/dom.html" || fail "no durations"
 grep -q '<span class="v v-fail">fail</span>' "$tmp/dom.html" || fail "no failing verdict in the matrix"
+# near ties and the first divergence are drawn where the record has them: the
+# same report with one ref margin put below the near-tie threshold and a first
+# divergence at step 7, rendered again (merge of one unsharded report --html)
+"${GF_PYTHON:-python3}" - "$tmp/rep/run.json" "$tmp/marked.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = next(r for r in d["results"] if r["id"] == "cache.sherlock" and r["backend"] == "ref")
+m = r["metrics"]
+c = m["comparisons"]["cached_vs_uncached"]
+m["step_margin"][5] = c["gate_threshold"] / 10
+c["first_divergence"] = 7
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$GENFENCE" merge "$tmp/marked.json" -o "$tmp/marked.out.json" --html "$tmp/marked.html" > /dev/null || true
+[ -s "$tmp/marked.html" ] || fail "no HTML from merge --html"
+chrome "file://$tmp/marked.html" "$tmp/marked.dom" "$tmp/marked.log" --dump-dom || fail "chromium failed on the marked page"
+if grep -q 'CONSOLE' "$tmp/marked.log"; then fail "console messages on the marked page"; fi
+[ "$(grep -o 'class="near-tie"' "$tmp/marked.dom" | wc -l)" = 1 ] || fail "the near tie is not marked once"
+[ "$(grep -o 'class="first-divergence"' "$tmp/marked.dom" | wc -l)" = 2 ] || fail "the first divergence is not in both plots"
+grep -q "first divergence (tokens differ): step 7" "$tmp/marked.dom" || fail "the first divergence step is not said"
+grep -q "1 near tie(s) marked" "$tmp/marked.dom" || fail "the near-tie count is not said"
 chrome "file://$html" /dev/null "$tmp/shot.log" --hide-scrollbars --window-size=1200,2600 \
     --screenshot="$art/screenshot.png" || { cat "$tmp/shot.log"; fail "no screenshot"; }
 [ -s "$art/screenshot.png" ] || fail "empty screenshot"
