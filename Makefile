@@ -37,6 +37,7 @@ test-asan: setup
 # libFuzzer targets (tests/fuzz/README.md), clang only: each for FUZZ_SECONDS
 # seconds, one after another; a crash lands in $(FUZZ_BUILD)/fuzz/artifacts/.
 fuzz: setup
+	GENFENCE_EXTRA_PKGS="clang libclang-rt-14-dev" bash tools/setup.sh
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	  -DGENFENCE_SANITIZE=ON -DGENFENCE_FUZZ=ON $(CMAKE_ARGS)
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(foreach t,cases safetensors config tokenizer golden,fuzz_$(t))
