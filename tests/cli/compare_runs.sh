@@ -13,7 +13,8 @@ cd "$GF_SRC"
 sel=(cases/golden.yaml cases/generation.yaml --filter '^(golden\.greedy\.sherlock|cache\.sherlock)$')
 bk=(--backend ref)
 openblas=0
-if "$GENFENCE" backends | grep -Eq "^openblas +available "; then bk+=(--backend openblas); openblas=1; fi
+"$GENFENCE" backends > "$tmp/backends.txt" || true
+if grep -Eq "^openblas +available " "$tmp/backends.txt"; then bk+=(--backend openblas); openblas=1; fi
 env -u OPENBLAS_CORETYPE "$GENFENCE" run "${sel[@]}" "${bk[@]}" --threads 1 --report-dir "$tmp/a" > "$tmp/a.txt" 2>&1 ||
     { cat "$tmp/a.txt"; fail "run A failed"; }
 if [ "$openblas" = 1 ]; then
