@@ -1,4 +1,4 @@
-/* oneDNN backend: the shared F32 forward (backends/common) with every dense
+/* oneDNN backend: the shared F32 forward (backends/host_forward) with every dense
  * product done by a oneDNN 2.x matmul primitive (C API: op descriptor, then
  * primitive descriptor, then primitive).
  *
@@ -6,7 +6,7 @@
  * reused: every layer's q/k/v product shares one primitive per M, and so on.
  * The per-model cache keeps at most GF_DNNL_MAX_PRIMS of them, evicting the
  * least recently used (an uncached verify run sees every M from 1 to the
- * context length). Weights stay in the layouts backends/common keeps and are
+ * context length). Weights stay in the layouts backends/host_forward keeps and are
  * wrapped, not copied: GPT-2's Conv1D (K, N) is tag ab; the Llama family's
  * nn.Linear (N, K) weights (fused q|k|v, o, fused gate|up, down, LM head) are
  * the same (K, N) matrix with tag ba. Source and destination memory objects

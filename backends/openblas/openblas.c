@@ -1,10 +1,10 @@
-/* OpenBLAS backend: the shared F32 forward (backends/common) with every dense
+/* OpenBLAS backend: the shared F32 forward (backends/host_forward) with every dense
  * product done by Debian's OpenBLAS.
  *
  * Single rows (decode, and the LM head of GF_LOGITS_LAST with B = 1) use
  * sgemv: OpenBLAS 0.3.21's sgemm with m = 1 is several times slower than its
  * sgemv here. Several rows (prefill, batched decode, GF_LOGITS_ALL) use
- * sgemm. Weights stay in the layouts backends/common keeps: GPT-2's Conv1D
+ * sgemm. Weights stay in the layouts backends/host_forward keeps: GPT-2's Conv1D
  * (K, N) [in, out] (transposed sgemv, plain sgemm) and, for the Llama family,
  * nn.Linear (N, K) [out, in] (plain sgemv, sgemm with B transposed) for the
  * fused q|k|v, o, fused gate|up, down and the LM head. The bias is copied

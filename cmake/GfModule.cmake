@@ -46,7 +46,7 @@ endfunction()
 function(gf_add_backend_module name)
   set(target genfence_backend_${name})
   add_library(${target} MODULE ${ARGN})
-  target_link_libraries(${target} PRIVATE gf_vendor_common)
+  target_link_libraries(${target} PRIVATE gf_host_forward)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME genfence_backend_${name}
