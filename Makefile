@@ -12,7 +12,7 @@ CMAKE_ARGS ?=
 all: build
 
 setup:
-	bash tools/setup.sh
+	bash tools/setup/setup.sh
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
@@ -37,7 +37,7 @@ test-asan: setup
 # libFuzzer targets (tests/fuzz/README.md), clang only: each for FUZZ_SECONDS
 # seconds, one after another; a crash lands in $(FUZZ_BUILD)/fuzz/artifacts/.
 fuzz: setup
-	GENFENCE_EXTRA_PKGS="clang libclang-rt-14-dev" bash tools/setup.sh
+	GENFENCE_EXTRA_PKGS="clang libclang-rt-14-dev" bash tools/setup/setup.sh
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	  -DGENFENCE_SANITIZE=ON -DGENFENCE_FUZZ=ON $(CMAKE_ARGS)
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(foreach t,cases safetensors config tokenizer golden,fuzz_$(t))
@@ -47,7 +47,7 @@ fuzz: setup
 # (and cases/detect/golden*.yaml) from transformers on PyTorch
 # (docs/goldens.md); genfence reads the case files.
 goldens: build
-	.venv/bin/python tools/golden.py --genfence $(BUILD)/genfence $(wildcard cases/golden*.yaml cases/detect/golden*.yaml)
+	.venv/bin/python tools/reference/golden.py --genfence $(BUILD)/genfence $(wildcard cases/golden*.yaml cases/detect/golden*.yaml)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

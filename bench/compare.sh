@@ -3,7 +3,7 @@
 # greedy tokens, warm-up + median of 5, prefill 128, decode B=8) on genfence's
 # backends, on PyTorch (Debian's torch via the project venv, bench/torch_bench.py)
 # and on llama.cpp (the llamacpp module: llama-cpp-python's bundled llama.cpp
-# from tools/setup_llamacpp.sh, the model converted to GGUF F32 in memory,
+# from tools/setup/setup_llamacpp.sh, the model converted to GGUF F32 in memory,
 # f32 KV), runs interleaved round by round in a rotating order, then the
 # medians and the ratios side by side (bench/compare.py). A tool for people,
 # not part of the test suite: its numbers are timings.

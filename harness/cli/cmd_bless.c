@@ -20,7 +20,7 @@ static void usage(FILE *f)
                "Writes the golden of every golden_generation case (default: those under cases/)\n"
                "from a C backend: each prompt alone, free-running (greedy, or the engine's seeded\n"
                "sampler with sequence id = the prompt's row), recording every step's last-position\n"
-               "logits and the margin of its choice. Same format as tools/golden.py's goldens\n"
+               "logits and the margin of its choice. Same format as tools/reference/golden.py's goldens\n"
                "(docs/goldens.md); the provenance names the backend, this machine and the genfence\n"
                "commit. Check a backend against them with `genfence run --golden-dir DIR`.\n"
                "\n"

@@ -14,7 +14,7 @@
  * data_sha256 = sha256 over every tensor's raw (little-endian) bytes, the
  * tensors taken in byte order of their names. It is checked on every read, so
  * bytes changed inside the tensor data (which the safetensors structure checks
- * cannot see) are detected. tools/golden.py computes it the same way. */
+ * cannot see) are detected. tools/reference/golden.py computes it the same way. */
 #ifndef GENFENCE_HARNESS_GOLDEN_H
 #define GENFENCE_HARNESS_GOLDEN_H
 

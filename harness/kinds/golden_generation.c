@@ -99,7 +99,7 @@ void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t ca
     if (dir)
         snprintf(out, sizeof out, " --out-dir %s", dir);
     snprintf(buf, cap,
-             "make it with `.venv/bin/python tools/golden.py --genfence build/genfence --filter '%s'%s %s`%s, "
+             "make it with `.venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '%s'%s %s`%s, "
              "or without Python `genfence bless --backend NAME --filter '%s'%s %s`",
              re, out, c->file, dir ? "" : " (`make goldens` remakes those of cases/golden.yaml)", re, out, c->file);
 }

@@ -26,7 +26,7 @@ typedef struct gf_golden_spec {
 char *gf_golden_path_for(const gf_case *c, const char *dir);
 /* The case hash (gf_case_hash over c->tree). */
 gf_status gf_case_hash_of(const gf_case *c, char hex[65]);
-/* The tools/golden.py and genfence bless commands that make the golden of c
+/* The tools/reference/golden.py and genfence bless commands that make the golden of c
  * (into dir when given, as for run --golden-dir), into buf. */
 void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t cap);
 

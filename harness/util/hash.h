@@ -1,4 +1,4 @@
-/* Hashes for goldens (docs/goldens.md), identical to tools/golden.py:
+/* Hashes for goldens (docs/goldens.md), identical to tools/reference/golden.py:
  *   case hash  = sha256(canonical JSON of the case without comparison-only keys)
  *   model hash = sha256("<sha256 config.json>\n<sha256 model.safetensors>\n<sha256 tokenizer.json>\n") */
 #ifndef GENFENCE_HASH_H

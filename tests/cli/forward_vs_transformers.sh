@@ -2,7 +2,7 @@
 # genfence forward (ref backend) against Hugging Face transformers on PyTorch,
 # for every family: holmes-gpt (GPT2LMHeadModel), holmes-llama
 # (LlamaForCausalLM) and tiny seeded random checkpoints generated here
-# (tools/make_tiny_llama.py): qwen2 (Qwen2ForCausalLM, q/k/v biases, untied
+# (tools/training/make_tiny_llama.py): qwen2 (Qwen2ForCausalLM, q/k/v biases, untied
 # lm_head, F32), llama with rope_scaling llama3 stored BF16 in shards
 # (model.safetensors.index.json), llama with rope_scaling linear stored F16.
 # Per model and prompt: max |delta logit| <= 1e-4 at every position (the long
@@ -15,7 +15,7 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mk() { "$GF_PYTHON" "$GF_SRC/tools/make_tiny_llama.py" --out "$tmp/$1" "${@:2}" > /dev/null; }
+mk() { "$GF_PYTHON" "$GF_SRC/tools/training/make_tiny_llama.py" --out "$tmp/$1" "${@:2}" > /dev/null; }
 mk qwen2 --family qwen2 --untied --seed 3
 mk llama3-bf16-sharded --rope-scaling llama3 --dtype bf16 --shard-kb 40 --seed 4
 mk linear-f16 --rope-scaling linear --dtype f16 --seed 5
@@ -39,7 +39,7 @@ list="$tmp/list.txt"
 "$GF_PYTHON" -c 'import json, sys; json.dump(sys.argv[2:], open(sys.argv[1], "w"))' "$tmp/prompts.json" "${prompts[@]}"
 for model in "${models[@]}"; do
     name=$(basename "$model")
-    [ "$name" = control-no-scaling ] || "$GF_PYTHON" "$GF_SRC/tools/reference.py" --model "$model" \
+    [ "$name" = control-no-scaling ] || "$GF_PYTHON" "$GF_SRC/tools/reference/reference.py" --model "$model" \
         --texts-file "$tmp/prompts.json" --out "$tmp/ref.$name" --greedy 16 --crop --threads 1
     i=0
     for p in "${prompts[@]}"; do

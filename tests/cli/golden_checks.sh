@@ -17,8 +17,8 @@ if [[ ! -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]]; then
   echo "golden_checks: models/holmes-gpt is not trained; nothing to check"
   exit 0
 fi
-"$PY" -c 'import safetensors, numpy' 2>/dev/null || fail "$PY lacks safetensors/numpy (run tools/setup.sh)"
-G="$PY $GF_SRC/tools/golden.py"
+"$PY" -c 'import safetensors, numpy' 2>/dev/null || fail "$PY lacks safetensors/numpy (run tools/setup/setup.sh)"
+G="$PY $GF_SRC/tools/reference/golden.py"
 
 # run FILE... -> $out, $rc (never aborts the script)
 run() { set +e; "$GENFENCE" run "$@" --backend ref --no-report >"$tmp/out" 2>&1; rc=$?; set -e; out=$(cat "$tmp/out"); }
@@ -31,7 +31,7 @@ done
 $G --verify golden/*.safetensors >/dev/null || fail "a committed golden does not verify"
 "$PY" - <<'PY' || fail "committed goldens' provenance"
 import glob, sys
-sys.path.insert(0, "tools")
+sys.path.insert(0, "tools/reference")
 import golden
 for f in sorted(glob.glob("golden/golden.*.safetensors")):
     t, m = golden.read_golden(f)
@@ -64,7 +64,7 @@ run cases/golden.yaml --filter '^golden\.(greedy\.sherlock|sampled\.batch)$'
 
 # ---- a perturbed golden (one logit + 1e-2, data_sha256 updated) fails ----
 cp golden/golden.greedy.sherlock.safetensors "$tmp/orig.safetensors"
-"$PY" - "$GF_SRC/tools" golden/golden.greedy.sherlock.safetensors <<'PY'
+"$PY" - "$GF_SRC/tools/reference" golden/golden.greedy.sherlock.safetensors <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import golden
@@ -97,7 +97,7 @@ echo "golden_checks: perturbed golden fails: $(echo "$out" | sed -n 's/^    gold
 cp "$tmp/orig.safetensors" golden/golden.greedy.sherlock.safetensors
 
 # ---- a golden whose prompt is not the tokenizer's encoding of the case's ----
-"$PY" - "$GF_SRC/tools" golden/golden.greedy.sherlock.safetensors <<'PY'
+"$PY" - "$GF_SRC/tools/reference" golden/golden.greedy.sherlock.safetensors <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import golden
@@ -126,7 +126,7 @@ run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
 [[ $rc == 1 ]] || { echo "$out"; fail "stale (case): exit $rc, expected 1"; }
 echo "$out" | grep -q '^STALE ' || { echo "$out"; fail "stale (case): no STALE line"; }
 echo "$out" | grep -Eq 'case hash [0-9a-f]{64} in the golden, [0-9a-f]{64} now' || { echo "$out"; fail "stale (case): both hashes not shown"; }
-echo "$out" | grep -q 'tools/golden.py' || { echo "$out"; fail "stale (case): no command to remake it"; }
+echo "$out" | grep -q 'tools/reference/golden.py' || { echo "$out"; fail "stale (case): no command to remake it"; }
 echo "$out" | grep -q '0 stale' && fail "stale not counted"
 echo "golden_checks: edited case -> $(echo "$out" | grep -m1 -o 'golden .* is stale: case hash [0-9a-f]\{12\}')..."
 cp "$tmp/golden.yaml.orig" cases/golden.yaml
@@ -173,7 +173,7 @@ cp "$tmp/orig.safetensors" golden/golden.greedy.sherlock.safetensors
 run cases/golden.yaml --filter '^golden\.greedy\.batch$'
 [[ $rc == 2 ]] || { echo "$out"; fail "missing: exit $rc, expected 2"; }
 echo "$out" | grep -q "no golden at .*golden/golden.greedy.batch.safetensors" || { echo "$out"; fail "missing: path not named"; }
-echo "$out" | grep -Fq ".venv/bin/python tools/golden.py --genfence build/genfence --filter '^golden\\.greedy\\.batch\$' cases/golden.yaml" \
+echo "$out" | grep -Fq ".venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '^golden\\.greedy\\.batch\$' cases/golden.yaml" \
   || { echo "$out"; fail "missing: the command is not named"; }
 echo "$out" | grep -q 'make goldens' || fail "missing: make goldens not named"
 
@@ -185,7 +185,7 @@ set -e
 [[ $rc == 0 ]] || { cat "$tmp/bout"; fail "bless: exit $rc"; }
 [[ $(ls "$tmp/blessed" | wc -l) == 2 ]] || fail "bless wrote $(ls "$tmp/blessed")"
 $G --verify "$tmp"/blessed/*.safetensors >/dev/null || fail "blessed goldens do not verify in Python"
-"$PY" - "$GF_SRC/tools" "$tmp/blessed/golden.sampled.batch.safetensors" golden/golden.sampled.batch.safetensors <<'PY' || fail "blessed provenance"
+"$PY" - "$GF_SRC/tools/reference" "$tmp/blessed/golden.sampled.batch.safetensors" golden/golden.sampled.batch.safetensors <<'PY' || fail "blessed provenance"
 import sys
 sys.path.insert(0, sys.argv[1])
 import golden

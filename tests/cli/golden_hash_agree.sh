@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The golden hashes are defined once (docs/goldens.md) and computed by two
 # implementations: genfence (harness/hash.c, over the case tree the C loader
-# builds) and tools/golden.py (over the same tree from `genfence list --json`).
+# builds) and tools/reference/golden.py (over the same tree from `genfence list --json`).
 # They must agree for every case in cases/ and cases/detect/, for awkward
 # values (unicode, control characters, hex/octal ints, tagged floats, -0.0,
 # subnormals, NaN / infinities), and for the model hash, also of an edited
@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "golden_hash_agree: FAIL: $*" >&2; exit 1; }
 cd "$GF_SRC"
-G="$PY $GF_SRC/tools/golden.py"
+G="$PY $GF_SRC/tools/reference/golden.py"
 
 # every case of the repository
 n=$("$GENFENCE" list --json cases cases/detect | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)))')
@@ -95,7 +95,7 @@ if [[ -f models/holmes-gpt/model.safetensors ]]; then
   printf 'cases:\n  - id: m.g\n    kind: golden_generation\n    model: models/m\n    prompts: [x]\n' >"$tmp/root/cases/m.yaml"
   list_hash() { GENFENCE_ROOT="$tmp/root" "$GENFENCE" list --json "$tmp/root/cases/m.yaml" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)[0]["model_hash"])'; }
   h0=$(list_hash)
-  [[ $h0 == $("$PY" -c 'import sys; sys.path.insert(0, "tools"); import golden; print(golden.model_hash("models/holmes-gpt"))') ]] \
+  [[ $h0 == $("$PY" -c 'import sys; sys.path.insert(0, "tools/reference"); import golden; print(golden.model_hash("models/holmes-gpt"))') ]] \
     || fail "model hash: genfence $h0 differs from Python's"
   # by hand: sha256 of the three sha256 lines
   [[ $h0 == $(cd models/holmes-gpt && sha256sum config.json model.safetensors tokenizer.json | cut -c1-64 | sha256sum | cut -c1-64) ]] \

@@ -21,7 +21,7 @@ export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 # ggml's OpenMP workers sleep instead of spinning between calls (backend_vs_ref.sh)
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 if [ ! -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]; then
-    echo "skip: the llamacpp module is not built in this configuration (tools/setup_llamacpp.sh, docs/llamacpp.md)"
+    echo "skip: the llamacpp module is not built in this configuration (tools/setup/setup_llamacpp.sh, docs/llamacpp.md)"
     exit 0
 fi
 # the checkpoints of backend_llama_vs_ref.sh, made by the same Python block

@@ -3,7 +3,7 @@
 #
 # For GPT-2's vocab.json + merges.txt (shared/data/gpt2-tokenizer) and, when
 # present, models/holmes-gpt/tokenizer.json: encode a varied set of texts with
-# `genfence tokenize --json` and with tools/tokenizer_reference.py, print one
+# `genfence tokenize --json` and with tools/reference/tokenizer_reference.py, print one
 # summary line per text and fail on any difference. Also decodes the ids back
 # and compares with HF's decode.
 #
@@ -11,7 +11,7 @@
 set -euo pipefail
 : "${GENFENCE:?path to the genfence binary}" "${GF_SRC:?}" "${GF_SHARED:?}" "${GF_PYTHON:?}"
 
-REF="$GF_SRC/tools/tokenizer_reference.py"
+REF="$GF_SRC/tools/reference/tokenizer_reference.py"
 CORPUS="$GF_SHARED/data/sherlock-holmes-canon.txt"
 GPT2="$GF_SHARED/data/gpt2-tokenizer"
 HOLMES="$GF_SRC/models/holmes-gpt/tokenizer.json"
@@ -113,7 +113,7 @@ compare() {
     "$GF_PYTHON" - "$dir" "$tok" "$label" <<'EOF'
 import json, sys
 d, tok_path, label = sys.argv[1:4]
-sys.path.insert(0, __import__("os").path.join(__import__("os").environ["GF_SRC"], "tools"))
+sys.path.insert(0, __import__("os").path.join(__import__("os").environ["GF_SRC"], "tools", "reference"))
 import tokenizer_reference as tr
 tok = tr.load(tok_path)
 names = open(f"{d}/names", encoding="utf-8").read().split("\n")[:-1]
@@ -155,7 +155,7 @@ if [[ -f "$HOLMES" ]]; then
     echo "== holmes-gpt tokenizer.json ($HOLMES)"
     compare "$HOLMES" holmes "${names[@]}" "${eot_names[@]}" -- "${texts[@]}" "${eot_texts[@]}" || status=1
 else
-    echo "== SKIP holmes-gpt: $HOLMES not found (models/holmes-gpt is trained by tools/train_tokenizer.py)"
+    echo "== SKIP holmes-gpt: $HOLMES not found (models/holmes-gpt is trained by tools/training/train_tokenizer.py)"
 fi
 
 if ((status)); then

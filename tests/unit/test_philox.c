@@ -92,7 +92,7 @@ Test(rng, extreme_words_stay_inside)
     cr_assert(isfinite(log(-log(lo))) && isfinite(log(-log(hi))));
 }
 
-/* Printed by tools/gf_random.py (which hard-codes the same table). */
+/* Printed by tools/reference/gf_random.py (which hard-codes the same table). */
 static const char *const golden_1337_0_0[16] = {
     "0.85427486698608845", "0.9376442456850782",   "0.85634902270976454", "0.85957603866700083",
     "0.82009357830975205", "0.95195202913600951",  "0.7348675379762426",  "0.27843480615410954",

@@ -626,7 +626,7 @@ Test(draw, never_picks_excluded)
     }
 }
 
-/* ---- the documented draw, end to end, against tools/gf_random.py ---- */
+/* ---- the documented draw, end to end, against tools/reference/gf_random.py ---- */
 
 struct golden_row {
     int token, runner_up;
@@ -663,7 +663,7 @@ static void check_golden_race(double temperature, int top_k, double top_p,
 
 Test(draw, golden_matches_python)
 {
-    /* printed by tools/gf_random.py, which hard-codes the same table (GOLDEN_RACE) */
+    /* printed by tools/reference/gf_random.py, which hard-codes the same table (GOLDEN_RACE) */
     static const struct golden_row a[8] = {
         {2, 4, "1.5000499795116995", 5},  {4, 2, "0.94124498695388725", 5},
         {6, 2, "0.89593341331757514", 5}, {2, 4, "0.69938055648774045", 5},

@@ -3,7 +3,7 @@
  * Hugging Face ids, decoding and streaming.
  *
  * Expected ids were produced with Hugging Face tokenizers 0.21.0
- * (tools/tokenizer_reference.py) and are written here as literals. */
+ * (tools/reference/tokenizer_reference.py) and are written here as literals. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <criterion/criterion.h>
 

@@ -20,8 +20,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gfproto as P  # noqa: E402
+import gfproto as P
 
 ACT = {"gelu_new": 1, "gelu_pytorch_tanh": 1, "gelu": 2, "relu": 3, "silu": 4}
 

@@ -30,8 +30,7 @@ import importlib.metadata as md
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gfproto  # noqa: E402
+import gfproto
 
 
 class Cache:

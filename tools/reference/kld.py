@@ -60,7 +60,7 @@ def main():
                     help="golden files (default: golden/golden.*.safetensors beside this tool)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    files = a.golden or sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "golden",
+    files = a.golden or sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "golden",
                                                       "golden.*.safetensors")))
     if not files:
         sys.exit("kld.py: no golden files")

@@ -3,7 +3,7 @@ import hashlib
 import os
 import re
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "sherlock-holmes-canon.txt")
 DEFAULT_MODEL_DIR = os.path.join(REPO_ROOT, "models", "holmes-gpt")
 DATA_SHA256 = "b63894712ecc48a975fea34c957f89a25c677147eba46d0dfb2b29ee18514eaf"

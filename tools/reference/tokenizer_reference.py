@@ -12,7 +12,7 @@ For every input text (--text, --file and --jsonl, in that order) prints one
 line: the JSON array of ids (encode(text, add_special_tokens=False)). With
 --decode IDS prints {"text": ...} for the comma-separated ids instead.
 
-Usage: .venv/bin/python tools/tokenizer_reference.py TOKENIZER [--text T]...
+Usage: .venv/bin/python tools/reference/tokenizer_reference.py TOKENIZER [--text T]...
            [--file F]... [--jsonl F] [--decode 1,2,3]
 """
 import argparse

@@ -14,7 +14,7 @@ The uniforms are integer arithmetic plus one exact division, so they match any
 correct implementation exactly. Race scores use math.log (the platform libm);
 they match the C engine bit for bit when both use the same libm.
 
-`python3 tools/gf_random.py` runs the self-test (Philox known answers, the
+`python3 tools/reference/gf_random.py` runs the self-test (Philox known answers, the
 uniforms hard-coded in tests/unit/test_philox.c) and prints the worked example
 of docs/random.md.
 """

@@ -23,7 +23,7 @@ Greedy steps take the argmax (lowest index on ties). Sampled steps reproduce
 genfence's documented draw (docs/random.md, docs/sampler.md) over the float32
 logits taken as float64: temperature, top-k, top-p, then the exponential race
 with Philox4x32-10 uniforms keyed by (seed, sequence id = row index, step),
-implemented independently in tools/gf_random.py.
+implemented independently in tools/reference/gf_random.py.
 
 Hashes, defined once (docs/goldens.md) and computed identically by genfence:
   case hash   = sha256 of the canonical JSON of the case (keys sorted by bytes,
@@ -39,11 +39,11 @@ this tool recomputes every case hash and model hash itself and refuses to
 write when either disagrees with genfence's.
 
 Usage:
-  tools/golden.py --genfence build/genfence [--filter REGEX] [--out-dir DIR] [CASE_PATHS...]
-  tools/golden.py --genfence build/genfence --check-hashes [CASE_PATHS...]
+  tools/reference/golden.py --genfence build/genfence [--filter REGEX] [--out-dir DIR] [CASE_PATHS...]
+  tools/reference/golden.py --genfence build/genfence --check-hashes [CASE_PATHS...]
       (no torch needed: recompute every case's hash and every model hash and
        compare them with genfence's; exit 1 on a disagreement)
-  tools/golden.py --verify FILE...
+  tools/reference/golden.py --verify FILE...
       (check a golden's format and data_sha256)
 """
 import argparse
@@ -56,9 +56,7 @@ import platform
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import gf_random  # noqa: E402
+import gf_random
 
 FORMAT = "genfence-golden-1"
 HASH_EXCLUDED = ("atol", "gate", "tags", "backends", "golden", "description", "expect_verdict")

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Build llama.cpp's libraries (llama, ggml) from the llama-cpp-python sdist
-# pinned in tools/requirements-llamacpp.txt, into
+# pinned in tools/setup/requirements-llamacpp.txt, into
 #   ${GENFENCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/genfence}/llama.cpp-<version>
 # (include/, lib/, GENFENCE-BUILD with the provenance). Idempotent: a built
 # directory is left as it is. CMake finds the same directory by default
 # (backends/llamacpp/CMakeLists.txt) or through -DGENFENCE_LLAMACPP_DIR=...
-# Usage: tools/setup_llamacpp.sh [--print-dir]
+# Usage: tools/setup/setup_llamacpp.sh [--print-dir]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
-spec=$(grep -E '^llama-cpp-python==' tools/requirements-llamacpp.txt)
+spec=$(grep -E '^llama-cpp-python==' tools/setup/requirements-llamacpp.txt)
 ver=${spec#llama-cpp-python==}
 home=${HOME:-$(cd ~ 2>/dev/null && pwd || echo /tmp)}   # ~ falls back to the passwd entry
 root=${GENFENCE_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/genfence}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # genfence setup: Debian packages + the Python tooling venv. Idempotent; fast when done.
-# Usage: tools/setup.sh            (needs root for apt, or the packages already present)
+# Usage: tools/setup/setup.sh            (needs root for apt, or the packages already present)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 APT_PKGS=(build-essential cmake pkg-config git
           libjansson-dev libpcre2-dev libyaml-dev libcriterion-dev
@@ -31,12 +31,12 @@ fi
 # Python tooling: Debian's own python3 (the only one that sees python3-torch).
 PY=/usr/bin/python3
 VENV=.venv
-stamp="$VENV/.genfence-req-$(sha256sum tools/requirements.txt | cut -c1-16)"
+stamp="$VENV/.genfence-req-$(sha256sum tools/setup/requirements.txt | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "setup: creating $VENV (--system-site-packages over Debian's torch)"
     rm -rf "$VENV"
     "$PY" -m venv --system-site-packages "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/requirements.txt
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r tools/setup/requirements.txt
     "$VENV/bin/python" - <<'PY'
 import torch, transformers, tokenizers, safetensors
 print(f"setup: torch {torch.__version__}, transformers {transformers.__version__}, "
@@ -49,5 +49,5 @@ fi
 # bundled in the pinned llama-cpp-python sdist, library targets only, built once
 # per machine into a cache keyed by version. GENFENCE_LLAMACPP=0 skips it.
 if [ "${GENFENCE_LLAMACPP:-1}" != 0 ]; then
-    bash tools/setup_llamacpp.sh
+    bash tools/setup/setup_llamacpp.sh
 fi

@@ -22,7 +22,7 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOKENIZER = os.path.join(HERE, "..", "models", "holmes-gpt", "tokenizer.json")
+TOKENIZER = os.path.join(HERE, "..", "..", "models", "holmes-gpt", "tokenizer.json")
 
 
 def build(family="llama", rope_scaling="none", seed=0, untied=False):

@@ -26,25 +26,23 @@ it. Log: train/log.txt. At the end: model.save_pretrained(--out,
 safe_serialization=True) -> config.json + model.safetensors.
 
 Usage:
-  nohup .venv/bin/python tools/train_model.py --arch llama --minutes 25 --threads 1 \
+  nohup .venv/bin/python tools/training/train_model.py --arch llama --minutes 25 --threads 1 \
         --train-dir train/llama > train/llama-stdout.txt 2>&1 &
-  nohup .venv/bin/python tools/train_model.py --minutes 25 > train/stdout.txt 2>&1 &
-  nohup .venv/bin/python tools/train_model.py --minutes 25 --resume >> train/stdout.txt 2>&1 &
+  nohup .venv/bin/python tools/training/train_model.py --minutes 25 > train/stdout.txt 2>&1 &
+  nohup .venv/bin/python tools/training/train_model.py --minutes 25 --resume >> train/stdout.txt 2>&1 &
 """
 import argparse
 import math
 import os
 import random
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import holmes_common as hc  # noqa: E402
+import holmes_common as hc
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 # Training window per architecture. holmes-llama trains on 256-token windows
 # (max_position_embeddings 256): positions past 64 and past 128 (the GPT's limit)

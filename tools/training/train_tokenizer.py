@@ -9,18 +9,16 @@ as the initial alphabet, exactly 255 learned merges (ids 0..510), then
 Trained on the TRAIN split only (the 122 non-empty training sections; see
 holmes_common.train_val_sections), fed one section per iterator item.
 
-Usage: .venv/bin/python tools/train_tokenizer.py [--data ../shared/data/sherlock-holmes-canon.txt]
+Usage: .venv/bin/python tools/training/train_tokenizer.py [--data ../shared/data/sherlock-holmes-canon.txt]
                                                  [--out models/holmes-gpt/tokenizer.json]
 """
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import holmes_common as hc  # noqa: E402
+import holmes_common as hc
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 N_MERGES = 255
 VOCAB = 512
