@@ -1,6 +1,7 @@
 /* gf_engine: a checked handle on one backend and one loaded model. */
 #include "genfence/engine.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@ struct gf_engine {
     const gf_backend_ops *ops;
     void *model;               /* the backend's handle */
     gf_model_config cfg;
+    long long n_forward;       /* forward calls so far (1-based in messages) */
 };
 
 gf_status gf_backend_check_ops(const gf_backend_ops *ops)
@@ -158,11 +160,51 @@ void gf_engine_cache_free(gf_engine *e, void *cache)
         e->ops->cache_free(cache);
 }
 
+/* One fault model for forward (issue 11): whatever the backend gets wrong —
+ * an error status (other than unavailable / unsupported: "cannot run this
+ * here", out of memory, and the context limit), a cache length not advanced by exactly
+ * T, a non-finite logit (the weights are finite: the loader refuses NaN/Inf)
+ * — is GF_E_BACKEND (or GF_E_NOMEM), never the bad-input codes, with the
+ * call index and the shapes in the message. */
 gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out)
 {
     gf_error_clear();
+    long long call = ++e->n_forward;
+    int32_t len0 = cache ? e->ops->cache_length(cache) : 0;
+    char where[160];
+    snprintf(where, sizeof where, "forward call #%lld (B %d, T %d, %s %d)", call, in->B, in->T,
+             cache ? "cache length" : "uncached, keys", cache ? len0 : in->T);
     gf_status st = e->ops->forward(e->model, cache, in, logits_out);
-    return st == GF_OK ? GF_OK : backend_error(e, st);
+    if (st != GF_OK) {
+        /* kept: cannot run here (skip), out of memory, and the context limit
+         * (length + T > max_len: the caller's request does not fit) */
+        gf_status as = st == GF_E_UNAVAILABLE || st == GF_E_UNSUPPORTED || st == GF_E_NOMEM || st == GF_E_CONTEXT_LIMIT
+                           ? st
+                           : GF_E_BACKEND;
+        if (as != st)
+            gf_error_prefix(as, "%s returned '%s'", where, gf_status_str(st));
+        else
+            gf_error_prefix(as, "%s", where);
+        return backend_error(e, as);
+    }
+    if (cache) {
+        int32_t len1 = e->ops->cache_length(cache);
+        if (len1 != len0 + in->T)
+            return gf_error_set(GF_E_BACKEND,
+                                "backend '%s': %s: cache_length is %d after it; the contract says %d (length + T, "
+                                "once per call)",
+                                e->ops->name, where, len1, len0 + in->T);
+    }
+    int32_t rows_t = in->logits_mode == GF_LOGITS_LAST ? 1 : in->T, V = e->cfg.vocab_size;
+    size_t n = (size_t)in->B * (size_t)rows_t * (size_t)V;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(logits_out[i])) {
+            size_t b = i / ((size_t)rows_t * V), t = i / (size_t)V % (size_t)rows_t, v = i % (size_t)V;
+            return gf_error_set(GF_E_BACKEND, "backend '%s': %s: logit (row %zu, position %zu, token %zu) is %s",
+                                e->ops->name, where, b, in->logits_mode == GF_LOGITS_LAST ? (size_t)in->T - 1 : t, v,
+                                isnan(logits_out[i]) ? "NaN" : logits_out[i] > 0 ? "+inf" : "-inf");
+        }
+    return GF_OK;
 }
 
 gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,

@@ -268,8 +268,10 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
     } else {
         st = forward_uncached(e, &s, NP);
     }
-    if (st != GF_OK)
+    if (st != GF_OK) {
+        gf_error_prefix(st, "generate: prefill of %d positions", s.width);
         goto fail;
+    }
 
     for (int32_t step = 0;; step++) {
         /* sample every row; a finished row emits eos_id */
@@ -340,8 +342,10 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         st = !p->use_cache ? forward_uncached(e, &s, NP)
              : slide       ? forward_slide(e, &s, NP)
                            : forward_cached(e, &s, s.width - 1);
-        if (st != GF_OK)
+        if (st != GF_OK) {
+            gf_error_prefix(st, "generate: step %d (after token %d)", step + 1, step);
             goto fail;
+        }
     }
     state_free(e, &s);
     *gen_out = g;

@@ -238,8 +238,7 @@ static gf_status cu_probe(char *why, size_t why_len)
 static const char *mode_detail(gfc_mode mode)
 {
     switch (mode) {
-    case GFC_TF32: return "tf32: cublasGemmEx CUBLAS_COMPUTE_32F_FAST_TF32 on F32 data (declared fp16: the "
-                          "same 11-bit significand; the ABI has no tf32)";
+    case GFC_TF32: return "tf32: cublasGemmEx CUBLAS_COMPUTE_32F_FAST_TF32 on F32 data (declared tf32)";
     case GFC_BF16: return "bf16: cublasGemmEx on bfloat16 weights and activations, CUBLAS_COMPUTE_32F, F32 out";
     case GFC_FP16: return "fp16: cublasGemmEx on half weights and activations, CUBLAS_COMPUTE_32F, F32 out";
     case GFC_FP32:

@@ -35,7 +35,7 @@ gf_compute_dtype gfc_mode_dtype(gfc_mode mode)
 {
     switch (mode) {
     case GFC_BF16: return GF_COMPUTE_BF16;
-    case GFC_TF32: /* TF32 keeps 10 explicit significand bits, as half does */
+    case GFC_TF32: return GF_COMPUTE_TF32; /* 11 significant bits as half, fp32's range */
     case GFC_FP16: return GF_COMPUTE_F16;
     case GFC_FP32:
     default: return GF_COMPUTE_F32;

@@ -37,8 +37,7 @@ typedef enum gfc_mode {
  * GF_E_INVALID_ARG naming it and the accepted options. */
 gf_status gfc_parse_config(const char *config, gfc_mode *mode_out);
 const char *gfc_mode_name(gfc_mode mode);          /* "fp32", "tf32", ... */
-/* The dtype the gate scales its ULP by. tf32 has no enum value of its own:
- * it reports GF_COMPUTE_F16, whose 11-bit significand TF32 shares. */
+/* The dtype the gate scales its ULP by (tf32: GF_COMPUTE_TF32). */
 gf_compute_dtype gfc_mode_dtype(gfc_mode mode);
 size_t gfc_mode_gemm_bytes(gfc_mode mode);          /* 4, or 2 for bf16 / fp16 */
 

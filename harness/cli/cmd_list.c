@@ -150,6 +150,18 @@ int gf_cmd_list(int argc, char **argv)
                    k->model_arg ? k->model_arg : "-");
         }
     }
+    if (shown == 0) { /* as `run` says it: a filter that matches nothing is an error (exit 2) */
+        if (set.n)
+            gf_cli_error("list: no case matches the filters");
+        else
+            gf_cli_error("list: no case found (%zu case file%s read)", set.n_files, set.n_files == 1 ? "" : "s");
+        json_decref(arr);
+        json_decref(mh_cache);
+        gf_case_set_free(&set);
+        gf_case_filter_free(&cf);
+        rc = GF_EXIT_USAGE;
+        goto out;
+    }
     if (json) {
         char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (s)

@@ -203,7 +203,16 @@ int gf_cmd_run(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "j:qh", longopts, NULL)) != -1) {
+    int li = -1;
+    char optname[64];
+    while ((c = getopt_long(argc, argv, "j:qh", longopts, &li)) != -1) {
+        /* the option's own name for messages (argv[optind - 1] is its value
+         * when the value is a separate word: "bad value '4/3' for 4/3") */
+        if (li >= 0)
+            snprintf(optname, sizeof optname, "--%s", longopts[li].name);
+        else
+            snprintf(optname, sizeof optname, "-%c", c);
+        li = -1;
         switch (c) {
         case O_BACKEND: strv_push(&backends, optarg); break;
         case O_REQUIRE: strv_push(&required, optarg); break;
@@ -251,14 +260,21 @@ int gf_cmd_run(int argc, char **argv)
             usage(stdout);
             rc = GF_EXIT_OK;
             goto out;
-        default:
-            gf_cli_error("run: unknown or incomplete option '%s'", argv[optind - 1]);
-            usage(stderr);
+        default: /* one line: which option, and where the help is */
+            if (optopt == 'j')
+                gf_cli_error("run: option -%c needs a value (genfence run --help)", optopt);
+            else
+                gf_cli_error("run: unknown or incomplete option '%s' (genfence run --help)", argv[optind - 1]);
             goto out;
         }
         continue;
     bad_value:
-        gf_cli_error("run: bad value '%s' for %s", optarg, argv[optind - 1]);
+        if (c == O_SHARD)
+            gf_cli_error("run: bad value '%s' for --shard: want I/N with 1 <= I <= N", optarg);
+        else if (c == 'j' || c == O_THREADS)
+            gf_cli_error("run: bad value '%s' for %s: want an integer from 1 to 4096", optarg, optname);
+        else
+            gf_cli_error("run: bad value '%s' for %s", optarg, optname);
         goto out;
     }
     int cores = gf_cpu_count();

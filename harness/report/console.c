@@ -146,6 +146,21 @@ void gf_console_summary(const gf_run_info *r)
     if (r->json_path || r->junit_path)
         printf("reports: %s%s%s\n", r->json_path ? r->json_path : "", r->json_path && r->junit_path ? ", " : "",
                r->junit_path ? r->junit_path : "");
+    /* a recap of the failures, in plan order, whatever scrolled by */
+    size_t n_bad = 0;
+    for (size_t i = 0; i < r->n_jobs; i++)
+        n_bad += gf_verdict_exit(r->jobs[i].verdict, gf_job_required(&r->jobs[i])) != 0;
+    if (n_bad) {
+        printf("failures (%zu):\n", n_bad);
+        for (size_t i = 0; i < r->n_jobs; i++) {
+            const gf_job *j = &r->jobs[i];
+            if (gf_verdict_exit(j->verdict, gf_job_required(j)) == 0)
+                continue;
+            const char *why = j->reason ? j->reason : "";
+            printf("  %-8s %s [%s]: %.160s%s\n", gf_verdict_label(j->verdict), j->c->id,
+                   j->backend ? j->backend->name : "-", why, strlen(why) > 160 ? "..." : "");
+        }
+    }
     /* what each backend was actually tested on: the runs that reached it */
     size_t on_engine = 0;
     for (size_t i = 0; i < r->n_jobs; i++)

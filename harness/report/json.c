@@ -202,6 +202,29 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     return o;
 }
 
+/* The process's argv from /proc/self/cmdline (NUL-separated), or NULL. */
+static json_t *exact_argv(void)
+{
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char buf[65536];
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof buf && (n = read(fd, buf + len, sizeof buf - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    if (len == 0 || len == sizeof buf)
+        return NULL;
+    json_t *a = json_array();
+    for (size_t i = 0; i < len;) {
+        size_t l = strnlen(buf + i, len - i);
+        json_array_append_new(a, json_stringn(buf + i, l));
+        i += l + 1;
+    }
+    return a;
+}
+
 json_t *gf_report_json(const gf_run_info *r)
 {
     json_t *doc = json_object();
@@ -214,11 +237,23 @@ json_t *gf_report_json(const gf_run_info *r)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_object_set_new(doc, "started", json_string(when));
     json_object_set_new(doc, "seconds", json_real(r->seconds));
-    json_t *argv = json_array();
-    json_array_append_new(argv, json_string("genfence"));
-    for (int i = 0; i < r->argc; i++)
-        json_array_append_new(argv, json_string(r->argv[i]));
-    json_object_set_new(doc, "command", argv);
+    /* the command as it ran: the process's exact argv (/proc/self/cmdline),
+     * the binary's absolute path and the working directory (replayable) */
+    json_t *argv = exact_argv();
+    if (!argv) { /* no /proc: what the subcommand saw */
+        argv = json_array();
+        json_array_append_new(argv, json_string("genfence"));
+        json_array_append_new(argv, json_string("run"));
+        for (int i = 0; i < r->argc; i++)
+            json_array_append_new(argv, json_string(r->argv[i]));
+    }
+    json_object_set(doc, "command", argv);
+    char exe[4096], cwd[4096];
+    ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[en > 0 ? en : 0] = '\0';
+    json_object_set_new(doc, "invocation",
+                        json_pack("{s:o, s:s?, s:s?}", "argv", argv, "binary", en > 0 ? exe : NULL, "cwd",
+                                  getcwd(cwd, sizeof cwd) ? cwd : NULL));
     json_t *opts = json_object();
     json_object_set_new(opts, "jobs", json_integer(r->opts->jobs));
     json_object_set_new(opts, "threads", json_integer(r->opts->threads));

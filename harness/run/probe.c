@@ -133,7 +133,7 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
             copy_str(p->description, sizeof p->description, r, "description");
             p->has_sample = json_is_true(json_object_get(r, "has_sample"));
             json_int_t dt = json_integer_value(json_object_get(r, "dtype"));
-            if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_F64)
+            if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_TF32)
                 p->dtype = (gf_compute_dtype)dt;
             json_int_t th = json_integer_value(json_object_get(r, "threads"));
             if (th > 0)

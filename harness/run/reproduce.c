@@ -1,15 +1,43 @@
-/* Reproduce lines: the shell command that reruns one job alone. */
+/* Reproduce lines: the shell command that reruns one job alone, runnable as
+ * printed (docs/harness.md): the binary's absolute path, the case file's
+ * absolute path, and every flag that changes the outcome (--backend or
+ * --require-backend as given, --threads, --timeout, --memory-limit,
+ * --golden-dir). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runner.h"
 #include "sys.h"
 
+/* The running binary's absolute path ("genfence" if /proc cannot say). */
+static const char *self_path(void)
+{
+    static char exe[4096];
+    if (!exe[0]) {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0)
+            exe[n] = '\0';
+        else
+            snprintf(exe, sizeof exe, "genfence");
+    }
+    return exe;
+}
+
+/* path made absolute (realpath; as given if that fails) and shell-quoted */
+static void abs_quoted(char *out, size_t cap, const char *path)
+{
+    char real[PATH_MAX];
+    gf_shell_quote(out, cap, realpath(path, real) ? real : path);
+}
+
 char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
 {
-    char file[2048], filt[1024], be[1200], idre[600];
-    gf_shell_quote(file, sizeof file, j->c->file);
+    char exe[4200], file[4200], filt[1024], be[4400], idre[600];
+    gf_shell_quote(exe, sizeof exe, self_path());
+    abs_quoted(file, sizeof file, j->c->file);
     gf_id_regex(idre, sizeof idre, j->c->id); /* the id is [A-Za-z0-9_.-] */
     gf_shell_quote(filt, sizeof filt, idre);
     be[0] = '\0';
@@ -17,21 +45,33 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
         /* on the engine alone: ref has no sample slot, so the case runs once, on the engine */
         snprintf(be, sizeof be, " --backend ref");
     } else if (j->backend) {
-        char q[1100];
-        gf_shell_quote(q, sizeof q, j->backend->requested);
-        snprintf(be, sizeof be, " --backend %s", q);
+        /* a plugin path absolute, a name (or NAME:CONFIG) as given */
+        const char *req = j->backend->requested;
+        char q[4200];
+        if (strchr(req, '/') && !strchr(req, ':'))
+            abs_quoted(q, sizeof q, req);
+        else
+            gf_shell_quote(q, sizeof q, req);
+        snprintf(be, sizeof be, " %s %s", j->backend->required ? "--require-backend" : "--backend", q);
     }
-    char extra[1200] = "";
+    char extra[4600] = "";
+    size_t used = 0;
+#define ADD(...) used += (size_t)snprintf(extra + used, used < sizeof extra ? sizeof extra - used : 0, __VA_ARGS__)
     if (o->threads != 1)
-        snprintf(extra, sizeof extra, " --threads %d", o->threads);
+        ADD(" --threads %d", o->threads);
+    if (o->timeout_s != GF_RUN_DEFAULT_TIMEOUT_S)
+        ADD(" --timeout %g", o->timeout_s);
+    if (o->memory_limit != (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024))
+        ADD(" --memory-limit %llu", o->memory_limit);
     if (o->golden_dir) {
-        char q[1100];
-        gf_shell_quote(q, sizeof q, o->golden_dir);
-        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --golden-dir %s", q);
+        char q[4200];
+        abs_quoted(q, sizeof q, o->golden_dir);
+        ADD(" --golden-dir %s", q);
     }
-    size_t n = strlen(file) + strlen(filt) + strlen(be) + strlen(extra) + 64;
+#undef ADD
+    size_t n = strlen(exe) + strlen(file) + strlen(filt) + strlen(be) + strlen(extra) + 64;
     char *out = malloc(n);
     if (out)
-        snprintf(out, n, "genfence run %s --filter %s%s%s", file, filt, be, extra);
+        snprintf(out, n, "%s run %s --filter %s%s%s", exe, file, filt, be, extra);
     return out;
 }

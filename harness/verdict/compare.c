@@ -20,6 +20,7 @@ const char *gf_dtype_str(gf_compute_dtype dt)
     case GF_COMPUTE_F16: return "fp16";
     case GF_COMPUTE_BF16: return "bf16";
     case GF_COMPUTE_F64: return "fp64";
+    case GF_COMPUTE_TF32: return "tf32";
     }
     return "fp32";
 }
@@ -36,6 +37,10 @@ double gf_ulp_at(double x, gf_compute_dtype dt)
         break;
     case GF_COMPUTE_BF16:
         digits = 8;
+        emin = -126;
+        break;
+    case GF_COMPUTE_TF32:
+        digits = 11;
         emin = -126;
         break;
     case GF_COMPUTE_F64:
@@ -56,6 +61,14 @@ double gf_ulp_at(double x, gf_compute_dtype dt)
     if (binade < emin)
         binade = emin; /* subnormals share the smallest normal spacing */
     return ldexp(1.0, binade - (digits - 1));
+}
+
+double gf_dtype_atol_scale(gf_compute_dtype dt)
+{
+    /* ULP(dtype) / ULP(fp32) at the same value, never below 1 (fp64 keeps the
+     * case's floor): fp32, fp64 1; fp16, tf32 2^13; bf16 2^16 */
+    double r = gf_ulp_at(1.0, dt) / gf_ulp_at(1.0, GF_COMPUTE_F32);
+    return r > 1.0 ? r : 1.0;
 }
 
 double gf_gate_threshold(const gf_gate *g, double ref_top1, gf_compute_dtype dt)
@@ -112,7 +125,8 @@ void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode m
     c->gate = g ? *g : gf_gate_default();
     c->dtype = dt ? dt : GF_COMPUTE_F32;
     c->mode = mode;
-    c->atol = atol;
+    c->atol_case = atol;
+    c->atol = isnan(atol) ? atol : atol * gf_dtype_atol_scale(c->dtype);
     c->max_delta_step = -1;
     c->min_margin = INFINITY;
     c->min_margin_step = -1;
@@ -260,9 +274,13 @@ gf_verdict gf_cmp_verdict(const gf_cmp *c, char *why, size_t why_len)
                  "token differs at step %d (reference %d, test %d) with reference margin %.3g >= gate %.3g",
                  c->first_unexcused, c->unexcused_ref_token, c->unexcused_test_token, c->unexcused_margin,
                  c->unexcused_threshold);
-    if (c->first_over_atol >= 0)
-        snprintf(atol, sizeof atol, "max |delta| %.3g at step %d exceeds atol %.3g", c->over_atol_delta,
-                 c->first_over_atol, c->atol);
+    if (c->first_over_atol >= 0) {
+        int n = snprintf(atol, sizeof atol, "max |delta| %.3g at step %d exceeds atol %.3g", c->over_atol_delta,
+                         c->first_over_atol, c->atol);
+        if (gf_dtype_atol_scale(c->dtype) != 1.0 && n > 0 && (size_t)n < sizeof atol)
+            snprintf(atol + n, sizeof atol - (size_t)n, " (the case's %.3g x %.0f for %s)", c->atol_case,
+                     gf_dtype_atol_scale(c->dtype), gf_dtype_str(c->dtype));
+    }
     if (c->first_nonfinite >= 0) {
         snprintf(tmp, sizeof tmp, "non-finite logits delta at step %d", c->first_nonfinite);
         v = GF_V_FAIL;
@@ -295,6 +313,7 @@ json_t *gf_cmp_json(const gf_cmp *c)
         o, "gate",
         json_pack("{s:f, s:f, s:s}", "abs", c->gate.abs, "ulps", c->gate.ulps, "dtype", gf_dtype_str(c->dtype)));
     gf_json_set_number(o, "atol", c->atol, "not checked");
+    gf_json_set_number(o, "atol_case", c->atol_case, "not checked");
     json_object_set_new(o, "steps", json_integer(c->steps));
     json_object_set_new(o, "steps_ignored", json_integer(c->ignored));
     gf_json_set_number(o, "max_abs_delta", c->max_delta, "a side is not finite");

@@ -36,11 +36,15 @@ typedef struct gf_gate {
 } gf_gate;
 
 gf_gate gf_gate_default(void);
-const char *gf_dtype_str(gf_compute_dtype dt); /* "fp32", "fp16", "bf16", "fp64" */
+const char *gf_dtype_str(gf_compute_dtype dt); /* "fp32", "fp16", "bf16", "fp64", "tf32" */
 /* Spacing of the dtype's representable numbers at |x| (the distance to the
  * next one away from zero); NaN for a non-finite x. */
 double gf_ulp_at(double x, gf_compute_dtype dt);
 double gf_gate_threshold(const gf_gate *g, double ref_top1, gf_compute_dtype dt);
+/* A case's atol is a floor for fp32 scaled by the declared dtype's precision:
+ * ULP(dtype) / ULP(fp32), at least 1 (fp32, fp64: 1; fp16, tf32: 8192; bf16:
+ * 65536). gf_cmp_init applies it. */
+double gf_dtype_atol_scale(gf_compute_dtype dt);
 
 /* argmax (lowest index on ties), top-1 value and top-1 minus top-2 of a row;
  * -inf entries never count as the runner-up (margin +inf then). */
@@ -60,7 +64,8 @@ typedef struct gf_cmp {
     gf_gate gate;
     gf_compute_dtype dtype;
     gf_cmp_mode mode;
-    double atol; /* max |delta| allowed; NaN: not checked */
+    double atol;      /* max |delta| allowed: atol_case x gf_dtype_atol_scale(dtype); NaN: not checked */
+    double atol_case; /* the case's atol (a floor for fp32) */
 
     int32_t steps;          /* steps compared */
     int32_t ignored;        /* free-running: steps after the divergence */

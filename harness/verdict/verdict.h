@@ -6,7 +6,8 @@
  *   label     the console word (failures in capitals)
  *   exit      the exit status it asks for: 0, 1 or 2 (2 wins over 1 over 0)
  *   severity  which of two verdicts a single run keeps (the higher)
- *   junit     the JUnit element it becomes (none, skipped, failure, error)
+ *   junit     the JUnit element it becomes (none, skipped, failure, error: the
+ *             run did not complete: crash, timeout, error)
  * A skip of a backend named with --require-backend is a failure: exit 1,
  * JUnit <failure type="required-skip">. */
 #ifndef GENFENCE_HARNESS_VERDICT_H
@@ -29,8 +30,8 @@ typedef enum gf_junit_elem {
     X(SKIP,          "skip",          "skip",          0, 2, GF_JUNIT_SKIPPED) \
     X(FAIL,          "fail",          "FAIL",          1, 3, GF_JUNIT_FAILURE) \
     X(STALE,         "stale",         "STALE",         1, 4, GF_JUNIT_FAILURE) \
-    X(CRASH,         "crash",         "CRASH",         1, 6, GF_JUNIT_FAILURE) \
-    X(TIMEOUT,       "timeout",       "TIMEOUT",       1, 5, GF_JUNIT_FAILURE) \
+    X(CRASH,         "crash",         "CRASH",         1, 6, GF_JUNIT_ERROR)   \
+    X(TIMEOUT,       "timeout",       "TIMEOUT",       1, 5, GF_JUNIT_ERROR)   \
     X(ERROR,         "error",         "ERROR",         2, 7, GF_JUNIT_ERROR)
 /* clang-format on */
 

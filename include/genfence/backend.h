@@ -45,6 +45,7 @@ typedef enum gf_compute_dtype {
     GF_COMPUTE_F16 = 2,
     GF_COMPUTE_BF16 = 3,
     GF_COMPUTE_F64 = 4,
+    GF_COMPUTE_TF32 = 5, /* 11 significant bits like fp16, fp32's range (NVIDIA TF32 matmuls) */
 } gf_compute_dtype;
 
 typedef struct gf_backend_options {

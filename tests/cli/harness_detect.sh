@@ -37,6 +37,12 @@ for f in ref_bad_cache ref_no_mask ref_crash ref_hang; do
 done
 backends=(--backend ref --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_no_mask.so"
           --backend "$B/libgenfence_test_ref_crash.so" --backend "$B/libgenfence_test_ref_hang.so")
+# the one fault model (cases/detect/faults.yaml) and the declared dtype
+# (cases/detect/dtype.yaml), tests/backends/faulty.c
+for f in ref_nan ref_bad_length ref_oom ref_bf16_as_fp32; do
+  [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_faulty_$f.so")
+done
 
 set +e
 "$GENFENCE" run "$GF_SRC/cases/detect" "${backends[@]}" --timeout 3 -j 1 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
@@ -49,7 +55,7 @@ tail -n 1 "$tmp/out" | grep -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "
 "$GENFENCE" list --kinds | grep -o '^[a-z_][a-z_]* ' | tr -d ' ' >"$tmp/kinds"
 "$GENFENCE" list "$GF_SRC/cases/detect" --json >"$tmp/detect.json"
 "$PY" - "$tmp/rep" "$tmp/kinds" "$tmp/detect.json" <<'PY'
-import json, os, struct, sys
+import json, os, re, struct, sys
 import xml.etree.ElementTree as ET
 rep = sys.argv[1]
 all_kinds = set(open(sys.argv[2]).read().split())
@@ -81,7 +87,8 @@ for cid, verdict in expected.items():
     # ref has no sample slot: a kind that reaches no slot of it runs on the engine
     if r["backend"] not in backend_of[cid] and not (r["backend"] == "engine" and "ref" in backend_of[cid]):
         errors.append(f"{cid}: ran on {r['backend']}")
-    if not r.get("reproduce", "").startswith("genfence run "):
+    # runnable as printed: the binary's absolute path (tests/cli/honest_replay.sh replays them)
+    if not re.match(r"^'?/\S*genfence'? run ", r.get("reproduce", "")):
         errors.append(f"{cid}: no reproduce line")
 for cid in got:
     if cid not in expected:
@@ -120,7 +127,8 @@ root = ET.parse(os.path.join(rep, "junit.xml")).getroot()
 cases = root.findall(".//testcase")
 if len(cases) != len(doc["results"]):
     errors.append(f"junit has {len(cases)} testcases, the JSON report {len(doc['results'])}")
-n_error = sum(1 for v in expected.values() if v == "error")
+# runs that did not complete (crash, timeout, error) are <error>, checks that failed <failure>
+n_error = sum(1 for v in expected.values() if v in ("error", "crash", "timeout"))
 if int(root.get("errors")) != n_error or int(root.get("failures")) != len(expected) - n_error:
     errors.append(f"junit counts: failures {root.get('failures')}, errors {root.get('errors')}")
 if errors:

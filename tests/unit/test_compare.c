@@ -236,3 +236,25 @@ Test(json, non_finite_numbers_become_null_with_a_reason)
     free(s);
     json_decref(o);
 }
+
+/* TF32: fp16's 11 significant bits, fp32's exponent range; a case's atol
+ * scales by ULP(dtype) / ULP(fp32), never below 1 (issue 11). */
+Test(compare, tf32_and_atol_scale)
+{
+    cr_assert_str_eq(gf_dtype_str(GF_COMPUTE_TF32), "tf32");
+    cr_assert_eq(gf_ulp_at(1.0, GF_COMPUTE_TF32), ldexp(1.0, -10));
+    cr_assert_eq(gf_ulp_at(1.0, GF_COMPUTE_TF32), gf_ulp_at(1.0, GF_COMPUTE_F16));
+    cr_assert_eq(gf_ulp_at(ldexp(1.0, -20), GF_COMPUTE_F16), ldexp(1.0, -24));  /* fp16: subnormal spacing */
+    cr_assert_eq(gf_ulp_at(ldexp(1.0, -20), GF_COMPUTE_TF32), ldexp(1.0, -30)); /* tf32: still normal */
+    cr_assert_eq(gf_dtype_atol_scale(GF_COMPUTE_F32), 1.0);
+    cr_assert_eq(gf_dtype_atol_scale(GF_COMPUTE_F64), 1.0);
+    cr_assert_eq(gf_dtype_atol_scale(GF_COMPUTE_F16), 8192.0);
+    cr_assert_eq(gf_dtype_atol_scale(GF_COMPUTE_TF32), 8192.0);
+    cr_assert_eq(gf_dtype_atol_scale(GF_COMPUTE_BF16), 65536.0);
+    gf_cmp c;
+    gf_cmp_init(&c, NULL, GF_COMPUTE_BF16, GF_CMP_TEACHER_FORCED, 1e-4);
+    cr_assert_float_eq(c.atol, 1e-4 * 65536.0, 1e-12);
+    cr_assert_eq(c.atol_case, 1e-4);
+    gf_cmp_init(&c, NULL, GF_COMPUTE_F32, GF_CMP_TEACHER_FORCED, 1e-4);
+    cr_assert_eq(c.atol, 1e-4);
+}

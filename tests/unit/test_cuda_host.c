@@ -31,7 +31,7 @@ Test(cuda_host, options_and_dtypes)
         gf_compute_dtype dt;
         size_t bytes;
     } ok[] = {{NULL, GFC_FP32, GF_COMPUTE_F32, 4},  {"fp32", GFC_FP32, GF_COMPUTE_F32, 4},
-              {"tf32", GFC_TF32, GF_COMPUTE_F16, 4}, {"bf16", GFC_BF16, GF_COMPUTE_BF16, 2},
+              {"tf32", GFC_TF32, GF_COMPUTE_TF32, 4}, {"bf16", GFC_BF16, GF_COMPUTE_BF16, 2},
               {"fp16", GFC_FP16, GF_COMPUTE_F16, 2}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         gfc_mode m = (gfc_mode)99;
@@ -199,7 +199,7 @@ Test(cuda_host, module_probe_info_and_options)
         gf_compute_dtype dt;
         const char *detail;
     } modes[] = {{NULL, GF_COMPUTE_F32, "CUBLAS_COMPUTE_32F,"},
-                 {"tf32", GF_COMPUTE_F16, "FAST_TF32"},
+                 {"tf32", GF_COMPUTE_TF32, "FAST_TF32"},
                  {"bf16", GF_COMPUTE_BF16, "bfloat16"},
                  {"fp16", GF_COMPUTE_F16, "half"}};
     for (size_t i = 0; i < 4; i++) {

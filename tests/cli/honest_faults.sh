@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One fault model (issue 11, item 3): a backend fault is `fail` in every kind
+# (exit 1, never the bad-input `error`, exit 2), the reason naming the slot,
+# the call index, the step (generation) and the shapes. The faulty backends
+# (tests/backends/faulty.c) and their must-fail cases (cases/detect/faults.yaml):
+#   ref-nan         NaN logit in the 2nd forward  (before: error in batch_consistency, exit 2)
+#   ref-bad-length  cache_length one too many     (before: pass in both kinds)
+#   ref-oom         out of memory in the 2nd forward (before: fail, no call or shapes)
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "honest_faults: FAIL: $*" >&2; exit 1; }
+cd "$GF_SRC"
+T="$GF_BUILD/tests/backends"
+set +e
+"$GENFENCE" run cases/detect/faults.yaml --backend "$T/libgenfence_test_faulty_ref_nan.so" \
+    --backend "$T/libgenfence_test_faulty_ref_bad_length.so" --backend "$T/libgenfence_test_faulty_ref_oom.so" \
+    --no-report --no-triangulate -j 2 >"$tmp/out" 2>&1
+rc=$?
+set -e
+cat "$tmp/out"
+[[ $rc -eq 1 ]] || fail "exit $rc, want 1 (backend faults are failures, not bad input)"
+n=$(grep -c '^detect\.fault\.' <("$GENFENCE" list cases/detect/faults.yaml))
+[[ $(grep -c '^FAIL .*detect\.fault\.' "$tmp/out") -eq $n ]] || fail "want $n FAIL lines"
+reason() { grep -A1 "^FAIL .*$1 " "$tmp/out" | tail -n 1; }
+for id in nan.cache nan.batch; do
+    reason "detect.fault.$id" | grep -Eq "forward call #2 \(B [0-9]+, T [0-9]+, (cache length|uncached, keys) [0-9]+\): logit \(row 0, position [0-9]+, token 7\) is NaN" \
+        || fail "$id: $(reason "detect.fault.$id")"
+done
+for id in bad_length.cache bad_length.seeded; do
+    reason "detect.fault.$id" | grep -Eq "forward call #1 \(B 1, T ([0-9]+), cache length 0\): cache_length is [0-9]+ after it; the contract says [0-9]+" \
+        || fail "$id: $(reason "detect.fault.$id")"
+done
+reason detect.fault.bad_length.seeded | grep -q "generate: prefill of " || fail "the seeded case does not name the generation step"
+reason detect.fault.nan.batch | grep -q "generate: step 1 " || fail "the batch case does not name the step"
+for id in oom.cache oom.batch; do
+    reason "detect.fault.$id" | grep -Eq "out of device memory \(injected.*forward call #2 \(B [0-9]+, T [0-9]+, .*\): out of memory" \
+        || fail "$id: $(reason "detect.fault.$id")"
+done
+echo "ok   one fault model: $n backend faults, all fail, exit 1"

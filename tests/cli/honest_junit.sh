@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# JUnit as CI tools read it (issue 11, item 6): one <testcase> per (case,
+# backend) with a unique classname + name (classname genfence.<backend>.<kind>;
+# before: classname = the kind, so a case on three backends was one test
+# three times), crash / timeout / error as <error> (before: crash and timeout
+# were <failure>), skip as <skipped>, a plain failure as <failure>; the file
+# validates against tests/support/junit.xsd (the Jenkins junit-10 / Surefire
+# subset, plus the classname + name uniqueness) with xmllint (libxml2-utils).
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+PY=${GF_PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "honest_junit: FAIL: $*" >&2; exit 1; }
+command -v xmllint >/dev/null || fail "xmllint not installed (apt-get install libxml2-utils)"
+cd "$GF_SRC"
+B="$GF_BUILD/tests/backends"
+set +e
+"$GENFENCE" run cases/generation.yaml cases/detect/model.yaml cases/detect/runner.yaml \
+    --filter '^(cache\.sherlock|detect\.cache\.bad_cache|detect\.runner\..*)$' --backend ref \
+    --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_crash.so" \
+    --backend "$B/libgenfence_test_ref_hang.so" --backend "$B/libgenfence_test_faulty_ref_unavailable.so" --timeout 3 -j 2 --no-triangulate \
+    --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+rc=$?
+set -e
+cat "$tmp/out"
+[[ $rc -eq 2 ]] || fail "exit $rc, want 2 (the missing model is an error)"
+xmllint --noout --schema "$GF_SRC/tests/support/junit.xsd" "$tmp/rep/junit.xml" || fail "junit.xml does not validate"
+"$PY" - "$tmp/rep/junit.xml" "$tmp/rep/run.json" <<'PY' || fail "junit.xml contents"
+import json, sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+doc = json.load(open(sys.argv[2]))
+cases = root.findall("testsuite/testcase")
+assert len(cases) == len(doc["results"]), (len(cases), len(doc["results"]))
+pairs = {(c.get("classname"), c.get("name")) for c in cases}
+assert len(pairs) == len(cases), "classname + name not unique"
+want = {"fail": "failure", "crash": "error", "timeout": "error", "error": "error", "skip": "skipped", "pass": None,
+        "pass-near-tie": None}
+by = {}
+for c in cases:
+    kids = [k.tag for k in c if k.tag in ("failure", "error", "skipped")]
+    by[(c.get("classname"), c.get("name"))] = kids
+seen = set()
+for r in doc["results"]:
+    key = (f"genfence.{r['backend'] or 'none'}.{r['kind']}", r["id"])
+    assert key in by, (key, sorted(by))
+    w = want[r["verdict"]]
+    if r["verdict"] == "skip" and r["backend_required"]:
+        w = "failure"
+    assert by[key] == ([w] if w else []), (key, r["verdict"], by[key])
+    seen.add(r["verdict"])
+for v in ("pass", "fail", "crash", "timeout", "error", "skip"):
+    assert v in seen, f"no {v} result in the run: {sorted(seen)}"
+# the same case on several backends: distinct testcases
+assert sum(1 for (cn, n) in pairs if n == "cache.sherlock") >= 4, sorted(pairs)
+for c in cases:
+    e = c.find("error")
+    if e is not None:
+        assert e.get("type") in ("crash", "timeout", "error"), e.get("type")
+PY
+echo "ok   junit.xml: unique (case, backend) testcases, crash/timeout/error as <error>, valid against the schema"
