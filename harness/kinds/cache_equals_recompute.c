@@ -108,6 +108,71 @@ static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, con
     return st;
 }
 
+/* The slots no comparison reaches (issue 11): a cache reused after
+ * cache_reset gives the first prefill's logits again, cache_length is 0
+ * after the reset, and cache_bytes holds at least one byte per element of the
+ * (2 for k and v, L, 1, H_kv, n_positions, d_head) layout. One check each. */
+static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n, double atol)
+{
+    const gf_model_config *cfg = gf_engine_config(e);
+    const gf_backend_ops *ops = gf_engine_ops(e);
+    const int32_t V = cfg->vocab_size;
+    int32_t *pos = malloc((size_t)n * sizeof *pos);
+    float *first = malloc((size_t)V * sizeof *first), *again = malloc((size_t)V * sizeof *again); /* (1, 1, V) */
+    void *cache = NULL;
+    gf_status st = pos && first && again ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
+    for (int32_t i = 0; st == GF_OK && i < n; i++)
+        pos[i] = i;
+    if (st == GF_OK)
+        st = gf_engine_cache_create(e, 1, cfg->n_positions, &cache);
+    gf_batch in = {.B = 1, .T = n, .tokens = prompt, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+    if (st == GF_OK)
+        st = gf_engine_forward(e, cache, &in, first);
+    if (st == GF_OK) { /* dirty the cache past the prompt, then reset and prefill again */
+        int32_t tok = prompt[0], p = n;
+        gf_batch one = {.B = 1, .T = 1, .tokens = &tok, .position_ids = &p, .logits_mode = GF_LOGITS_LAST};
+        st = n < cfg->n_positions ? gf_engine_forward(e, cache, &one, again) : GF_OK;
+    }
+    if (st != GF_OK) {
+        gf_k_status(k, st, "cache reuse");
+        goto done;
+    }
+    /* a dynamic cache (docs/protocol.md) holds only the positions so far:
+     * the layout up to the current length is the floor */
+    int32_t held = ops->cache_length(cache);
+    double elems = 2.0 * cfg->n_layer * cfg->n_kv_head * (double)held * cfg->d_head;
+    size_t bytes = ops->cache_bytes(cache);
+    gf_k_metric_int(k, "cache_bytes", (long long)bytes);
+    gf_k_check(k, (double)bytes >= elems, "cache_bytes covers the layout",
+               "cache_bytes %zu for (2, L %d, B 1, H_kv %d, length %d, d_head %d) = %.0f elements", bytes,
+               cfg->n_layer, cfg->n_kv_head, held, cfg->d_head, elems);
+    gf_error_clear();
+    st = ops->cache_reset(cache);
+    if (st != GF_OK) {
+        gf_k_fail(k, "cache_reset: %s (%s)", gf_error_msg(), gf_status_str(st));
+        goto done;
+    }
+    int32_t len = ops->cache_length(cache);
+    if (!gf_k_check(k, len == 0, "cache_reset empties the cache", "cache_length %d after cache_reset (want 0)", len))
+        goto done;
+    st = gf_engine_forward(e, cache, &in, again);
+    if (st != GF_OK) {
+        gf_k_status(k, st, "prefill after cache_reset");
+        goto done;
+    }
+    size_t where = 0;
+    double d = gf_max_abs_delta(first, again, (size_t)V, &where);
+    gf_k_check(k, d <= atol, "a reset cache gives the first prefill's logits",
+               "max |delta| %.3g (token %zu) between the prefill of a new cache and of the same cache after "
+               "cache_reset (atol %.3g)",
+               d, where, atol);
+done:
+    gf_engine_cache_free(e, cache);
+    free(pos);
+    free(first);
+    free(again);
+}
+
 static void run_cache(const gf_case *c, gf_krun *k)
 {
     const cache_spec *s = c->spec;
@@ -156,6 +221,7 @@ static void run_cache(const gf_case *c, gf_krun *k)
         free(a);
         free(b);
     }
+    check_reuse(k, e, prompt, n, cmp.atol);
     gf_verify_result_clear(&r);
     free(prompt);
 }

@@ -14,6 +14,8 @@
  *   GF_FAULT=7  "ref-bf16-as-fp32": the same rounding, declaring fp32 (ref's info)
  *   GF_FAULT=8  "ref-unavailable": probe says unavailable (a device that is
  *                                 not there): its cases are skips
+ *   GF_FAULT=9  "ref-noop-reset": cache_reset returns GF_OK and does nothing
+ *   GF_FAULT=10 "ref-bad-bytes":  cache_bytes says 64 bytes
  *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <math.h>
@@ -113,6 +115,26 @@ static int32_t faulty_cache_length(const void *cache)
     return n;
 }
 
+static gf_status faulty_cache_reset(void *cache)
+{
+#if GF_FAULT == 9
+    (void)cache;
+    return GF_OK;
+#else
+    return gf_backend_ref()->cache_reset(cache);
+#endif
+}
+
+static size_t faulty_cache_bytes(const void *cache)
+{
+#if GF_FAULT == 10
+    (void)cache;
+    return 64;
+#else
+    return gf_backend_ref()->cache_bytes(cache);
+#endif
+}
+
 static const char *faulty_last_error(void *model)
 {
 #if GF_FAULT == 5
@@ -135,6 +157,8 @@ __attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_en
         g_ops.model_load = faulty_model_load;
         g_ops.info = faulty_info;
         g_ops.cache_length = faulty_cache_length;
+        g_ops.cache_reset = faulty_cache_reset;
+        g_ops.cache_bytes = faulty_cache_bytes;
         g_ops.last_error = faulty_last_error;
     }
     return &g_ops;

@@ -6,6 +6,8 @@
 #   ref-nan         NaN logit in the 2nd forward  (before: error in batch_consistency, exit 2)
 #   ref-bad-length  cache_length one too many     (before: pass in both kinds)
 #   ref-oom         out of memory in the 2nd forward (before: fail, no call or shapes)
+#   ref-noop-reset  cache_reset does nothing         (before: pass; item 4)
+#   ref-bad-bytes   cache_bytes below the layout     (before: pass; item 4)
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 tmp=$(mktemp -d)
@@ -16,6 +18,7 @@ T="$GF_BUILD/tests/backends"
 set +e
 "$GENFENCE" run cases/detect/faults.yaml --backend "$T/libgenfence_test_faulty_ref_nan.so" \
     --backend "$T/libgenfence_test_faulty_ref_bad_length.so" --backend "$T/libgenfence_test_faulty_ref_oom.so" \
+    --backend "$T/libgenfence_test_faulty_ref_noop_reset.so" --backend "$T/libgenfence_test_faulty_ref_bad_bytes.so" \
     --no-report --no-triangulate -j 2 >"$tmp/out" 2>&1
 rc=$?
 set -e
@@ -38,4 +41,8 @@ for id in oom.cache oom.batch; do
     reason "detect.fault.$id" | grep -Eq "out of device memory \(injected.*forward call #2 \(B [0-9]+, T [0-9]+, .*\): out of memory" \
         || fail "$id: $(reason "detect.fault.$id")"
 done
+reason detect.fault.noop_reset | grep -Eq "cache_reset empties the cache: cache_length [1-9][0-9]* after cache_reset" \
+    || fail "noop_reset: $(reason detect.fault.noop_reset)"
+reason detect.fault.bad_bytes | grep -Eq "cache_bytes covers the layout: cache_bytes 64 for \(2, L [0-9]+, B 1, H_kv [0-9]+, length [1-9]" \
+    || fail "bad_bytes: $(reason detect.fault.bad_bytes)"
 echo "ok   one fault model: $n backend faults, all fail, exit 1"

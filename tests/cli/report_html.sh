@@ -52,7 +52,7 @@ svgs=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
 [ "$svgs" = 8 ] || fail "$svgs <svg> plots in the rendered page, expected 8"
 grep -q 'class="gate"' "$tmp/dom.html" || fail "no gate line drawn"
 grep -q 'class="first-divergence"\|class="failing-step"' "$tmp/dom.html" || fail "the failing step of the bad backend is not highlighted"
-grep -q 'class="reproduce">genfence run .*--backend' "$tmp/dom.html" || fail "no reproduce line in the failure list"
+grep -q 'class="reproduce">[^<]*genfence run .*--backend' "$tmp/dom.html" || fail "no reproduce line in the failure list"
 grep -q 'id="durations"' "$tmp/dom.html" || fail "no durations"
 grep -q '<span class="v v-fail">fail</span>' "$tmp/dom.html" || fail "no failing verdict in the matrix"
 # near ties and the first divergence are drawn where the record has them: the
