@@ -1,6 +1,7 @@
 /* cache_equals_recompute: a cached greedy decode against an uncached forward
  * over the same prefix at every step (the seed's verify_cache), gated. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,50 @@ done:
     free(again);
 }
 
+/* The own-key rule of the mask contract: a query always sees its own key,
+ * whatever the mask says. Row 1 of an uncached (2, n) forward is all padding
+ * (key mask 0): its logits must be finite (the engine checks every logit),
+ * and row 0 must equal the prompt run alone. */
+static void check_own_key(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n, double atol)
+{
+    const int32_t V = gf_engine_config(e)->vocab_size;
+    int32_t *tok = malloc((size_t)2 * n * sizeof *tok), *pos = malloc((size_t)2 * n * sizeof *pos); /* (2, n) */
+    uint8_t *mask = malloc((size_t)2 * n);                                                          /* (2, n) */
+    float *two = malloc((size_t)2 * V * sizeof *two), *one = malloc((size_t)V * sizeof *one); /* (2, 1, V), (1, 1, V) */
+    gf_status st = tok && pos && mask && two && one ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
+    for (int32_t i = 0; st == GF_OK && i < n; i++) {
+        tok[i] = tok[n + i] = prompt[i];
+        pos[i] = pos[n + i] = i;
+        mask[i] = 1;
+        mask[n + i] = 0;
+    }
+    gf_batch both = {.B = 2, .T = n, .tokens = tok, .position_ids = pos, .key_mask = mask,
+                     .logits_mode = GF_LOGITS_LAST};
+    gf_batch alone = {.B = 1, .T = n, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+    if (st == GF_OK)
+        st = gf_engine_forward(e, NULL, &both, two);
+    if (st != GF_OK) {
+        gf_k_fail(k, "own key: a fully padded query row: %s (%s)", gf_error_msg(), gf_status_str(st));
+        goto done;
+    }
+    st = gf_engine_forward(e, NULL, &alone, one);
+    if (st != GF_OK) {
+        gf_k_status(k, st, "own key: the prompt alone");
+        goto done;
+    }
+    size_t where = 0;
+    double d = gf_max_abs_delta(two, one, (size_t)V, &where);
+    gf_k_check(k, d <= atol, "a fully padded row sees its own key",
+               "row 1 all padding: finite logits; row 0 vs alone max |delta| %.3g (token %zu, atol %.3g)", d, where,
+               atol);
+done:
+    free(tok);
+    free(pos);
+    free(mask);
+    free(two);
+    free(one);
+}
+
 static void run_cache(const gf_case *c, gf_krun *k)
 {
     const cache_spec *s = c->spec;
@@ -222,6 +267,7 @@ static void run_cache(const gf_case *c, gf_krun *k)
         free(b);
     }
     check_reuse(k, e, prompt, n, cmp.atol);
+    check_own_key(k, e, prompt, n, cmp.atol);
     gf_verify_result_clear(&r);
     free(prompt);
 }

@@ -16,6 +16,9 @@
  *                                 not there): its cases are skips
  *   GF_FAULT=9  "ref-noop-reset": cache_reset returns GF_OK and does nothing
  *   GF_FAULT=10 "ref-bad-bytes":  cache_bytes says 64 bytes
+ *   GF_FAULT=11 "ref-no-own-key": a row whose key mask is all padding comes
+ *                                 back NaN (a softmax over masked keys only:
+ *                                 the own-key rule broken)
  *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <math.h>
@@ -89,6 +92,19 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
 #if GF_FAULT == 3
     if (st == GF_OK && call == 2)
         logits_out[7] = NAN; /* row 0, token 7 */
+#endif
+#if GF_FAULT == 11
+    if (st == GF_OK && in->key_mask) {
+        int32_t Tk = cache ? gf_backend_ref()->cache_length(cache) : in->T; /* length + T after the call */
+        size_t per = (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * g_vocab;
+        for (int32_t b = 0; b < in->B; b++) {
+            int any = 0;
+            for (int32_t j = 0; j < Tk; j++)
+                any |= in->key_mask[(size_t)b * Tk + j];
+            for (size_t i = 0; !any && i < per; i++)
+                logits_out[(size_t)b * per + i] = NAN;
+        }
+    }
 #endif
 #if GF_FAULT == 6 || GF_FAULT == 7
     if (st == GF_OK) { /* round to nearest even bfloat16: keep the top 16 bits */

@@ -8,6 +8,7 @@
 #   ref-oom         out of memory in the 2nd forward (before: fail, no call or shapes)
 #   ref-noop-reset  cache_reset does nothing         (before: pass; item 4)
 #   ref-bad-bytes   cache_bytes below the layout     (before: pass; item 4)
+#   ref-no-own-key  a fully padded row comes back NaN (before: pass; item 4)
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 tmp=$(mktemp -d)
@@ -19,6 +20,7 @@ set +e
 "$GENFENCE" run cases/detect/faults.yaml --backend "$T/libgenfence_test_faulty_ref_nan.so" \
     --backend "$T/libgenfence_test_faulty_ref_bad_length.so" --backend "$T/libgenfence_test_faulty_ref_oom.so" \
     --backend "$T/libgenfence_test_faulty_ref_noop_reset.so" --backend "$T/libgenfence_test_faulty_ref_bad_bytes.so" \
+    --backend "$T/libgenfence_test_faulty_ref_no_own_key.so" \
     --no-report --no-triangulate -j 2 >"$tmp/out" 2>&1
 rc=$?
 set -e
@@ -45,4 +47,6 @@ reason detect.fault.noop_reset | grep -Eq "cache_reset empties the cache: cache_
     || fail "noop_reset: $(reason detect.fault.noop_reset)"
 reason detect.fault.bad_bytes | grep -Eq "cache_bytes covers the layout: cache_bytes 64 for \(2, L [0-9]+, B 1, H_kv [0-9]+, length [1-9]" \
     || fail "bad_bytes: $(reason detect.fault.bad_bytes)"
+reason detect.fault.no_own_key | grep -Eq "own key: a fully padded query row: .*forward call #[0-9]+ \(B 2, T [0-9]+, uncached.*logit \(row 1, .* is NaN" \
+    || fail "no_own_key: $(reason detect.fault.no_own_key)"
 echo "ok   one fault model: $n backend faults, all fail, exit 1"
