@@ -4,9 +4,12 @@ include(GNUInstallDirs)
 # gf_backend_folder(NAME): add backends/NAME and register NAME with the
 # backend registry (the global property GF_BACKEND_MODULES feeds the
 # registry's list of module names at configure time).
-# gf_backend_folder(NAME [ON_REQUEST]): ON_REQUEST marks a backend that needs
-# a config (NAME:CONFIG) to run anything, so `genfence run` without --backend
-# leaves it out of its default list (GF_BACKEND_ON_REQUEST -> the registry).
+# gf_backend_folder(NAME [ON_REQUEST]): ON_REQUEST marks a backend that runs
+# only when named: one that needs a config (exec:CMD) to run anything, or a
+# third-party engine under test (llamacpp), whose findings belong in its own
+# report (docs/llamacpp.md), not in the default suite's verdict. `genfence run`
+# without --backend leaves it out of its default list
+# (GF_BACKEND_ON_REQUEST -> the registry).
 macro(gf_backend_folder name)
   set_property(GLOBAL APPEND PROPERTY GF_BACKEND_MODULES ${name})
   if("${ARGN}" STREQUAL "ON_REQUEST")
