@@ -13,7 +13,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]... [--json]\n"
+    fprintf(f, "usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]...\n"
+               "                     [--backend NAME]... [--shard I/N] [--json]\n"
                "       genfence list --kinds\n"
                "\n"
                "Loads and checks the case files (default: cases/*.yaml) and prints one line per case:\n"
@@ -23,6 +24,9 @@ static void usage(FILE *f)
                "  --filter REGEX   only cases whose id matches (POSIX extended regex)\n"
                "  --kind KIND      only cases of this kind (repeatable)\n"
                "  --tag TAG        only cases with this tag (repeatable: any); !TAG excludes\n"
+               "  --backend NAME   only cases whose backends filter lets them run on NAME (repeatable:\n"
+               "                   any); the name as given to run --backend\n"
+               "  --shard I/N      the I-th of N interleaved slices, exactly as run --shard cuts them\n"
                "  --json           one JSON array of cases; each also carries \"case\" (the case as\n"
                "                   JSON) and \"case_hash\", with a model \"model_dir\" and \"model_hash\",\n"
                "                   golden_generation cases \"golden\" (docs/goldens.md)\n"
@@ -56,17 +60,20 @@ static const char *model_hash_cached(json_t **cache, const char *dir)
 
 int gf_cmd_list(int argc, char **argv)
 {
-    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS };
+    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS, O_BACKEND, O_SHARD };
     static const struct option longopts[] = {{"filter", required_argument, 0, O_FILTER},
                                              {"kind", required_argument, 0, O_KIND},
                                              {"tag", required_argument, 0, O_TAG},
                                              {"json", no_argument, 0, O_JSON},
                                              {"kinds", no_argument, 0, O_KINDS},
+                                             {"backend", required_argument, 0, O_BACKEND},
+                                             {"shard", required_argument, 0, O_SHARD},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     const char *filter = NULL;
-    char **kinds = NULL, **tags = NULL;
-    size_t n_kinds = 0, n_tags = 0;
+    char **kinds = NULL, **tags = NULL, **backends = NULL;
+    size_t n_kinds = 0, n_tags = 0, n_backends = 0;
+    int shard_i = 0, shard_n = 0;
     int json = 0, list_kinds = 0, rc = GF_EXIT_USAGE, c;
     optind = 1;
     opterr = 0;
@@ -89,6 +96,20 @@ int gf_cmd_list(int argc, char **argv)
             }
             break;
         }
+        case O_BACKEND: {
+            char **g = realloc(backends, (n_backends + 1) * sizeof *g);
+            if (g) {
+                backends = g;
+                backends[n_backends++] = optarg;
+            }
+            break;
+        }
+        case O_SHARD:
+            if (sscanf(optarg, "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 1 || shard_i > shard_n) {
+                gf_cli_error("list: bad value '%s' for --shard: want I/N with 1 <= I <= N", optarg);
+                goto out;
+            }
+            break;
         case O_JSON: json = 1; break;
         case O_KINDS: list_kinds = 1; break;
         case 'h':
@@ -115,10 +136,18 @@ int gf_cmd_list(int argc, char **argv)
         goto out;
     json_t *arr = json ? json_array() : NULL;
     json_t *mh_cache = json_object();
-    size_t shown = 0;
+    size_t shown = 0, matched = 0;
     for (size_t i = 0; i < set.n; i++) {
         const gf_case *k = &set.cases[i];
         if (!gf_case_filter_match(&cf, k))
+            continue;
+        /* the same slices as run --shard: over the cases the filters match */
+        if (shard_n && (int)(matched++ % (size_t)shard_n) != shard_i - 1)
+            continue;
+        int allowed = n_backends == 0;
+        for (size_t b = 0; b < n_backends && !allowed; b++)
+            allowed = gf_case_backend_allowed(k, backends[b], backends[b]);
+        if (!allowed)
             continue;
         shown++;
         if (json) {
@@ -150,6 +179,18 @@ int gf_cmd_list(int argc, char **argv)
                    k->model_arg ? k->model_arg : "-");
         }
     }
+    if (shown == 0 && shard_n && matched) { /* an empty shard is not an error (as in run) */
+        if (json)
+            printf("[]\n");
+        else
+            printf("0 cases\n");
+        json_decref(arr);
+        json_decref(mh_cache);
+        gf_case_set_free(&set);
+        gf_case_filter_free(&cf);
+        rc = GF_EXIT_OK;
+        goto out;
+    }
     if (shown == 0) { /* as `run` says it: a filter that matches nothing is an error (exit 2) */
         if (set.n)
             gf_cli_error("list: no case matches the filters");
@@ -178,5 +219,6 @@ int gf_cmd_list(int argc, char **argv)
 out:
     free(kinds);
     free(tags);
+    free(backends);
     return rc;
 }

@@ -27,7 +27,8 @@ static void usage(FILE *f)
             "usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
             "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
-            "                    [--golden-dir DIR] [--no-triangulate]\n"
+            "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
+            "                    [--rerun-failed RUN.json]\n"
             "\n"
             "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -58,6 +59,11 @@ static void usage(FILE *f)
             "                           their own golden (e.g. goldens made by genfence bless)\n"
             "  --no-triangulate         skip the probe that compares every other backend with ref\n"
             "                           (run when two or more backends run model cases)\n"
+            "  --plan                   print every (case, backend) this run would do, and why any is\n"
+            "                           skipped or an error, then stop (backends are probed, nothing runs)\n"
+            "  --durations N            after the summary, list the N slowest (case, backend) runs\n"
+            "  --rerun-failed RUN.json  only the cases that did not pass (fail, stale, crash, timeout,\n"
+            "                           error) in that earlier report, on this run's backends\n"
             "  -q, --quiet              print only failures and the summary\n"
             "  -h, --help               this help\n"
             "\n"
@@ -147,6 +153,95 @@ static json_t *run_triangulation(const gf_run_info *info, const gf_run_opts *o)
     return gf_triangulate(models, n_models, info->backends, info->n_backends, o);
 }
 
+/* --rerun-failed: the ids of results in a run.json whose verdict is not
+ * pass, pass-near-tie or skip, as {id: true}; NULL (message given) if the
+ * file is not a genfence report. */
+static json_t *failed_ids(const char *path)
+{
+    json_error_t err;
+    json_t *doc = json_load_file(path, 0, &err);
+    json_t *res = doc ? json_object_get(doc, "results") : NULL;
+    if (!doc || !json_is_array(res)) {
+        if (!doc)
+            if (err.line > 0)
+                gf_cli_error("run: --rerun-failed %s:%d:%d: %s", path, err.line, err.column, err.text);
+            else
+                gf_cli_error("run: --rerun-failed %s", err.text);
+        else
+            gf_cli_error("run: --rerun-failed %s: not a genfence run report (no \"results\" array)", path);
+        json_decref(doc);
+        return NULL;
+    }
+    json_t *ids = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach(res, i, r) {
+        const char *id = json_string_value(json_object_get(r, "id"));
+        const char *v = json_string_value(json_object_get(r, "verdict"));
+        if (!id || !v) {
+            gf_cli_error("run: --rerun-failed %s: result %zu has no id or verdict", path, i);
+            json_decref(ids);
+            ids = NULL;
+            break;
+        }
+        if (strcmp(v, "pass") && strcmp(v, "pass-near-tie") && strcmp(v, "skip"))
+            json_object_set_new(ids, id, json_true());
+    }
+    json_decref(doc);
+    return ids;
+}
+
+/* --plan: one line per (case, backend) and what would happen to it. */
+static void print_plan(const gf_job *jobs, size_t n_jobs, const gf_backend_probe *bs, size_t n_bs, size_t n_cases)
+{
+    size_t n_run = 0, n_skip = 0, n_err = 0;
+    for (size_t b = 0; b < n_bs; b++)
+        if (!bs[b].explicit_ && !bs[b].available)
+            printf("plan: backend %s not in this run: %s\n", bs[b].requested, bs[b].why);
+    for (size_t i = 0; i < n_jobs; i++) {
+        const gf_job *j = &jobs[i];
+        const char *be = j->backend ? j->backend->requested : "-";
+        if (!j->decided) {
+            n_run++;
+            printf("plan: run   %-44s [%s]%s\n", j->c->id, be,
+                   j->backend && j->backend->engine_ ? "  (reaches no backend slot: once, on the engine)" : "");
+        } else if (j->verdict == GF_V_ERROR) {
+            n_err++;
+            printf("plan: error %-44s [%s]  %s\n", j->c->id, be, j->reason ? j->reason : "");
+        } else {
+            n_skip++;
+            printf("plan: skip  %-44s [%s]  %s\n", j->c->id, be, j->reason ? j->reason : "");
+        }
+    }
+    printf("plan: %zu (case, backend) pairs over %zu cases: %zu to run, %zu skipped, %zu errors; nothing was run\n",
+           n_jobs, n_cases, n_run, n_skip, n_err);
+}
+
+static int by_seconds_desc(const void *a, const void *b)
+{
+    const gf_job *x = *(const gf_job *const *)a, *y = *(const gf_job *const *)b;
+    return (x->seconds < y->seconds) - (x->seconds > y->seconds);
+}
+
+/* --durations N: the N slowest runs, slowest first. */
+static void print_durations(gf_job *jobs, size_t n_jobs, size_t n)
+{
+    gf_job **v = calloc(n_jobs ? n_jobs : 1, sizeof *v);
+    if (!v)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < n_jobs; i++)
+        if (jobs[i].ran)
+            v[k++] = &jobs[i];
+    if (k)
+        qsort(v, k, sizeof *v, by_seconds_desc);
+    printf("slowest %zu of %zu runs:\n", n < k ? n : k, k);
+    for (size_t i = 0; i < k && i < n; i++)
+        printf("  %8.2fs  %-44s [%s] %s\n", v[i]->seconds, v[i]->c->id, v[i]->backend ? v[i]->backend->requested : "-",
+               gf_verdict_str(v[i]->verdict));
+    free(v);
+}
+
 int gf_cmd_run(int argc, char **argv)
 {
     enum {
@@ -163,7 +258,10 @@ int gf_cmd_run(int argc, char **argv)
         O_NOREPORT,
         O_OVER,
         O_GOLDEN_DIR,
-        O_NOTRI
+        O_NOTRI,
+        O_PLAN,
+        O_DURATIONS,
+        O_RERUN
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -181,6 +279,9 @@ int gf_cmd_run(int argc, char **argv)
                                              {"quiet", no_argument, 0, 'q'},
                                              {"golden-dir", required_argument, 0, O_GOLDEN_DIR},
                                              {"no-triangulate", no_argument, 0, O_NOTRI},
+                                             {"plan", no_argument, 0, O_PLAN},
+                                             {"durations", required_argument, 0, O_DURATIONS},
+                                             {"rerun-failed", required_argument, 0, O_RERUN},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     gf_run_opts o = {.jobs = 0,
@@ -197,6 +298,10 @@ int gf_cmd_run(int argc, char **argv)
     strv backends = {0}, required = {0}, kinds = {0}, tags = {0};
     const char *filter = NULL;
     int no_report = 0, oversubscribe = 0, quiet = 0, shard_i = 0, shard_n = 0, triangulate = 1;
+    int plan = 0;
+    long durations = 0;
+    json_t *rerun = NULL; /* ids that did not pass in --rerun-failed's report: {id: true} */
+    const char *rerun_path = NULL;
     int rc = GF_EXIT_USAGE;
     long v;
     double d;
@@ -245,6 +350,17 @@ int gf_cmd_run(int argc, char **argv)
         case O_REPORT: o.report_dir = optarg; break;
         case O_NOREPORT: no_report = 1; break;
         case O_NOTRI: triangulate = 0; break;
+        case O_PLAN: plan = 1; break;
+        case O_DURATIONS:
+            if (!gf_parse_int(optarg, 1, 1000000, &durations))
+                goto bad_value;
+            break;
+        case O_RERUN:
+            json_decref(rerun);
+            rerun_path = optarg;
+            if (!(rerun = failed_ids(optarg)))
+                goto out;
+            break;
         case O_OVER: oversubscribe = 1; break;
         case O_GOLDEN_DIR: {
             struct stat sb;
@@ -298,6 +414,8 @@ int gf_cmd_run(int argc, char **argv)
     for (size_t i = 0; sel && i < set.n; i++) {
         if (!gf_case_filter_match(&cf, &set.cases[i]))
             continue;
+        if (rerun && !json_object_get(rerun, set.cases[i].id))
+            continue;
         if (shard_n && (int)(n_matched++ % (size_t)shard_n) != shard_i - 1)
             continue;
         sel[n_sel++] = &set.cases[i];
@@ -305,6 +423,18 @@ int gf_cmd_run(int argc, char **argv)
     if (!shard_n)
         n_matched = n_sel;
     gf_case_filter_free(&cf);
+    if (n_matched == 0 && rerun) {
+        if (json_object_size(rerun))
+            gf_cli_error("run: none of the %zu case(s) that did not pass in %s is among the selected cases",
+                         json_object_size(rerun), rerun_path);
+        else {
+            printf("run: every case passed in %s; nothing to rerun\n", rerun_path);
+            rc = GF_EXIT_OK;
+        }
+        free(sel);
+        gf_case_set_free(&set);
+        goto out;
+    }
     if (n_matched == 0) {
         if (set.n)
             gf_cli_error("run: no case matches the filters");
@@ -405,6 +535,12 @@ int gf_cmd_run(int argc, char **argv)
         }
     }
 
+    if (plan) {
+        print_plan(jobs, n_jobs, bs, n_bs, n_sel);
+        rc = GF_EXIT_OK;
+        goto done;
+    }
+
     info.opts = &o;
     info.filter = filter;
     info.kinds = kinds.v;
@@ -455,9 +591,12 @@ int gf_cmd_run(int argc, char **argv)
             gf_cli_error("run: cannot write %s: %s", junit_path, strerror(errno));
     }
     gf_console_summary(&info);
+    if (durations)
+        print_durations(jobs, n_jobs, (size_t)durations);
     rc = info.exit_status;
 
     json_decref(info.triangulation);
+done:
     for (size_t i = 0; i < n_jobs; i++)
         gf_job_clear(&jobs[i]);
     free(jobs);
@@ -467,6 +606,7 @@ int gf_cmd_run(int argc, char **argv)
     free(sel);
     gf_case_set_free(&set);
 out:
+    json_decref(rerun);
     free(backends.v);
     free(required.v);
     free(kinds.v);
