@@ -21,4 +21,13 @@ void gf_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds, char **tags,
                         size_t n_tags, const char *const *paths, size_t n_paths, gf_case_filter *cf, gf_case_set *set);
 
+/* --shard I/N for run and list: 1 if s is exactly "I/N" with 1 <= I <= N
+ * (then *i_out, *n_out set), else 0 (select.c). */
+int gf_shard_parse(const char *s, int *i_out, int *n_out);
+
+/* One slicing rule for run and list: the cases the filters match are
+ * numbered 0, 1, ... in load order (*counter, advanced here) and case c
+ * belongs to shard c mod N + 1. Always 1 when n == 0 (no sharding). */
+int gf_shard_takes(size_t *counter, int i, int n);
+
 #endif

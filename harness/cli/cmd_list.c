@@ -105,7 +105,7 @@ int gf_cmd_list(int argc, char **argv)
             break;
         }
         case O_SHARD:
-            if (sscanf(optarg, "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 1 || shard_i > shard_n) {
+            if (!gf_shard_parse(optarg, &shard_i, &shard_n)) {
                 gf_cli_error("list: bad value '%s' for --shard: want I/N with 1 <= I <= N", optarg);
                 goto out;
             }
@@ -142,7 +142,7 @@ int gf_cmd_list(int argc, char **argv)
         if (!gf_case_filter_match(&cf, k))
             continue;
         /* the same slices as run --shard: over the cases the filters match */
-        if (shard_n && (int)(matched++ % (size_t)shard_n) != shard_i - 1)
+        if (!gf_shard_takes(&matched, shard_i, shard_n))
             continue;
         int allowed = n_backends == 0;
         for (size_t b = 0; b < n_backends && !allowed; b++)

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,22 @@ static json_t *run_triangulation(const gf_run_info *info, const gf_run_opts *o)
     if (n_backends < 2 || !n_models)
         return NULL;
     return gf_triangulate(models, n_models, info->backends, info->n_backends, o);
+}
+
+/* A verdict decided without a child (a skip or an error), with its reason. */
+static void job_decide(gf_job *j, gf_verdict v, const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    j->verdict = v;
+    j->decided = 1;
+    j->reason = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (j->reason)
+        vsnprintf(j->reason, (size_t)len + 1, fmt, ap2);
+    va_end(ap2);
 }
 
 /* --rerun-failed: the ids of results in a run.json whose verdict is not
@@ -344,7 +361,7 @@ int gf_cmd_run(int argc, char **argv)
                 goto bad_value;
             break;
         case O_SHARD:
-            if (sscanf(optarg, "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 1 || shard_i > shard_n)
+            if (!gf_shard_parse(optarg, &shard_i, &shard_n))
                 goto bad_value;
             break;
         case O_REPORT: o.report_dir = optarg; break;
@@ -416,7 +433,7 @@ int gf_cmd_run(int argc, char **argv)
             continue;
         if (rerun && !json_object_get(rerun, set.cases[i].id))
             continue;
-        if (shard_n && (int)(n_matched++ % (size_t)shard_n) != shard_i - 1)
+        if (!gf_shard_takes(&n_matched, shard_i, shard_n))
             continue;
         sel[n_sel++] = &set.cases[i];
     }
@@ -497,21 +514,10 @@ int gf_cmd_run(int argc, char **argv)
             j->c = sel[i];
             j->backend = &bs[b];
             j->index = n_jobs++;
-            if (bs[b].unusable) {
-                j->verdict = GF_V_ERROR;
-                j->decided = 1;
-                size_t len = strlen(bs[b].why) + strlen(bs[b].requested) + 64;
-                j->reason = malloc(len);
-                if (j->reason)
-                    snprintf(j->reason, len, "backend '%s' cannot be used: %s", bs[b].requested, bs[b].why);
-            } else if (!bs[b].available) {
-                j->verdict = GF_V_SKIP;
-                j->decided = 1;
-                size_t len = strlen(bs[b].why) + 64;
-                j->reason = malloc(len);
-                if (j->reason)
-                    snprintf(j->reason, len, "backend unavailable: %s", bs[b].why);
-            }
+            if (bs[b].unusable)
+                job_decide(j, GF_V_ERROR, "backend '%s' cannot be used: %s", bs[b].requested, bs[b].why);
+            else if (!bs[b].available)
+                job_decide(j, GF_V_SKIP, "backend unavailable: %s", bs[b].why);
         }
         if (on_engine) {
             gf_job *j = &jobs[n_jobs];
@@ -523,15 +529,12 @@ int gf_cmd_run(int argc, char **argv)
             gf_job *j = &jobs[n_jobs];
             j->c = sel[i];
             j->index = n_jobs++;
-            j->verdict = GF_V_SKIP;
-            j->decided = 1;
-            char buf[1024] = "no selected backend matches the case's backends filter [";
+            char buf[1024] = "";
             for (size_t k = 0; k < sel[i]->n_backends; k++) {
                 strncat(buf, k ? ", " : "", sizeof buf - strlen(buf) - 1);
                 strncat(buf, sel[i]->backends[k], sizeof buf - strlen(buf) - 1);
             }
-            strncat(buf, "]", sizeof buf - strlen(buf) - 1);
-            j->reason = strdup(buf);
+            job_decide(j, GF_V_SKIP, "no selected backend matches the case's backends filter [%s]", buf);
         }
     }
 

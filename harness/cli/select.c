@@ -1,5 +1,6 @@
 /* The filters and the case files a subcommand selects from (list, run). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 
@@ -21,4 +22,26 @@ int gf_case_select_load(const char *cmd, const char *note, const char *regex, ch
         return -1;
     }
     return 0;
+}
+
+int gf_shard_parse(const char *s, int *i_out, int *n_out)
+{
+    char *end;
+    long i = strtol(s, &end, 10);
+    if (end == s || *end != '/')
+        return 0;
+    const char *n_s = end + 1;
+    long n = strtol(n_s, &end, 10);
+    if (end == n_s || *end || n < 1 || n > 1000000 || i < 1 || i > n)
+        return 0;
+    *i_out = (int)i;
+    *n_out = (int)n;
+    return 1;
+}
+
+int gf_shard_takes(size_t *counter, int i, int n)
+{
+    if (n <= 0)
+        return 1;
+    return (int)((*counter)++ % (size_t)n) == i - 1;
 }
