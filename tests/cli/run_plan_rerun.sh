@@ -64,6 +64,16 @@ sort "$tmp/s1" "$tmp/s2" | diff - "$tmp/all" >/dev/null || fail "list shards do 
 "$GENFENCE" run "$S" "$D" --backend ref --shard 1/2 --report-dir "$tmp/rs1" -q >/dev/null || true
 "$GF_PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(r["id"] for r in d["results"]))' "$tmp/rs1/run.json" \
     | sort -u | diff - <(sort "$tmp/s1") >/dev/null || fail "list --shard 1/2 differs from run --shard 1/2"
+# the one --shard parser: trailing text, I > N and I = 0 are refused by both commands
+for bad in 1/2x 3/2 0/2 /2; do
+    for cmd in list "run --no-report"; do
+        set +e
+        # shellcheck disable=SC2086
+        "$GENFENCE" $cmd "$S" --shard "$bad" >/dev/null 2>"$tmp/e" </dev/null; rc=$?
+        set -e
+        [[ $rc -eq 2 ]] && grep -q "for --shard" "$tmp/e" || fail "$cmd --shard $bad: exit $rc, $(cat "$tmp/e")"
+    done
+done
 # list --backend: the golden cases run on every backend, a case with a backends filter only where it allows
 n_gold=$("$GENFENCE" list cases/golden.yaml --backend ref | tail -n 1 | cut -d' ' -f1)
 [[ $n_gold -gt 0 ]] || fail "list --backend ref kept no golden case"
