@@ -13,6 +13,52 @@ struct gf_engine {
     long long n_forward;       /* forward calls so far (1-based in messages) */
 };
 
+/* ---- call trace (engine.h) ---- */
+static gf_call_trace *g_trace;
+static long long g_trace_step = -1, g_trace_total;
+static struct { const char *slot; long long n; } g_trace_calls[16];
+
+void gf_engine_trace_to(gf_call_trace *t)
+{
+    g_trace = t;
+    if (t)
+        memset(t, 0, sizeof *t);
+}
+
+void gf_engine_trace_step(long long step) { g_trace_step = step; }
+
+/* Count the call of slot (a string literal) and, when tracing, write it down
+ * before the backend runs. */
+static void trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length)
+{
+    long long n = 0;
+    g_trace_total++;
+    for (size_t i = 0; i < sizeof g_trace_calls / sizeof g_trace_calls[0]; i++)
+        if (!g_trace_calls[i].slot || g_trace_calls[i].slot == slot || !strcmp(g_trace_calls[i].slot, slot)) {
+            g_trace_calls[i].slot = slot;
+            n = ++g_trace_calls[i].n;
+            break;
+        }
+    gf_call_trace *t = g_trace;
+    if (!t)
+        return;
+    t->in_call = 0;
+    snprintf(t->slot, sizeof t->slot, "%s", slot);
+    t->call = n;
+    t->step = g_trace_step;
+    t->B = B;
+    t->T = T;
+    t->cache_length = cache_length;
+    t->calls_total = g_trace_total;
+    t->in_call = 1;
+}
+
+static void trace_leave(void)
+{
+    if (g_trace)
+        g_trace->in_call = 0;
+}
+
 gf_status gf_backend_check_ops(const gf_backend_ops *ops)
 {
     if (!ops)
@@ -66,7 +112,9 @@ gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_
     if (why && why_len)
         why[0] = '\0';
     char buf[512] = "";
+    trace_enter("probe", 0, 0, -1);
     gf_status st = ops->probe(buf, sizeof buf);
+    trace_leave();
     if (st == GF_OK)
         return GF_OK;
     if (why && why_len)
@@ -85,7 +133,9 @@ gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_option
     gf_backend_options o = {.struct_size = sizeof o, .threads = defaults.threads};
     if (opts)
         o = *opts;
+    trace_enter("info", 0, 0, -1);
     gf_status st = ops->info(&o, info_out);
+    trace_leave();
     if (st != GF_OK) {
         *info_out = defaults;
         return st;
@@ -125,7 +175,9 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
     if (opts)
         o = *opts;
     gf_error_clear();
+    trace_enter("model_load", 0, 0, -1);
     st = ops->model_load(desc, &o, &e->model);
+    trace_leave();
     if (st != GF_OK) {
         backend_error(e, st);
         free(e);
@@ -139,7 +191,9 @@ void gf_engine_destroy(gf_engine *e)
 {
     if (!e)
         return;
+    trace_enter("model_free", 0, 0, -1);
     e->ops->model_free(e->model);
+    trace_leave();
     free(e);
 }
 
@@ -150,14 +204,19 @@ gf_status gf_engine_cache_create(gf_engine *e, int32_t batch, int32_t max_len, v
 {
     *cache_out = NULL;
     gf_error_clear();
+    trace_enter("cache_create", batch, max_len, -1);
     gf_status st = e->ops->cache_create(e->model, batch, max_len, cache_out);
+    trace_leave();
     return st == GF_OK ? GF_OK : backend_error(e, st);
 }
 
 void gf_engine_cache_free(gf_engine *e, void *cache)
 {
-    if (cache)
-        e->ops->cache_free(cache);
+    if (!cache)
+        return;
+    trace_enter("cache_free", 0, 0, -1);
+    e->ops->cache_free(cache);
+    trace_leave();
 }
 
 /* One fault model for forward (issue 11): whatever the backend gets wrong —
@@ -174,7 +233,9 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
     char where[160];
     snprintf(where, sizeof where, "forward call #%lld (B %d, T %d, %s %d)", call, in->B, in->T,
              cache ? "cache length" : "uncached, keys", cache ? len0 : in->T);
+    trace_enter("forward", in->B, in->T, cache ? len0 : -1);
     gf_status st = e->ops->forward(e->model, cache, in, logits_out);
+    trace_leave();
     if (st != GF_OK) {
         /* kept: cannot run here (skip), out of memory, and the context limit
          * (length + T > max_len: the caller's request does not fit) */
@@ -242,7 +303,9 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
         for (int32_t b = 0; b < B; b++)
             ids_out[b] = -1;
         gf_error_clear();
+        trace_enter("sample", B, 1, -1);
         st = ops->sample(model, logits, B, p, &d, ids_out);
+        trace_leave();
         const char *vendor = gf_backend_last_error(ops, model);
         if (st != GF_OK) {
             if (vendor[0])

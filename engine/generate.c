@@ -259,6 +259,7 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
     }
 
     /* prefill */
+    gf_engine_trace_step(0);
     if (p->use_cache) {
         st = gf_engine_cache_create(e, B, NP, &s.cache);
         if (st == GF_OK)
@@ -339,6 +340,7 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
                 }
             break;
         }
+        gf_engine_trace_step(step + 1);
         st = !p->use_cache ? forward_uncached(e, &s, NP)
              : slide       ? forward_slide(e, &s, NP)
                            : forward_cached(e, &s, s.width - 1);
@@ -347,10 +349,12 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
             goto fail;
         }
     }
+    gf_engine_trace_step(-1);
     state_free(e, &s);
     *gen_out = g;
     return GF_OK;
 fail:
+    gf_engine_trace_step(-1);
     state_free(e, &s);
     gf_generation_free(g);
     return st;

@@ -86,6 +86,15 @@ typedef struct gf_backend_info {
     int32_t threads;              /* threads it will use */
     const char *library;          /* e.g. "OpenBLAS 0.3.21 ..." */
     const char *detail;           /* ISA, device name, ... */
+    /* Added in ABI 2 by growing the struct (struct_size says whether a
+     * backend knew them; unset means NULL): the weight storage the options
+     * select, e.g. "f32", "f16", "bf16", "q8_0", "q4_k" (NULL: the model's
+     * weights as given, converted to the compute dtype), and the KV-cache
+     * element type, e.g. "f32", "f16" (NULL: the compute dtype). A backend
+     * whose weights are quantized or held in lower precision is judged by the
+     * statistical tier (docs/cases.md) where token equality cannot hold. */
+    const char *weights;
+    const char *kv_cache;
 } gf_backend_info;
 
 /* Random numbers for an on-device sampler: exactly the uniforms the engine's

@@ -56,6 +56,27 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
                             int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
                             uint64_t step, int32_t *ids_out);
 
+/* ---- call trace: the context of a crash or a timeout ----
+ * Before every backend call made through these wrappers the engine writes
+ * what it is about to call into the trace set here (process-wide; NULL, the
+ * default, turns it off) and clears in_call when the call returns. The runner
+ * points it at memory shared with the parent (MAP_SHARED), so when a child
+ * dies or hangs inside a slot the parent can say which slot, which call and
+ * with which shapes. Plain stores only: readable after the writer died. */
+typedef struct gf_call_trace {
+    volatile int32_t in_call;    /* 1 while the slot below runs, 0 once it returned */
+    char slot[24];               /* "probe", "model_load", "forward", "sample", "cache_reset", ... */
+    long long call;              /* the slot's 1-based call index in this process */
+    long long step;              /* generation step set by gf_engine_trace_step (-1: none) */
+    int32_t B, T;                /* rows and new positions (0 where the slot has none) */
+    int32_t cache_length;        /* before the call (-1: uncached or not a cache call) */
+    long long calls_total;       /* backend calls so far in this process, this one included */
+} gf_call_trace;
+void gf_engine_trace_to(gf_call_trace *t);
+/* The generation step later calls belong to (-1: none); the generation loop
+ * and the kinds set it. */
+void gf_engine_trace_step(long long step);
+
 typedef struct gf_engine gf_engine;
 
 /* Probe, then load desc into the backend. The engine keeps a copy of the
