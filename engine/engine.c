@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_trace.h"
+
 struct gf_engine {
     const gf_backend_ops *ops;
     void *model;               /* the backend's handle */
@@ -29,7 +31,7 @@ void gf_engine_trace_step(long long step) { g_trace_step = step; }
 
 /* Count the call of slot (a string literal) and, when tracing, write it down
  * before the backend runs. */
-static void trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length)
+void gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length)
 {
     long long n = 0;
     g_trace_total++;
@@ -53,7 +55,7 @@ static void trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_le
     t->in_call = 1;
 }
 
-static void trace_leave(void)
+void gf_trace_leave(void)
 {
     if (g_trace)
         g_trace->in_call = 0;
@@ -112,9 +114,9 @@ gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_
     if (why && why_len)
         why[0] = '\0';
     char buf[512] = "";
-    trace_enter("probe", 0, 0, -1);
+    gf_trace_enter("probe", 0, 0, -1);
     gf_status st = ops->probe(buf, sizeof buf);
-    trace_leave();
+    gf_trace_leave();
     if (st == GF_OK)
         return GF_OK;
     if (why && why_len)
@@ -133,9 +135,9 @@ gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_option
     gf_backend_options o = {.struct_size = sizeof o, .threads = defaults.threads};
     if (opts)
         o = *opts;
-    trace_enter("info", 0, 0, -1);
+    gf_trace_enter("info", 0, 0, -1);
     gf_status st = ops->info(&o, info_out);
-    trace_leave();
+    gf_trace_leave();
     if (st != GF_OK) {
         *info_out = defaults;
         return st;
@@ -175,9 +177,9 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
     if (opts)
         o = *opts;
     gf_error_clear();
-    trace_enter("model_load", 0, 0, -1);
+    gf_trace_enter("model_load", 0, 0, -1);
     st = ops->model_load(desc, &o, &e->model);
-    trace_leave();
+    gf_trace_leave();
     if (st != GF_OK) {
         backend_error(e, st);
         free(e);
@@ -191,9 +193,9 @@ void gf_engine_destroy(gf_engine *e)
 {
     if (!e)
         return;
-    trace_enter("model_free", 0, 0, -1);
+    gf_trace_enter("model_free", 0, 0, -1);
     e->ops->model_free(e->model);
-    trace_leave();
+    gf_trace_leave();
     free(e);
 }
 
@@ -204,9 +206,9 @@ gf_status gf_engine_cache_create(gf_engine *e, int32_t batch, int32_t max_len, v
 {
     *cache_out = NULL;
     gf_error_clear();
-    trace_enter("cache_create", batch, max_len, -1);
+    gf_trace_enter("cache_create", batch, max_len, -1);
     gf_status st = e->ops->cache_create(e->model, batch, max_len, cache_out);
-    trace_leave();
+    gf_trace_leave();
     return st == GF_OK ? GF_OK : backend_error(e, st);
 }
 
@@ -214,9 +216,9 @@ void gf_engine_cache_free(gf_engine *e, void *cache)
 {
     if (!cache)
         return;
-    trace_enter("cache_free", 0, 0, -1);
+    gf_trace_enter("cache_free", 0, 0, -1);
     e->ops->cache_free(cache);
-    trace_leave();
+    gf_trace_leave();
 }
 
 /* One fault model for forward (issue 11): whatever the backend gets wrong —
@@ -233,9 +235,9 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
     char where[160];
     snprintf(where, sizeof where, "forward call #%lld (B %d, T %d, %s %d)", call, in->B, in->T,
              cache ? "cache length" : "uncached, keys", cache ? len0 : in->T);
-    trace_enter("forward", in->B, in->T, cache ? len0 : -1);
+    gf_trace_enter("forward", in->B, in->T, cache ? len0 : -1);
     gf_status st = e->ops->forward(e->model, cache, in, logits_out);
-    trace_leave();
+    gf_trace_leave();
     if (st != GF_OK) {
         /* kept: cannot run here (skip), out of memory, and the context limit
          * (length + T > max_len: the caller's request does not fit) */
@@ -266,59 +268,4 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
                                 isnan(logits_out[i]) ? "NaN" : logits_out[i] > 0 ? "+inf" : "-inf");
         }
     return GF_OK;
-}
-
-gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
-                            int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
-                            uint64_t step, int32_t *ids_out)
-{
-    if (!ops)
-        return gf_error_set(GF_E_INVALID_ARG, "backend table is NULL");
-    const char *name = ops->name ? ops->name : "(unnamed)";
-    if (!gf_backend_has_sample(ops))
-        return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no sample slot", name);
-    if (!logits || !p || !ids_out || B < 1 || V < 1)
-        return gf_error_set(GF_E_INVALID_ARG, "backend '%s' sample: B %d, V %d (must be >= 1), logits, params "
-                            "and ids_out non-NULL", name, B, V);
-    gf_status st = gf_sampler_validate(p);
-    if (st != GF_OK)
-        return gf_error_prefix(st, "backend '%s' sample", name);
-    size_t n = (size_t)B * (size_t)V;
-    double *u = malloc(n * sizeof *u), *z = malloc((size_t)V * sizeof *z);
-    if (!u || !z) {
-        free(u);
-        free(z);
-        return gf_error_set(GF_E_NOMEM, "out of memory");
-    }
-    /* the slot gets only what gf_sample accepts: the filter validates the
-     * logits (NaN, +inf, all -inf, temperature overflow) exactly as it does */
-    for (int32_t b = 0; b < B && st == GF_OK; b++) {
-        st = gf_sampler_filter(logits + (size_t)b * V, V, p, z);
-        if (st != GF_OK)
-            gf_error_prefix(st, "backend '%s' sample, row %d", name, b);
-        gf_rng_uniforms(p->seed, seq_ids ? seq_ids[b] : (uint64_t)b, step, V, u + (size_t)b * V);
-    }
-    if (st == GF_OK) {
-        gf_rng_draws d = {.u = u, .V = V};
-        for (int32_t b = 0; b < B; b++)
-            ids_out[b] = -1;
-        gf_error_clear();
-        trace_enter("sample", B, 1, -1);
-        st = ops->sample(model, logits, B, p, &d, ids_out);
-        trace_leave();
-        const char *vendor = gf_backend_last_error(ops, model);
-        if (st != GF_OK) {
-            if (vendor[0])
-                gf_error_prefix(st, "backend '%s' sample slot (%s)", name, vendor);
-            else
-                gf_error_prefix(st, "backend '%s' sample slot", name);
-        }
-        for (int32_t b = 0; b < B && st == GF_OK; b++)
-            if (ids_out[b] < 0 || ids_out[b] >= V)
-                st = gf_error_set(GF_E_BACKEND, "backend '%s' sample slot returned token %d for row %d (V %d)",
-                                  name, ids_out[b], b, V);
-    }
-    free(u);
-    free(z);
-    return st;
 }
