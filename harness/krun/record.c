@@ -11,6 +11,7 @@
 #include "genfence/safetensors.h"
 #include "genfence/version.h"
 #include "krun.h"
+#include "utf8.h"
 
 void gf_krun_init(gf_krun *k)
 {
@@ -52,7 +53,7 @@ int gf_k_check(gf_krun *k, int ok, const char *name, const char *fmt, ...)
         vsnprintf(detail, sizeof detail, fmt, ap);
         va_end(ap);
     }
-    json_array_append_new(k->checks, json_pack("{s:s, s:b, s:s}", "name", name, "passed", ok, "detail", detail));
+    json_array_append_new(k->checks, json_pack("{s:s, s:b, s:o}", "name", name, "passed", ok, "detail", gf_json_text(detail)));
     if (!ok)
         gf_k_fail(k, "%s: %s", name, detail);
     return ok;
@@ -190,7 +191,7 @@ json_t *gf_krun_record(const gf_krun *k)
 {
     json_t *r = json_object();
     json_object_set_new(r, "verdict", json_string(gf_verdict_str(k->verdict)));
-    json_object_set_new(r, "reason", json_string(k->reason));
+    json_object_set_new(r, "reason", gf_json_text(k->reason)); /* backend text: repaired, not lost (utf8.h) */
     json_object_set(r, "checks", k->checks);
     json_t *m = json_deep_copy(k->metrics);
     if (k->has_summary) {

@@ -16,11 +16,21 @@
 #include "buf.h"
 #include "report.h"
 #include "sys.h"
+#include "utf8.h"
 
 enum { PLOT_W = 560, PLOT_H = 180, PAD_L = 56, PAD_R = 12, PAD_T = 22, PAD_B = 28 };
 
+/* HTML-escaped text; the document's strings come from a JSON report (valid
+ * UTF-8), but a page made from any run.json repairs what is not (utf8.h). */
 static void esc(gf_buf *b, const char *s)
 {
+    size_t n = s ? strlen(s) : 0;
+    if (!gf_utf8_valid(s, n)) {
+        char *r = gf_utf8_repair(s, n);
+        esc(b, r ? r : "(text lost: out of memory)");
+        free(r);
+        return;
+    }
     for (; s && *s; s++)
         switch (*s) {
         case '<': gf_buf_puts(b, "&lt;"); break;

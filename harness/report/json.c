@@ -15,8 +15,45 @@
 #include "krun.h"
 #include "report.h"
 #include "sys.h"
+#include "utf8.h"
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+/* Every string from outside (backend text, case text, paths, argv, the
+ * environment) goes in through gf_json_text: invalid UTF-8 is repaired
+ * (\xNN, utf8.h), never a dropped field. */
+static json_t *str_or_null(const char *s) { return gf_json_text(s); }
+static json_t *text(const char *s) { return gf_json_text(s ? s : ""); }
+static json_t *texts(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, text(v[i]));
+    return a;
+}
+
+/* obj[key] = v with the key repaired too (jansson refuses an invalid key). */
+static void set_keyed(json_t *obj, const char *key, json_t *v)
+{
+    if (gf_utf8_valid(key, strlen(key))) {
+        json_object_set_new(obj, key, v);
+        return;
+    }
+    char *k = gf_utf8_repair(key, strlen(key));
+    if (k)
+        json_object_set_new(obj, k, v);
+    else
+        json_decref(v);
+    free(k);
+}
+
+/* The child's stderr tail: the pool keeps its last bytes, cut at a byte
+ * offset; it starts at the first whole character. */
+static json_t *stderr_tail(const char *s)
+{
+    if (!s)
+        return json_null();
+    size_t n = strlen(s), at = gf_utf8_tail_start(s, n);
+    return gf_json_textn(s + at, n - at);
+}
 
 /* The CPU model (gf_cpu_model) and the ISA flags that matter. */
 static void cpu_info(json_t *env)
@@ -52,7 +89,7 @@ static void cpu_info(json_t *env)
     if (f)
         fclose(f);
     gf_cpu_model(model, sizeof model);
-    json_object_set_new(env, "cpu_model", model[0] ? json_string(model) : json_null());
+    json_object_set_new(env, "cpu_model", model[0] ? text(model) : json_null());
     json_object_set_new(env, "isa", isa);
 }
 
@@ -69,8 +106,8 @@ json_t *gf_report_environment(const gf_run_info *r)
     struct utsname u;
     if (uname(&u) == 0)
         json_object_set_new(env, "os",
-                            json_pack("{s:s, s:s, s:s, s:s}", "sysname", u.sysname, "release", u.release, "machine",
-                                      u.machine, "node", u.nodename));
+                            json_pack("{s:o, s:o, s:o, s:o}", "sysname", text(u.sysname), "release", text(u.release),
+                                      "machine", text(u.machine), "node", text(u.nodename)));
     char pcre_ver[64] = "";
     pcre2_config(PCRE2_CONFIG_VERSION, pcre_ver);
     json_t *libs = json_object();
@@ -110,21 +147,21 @@ static json_t *audit_json(const gf_run_info *r)
             if (!strncmp(*e, prefixes[i], strlen(prefixes[i])) && strchr(*e, '=')) {
                 char name[256];
                 snprintf(name, sizeof name, "%.*s", (int)(strchr(*e, '=') - *e), *e);
-                json_object_set_new(ev, name, json_string(strchr(*e, '=') + 1));
+                set_keyed(ev, name, text(strchr(*e, '=') + 1));
                 break;
             }
     json_object_set_new(a, "numerics_env", ev);
     json_object_set_new(a, "threads", json_pack("{s:i, s:i}", "jobs", r->opts->jobs, "threads_per_job", r->opts->threads));
     for (size_t i = 0; i < r->n_backends; i++) {
         const gf_backend_probe *b = &r->backends[i];
-        json_object_set_new(bk, b->name, json_pack("{s:s, s:s, s:i, s:s, s:b}", "library", b->library, "detail", b->detail,
-                                                   "threads", b->threads, "dtype", gf_dtype_str(b->dtype), "available",
-                                                   b->available));
+        set_keyed(bk, b->name, json_pack("{s:o, s:o, s:i, s:s, s:b}", "library", text(b->library), "detail",
+                                                   text(b->detail), "threads", b->threads, "dtype", gf_dtype_str(b->dtype),
+                                                   "available", b->available));
     }
     json_object_set_new(a, "backends", bk);
     for (size_t i = 0; r->cases && i < r->cases->n_files; i++) {
         char hex[65];
-        json_object_set_new(files, r->cases->files[i],
+        set_keyed(files, r->cases->files[i],
                             gf_sha256_file(r->cases->files[i], hex) == GF_OK ? json_string(hex) : json_null());
     }
     json_object_set_new(a, "case_files", files);
@@ -134,18 +171,18 @@ static json_t *audit_json(const gf_run_info *r)
 static json_t *backend_json(const gf_backend_probe *b)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "requested", json_string(b->requested));
-    json_object_set_new(o, "name", json_string(b->name));
+    json_object_set_new(o, "requested", text(b->requested));
+    json_object_set_new(o, "name", text(b->name));
     json_object_set_new(o, "available", json_boolean(b->available));
     json_object_set_new(o, "required", json_boolean(b->required));
     if (!b->available)
-        json_object_set_new(o, "why", json_string(b->why));
+        json_object_set_new(o, "why", text(b->why));
     json_object_set_new(o, "dtype", json_string(gf_dtype_str(b->dtype)));
     json_object_set_new(o, "threads", json_integer(b->threads));
-    json_object_set_new(o, "library", json_string(b->library));
-    json_object_set_new(o, "detail", json_string(b->detail));
-    json_object_set_new(o, "source", json_string(b->source));
-    json_object_set_new(o, "description", json_string(b->description));
+    json_object_set_new(o, "library", text(b->library));
+    json_object_set_new(o, "detail", text(b->detail));
+    json_object_set_new(o, "source", text(b->source));
+    json_object_set_new(o, "description", text(b->description));
     json_object_set_new(o, "sample_slot", json_boolean(b->has_sample));
     return o;
 }
@@ -154,20 +191,20 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
 {
     const gf_case *c = j->c;
     json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(c->id));
+    json_object_set_new(o, "id", text(c->id));
     json_object_set_new(o, "kind", json_string(c->kind->name));
-    json_object_set_new(o, "file", json_string(c->file));
+    json_object_set_new(o, "file", text(c->file));
     json_object_set_new(o, "line", json_integer(c->line));
-    json_object_set_new(o, "tags", gf_json_strings(c->tags, c->n_tags));
+    json_object_set_new(o, "tags", texts(c->tags, c->n_tags));
     json_object_set_new(o, "model", str_or_null(c->model_arg));
-    json_object_set_new(o, "backend", j->backend ? json_string(j->backend->name) : json_null());
-    json_object_set_new(o, "backend_requested", j->backend ? json_string(j->backend->requested) : json_null());
+    json_object_set_new(o, "backend", j->backend ? text(j->backend->name) : json_null());
+    json_object_set_new(o, "backend_requested", j->backend ? text(j->backend->requested) : json_null());
     json_object_set_new(o, "backend_required", json_boolean(gf_job_required(j)));
     json_object_set_new(o, "dtype", json_string(gf_dtype_str(j->backend ? j->backend->dtype : GF_COMPUTE_F32)));
     json_object_set_new(o, "verdict", json_string(gf_verdict_str(j->verdict)));
     if (c->has_expect_verdict)
         json_object_set_new(o, "expect_verdict", json_string(gf_verdict_str(c->expect_verdict)));
-    json_object_set_new(o, "reason", json_string(j->reason ? j->reason : ""));
+    json_object_set_new(o, "reason", text(j->reason));
     json_object_set_new(o, "exit_status", json_integer(gf_verdict_exit(j->verdict, gf_job_required(j))));
     json_object_set_new(o, "seconds", json_real(j->seconds));
     const char *smp = c->kind->uses_backend ? "engine (generation loop)" : "engine";
@@ -190,10 +227,12 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         json_object_set_new(o, "seeds", json_object());
         json_object_set_new(o, "artifacts", json_array());
     }
+    if (j->crash_context) /* the backend call a crash or timeout was in (harness/run/jobs.c) */
+        json_object_set(o, "crash_context", j->crash_context);
     if (j->ran)
         json_object_set_new(o, "process",
-                            json_pack("{s:i, s:i, s:s?}", "exit_code", j->exit_code, "signal", j->signal, "stderr_tail",
-                                      j->stderr_tail));
+                            json_pack("{s:i, s:i, s:o}", "exit_code", j->exit_code, "signal", j->signal, "stderr_tail",
+                                      stderr_tail(j->stderr_tail)));
     if (gf_verdict_exit(j->verdict, gf_job_required(j)) != 0) {
         char *rep = gf_job_reproduce(j, r->opts);
         json_object_set_new(o, "reproduce", str_or_null(rep));
@@ -219,7 +258,7 @@ static json_t *exact_argv(void)
     json_t *a = json_array();
     for (size_t i = 0; i < len;) {
         size_t l = strnlen(buf + i, len - i);
-        json_array_append_new(a, json_stringn(buf + i, l));
+        json_array_append_new(a, gf_json_textn(buf + i, l));
         i += l + 1;
     }
     return a;
@@ -245,15 +284,15 @@ json_t *gf_report_json(const gf_run_info *r)
         json_array_append_new(argv, json_string("genfence"));
         json_array_append_new(argv, json_string("run"));
         for (int i = 0; i < r->argc; i++)
-            json_array_append_new(argv, json_string(r->argv[i]));
+            json_array_append_new(argv, text(r->argv[i]));
     }
     json_object_set(doc, "command", argv);
     char exe[4096], cwd[4096];
     ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[en > 0 ? en : 0] = '\0';
     json_object_set_new(doc, "invocation",
-                        json_pack("{s:o, s:s?, s:s?}", "argv", argv, "binary", en > 0 ? exe : NULL, "cwd",
-                                  getcwd(cwd, sizeof cwd) ? cwd : NULL));
+                        json_pack("{s:o, s:o, s:o}", "argv", argv, "binary", str_or_null(en > 0 ? exe : NULL), "cwd",
+                                  str_or_null(getcwd(cwd, sizeof cwd) ? cwd : NULL)));
     json_t *opts = json_object();
     json_object_set_new(opts, "jobs", json_integer(r->opts->jobs));
     json_object_set_new(opts, "threads", json_integer(r->opts->threads));
@@ -261,8 +300,8 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(opts, "memory_limit_bytes",
                         r->opts->memory_limit ? json_integer((json_int_t)r->opts->memory_limit) : json_null());
     json_object_set_new(opts, "filter", str_or_null(r->filter));
-    json_object_set_new(opts, "kinds", gf_json_strings(r->kinds, r->n_kinds));
-    json_object_set_new(opts, "tags", gf_json_strings(r->tags, r->n_tags));
+    json_object_set_new(opts, "kinds", texts(r->kinds, r->n_kinds));
+    json_object_set_new(opts, "tags", texts(r->tags, r->n_tags));
     json_object_set_new(opts, "shard",
                         r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n) : json_null());
     json_object_set_new(opts, "report_dir", str_or_null(r->opts->report_dir));
@@ -276,7 +315,7 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(doc, "backends", bs);
     json_t *files = json_array();
     for (size_t i = 0; r->cases && i < r->cases->n_files; i++)
-        json_array_append_new(files, json_string(r->cases->files[i]));
+        json_array_append_new(files, text(r->cases->files[i]));
     json_object_set_new(doc, "case_files", files);
     json_t *res = json_array();
     for (size_t i = 0; i < r->n_jobs; i++)

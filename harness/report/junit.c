@@ -1,6 +1,7 @@
 /* JUnit XML: one <testsuite> per backend, one <testcase> per (case, backend). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,25 +12,43 @@
 #include "report.h"
 #include "buf.h"
 #include "sys.h"
+#include "utf8.h"
 
-/* XML-escaped text (control characters other than tab/newline dropped). */
+/* XML-escaped text. Text from outside (reasons, stderr, case text) may be
+ * any bytes: what is not valid UTF-8 or not an XML 1.0 character (controls
+ * other than tab and newline, U+FFFE, U+FFFF) is written as \xNN per byte
+ * (utf8.h), never dropped and never making the file unreadable. */
 static void esc(gf_buf *b, const char *s)
 {
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = s ? strlen(s) : 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        size_t l = gf_utf8_seq(s + i, n - i, &cp);
+        int xml_ok = l && (cp >= 0x20 || cp == '\n' || cp == '\t') && cp != 0xFFFE && cp != 0xFFFF;
+        if (!xml_ok) {
+            for (size_t k = 0; k < (l ? l : 1); k++) {
+                unsigned char c = (unsigned char)s[i + k];
+                char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+                gf_buf_put(b, e, 4);
+            }
+            i += l ? l : 1;
+            continue;
+        }
+        switch (cp) {
         case '&': gf_buf_puts(b, "&amp;"); break;
         case '<': gf_buf_puts(b, "&lt;"); break;
         case '>': gf_buf_puts(b, "&gt;"); break;
         case '"': gf_buf_puts(b, "&quot;"); break;
         case '\'': gf_buf_puts(b, "&apos;"); break;
-        default:
-            if (c < 0x20 && c != '\n' && c != '\t')
-                continue;
-            gf_buf_put(b, s, 1);
+        default: gf_buf_put(b, s + i, l);
         }
+        i += l;
     }
 }
+
+/* The stderr tail from its first whole character (the pool cut it at a byte offset). */
+static const char *tail_start(const char *s) { return s + gf_utf8_tail_start(s, strlen(s)); }
 
 static const char *backend_of(const gf_job *j) { return j->backend ? j->backend->name : "none"; }
 
@@ -107,7 +126,7 @@ static void testcase(gf_buf *b, const gf_run_info *r, const gf_job *j)
     gf_buf_puts(b, "</system-out>\n");
     if (j->stderr_tail && j->stderr_tail[0]) {
         gf_buf_puts(b, "      <system-err>");
-        esc(b, j->stderr_tail);
+        esc(b, tail_start(j->stderr_tail));
         gf_buf_puts(b, "</system-err>\n");
     }
     gf_buf_puts(b, "    </testcase>\n");
