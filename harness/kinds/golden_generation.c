@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "genfence/engine.h"
+#include "distribution_match.h"
 #include "genfence/version.h"
 #include "golden_generation.h"
 #include "hash.h"
@@ -111,6 +112,9 @@ typedef struct capture {
     int32_t *chosen;       /* (N, B): the sampler's own choice on the backend's logits */
     double *chosen_margin; /* (N, B) */
     int32_t B, V, N;
+    gf_krun *k;            /* with k->sample_ops: every step's rows through the backend's slot too */
+    const gf_sampler_params *sampler;
+    const uint64_t *seq_ids; /* (B) */
 } capture;
 
 static gf_status capture_step(void *user, const gf_step_info *info)
@@ -122,6 +126,12 @@ static gf_status capture_step(void *user, const gf_step_info *info)
     for (int32_t b = 0; b < c->B; b++) {
         c->chosen[(size_t)info->step * c->B + b] = info->results[b].token;
         c->chosen_margin[(size_t)info->step * c->B + b] = info->results[b].margin;
+    }
+    if (c->k && c->k->sample_ops) { /* the engine's choice per row against the backend's slot, same seq id and step */
+        char what[64];
+        snprintf(what, sizeof what, "generation step %d", info->step);
+        gf_k_slot_rows(c->k, what, info->logits, c->B, c->V, c->sampler, c->seq_ids, (uint64_t)info->step,
+                       c->chosen + (size_t)info->step * c->B);
     }
     return GF_OK;
 }
@@ -156,11 +166,16 @@ static void run_golden(const gf_case *c, gf_krun *k)
     gf_generation *gen = NULL;
     capture cap = {0};
     char hint[2048];
+    if (gf_stat_defer(c, k)) { /* quantized / half-precision weights: the statistical tier judges them */
+        free(path);
+        return;
+    }
     gf_golden_make_hint(c, k->golden_dir, hint, sizeof hint);
     if (!path) {
         gf_k_fail(k, "out of memory");
         return;
     }
+    gf_k_slot_attach(k); /* a backend with a sample slot samples every step too */
     gf_k_note_sampler(k);
     gf_k_metric_json(k, "sampler_params", gf_sampler_json(&s->sampler));
     if (s->sampler.temperature > 0)
@@ -256,6 +271,9 @@ static void run_golden(const gf_case *c, gf_krun *k)
     cap.B = B;
     cap.V = V;
     cap.N = N;
+    cap.k = k;
+    cap.sampler = &s->sampler;
+    cap.seq_ids = seq_ids;
     cap.logits = malloc((size_t)N * B * V * sizeof *cap.logits);
     cap.chosen = malloc((size_t)N * B * sizeof *cap.chosen);
     cap.chosen_margin = malloc((size_t)N * B * sizeof *cap.chosen_margin);
@@ -330,6 +348,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
     gf_k_metric_json(k, "step_max_delta", deltas);
     gf_k_metric_json(k, "step_margin", margins);
 done:
+    gf_k_slot_finish(k);
     gf_generation_free(gen);
     free(cap.logits);
     free(cap.chosen);

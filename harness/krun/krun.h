@@ -142,6 +142,11 @@ void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B
 /* The slot's check and metrics (the runner calls it after a sampler-only kind
  * ran): "backend sample slot equals engine sampler". No-op without a slot. */
 void gf_k_slot_finish(gf_krun *k);
+/* Model kinds: when the session's backend has a `sample` slot, point
+ * k->sample_ops at it (called with model NULL: the engine does not hand out
+ * its backend model handle) so that every sampling step also runs through the
+ * slot; the kind then calls gf_k_slot_finish itself. Returns 1 attached. */
+int gf_k_slot_attach(gf_krun *k);
 
 /* Seeded N(0, 1) numbers from Philox (seed, stream). */
 void gf_k_normals(uint64_t seed, uint64_t stream, double *out, size_t n);

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A backend's `sample` slot under the sampler edges and the model cases
+# (issue 11, item 6). tests/backends/faulty_sample.c is ref with a slot of its
+# own: ref-sample (no bug) and five slot bugs (top-p `>` instead of `>=`, ties
+# to the highest index, a softmax without the max subtraction, top-k dropping
+# ties with the k-th, temperature after top-p).
+#  1. ref-sample passes cases/sampler.yaml and cases/sampler_edges.yaml with
+#     the slot check recorded, and the detect cases with their backend
+#     swapped for it (they fail only through the slot).
+#  2. Each detect case of cases/detect/sample_slot.yaml fails on its faulty
+#     backend, the slot check being the one failed check.
+#  3. The golden cases draw through the slot at every generation step: all
+#     pass on ref-sample; on ref-sample-temp-late the sampled ones fail the
+#     slot check and the greedy ones pass.
+#  4. A sampler_errors case whose calls are all rejected never reaches the
+#     slot: it passes and is reported as not exercised (it failed with "the
+#     slot was never called").
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "sample_slot: FAIL: $*" >&2; exit 1; }
+B="$GF_BUILD/tests/backends"
+faults=(top_p_gt tie_high no_max topk_ties temp_late)
+for f in ok "${faults[@]}"; do
+  [[ -f "$B/libgenfence_test_sample_$f.so" ]] || fail "test backend $B/libgenfence_test_sample_$f.so not built"
+done
+SLOT="backend sample slot equals engine sampler"
+
+# 1. the correct slot
+sed -E 's/backends: \[ref-sample-[a-z-]+\]/backends: [ref-sample]/' "$GF_SRC/cases/detect/sample_slot.yaml" \
+    >"$tmp/detect_on_ok.yaml"
+cat >"$tmp/rejected.yaml" <<'EOF'
+cases:
+  - id: slot.all_rejected
+    kind: sampler_errors
+    calls:
+      - {temperature: -1, expect: error}
+      - {top_p: 0, expect: error}
+      - {top_k: 0, expect: error}
+EOF
+"$GENFENCE" run "$GF_SRC/cases/sampler.yaml" "$GF_SRC/cases/sampler_edges.yaml" "$tmp/detect_on_ok.yaml" \
+    "$tmp/rejected.yaml" --backend "$B/libgenfence_test_sample_ok.so" -j 2 --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 \
+    || { cat "$tmp/ok.out"; fail "the correct slot does not pass"; }
+tail -n 1 "$tmp/ok.out"
+
+# 2. the faulty slots
+args=()
+for f in "${faults[@]}"; do args+=(--backend "$B/libgenfence_test_sample_$f.so"); done
+set +e
+"$GENFENCE" run "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
+rc=$?
+set -e
+[[ $rc == 1 ]] || { cat "$tmp/bad.out"; fail "faulty slots: exit $rc, expected 1"; }
+
+# 3. the model cases
+golden=0
+if [[ -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]]; then
+  golden=1
+  "$GENFENCE" run "$GF_SRC/cases/golden.yaml" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate \
+      --report-dir "$tmp/gok" >"$tmp/gok.out" 2>&1 || { cat "$tmp/gok.out"; fail "golden cases on ref-sample"; }
+  set +e
+  "$GENFENCE" run "$GF_SRC/cases/golden.yaml" --backend "$B/libgenfence_test_sample_temp_late.so" --no-triangulate \
+      --report-dir "$tmp/gbad" >"$tmp/gbad.out" 2>&1
+  rc=$?
+  set -e
+  [[ $rc == 1 ]] || { cat "$tmp/gbad.out"; fail "golden cases on ref-sample-temp-late: exit $rc, expected 1"; }
+else
+  echo "sample_slot: models/holmes-gpt not trained: the golden part is not run"
+fi
+
+"$PY" - "$tmp" "$SLOT" "$golden" <<'PY'
+import json, os, sys
+tmp, SLOT, golden = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+errors = []
+def load(d):
+    return json.load(open(os.path.join(tmp, d, "run.json")))["results"]
+def checks(r):
+    return {c["name"]: c for c in r["checks"]}
+n_slot = 0
+for r in load("ok"):
+    if r["kind"] == "left_padding_positions":
+        continue
+    if r["verdict"] != "pass":
+        errors.append(f"{r['id']} [ref-sample]: {r['verdict']} {r['reason']}")
+    s, c = r["metrics"].get("backend_sample_slot"), checks(r)
+    if r["id"] == "slot.all_rejected":
+        if SLOT in c or r["sampler"] != "engine" or not (isinstance(s, str) and s.startswith("present (not exercised")):
+            errors.append(f"slot.all_rejected: claims the slot was tested: {r['sampler']!r} {s!r} {sorted(c)}")
+        continue
+    if not (isinstance(s, dict) and s["rows"] > 0 and s["mismatches"] == 0 and SLOT in c and c[SLOT]["passed"]
+            and r["sampler"] == "engine + backend slot"):
+        errors.append(f"{r['id']} [ref-sample]: slot record {s!r}")
+    n_slot += 1
+bad = load("bad")
+for r in bad:
+    failed = [n for n, c in checks(r).items() if not c["passed"]]
+    s = r["metrics"].get("backend_sample_slot", {})
+    if r["verdict"] != "fail" or failed != [SLOT] or not s.get("mismatches"):
+        errors.append(f"{r['id']} [{r['backend']}]: {r['verdict']}, failed {failed}, slot {s}")
+    else:
+        print(f"ok   {r['id']} [{r['backend']}]: caught, {s['mismatches']} of {s['rows']} rows differ")
+caught = {r["backend"] for r in bad if r["verdict"] == "fail"}
+for b in ("ref-sample-top-p-gt", "ref-sample-tie-high", "ref-sample-no-max", "ref-sample-topk-ties",
+          "ref-sample-temp-late"):
+    if b not in caught:
+        errors.append(f"{b}: no detect case caught it")
+if golden:
+    for r in load("gok"):
+        s = r["metrics"].get("backend_sample_slot")
+        if r["verdict"] != "pass" or not (isinstance(s, dict) and s["calls"] == r["metrics"]["steps"]
+                                          and s["rows"] == r["metrics"]["steps"] * r["metrics"]["rows"]
+                                          and s["mismatches"] == 0):
+            errors.append(f"{r['id']} [ref-sample]: {r['verdict']}, slot {s!r}")
+        else:
+            print(f"ok   {r['id']} [ref-sample]: the slot sampled {s['rows']} rows, every token the engine's")
+    for r in load("gbad"):
+        sampled = r["metrics"]["sampler_params"]["temperature"] > 0
+        failed = [n for n, c in checks(r).items() if not c["passed"]]
+        if sampled and (r["verdict"] != "fail" or failed != [SLOT]):
+            errors.append(f"{r['id']} [ref-sample-temp-late]: {r['verdict']}, failed {failed}")
+        elif not sampled and r["verdict"] != "pass":
+            errors.append(f"{r['id']} [ref-sample-temp-late] (greedy): {r['verdict']} {r['reason']}")
+        else:
+            print(f"ok   {r['id']} [ref-sample-temp-late]: {r['verdict']}")
+if errors:
+    print("\n".join("FAIL: " + e for e in errors), file=sys.stderr)
+    sys.exit(1)
+print(f"sample_slot: ok ({n_slot} cases through the correct slot, {len(bad)} faulty-slot cases caught)")
+PY
