@@ -18,6 +18,7 @@ static int cmp_i32(const void *a, const void *b)
 typedef struct fence_expect {
     double p;
     long long k;
+    int has_p, has_k; /* the fence's own parameter, and optionally the other one (combined top-k + top-p) */
     int32_t *keep;
     size_t n_keep;
 } fence_expect;
@@ -100,22 +101,22 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
             bad = 1;
             continue;
         }
-        if (is_k) {
-            bad |= gf_y_int(ctx, e, "k", GF_Y_REQUIRED, -2147483647LL, 2147483647LL, &s->ex[i].k) < 0;
-        } else {
-            int rc = gf_y_double(ctx, e, "p", GF_Y_REQUIRED, &s->ex[i].p);
-            if (rc > 0 && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
-                gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s",
-                           gf_y_get(ctx, e, "p", 0)->value);
-                rc = -1;
-            }
-            bad |= rc < 0;
+        /* the kind's own parameter is required; the other one is optional (both: the chain
+         * temperature -> top-k -> top-p, docs/sampler.md) */
+        int rk = gf_y_int(ctx, e, "k", is_k ? GF_Y_REQUIRED : 0, -2147483647LL, 2147483647LL, &s->ex[i].k);
+        bad |= rk < 0;
+        s->ex[i].has_k = rk > 0;
+        int rc = gf_y_double(ctx, e, "p", is_k ? 0 : GF_Y_REQUIRED, &s->ex[i].p);
+        if (rc > 0 && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
+            gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s", gf_y_get(ctx, e, "p", 0)->value);
+            rc = -1;
         }
+        bad |= rc < 0;
+        s->ex[i].has_p = rc > 0;
         if (gf_y_ints(ctx, e, "keep", GF_Y_REQUIRED, 0, s->V > 0 ? s->V - 1 : 0, 0, &s->ex[i].keep, &s->ex[i].n_keep) <
             0)
             bad = 1;
-        gf_y_check_unknown(ctx, e,
-                           is_k ? "in an 'expect' entry (known: k, keep)" : "in an 'expect' entry (known: p, keep)");
+        gf_y_check_unknown(ctx, e, "in an 'expect' entry (known: k, p, keep)");
     }
     return bad ? -1 : 0;
 }
@@ -157,7 +158,10 @@ static int same_set(const int32_t *a, size_t na, int32_t *b_unsorted, size_t nb)
     return eq;
 }
 
-/* Distance of p from the nearest prefix mass of the sorted distribution. */
+/* Distance of p from the nearest prefix mass of the sorted distribution: the
+ * mass before each token that has mass (a token of zero mass -- a -inf logit,
+ * or one whose probability underflows -- is never kept by top-p, so the mass
+ * before it is no boundary). +inf when no token after the first has mass. */
 static double boundary_distance(const double *q, int32_t V, double p)
 {
     double *s = malloc((size_t)V * sizeof *s);
@@ -176,7 +180,7 @@ static double boundary_distance(const double *q, int32_t V, double p)
     double prefix = 0, best = INFINITY;
     for (int32_t i = 0; i + 1 < V; i++) { /* the masses before tokens 1..V-1 */
         prefix += s[i];
-        if (fabs(prefix - p) < best)
+        if (s[i + 1] > 0 && fabs(prefix - p) < best)
             best = fabs(prefix - p);
     }
     free(s);
@@ -245,7 +249,10 @@ static void run_fence(const gf_case *c, gf_krun *k)
     for (int32_t i = 0; i < V; i++)
         tot += q[i] = s->logits[i] == -INFINITY ? 0.0 : exp(s->logits[i] / s->temperature - mx);
     for (int32_t i = 0; i < V; i++)
-        q[i] /= tot;
+        q[i] = tot > 0 ? q[i] / tot : 0.0;
+    int all_neg_inf = 1;
+    for (int32_t i = 0; i < V; i++)
+        all_neg_inf &= s->logits[i] == -INFINITY;
     json_t *per = json_array();
     double worst_renorm = 0, min_boundary = INFINITY;
     for (size_t e = 0; e < s->n_ex; e++) {
@@ -253,20 +260,28 @@ static void run_fence(const gf_case *c, gf_krun *k)
         gf_sampler_params p = gf_sampler_greedy();
         p.temperature = s->temperature;
         char label[64], a[512], b[512];
-        if (s->is_k) {
+        if (x->has_k) {
             p.use_top_k = 1;
             p.top_k = (int32_t)x->k;
-            snprintf(label, sizeof label, "k=%lld", x->k);
-        } else {
+        }
+        if (x->has_p) {
             p.use_top_p = 1;
             p.top_p = x->p;
-            snprintf(label, sizeof label, "p=%g", x->p);
         }
+        if (x->has_k && x->has_p)
+            snprintf(label, sizeof label, "k=%lld p=%g", x->k, x->p);
+        else if (x->has_k)
+            snprintf(label, sizeof label, "k=%lld", x->k);
+        else
+            snprintf(label, sizeof label, "p=%g", x->p);
         int32_t *kept = NULL;
         size_t n_kept = 0;
         gf_status st = kept_set(s->logits, V, &p, &kept, &n_kept);
         if (st != GF_OK) {
-            gf_k_error(k, "%s: the sampler refused the parameters: %s", label, gf_error_msg());
+            if (all_neg_inf)
+                gf_k_error(k, "%s: the logits are all -inf (no token to keep): %s", label, gf_error_msg());
+            else
+                gf_k_error(k, "%s: the sampler refused the parameters: %s", label, gf_error_msg());
             free(kept);
             continue;
         }
@@ -275,7 +290,7 @@ static void run_fence(const gf_case *c, gf_krun *k)
         gf_k_check(k, same_set(kept, n_kept, x->keep, x->n_keep), name, "kept %s, expected %s",
                    gf_k_ids_str(a, sizeof a, kept, n_kept), gf_k_ids_str(b, sizeof b, x->keep, x->n_keep));
         json_t *row = json_pack("{s:s, s:o}", "param", label, "kept", gf_json_ints(kept, n_kept));
-        if (!s->is_k) {
+        if (x->has_p) {
             double bd = boundary_distance(q, V, x->p);
             gf_json_set_number(row, "boundary_distance", bd, NULL);
             if (bd < min_boundary)
@@ -327,7 +342,7 @@ static void run_fence(const gf_case *c, gf_krun *k)
     }
     gf_k_metric_json(k, "expectations", per);
     gf_k_metric(k, "max_renorm_error", worst_renorm);
-    if (!s->is_k)
+    if (isfinite(min_boundary))
         gf_k_metric(k, "min_boundary_distance", min_boundary);
     gf_k_metric_int(k, "vocab", V);
 done:
@@ -338,7 +353,7 @@ done:
 
 const gf_kind_def gf_kind_top_p_fence = {
     .name = "top_p_fence",
-    .summary = "top-p kept sets (and their renormalised probabilities) on a fixed distribution",
+    .summary = "top-p kept sets (and their renormalised probabilities) on a fixed distribution; with k, top-k first",
     .uses_backend = 0,
     .model = GF_KIND_NO_MODEL,
     .keys = "probs, logits, expect, permutation, temperature, atol",
@@ -348,7 +363,7 @@ const gf_kind_def gf_kind_top_p_fence = {
 };
 const gf_kind_def gf_kind_top_k_fence = {
     .name = "top_k_fence",
-    .summary = "top-k kept sets on a fixed distribution",
+    .summary = "top-k kept sets on a fixed distribution; with p, top-p after",
     .uses_backend = 0,
     .model = GF_KIND_NO_MODEL,
     .keys = "probs, logits, expect, permutation, temperature, atol",

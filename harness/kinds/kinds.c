@@ -19,7 +19,7 @@ gf_kind_reach gf_kind_reaches(const gf_kind_def *k)
     if (k->uses_backend)
         return GF_KIND_REACHES_MODEL;
     /* the kinds that call gf_k_slot_rows when the backend has a sample slot */
-    static const gf_kind_def *const sample_kinds[] = {&gf_kind_top_p_fence, &gf_kind_top_k_fence,
+    static const gf_kind_def *const sample_kinds[] = {&gf_kind_top_p_fence, &gf_kind_top_k_fence, &gf_kind_sampler_probs,
                                                       &gf_kind_temperature_limits, &gf_kind_sampler_errors,
                                                       &gf_kind_sampling_distribution};
     for (size_t i = 0; i < sizeof sample_kinds / sizeof *sample_kinds; i++)

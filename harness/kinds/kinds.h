@@ -9,12 +9,14 @@
 #define GF_KIND_LIST(X)       \
     X(top_p_fence)            \
     X(top_k_fence)            \
+    X(sampler_probs)          \
     X(temperature_limits)     \
     X(sampler_errors)         \
     X(sampling_distribution)  \
     X(seeded_reproducibility) \
     X(cache_equals_recompute) \
     X(left_padding_positions) \
+    X(toy_attention_cache)    \
     X(batch_consistency)      \
     X(context_limit)          \
     X(sliding_window)         \

@@ -1,6 +1,7 @@
-/* stream_decode: the incremental UTF-8 stream of token bytes equals decode of
- * the whole sequence and holds no U+FFFD where the bytes are valid UTF-8.
- * Uses the model directory's tokenizer only (no backend). */
+/* stream_decode: the incremental UTF-8 stream of token bytes (of a text, an
+ * explicit token-id list, or seeded random ids) equals decode of the whole
+ * sequence and holds no U+FFFD where the bytes are valid UTF-8. Uses the
+ * model directory's tokenizer only (no backend). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 
 typedef struct stream_spec {
     char *text;
+    int32_t *tokens; /* an explicit token-id list (checked against the vocabulary at run time) */
+    size_t n_tokens;
     long long n_sample, seed;
     int sample;
     int per_token; /* decoder: per_token (the naive, wrong way; for detection cases) */
@@ -20,8 +23,10 @@ typedef struct stream_spec {
 static void stream_free(void *p)
 {
     stream_spec *s = p;
-    if (s)
+    if (s) {
         free(s->text);
+        free(s->tokens);
+    }
     free(s);
 }
 
@@ -37,9 +42,11 @@ static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     s->seed = 1337;
     int rt = gf_y_string(ctx, m, "text", 0, &s->text);
     int bad = rt < 0;
+    int ri = gf_y_ints(ctx, m, "tokens", 0, 0, 2147483647LL, 1, &s->tokens, &s->n_tokens);
+    bad |= ri < 0;
     const gf_ynode *sm = gf_y_get(ctx, m, "sample", 0);
-    if (sm && rt > 0) {
-        gf_y_error(ctx, sm, "give 'text' or 'sample', not both");
+    if ((rt > 0) + (ri > 0) + (sm != NULL) > 1) {
+        gf_y_error(ctx, sm ? sm : gf_y_get(ctx, m, "tokens", 0), "give one of 'text', 'tokens' or 'sample'");
         bad = 1;
     } else if (sm) {
         if (!gf_y_node_is_map(ctx, sm, "'sample'"))
@@ -48,8 +55,8 @@ static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad |= gf_y_int(ctx, sm, "tokens", 0, 1, 1 << 20, &s->n_sample) < 0;
         bad |= gf_y_int(ctx, sm, "seed", 0, 0, 0x7fffffffffffffffLL, &s->seed) < 0;
         gf_y_check_unknown(ctx, sm, "in 'sample' (known: tokens, seed)");
-    } else if (rt == 0) {
-        gf_y_error(ctx, m, "missing required key 'text' (or 'sample')");
+    } else if (rt == 0 && ri == 0 && !bad) {
+        gf_y_error(ctx, m, "missing required key 'text' (or 'tokens' or 'sample')");
         bad = 1;
     }
     bad |= gf_y_enum(ctx, m, "decoder", 0, k_decoders, &s->per_token) < 0;
@@ -131,6 +138,16 @@ static void run_stream(const gf_case *c, gf_krun *k)
             int32_t id = (int32_t)(u * V);
             ids[i] = id >= V ? V - 1 : id;
         }
+    } else if (s->tokens) {
+        for (size_t i = 0; i < s->n_tokens; i++)
+            if (s->tokens[i] >= V) {
+                gf_k_error(k, "'tokens' entry %zu is %d; the tokenizer has %d ids", i, s->tokens[i], V);
+                goto done;
+            }
+        n = s->n_tokens;
+        ids = malloc(n * sizeof *ids);
+        if (ids)
+            memcpy(ids, s->tokens, n * sizeof *ids);
     } else {
         st = gf_tokenizer_encode(tok, s->text, strlen(s->text), &ids, &n);
         if (st != GF_OK) {
@@ -218,7 +235,7 @@ const gf_kind_def gf_kind_stream_decode = {
     .summary = "streamed token bytes equal decode, with no U+FFFD for valid UTF-8",
     .uses_backend = 0,
     .model = GF_KIND_MODEL_TOKENIZER,
-    .keys = "text, sample, decoder, expect_split",
+    .keys = "text, tokens, sample, decoder, expect_split",
     .parse = parse_stream,
     .free_spec = stream_free,
     .run = run_stream,

@@ -252,8 +252,8 @@ Test(errors, unknown_key)
 Test(errors, unknown_key_in_a_nested_mapping)
 {
     expect_error("cases:\n  - id: x\n    kind: top_k_fence\n    probs: [0.5, 0.5]\n"
-                 "    expect: [{k: 1, keep: [0], p: 3}]\n",
-                 "t.yaml:5:32: unknown key 'p'");
+                 "    expect: [{k: 1, keep: [0], q: 3}]\n",
+                 "t.yaml:5:32: unknown key 'q'");
 }
 
 Test(errors, wrong_type)
