@@ -175,6 +175,9 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info)
     info->threads = clamp_threads(opts);
     info->library = library;
     info->detail = detail;
+    /* what the statistical tier keys its thresholds on (docs/cases.md) */
+    info->weights = lc_wtype_name(c.wtype);
+    info->kv_cache = c.kv_f16 ? "f16" : "f32";
     return GF_OK;
 }
 

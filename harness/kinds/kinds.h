@@ -22,7 +22,8 @@
     X(sliding_window)         \
     X(eos)                    \
     X(stream_decode)          \
-    X(golden_generation)
+    X(golden_generation)      \
+    X(distribution_match)
 
 #define GF_KIND_DECLARE(name) extern const gf_kind_def gf_kind_##name;
 GF_KIND_LIST(GF_KIND_DECLARE)

@@ -43,6 +43,11 @@ for f in ref_nan ref_bad_length ref_oom ref_bf16_as_fp32 ref_noop_reset ref_bad_
   [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_faulty_$f.so")
 done
+# logit noise under fp32 and q8_0 declarations (cases/detect/statistical.yaml, tests/backends/faulty_noise.c)
+for f in ref_noise ref_noise_q8_0; do
+  [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_faulty_$f.so")
+done
 # a backend sample slot with one bug each (cases/detect/sample_slot.yaml, tests/backends/faulty_sample.c)
 for f in top_p_gt tie_high no_max topk_ties temp_late; do
   [[ -f "$B/libgenfence_test_sample_$f.so" ]] || fail "test backend $B/libgenfence_test_sample_$f.so not built"

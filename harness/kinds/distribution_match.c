@@ -1,0 +1,654 @@
+/* distribution_match: the statistical tier (docs/cases.md). The backend is
+ * teacher-forced (prefill + cached decode) through
+ *   - every row of the listed goldens (reference: the golden's own logits at
+ *     each step, Hugging Face transformers on PyTorch), and
+ *   - each listed prompt followed by `steps` greedy tokens of the ref backend
+ *     (reference: ref's logits, computed in this child by the engine on ref);
+ * at every step both sides' logits become distributions (float64 softmax) and
+ * the step gives KL(reference || backend) in nats, whether the argmaxes agree,
+ * and |p_ref(x) - p_backend(x)| of the token x the sequence takes next (what
+ * llama-perplexity --kl-divergence reports). The verdict comes from the
+ * thresholds of the backend's weight type (info.weights, else its dtype):
+ * KL mean, p99, max, top-1 agreement, |delta p| max. The usual max |delta|,
+ * reference margins and near ties are in the summary beside them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distribution_match.h"
+#include "genfence/engine.h"
+#include "golden.h"
+#include "hash.h"
+#include "kinds.h"
+
+/* ---- thresholds ---- */
+
+typedef struct dm_thr {
+    double kld_mean, kld_p99, kld_max, top1_min, dp_max; /* NaN: not judged */
+} dm_thr;
+
+typedef struct dm_thr_entry {
+    char weights[32];
+    dm_thr t;
+} dm_thr_entry;
+
+/* The defaults, calibrated in docs/cases.md ("distribution_match:
+ * calibration") on holmes-gpt and holmes-llama (576 positions each): each KL
+ * bound is about 10x the worst figure measured for that type (x30 for f32,
+ * whose figures are fp32 rounding noise, so that a reordered sum on another
+ * CPU still passes), |delta p| about 3x (KL grows with the square of a logit
+ * error, |delta p| linearly), top-1 about 2x the disagreement rate. Weight
+ * types nobody measured (bf16, q4_0 ...) have no default: the case must give
+ * them. Order: kld_mean, kld_p99, kld_max, top1_min, dp_max. */
+static const dm_thr_entry k_defaults[] = {
+    {"f32", {5e-11, 5e-10, 1e-9, 1.0, 1.5e-5}},
+    {"f16", {1e-5, 6e-5, 2.5e-4, 0.99, 1e-2}},
+    {"q8_0", {6e-3, 5e-2, 1.3e-1, 0.95, 0.2}},
+};
+
+static const char *const k_thr_keys[] = {"kld_mean", "kld_p99", "kld_max", "top1_min", "dp_max", NULL};
+
+static double *thr_field(dm_thr *t, int i)
+{
+    double *f[] = {&t->kld_mean, &t->kld_p99, &t->kld_max, &t->top1_min, &t->dp_max};
+    return f[i];
+}
+
+static double thr_get(const dm_thr *t, int i)
+{
+    const double f[] = {t->kld_mean, t->kld_p99, t->kld_max, t->top1_min, t->dp_max};
+    return f[i];
+}
+
+/* ---- keys ---- */
+
+typedef struct dm_spec {
+    char **goldens;      /* as written */
+    char **golden_paths; /* resolved */
+    size_t n_goldens;
+    gf_prompt_spec *prompts;
+    size_t n_prompts;
+    long long steps;     /* greedy ref tokens after each prompt */
+    dm_thr_entry *thr;   /* the case's (over the defaults, field by field) */
+    size_t n_thr;
+    gf_gate gate;        /* for the near-tie count beside the figures */
+} dm_spec;
+
+static void spec_free(void *p)
+{
+    dm_spec *s = p;
+    if (s) {
+        gf_y_strings_free(s->goldens, s->n_goldens);
+        for (size_t i = 0; s->golden_paths && i < s->n_goldens; i++)
+            free(s->golden_paths[i]);
+        free(s->golden_paths);
+        gf_prompts_free(s->prompts, s->n_prompts);
+        free(s->thr);
+    }
+    free(s);
+}
+
+static int parse_thresholds(gf_cctx *ctx, const gf_ynode *m, dm_spec *s)
+{
+    const gf_ynode *t = gf_y_get(ctx, m, "thresholds", GF_Y_OPTIONAL);
+    if (!t || (t->type == GF_YN_SCALAR && gf_yscalar_resolve(t).type == GF_YS_NULL))
+        return 0;
+    if (!gf_y_node_is_map(ctx, t, "'thresholds'"))
+        return -1;
+    s->thr = calloc(t->n ? t->n : 1, sizeof *s->thr);
+    if (!s->thr)
+        return -1;
+    int bad = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const gf_ynode *key = t->items[2 * i], *val = t->items[2 * i + 1];
+        t->used[i] = 1;
+        dm_thr_entry *e = &s->thr[s->n_thr++];
+        snprintf(e->weights, sizeof e->weights, "%s", key->value ? key->value : "");
+        if (!key->value || !key->value[0] || strlen(key->value) >= sizeof e->weights) {
+            gf_y_error(ctx, key, "a 'thresholds' key is a weight type (f32, f16, bf16, q8_0 ...)");
+            bad = 1;
+            continue;
+        }
+        if (!gf_y_node_is_map(ctx, val, "a 'thresholds' entry")) {
+            bad = 1;
+            continue;
+        }
+        for (int f = 0; k_thr_keys[f]; f++) {
+            double *d = thr_field(&e->t, f);
+            *d = NAN;
+            int r = gf_y_double(ctx, val, k_thr_keys[f], 0, d);
+            if (r < 0)
+                bad = 1;
+            else if (r > 0 && (!(*d >= 0) || !isfinite(*d) || (f == 3 && *d > 1))) {
+                gf_y_error(ctx, gf_y_get(ctx, val, k_thr_keys[f], 0), "'%s' must be a finite number >= 0%s",
+                           k_thr_keys[f], f == 3 ? " and <= 1" : "");
+                bad = 1;
+            }
+        }
+        gf_y_check_unknown(ctx, val, "in a 'thresholds' entry (known: kld_mean, kld_p99, kld_max, top1_min, dp_max)");
+    }
+    return bad ? -1 : 0;
+}
+
+static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
+{
+    dm_spec *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    c->spec = s;
+    s->steps = 64;
+    int bad = gf_y_strings(ctx, m, "goldens", 0, &s->goldens, &s->n_goldens) < 0;
+    bad |= gf_y_prompts(ctx, m, "prompts", 0, &s->prompts, &s->n_prompts) < 0;
+    bad |= gf_y_int(ctx, m, "steps", 0, 1, 1 << 20, &s->steps) < 0;
+    bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
+    bad |= parse_thresholds(ctx, m, s) < 0;
+    if (!bad && !s->n_goldens && !s->n_prompts) {
+        gf_y_error(ctx, m, "distribution_match needs 'goldens' or 'prompts' (or both)");
+        bad = 1;
+    }
+    if (!bad && s->n_goldens) {
+        s->golden_paths = calloc(s->n_goldens, sizeof *s->golden_paths);
+        char *root = gf_case_root_for(ctx->root, ctx->file);
+        for (size_t i = 0; s->golden_paths && root && i < s->n_goldens; i++)
+            s->golden_paths[i] =
+                s->goldens[i][0] == '/' ? strdup(s->goldens[i]) : gf_case_path_join(root, s->goldens[i]);
+        for (size_t i = 0; i < s->n_goldens; i++)
+            if (!s->golden_paths || !s->golden_paths[i])
+                bad = 1;
+        free(root);
+    }
+    return bad ? -1 : 0;
+}
+
+/* The thresholds for weight type w: the defaults, with the case's fields over
+ * them. 0 when neither has an entry for w. */
+static int thresholds_for(const dm_spec *s, const char *w, dm_thr *out, int *from_case)
+{
+    int found = 0;
+    *from_case = 0;
+    for (size_t i = 0; i < sizeof k_defaults / sizeof *k_defaults; i++)
+        if (!strcmp(k_defaults[i].weights, w)) {
+            *out = k_defaults[i].t;
+            found = 1;
+        }
+    for (size_t i = 0; i < s->n_thr; i++)
+        if (!strcmp(s->thr[i].weights, w)) {
+            if (!found)
+                *out = (dm_thr){NAN, NAN, NAN, NAN, NAN};
+            for (int f = 0; k_thr_keys[f]; f++)
+                if (!isnan(thr_get(&s->thr[i].t, f)))
+                    *thr_field(out, f) = thr_get(&s->thr[i].t, f);
+            found = 1;
+            *from_case = 1;
+        }
+    return found;
+}
+
+/* ---- the backend's types ---- */
+
+static const char *dtype_storage(gf_compute_dtype dt)
+{
+    switch (dt) {
+    case GF_COMPUTE_F16:
+        return "f16";
+    case GF_COMPUTE_BF16:
+        return "bf16";
+    case GF_COMPUTE_TF32:
+        return "tf32";
+    case GF_COMPUTE_F64:
+        return "f64";
+    default:
+        return "f32";
+    }
+}
+
+void gf_stat_backend_types(const gf_krun *k, char *weights, size_t wcap, char *kv, size_t kvcap)
+{
+    gf_backend_info info;
+    gf_backend_options o = gf_registry_options(&k->session->backend, k->threads);
+    if (gf_backend_describe(gf_engine_ops(k->session->engine), &o, &info) != GF_OK)
+        info.weights = info.kv_cache = NULL;
+    snprintf(weights, wcap, "%s", info.weights ? info.weights : dtype_storage(k->dtype));
+    snprintf(kv, kvcap, "%s", info.kv_cache ? info.kv_cache : dtype_storage(k->dtype));
+}
+
+/* The thresholds' key: the weight type, or the KV cache's type when the
+ * weights are f32 and the cache is narrower (f32 weights, kv f16 -> "f16"). */
+static const char *threshold_key(const char *w, const char *kv)
+{
+    return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w;
+}
+
+int gf_stat_defer(const gf_case *c, gf_krun *k)
+{
+    gf_backend_info info;
+    gf_backend_options o = gf_registry_options(&k->session->backend, k->threads);
+    if (gf_backend_describe(gf_engine_ops(k->session->engine), &o, &info) != GF_OK || !info.weights ||
+        !strcmp(info.weights, "f32"))
+        return 0;
+    const char *w = info.weights;
+    /* the default suite's distribution_match case on this model */
+    char id[256] = "";
+    char *root = gf_case_root_for(NULL, c->file), *dir = root ? gf_case_default_dir(root) : NULL;
+    gf_case_set set;
+    memset(&set, 0, sizeof set);
+    const char *paths[1] = {dir};
+    if (dir && c->model && gf_cases_load(gf_kinds(), paths, 1, root, &set) == GF_OK)
+        for (size_t i = 0; i < set.n && !id[0]; i++)
+            if (set.cases[i].kind == &gf_kind_distribution_match && set.cases[i].model &&
+                !strcmp(set.cases[i].model, c->model))
+                snprintf(id, sizeof id, "%s", set.cases[i].id);
+    gf_case_set_free(&set);
+    free(dir);
+    free(root);
+    if (id[0])
+        gf_k_skip(k, "weights %s: judged by the statistical tier (case %s)", w, id);
+    else
+        gf_k_skip(k, "weights %s: judged by the statistical tier (no distribution_match case on %s in the default "
+                     "suite)", w, c->model_arg ? c->model_arg : "this model");
+    return 1;
+}
+
+/* ---- figures ---- */
+
+typedef struct dm_acc {
+    double *kl, *dp;    /* (n) per position */
+    size_t n, cap;
+    size_t agree;
+    double disagree_max_margin; /* the reference's largest top-two margin where top-1 differs */
+    double *lr, *lb;    /* (V) scratch: log-softmax of both sides */
+    gf_cmp cmp;         /* max |delta|, margins, near ties (no atol: not judged) */
+} dm_acc;
+
+static void log_softmax(const float *x, int32_t V, double *out)
+{
+    double m = -INFINITY, sum = 0;
+    for (int32_t v = 0; v < V; v++)
+        if (x[v] > m)
+            m = x[v];
+    for (int32_t v = 0; v < V; v++)
+        sum += exp((double)x[v] - m);
+    double lse = m + log(sum);
+    for (int32_t v = 0; v < V; v++)
+        out[v] = (double)x[v] - lse;
+}
+
+/* One position: ref and test logits (V), next the token the sequence takes. */
+static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, int32_t next)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 1024;
+        double *kl = realloc(a->kl, cap * sizeof *kl);
+        if (kl)
+            a->kl = kl;
+        double *dp = realloc(a->dp, cap * sizeof *dp);
+        if (dp)
+            a->dp = dp;
+        if (!kl || !dp)
+            return -1;
+        a->cap = cap;
+    }
+    log_softmax(ref, V, a->lr);
+    log_softmax(test, V, a->lb);
+    double kl = 0;
+    for (int32_t v = 0; v < V; v++) {
+        double p = exp(a->lr[v]);
+        if (p > 0)
+            kl += p * (a->lr[v] - a->lb[v]);
+    }
+    double top1, margin;
+    int32_t ra = gf_row_top(ref, V, &top1, &margin), ta = gf_row_top(test, V, NULL, NULL);
+    if (ra == ta)
+        a->agree++;
+    else if (!(margin <= a->disagree_max_margin))
+        a->disagree_max_margin = margin;
+    a->kl[a->n] = kl;
+    a->dp[a->n] = fabs(exp(a->lr[next]) - exp(a->lb[next]));
+    gf_cmp_step(&a->cmp, (int32_t)a->n, gf_max_abs_delta(ref, test, (size_t)V, NULL), ra, ta, margin, top1);
+    a->n++;
+    return 0;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* numpy's default percentile (linear between the closest ranks) */
+static double percentile(const double *v, size_t n, double q)
+{
+    double *s = malloc(n * sizeof *s);
+    if (!s || !n) {
+        free(s);
+        return NAN;
+    }
+    memcpy(s, v, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_double);
+    double at = q / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)floor(at), hi = lo + 1 < n ? lo + 1 : lo;
+    double r = s[lo] + (s[hi] - s[lo]) * (at - (double)lo);
+    free(s);
+    return r;
+}
+
+static double mean_of(const double *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += v[i];
+    return n ? s / (double)n : NAN;
+}
+
+static double max_of(const double *v, size_t n)
+{
+    double m = n ? v[0] : NAN;
+    for (size_t i = 1; i < n; i++)
+        if (!(v[i] <= m))
+            m = v[i];
+    return m;
+}
+
+/* ---- running one sequence ---- */
+
+typedef struct capture {
+    float *logits;  /* (N, V) */
+    int32_t *tokens; /* (N) */
+    int32_t V, N;
+} capture;
+
+static gf_status capture_step(void *user, const gf_step_info *info)
+{
+    capture *c = user;
+    if (info->step < c->N) {
+        memcpy(c->logits + (size_t)info->step * c->V, info->logits, (size_t)c->V * sizeof(float));
+        c->tokens[info->step] = info->tokens[0];
+    }
+    return GF_OK;
+}
+
+/* prompt (P) then N steps on engine e: teacher-forced through forced (N) when
+ * given, else greedy; the step logits into cap. */
+static gf_status run_sequence(gf_engine *e, const int32_t *prompt, int32_t P, const int32_t *forced, int32_t N,
+                              capture *cap)
+{
+    gf_generate_params gp = gf_generate_defaults();
+    gp.max_new_tokens = N;
+    gp.sampler = gf_sampler_greedy();
+    gp.eos_id = -1;
+    gp.use_cache = 1;
+    gp.forced = forced ? &forced : NULL;
+    gp.on_step = capture_step;
+    gp.user = cap;
+    gf_generation *gen = NULL;
+    gf_status st = gf_generate(e, 1, &prompt, &P, &gp, &gen);
+    if (st == GF_OK && gen->steps != N)
+        st = gf_error_set(GF_E_CONTEXT_LIMIT, "%d of %d steps ran (%s): the prompt (%d) plus %d steps must fit the "
+                          "model's positions", gen->steps, N, gf_stop_reason_str(gen->stop[0]), P, N);
+    gf_generation_free(gen);
+    return st;
+}
+
+static int cap_alloc(capture *c, int32_t N, int32_t V)
+{
+    c->N = N;
+    c->V = V;
+    c->logits = malloc((size_t)N * V * sizeof *c->logits);
+    c->tokens = malloc((size_t)N * sizeof *c->tokens);
+    return c->logits && c->tokens;
+}
+
+static void cap_free(capture *c)
+{
+    free(c->logits);
+    free(c->tokens);
+    c->logits = NULL;
+    c->tokens = NULL;
+}
+
+/* Fold steps [from, a->n) of one source into the per-source list. */
+static void source_metrics(json_t *list, const char *label, const char *reference, const dm_acc *a, size_t from)
+{
+    json_t *o = json_object();
+    size_t n = a->n - from;
+    json_object_set_new(o, "source", json_string(label));
+    json_object_set_new(o, "reference", json_string(reference));
+    json_object_set_new(o, "positions", json_integer((json_int_t)n));
+    gf_json_set_number(o, "kld_mean", mean_of(a->kl + from, n), "no positions");
+    gf_json_set_number(o, "kld_max", max_of(a->kl + from, n), "no positions");
+    gf_json_set_number(o, "dp_max", max_of(a->dp + from, n), "no positions");
+    json_array_append_new(list, o);
+}
+
+/* The golden sources: each row, teacher-forced, against the golden's logits. */
+static int run_goldens(const gf_case *c, gf_krun *k, const dm_spec *s, dm_acc *a, json_t *sources)
+{
+    gf_engine *e = k->session->engine;
+    const int32_t V = gf_engine_config(e)->vocab_size;
+    char model_hex[65];
+    if (s->n_goldens && gf_model_hash(c->model, model_hex) != GF_OK) {
+        gf_k_error(k, "model hash of %s: %s", c->model_arg, gf_error_msg());
+        return -1;
+    }
+    for (size_t i = 0; i < s->n_goldens; i++) {
+        gf_golden *g = NULL;
+        gf_status st = gf_golden_read(s->golden_paths[i], &g);
+        if (st != GF_OK) {
+            gf_k_error(k, "golden %s: %s", s->golden_paths[i], st == GF_E_NOT_FOUND ? "not found" : gf_error_msg());
+            return -1;
+        }
+        const char *gm = gf_golden_meta(g, "model_hash");
+        if (!gm || strcmp(gm, model_hex)) {
+            gf_k_stale(k, "golden %s was made for model hash %s, %s is %s now", s->goldens[i], gm ? gm : "(none)",
+                       c->model_arg, model_hex);
+            gf_golden_free(g);
+            return -1;
+        }
+        if (g->V != V) {
+            gf_k_error(k, "golden %s holds %d logits per step, the model %d", s->goldens[i], g->V, V);
+            gf_golden_free(g);
+            return -1;
+        }
+        for (int32_t b = 0; b < g->rows; b++) {
+            const gf_golden_row *r = &g->row[b];
+            capture cap = {0};
+            size_t from = a->n;
+            if (!cap_alloc(&cap, r->steps, V)) {
+                cap_free(&cap);
+                gf_golden_free(g);
+                gf_k_fail(k, "out of memory");
+                return -1;
+            }
+            st = run_sequence(e, r->tokens, r->prompt_len, r->tokens + r->prompt_len, r->steps, &cap);
+            if (st != GF_OK) {
+                char what[1200];
+                snprintf(what, sizeof what, "teacher-forced generate through %s row %d", s->goldens[i], b);
+                gf_k_status(k, st, what);
+                cap_free(&cap);
+                gf_golden_free(g);
+                return -1;
+            }
+            for (int32_t t = 0; t < r->steps; t++)
+                if (acc_step(a, r->logits + (size_t)t * V, cap.logits + (size_t)t * V, V,
+                             r->tokens[r->prompt_len + t]) < 0) {
+                    gf_k_fail(k, "out of memory");
+                    cap_free(&cap);
+                    gf_golden_free(g);
+                    return -1;
+                }
+            char label[1100];
+            snprintf(label, sizeof label, "%s/row%d", s->goldens[i], b);
+            char refname[300];
+            const char *gen = gf_golden_meta(g, "generator"), *gv = gf_golden_meta(g, "generator_version");
+            snprintf(refname, sizeof refname, "golden (%s %s)", gen ? gen : "?", gv ? gv : "?");
+            source_metrics(sources, label, refname, a, from);
+            cap_free(&cap);
+        }
+        gf_golden_free(g);
+    }
+    return 0;
+}
+
+/* The prompt sources: ref decodes `steps` greedy tokens; the backend is
+ * teacher-forced through them against ref's logits. */
+static int run_prompts(const gf_case *c, gf_krun *k, const dm_spec *s, dm_acc *a, json_t *sources)
+{
+    if (!s->n_prompts)
+        return 0;
+    gf_session ref;
+    gf_status st = gf_session_open(&ref, c->model, "ref", k->threads, 0);
+    if (st != GF_OK) {
+        gf_k_error(k, "the reference (ref on %s): %s", c->model_arg, gf_error_msg());
+        return -1;
+    }
+    const int32_t V = gf_engine_config(k->session->engine)->vocab_size, N = (int32_t)s->steps;
+    int rc = 0;
+    for (size_t i = 0; i < s->n_prompts && !rc; i++) {
+        int32_t *prompt = NULL, P = 0;
+        capture rc_ = {0}, bc = {0};
+        size_t from = a->n;
+        st = gf_prompt_tokens(k->session, &s->prompts[i], &prompt, &P);
+        if (st != GF_OK) {
+            gf_k_error(k, "prompt %zu: %s", i, gf_error_msg());
+            rc = -1;
+        } else if (!cap_alloc(&rc_, N, V) || !cap_alloc(&bc, N, V)) {
+            gf_k_fail(k, "out of memory");
+            rc = -1;
+        } else if ((st = run_sequence(ref.engine, prompt, P, NULL, N, &rc_)) != GF_OK) {
+            gf_k_error(k, "the reference's greedy decode of prompt %zu on ref: %s", i, gf_error_msg());
+            rc = -1;
+        } else if ((st = run_sequence(k->session->engine, prompt, P, rc_.tokens, N, &bc)) != GF_OK) {
+            char what[128];
+            snprintf(what, sizeof what, "teacher-forced generate through prompt %zu and ref's tokens", i);
+            gf_k_status(k, st, what);
+            rc = -1;
+        }
+        for (int32_t t = 0; !rc && t < N; t++)
+            if (acc_step(a, rc_.logits + (size_t)t * V, bc.logits + (size_t)t * V, V, rc_.tokens[t]) < 0) {
+                gf_k_fail(k, "out of memory");
+                rc = -1;
+            }
+        if (!rc) {
+            char label[64];
+            snprintf(label, sizeof label, "prompt%zu + %d ref tokens", i, N);
+            source_metrics(sources, label, "ref (this child)", a, from);
+        }
+        cap_free(&rc_);
+        cap_free(&bc);
+        free(prompt);
+    }
+    gf_session_close(&ref);
+    return rc;
+}
+
+/* ---- the run ---- */
+
+static void judge(gf_krun *k, const char *name, double measured, double bound, int at_least, const char *fmt_extra)
+{
+    if (isnan(bound))
+        return;
+    int ok = at_least ? measured >= bound : measured <= bound;
+    /* safety: how far the bound is from the measured figure (for top-1: the
+     * disagreements allowed over those seen) */
+    double sf = at_least ? (1 - measured > 0 ? (1 - bound) / (1 - measured) : INFINITY)
+                         : (measured > 0 ? bound / measured : INFINITY);
+    char sfs[32];
+    if (isinf(sf))
+        snprintf(sfs, sizeof sfs, "inf");
+    else
+        snprintf(sfs, sizeof sfs, "%.3gx", sf);
+    gf_k_check(k, ok, name, "measured %.3g %s %.3g (safety %s)%s", measured,
+               ok ? (at_least ? ">=" : "<=") : (at_least ? "<" : ">"), bound, sfs, fmt_extra);
+}
+
+static void run_dm(const gf_case *c, gf_krun *k)
+{
+    const dm_spec *s = c->spec;
+    gf_engine *e = k->session->engine;
+    const int32_t V = gf_engine_config(e)->vocab_size;
+    char w[64], kv[64];
+    gf_stat_backend_types(k, w, sizeof w, kv, sizeof kv);
+    gf_k_metric_json(k, "weights", json_string(w));
+    gf_k_metric_json(k, "kv_cache", json_string(kv));
+    const char *key = threshold_key(w, kv);
+    gf_k_metric_json(k, "threshold_key", json_string(key));
+    dm_thr thr;
+    int from_case = 0;
+    if (!thresholds_for(s, key, &thr, &from_case)) {
+        gf_k_skip(k, "no thresholds for %s (weights %s, kv %s; defaults exist for f32, f16, q8_0: give 'thresholds: "
+                     "{%s: {...}}')", key, w, kv, key);
+        return;
+    }
+    json_t *jt = json_object();
+    for (int f = 0; k_thr_keys[f]; f++)
+        gf_json_set_number(jt, k_thr_keys[f], thr_get(&thr, f), "not judged");
+    json_object_set_new(jt, "from", json_string(from_case ? "case" : "defaults"));
+    gf_k_metric_json(k, "thresholds", jt);
+
+    dm_acc a = {0};
+    a.disagree_max_margin = -INFINITY;
+    a.lr = malloc((size_t)V * sizeof *a.lr);
+    a.lb = malloc((size_t)V * sizeof *a.lb);
+    gf_cmp_init(&a.cmp, &s->gate, k->dtype, GF_CMP_TEACHER_FORCED, NAN);
+    json_t *sources = json_array();
+    gf_k_metric_json(k, "sources", sources); /* filled below (the metrics hold the reference) */
+    if (!a.lr || !a.lb) {
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
+    if (run_goldens(c, k, s, &a, sources) < 0 || run_prompts(c, k, s, &a, sources) < 0)
+        goto done;
+
+    double kl_mean = mean_of(a.kl, a.n), kl_p99 = percentile(a.kl, a.n, 99), kl_max = max_of(a.kl, a.n);
+    double top1 = a.n ? (double)a.agree / (double)a.n : NAN;
+    double dp_mean = mean_of(a.dp, a.n), dp_p99 = percentile(a.dp, a.n, 99), dp_max = max_of(a.dp, a.n);
+    json_t *st = json_object();
+    json_object_set_new(st, "positions", json_integer((json_int_t)a.n));
+    gf_json_set_number(st, "kld_mean", kl_mean, "no positions");
+    gf_json_set_number(st, "kld_p99", kl_p99, "no positions");
+    gf_json_set_number(st, "kld_max", kl_max, "no positions");
+    gf_json_set_number(st, "top1_agreement", top1, "no positions");
+    json_object_set_new(st, "top1_disagreements", json_integer((json_int_t)(a.n - a.agree)));
+    gf_json_set_number(st, "top1_disagree_max_ref_margin", a.n > a.agree ? a.disagree_max_margin : NAN,
+                       "top-1 agrees everywhere");
+    gf_json_set_number(st, "dp_mean", dp_mean, "no positions");
+    gf_json_set_number(st, "dp_p99", dp_p99, "no positions");
+    gf_json_set_number(st, "dp_max", dp_max, "no positions");
+    gf_json_set_number(st, "max_abs_delta", a.cmp.max_delta, "no positions");
+    gf_k_metric_json(k, "statistical", st);
+    /* the usual max |delta|, margins and near ties, beside (not judged: no atol) */
+    k->summary = a.cmp;
+    k->has_summary = 1;
+
+    char extra[256];
+    snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds", a.n, w, kv, key);
+    judge(k, "kld_mean", kl_mean, thr.kld_mean, 0, extra);
+    judge(k, "kld_p99", kl_p99, thr.kld_p99, 0, extra);
+    judge(k, "kld_max", kl_max, thr.kld_max, 0, extra);
+    char t1[512];
+    if (a.n > a.agree)
+        snprintf(t1, sizeof t1, "; %zu of %zu positions differ, ref's top-two margin <= %.3g there%s", a.n - a.agree,
+                 a.n, a.disagree_max_margin, extra);
+    else
+        snprintf(t1, sizeof t1, "; agrees at all %zu positions%s", a.n, extra);
+    judge(k, "top1_min", top1, thr.top1_min, 1, t1);
+    judge(k, "dp_max", dp_max, thr.dp_max, 0, extra);
+done:
+    free(a.kl);
+    free(a.dp);
+    free(a.lr);
+    free(a.lb);
+}
+
+const gf_kind_def gf_kind_distribution_match = {
+    .name = "distribution_match",
+    .summary = "the statistical tier: KL divergence, top-1 agreement and |delta p| against the reference, teacher-forced, "
+               "thresholds per weight type",
+    .uses_backend = 1,
+    .model = GF_KIND_MODEL_REQUIRED,
+    .keys = "goldens, prompts, steps, thresholds, gate",
+    .parse = parse_dm,
+    .free_spec = spec_free,
+    .run = run_dm,
+};

@@ -1,0 +1,84 @@
+/* ref behind a wrapper that adds seeded noise to every logit it returns, for
+ * the statistical tier's must-fail cases (cases/detect/statistical.yaml):
+ *
+ *   GF_NOISE_AMP      the noise: uniform in [-amp, amp), from a hash of the
+ *                     forward call's index and the logit's index (the same
+ *                     run gives the same noise)
+ *   GF_NOISE_WEIGHTS  what info declares as its weight type ("q8_0"), or
+ *                     undefined: ref's info (fp32, weights as given)
+ *
+ *   ref-noise       amp 2e-3, declares fp32: about llama.cpp f32's error on
+ *                   holmes-gpt, which the f32 thresholds must refuse
+ *   ref-noise-q8_0  amp 1.0, declares q8_0 weights: a broken quantizer (KL
+ *                   ~0.1, 20x q8_0's bound), which the q8_0 thresholds must
+ *                   refuse, and whose golden cases are skipped for the tier
+ *
+ * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "genfence/backend.h"
+#include "ref/ref.h"
+
+#ifndef GF_NOISE_AMP
+#error "GF_NOISE_AMP sets the noise amplitude"
+#endif
+#ifndef GF_NOISE_NAME
+#error "GF_NOISE_NAME names the backend"
+#endif
+
+static gf_backend_ops g_ops;
+static uint64_t g_calls;
+static size_t g_vocab; /* V of the loaded model */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static gf_status noise_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
+{
+    g_vocab = (size_t)desc->config.vocab_size;
+    return gf_backend_ref()->model_load(desc, opts, model_out);
+}
+
+static gf_status noise_info(const gf_backend_options *opts, gf_backend_info *info_out)
+{
+    const gf_backend_ops *r = gf_backend_ref();
+    gf_status st = r->info ? r->info(opts, info_out) : GF_E_UNSUPPORTED;
+#ifdef GF_NOISE_WEIGHTS
+    if (st == GF_OK && info_out->struct_size >= offsetof(gf_backend_info, kv_cache) + sizeof info_out->kv_cache)
+        info_out->weights = GF_NOISE_WEIGHTS;
+#endif
+    return st;
+}
+
+static gf_status noise_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    uint64_t call = ++g_calls;
+    gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
+    if (st != GF_OK)
+        return st;
+    size_t n = (size_t)in->B * (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * g_vocab;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(splitmix64(call << 32 ^ (uint64_t)i) >> 11) * 0x1.0p-53; /* [0, 1) */
+        logits_out[i] += (float)(GF_NOISE_AMP * (2 * u - 1));
+    }
+    return GF_OK;
+}
+
+__attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_entry(void)
+{
+    if (!g_ops.name) {
+        g_ops = *gf_backend_ref();
+        g_ops.name = GF_NOISE_NAME;
+        g_ops.description = "ref with seeded noise on its logits (tests/backends/faulty_noise.c)";
+        g_ops.model_load = noise_model_load;
+        g_ops.info = noise_info;
+        g_ops.forward = noise_forward;
+    }
+    return &g_ops;
+}
