@@ -5,6 +5,8 @@
  * call and freed on every path; there is no global mutable state. */
 #include "genfence/sampler.h"
 
+#include "sampler_internal.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@ gf_sampler_params gf_sampler_greedy(void)
     p.use_top_p = 0;
     p.top_p = 1.0;
     p.seed = 0;
+    p.ext = NULL;
     return p;
 }
 
@@ -25,6 +28,18 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
 {
     if (p == NULL)
         return gf_error_set(GF_E_INVALID_ARG, "sampler params: NULL");
+    if (p->ext) { /* a profile: its own rules (sampler_profile.c); seed's include the base ones */
+        gf_sampler_ext e;
+        gf_status st = gf_sampler_ext_load(p, &e);
+        if (st == GF_OK && e.profile == GF_PROFILE_SEED)
+            st = gf_sampler_validate_base(p);
+        return st == GF_OK ? gf_sampler_ext_validate(p, &e) : st;
+    }
+    return gf_sampler_validate_base(p);
+}
+
+gf_status gf_sampler_validate_base(const gf_sampler_params *p)
+{
     if (isnan(p->temperature))
         return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got NaN");
     if (isinf(p->temperature))
@@ -200,9 +215,38 @@ static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler
 
 /* Validation of params and logits, then z (V). Greedy keeps only the argmax,
  * at its raw logit. */
+/* A params with an extension: validated, then the profile's chain
+ * (sampler_chain.c). */
+static gf_status chain_impl(const float *logits, int32_t V, const gf_sampler_params *p, double *z,
+                            int *greedy, int *poisoned, gf_sample_result *res)
+{
+    gf_sampler_ext e;
+    gf_status st = gf_sampler_ext_load(p, &e);
+    if (st == GF_OK)
+        st = gf_sampler_validate(p);
+    if (st != GF_OK)
+        return st;
+    if (z == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL output buffer");
+    return gf_sampler_chain_run(logits, V, p, &e, z, greedy, poisoned, res);
+}
+
 static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_params *p,
                              double *z, int32_t *kept, gf_sample_result *greedy)
 {
+    if (p && p->ext) {
+        int g = 0, poisoned = 0;
+        gf_sample_result r;
+        gf_status st = chain_impl(logits, V, p, z, &g, &poisoned, &r);
+        if (st == GF_OK) {
+            *kept = 0;
+            for (int32_t i = 0; i < V; i++)
+                *kept += z[i] != -INFINITY;
+            if (g && greedy)
+                *greedy = r;
+        }
+        return st;
+    }
     gf_status st = gf_sampler_validate(p);
     if (st != GF_OK)
         return st;
@@ -270,11 +314,43 @@ void gf_sampler_race(const double *z, const double *u, int32_t V, gf_sample_resu
     out->kept = kept;
 }
 
+/* gf_sample under a profile: the chain, then the same race. */
+static gf_status sample_chain(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id,
+                              uint64_t step, gf_sample_result *out)
+{
+    if (V < 1 || logits == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, logits ? "vocabulary size V must be >= 1, got %d" : "logits: NULL",
+                            (int)V);
+    double *z = malloc((size_t)V * sizeof *z);
+    double *u = malloc((size_t)V * sizeof *u);
+    if (z == NULL || u == NULL) {
+        free(z);
+        free(u);
+        return gf_error_set(GF_E_NOMEM, "sampler: scratch for %d logits", (int)V);
+    }
+    int greedy = 0, poisoned = 0;
+    gf_sample_result r;
+    gf_status st = chain_impl(logits, V, p, z, &greedy, &poisoned, &r);
+    if (st == GF_OK) {
+        if (greedy || poisoned) {
+            *out = r;
+        } else {
+            gf_rng_uniforms(p->seed, seq_id, step, V, u);
+            gf_sampler_race(z, u, V, out);
+        }
+    }
+    free(z);
+    free(u);
+    return st;
+}
+
 gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
                     uint64_t seq_id, uint64_t step, gf_sample_result *out)
 {
     if (out == NULL)
         return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL result");
+    if (p && p->ext)
+        return sample_chain(logits, V, p, seq_id, step, out);
     gf_status st = gf_sampler_validate(p);
     if (st != GF_OK)
         return st;

@@ -19,6 +19,7 @@
 #ifndef GENFENCE_SAMPLER_H
 #define GENFENCE_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "genfence/status.h"
@@ -27,6 +28,8 @@
 extern "C" {
 #endif
 
+typedef struct gf_sampler_ext gf_sampler_ext;
+
 struct gf_sampler_params {
     double temperature;  /* 0 = greedy */
     int32_t use_top_k;   /* 0: top-k off */
@@ -34,13 +37,115 @@ struct gf_sampler_params {
     int32_t use_top_p;   /* 0: top-p off */
     double top_p;
     uint64_t seed;       /* Philox key */
+    /* Added after the first six fields (which every backend's `sample` slot
+     * reads) and only ever read by genfence and a `sample_ex` slot: the
+     * profile and the further filters. NULL = the seed profile with no
+     * further filter, exactly the sampler above, bit for bit. A zero-
+     * initialised or gf_sampler_greedy() struct has it NULL. */
+    const gf_sampler_ext *ext;
 };
 typedef struct gf_sampler_params gf_sampler_params;
 
-/* Greedy defaults: temperature 0, no top-k/top-p, seed 0. */
+/* ---- sampler profiles (docs/sampler.md, "Profiles") ----
+ *
+ * A profile is one engine's argument semantics and chain order:
+ *   seed      temperature -> top-k -> top-p (-> min-p -> typical), strict ranges
+ *   hf        Hugging Face transformers 4.47 generate(): top_k 0 / top_p >= 1 /
+ *             top_p NaN are off, top_p 0 keeps min_tokens_to_keep, temperature 0
+ *             is an error (HF wants do_sample=False), no frequency/presence
+ *   llamacpp  llama.cpp's sampler chain (default order penalties, top-k,
+ *             typical, top-p, min-p, temperature; `chain` reorders): top_k <= 0
+ *             off and exact (no ties kept), top_p 0 keeps one, temperature <= 0
+ *             keeps the first maximum at its place in the chain
+ *   vllm      vLLM v1: top_k -1 / 0 off, top_p in (0, 1], temperature < 1e-5
+ *             greedy after penalties, min-p before top-k/top-p, an all -inf or
+ *             poisoned (NaN, +inf) row still gives a valid id
+ * The Philox exponential race of docs/random.md draws for every profile. */
+typedef enum gf_sampler_profile {
+    GF_PROFILE_SEED = 0,
+    GF_PROFILE_HF = 1,
+    GF_PROFILE_LLAMACPP = 2,
+    GF_PROFILE_VLLM = 3,
+} gf_sampler_profile;
+#define GF_PROFILE_COUNT 4
+#define GF_PROFILE_BIT(p) (1u << (unsigned)(p))
+
+/* "seed", "hf", "llamacpp", "vllm"; NULL for anything else. */
+const char *gf_sampler_profile_name(int profile);
+/* The profile of a name, or -1. */
+int gf_sampler_profile_from_name(const char *name);
+
+/* Chain stages (llamacpp's `chain` orders them; logit bias and the
+ * min_new_tokens EOS ban always come first). */
+typedef enum gf_sampler_stage {
+    GF_STAGE_PENALTIES = 1,
+    GF_STAGE_TOP_K = 2,
+    GF_STAGE_TYPICAL_P = 3,
+    GF_STAGE_TOP_P = 4,
+    GF_STAGE_MIN_P = 5,
+    GF_STAGE_TEMPERATURE = 6,
+} gf_sampler_stage;
+#define GF_SAMPLER_MAX_CHAIN 6
+/* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"; NULL otherwise. */
+const char *gf_sampler_stage_name(int stage);
+int gf_sampler_stage_from_name(const char *name); /* -1 if unknown */
+
+typedef struct gf_logit_bias {
+    int32_t token;
+    float bias;          /* added to the logit; -inf bans the token */
+} gf_logit_bias;
+
+/* The profile and further filters. Versioned: struct_size is the size the
+ * caller was built with; fields past it take their gf_sampler_ext_defaults()
+ * values. All pointers are borrowed for the call. */
+struct gf_sampler_ext {
+    uint32_t struct_size;
+    int32_t profile;             /* gf_sampler_profile */
+    int32_t n_chain;             /* 0: the profile's order; else llamacpp only */
+    int32_t chain[GF_SAMPLER_MAX_CHAIN]; /* gf_sampler_stage, each at most once */
+    int32_t use_min_p;
+    double min_p;                /* keep p_i >= min_p * max_j p_j */
+    int32_t use_typical_p;
+    double typical_p;            /* locally typical sampling mass */
+    double repetition_penalty;   /* 1: off. seen z > 0: z / r, else z * r */
+    double frequency_penalty;    /* 0: off. z -= f * count */
+    double presence_penalty;     /* 0: off. z -= p * (count > 0) */
+    int32_t penalty_last_n;      /* llamacpp: the last n history ids count; -1 all, 0 off */
+    int32_t min_tokens_to_keep;  /* >= 1 (llamacpp: min_keep, >= 0); vllm: 1 only */
+    int32_t n_bias;
+    const gf_logit_bias *bias;   /* (n_bias) token -> bias, each token at most once */
+    int32_t n_history;
+    const int32_t *history;      /* (n_history) prompt then generated ids */
+    int32_t n_prompt;            /* history[0, n_prompt) is the prompt */
+    int32_t min_new_tokens;      /* ban eos_id (vllm: and stop_ids) while fewer generated */
+    int32_t eos_id;              /* -1: none */
+    int32_t n_stop_ids;
+    const int32_t *stop_ids;     /* (n_stop_ids) generation stops on these (generate) */
+};
+
+/* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
+ * -1, min_tokens_to_keep 1, eos_id -1, no chain, no bias, no history. */
+gf_sampler_ext gf_sampler_ext_defaults(void);
+
+/* One row of the semantics table (genfence list --profiles): what a
+ * parameter means under each profile, in profile order. */
+typedef struct gf_profile_row {
+    const char *what;
+    const char *by_profile[GF_PROFILE_COUNT];
+} gf_profile_row;
+const gf_profile_row *gf_sampler_profile_rows(size_t *n);
+
+/* The profile of p (seed when p->ext is NULL). */
+int gf_sampler_params_profile(const gf_sampler_params *p);
+/* 1 when p is what a `sample` slot without profiles implements: ext NULL,
+ * or the seed profile with every further filter at its default. */
+int gf_sampler_params_plain(const gf_sampler_params *p);
+
+/* Greedy defaults: temperature 0, no top-k/top-p, seed 0, ext NULL. */
 gf_sampler_params gf_sampler_greedy(void);
 
-/* GF_OK or GF_E_INVALID_ARG with the offending parameter in the message. */
+/* GF_OK or GF_E_INVALID_ARG with the offending parameter in the message
+ * (under p's profile: e.g. top_p 0 is an error under seed and vllm only). */
 gf_status gf_sampler_validate(const gf_sampler_params *p);
 
 typedef struct gf_sample_result {

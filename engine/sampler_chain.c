@@ -1,0 +1,546 @@
+/* The sampler chain under a profile (include/genfence/sampler.h,
+ * docs/sampler.md "Profiles" and "Filters"): logit bias, the min_new_tokens
+ * EOS ban, penalties over the history, temperature, top-k, top-p, min-p,
+ * typical-p, in the profile's order, each with that engine's rule. The draw
+ * (the Philox race) is sampler.c's for every profile.
+ *
+ * All arithmetic is in double. z (V) holds the working logits; a dropped
+ * token is -inf. Scratch is malloc'd per call and freed on every path. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler_internal.h"
+
+typedef struct zi {
+    double z;
+    int32_t i;
+} zi;
+
+/* descending z, equal z by ascending index */
+static int cmp_zi_desc(const void *a, const void *b)
+{
+    const zi *x = a, *y = b;
+    if (x->z > y->z)
+        return -1;
+    if (x->z < y->z)
+        return 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* ascending key, equal keys by ascending index */
+static int cmp_zi_asc(const void *a, const void *b)
+{
+    const zi *x = a, *y = b;
+    if (x->z < y->z)
+        return -1;
+    if (x->z > y->z)
+        return 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+typedef struct chain_ctx {
+    const gf_sampler_params *p;
+    const gf_sampler_ext *e;
+    int32_t V;
+    double *z;   /* (V) */
+    zi *s;       /* (V) scratch: the finite entries, sorted */
+    int32_t n;   /* entries in s */
+    const char *pn;
+} chain_ctx;
+
+/* The finite z into c->s, sorted descending (ties: lower index first). */
+static int32_t sort_finite(chain_ctx *c)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->V; i++)
+        if (c->z[i] != -INFINITY) {
+            c->s[n].z = c->z[i];
+            c->s[n].i = i;
+            n++;
+        }
+    qsort(c->s, (size_t)n, sizeof *c->s, cmp_zi_desc);
+    c->n = n;
+    return n;
+}
+
+static int32_t count_finite(const double *z, int32_t V)
+{
+    int32_t k = 0;
+    for (int32_t i = 0; i < V; i++)
+        if (z[i] != -INFINITY)
+            k++;
+    return k;
+}
+
+/* probs of the sorted entries (softmax in sorted order, max subtracted):
+ * written into pr (n); returns the total before normalising. */
+static void sorted_probs(const chain_ctx *c, double *pr)
+{
+    const double zmax = c->s[0].z;
+    double total = 0.0;
+    for (int32_t j = 0; j < c->n; j++)
+        total += exp(c->s[j].z - zmax);
+    for (int32_t j = 0; j < c->n; j++)
+        pr[j] = exp(c->s[j].z - zmax) / total;
+}
+
+static void drop_sorted_from(chain_ctx *c, const uint8_t *keep)
+{
+    for (int32_t j = 0; j < c->n; j++)
+        if (!keep[j])
+            c->z[c->s[j].i] = -INFINITY;
+}
+
+/* ---- stages ---- */
+
+static gf_status stage_penalties(chain_ctx *c)
+{
+    const gf_sampler_ext *e = c->e;
+    const int pr = e->profile;
+    if (e->repetition_penalty == 1.0 && e->frequency_penalty == 0.0 && e->presence_penalty == 0.0)
+        return GF_OK;
+    if (e->n_history == 0)
+        return GF_OK;
+    for (int32_t i = 0; i < e->n_history; i++)
+        if (e->history[i] >= c->V)
+            return gf_error_set(GF_E_INVALID_ARG, "%s: history[%d] = %d is outside the vocabulary (%d)", c->pn,
+                                (int)i, (int)e->history[i], (int)c->V);
+    int32_t *all = calloc((size_t)c->V, sizeof *all), *out = calloc((size_t)c->V, sizeof *out);
+    if (!all || !out) {
+        free(all);
+        free(out);
+        return gf_error_set(GF_E_NOMEM, "sampler: penalty counts for %d tokens", (int)c->V);
+    }
+    int32_t from = 0;
+    if (pr == GF_PROFILE_LLAMACPP) {
+        if (e->penalty_last_n == 0) {
+            free(all);
+            free(out);
+            return GF_OK;
+        }
+        if (e->penalty_last_n > 0 && e->penalty_last_n < e->n_history)
+            from = e->n_history - e->penalty_last_n;
+    }
+    for (int32_t i = from; i < e->n_history; i++) {
+        all[e->history[i]]++;
+        if (i >= e->n_prompt)
+            out[e->history[i]]++;
+    }
+    const double r = e->repetition_penalty, f = e->frequency_penalty, ps = e->presence_penalty;
+    for (int32_t t = 0; t < c->V; t++) {
+        double v = c->z[t];
+        if (v == -INFINITY)
+            continue;
+        switch (pr) {
+        case GF_PROFILE_LLAMACPP: /* one window: the last n accepted ids */
+            if (all[t] > 0) {
+                v = v <= 0 ? v * r : v / r;
+                v -= (double)all[t] * f + ps;
+            }
+            break;
+        case GF_PROFILE_VLLM: /* repetition: prompt + output; frequency, presence: output */
+            if (all[t] > 0)
+                v = v > 0 ? v / r : v * r;
+            v -= f * (double)out[t] + (out[t] > 0 ? ps : 0.0);
+            break;
+        default: /* seed, hf: HF's repetition over the whole history */
+            if (all[t] > 0)
+                v = v < 0 ? v * r : v / r;
+            if (out[t] > 0)
+                v -= f * (double)out[t] + ps;
+            break;
+        }
+        c->z[t] = v;
+    }
+    free(all);
+    free(out);
+    return GF_OK;
+}
+
+static gf_status stage_top_k(chain_ctx *c)
+{
+    const gf_sampler_params *p = c->p;
+    if (!p->use_top_k)
+        return GF_OK;
+    int32_t k = p->top_k;
+    const int pr = c->e->profile;
+    if ((pr == GF_PROFILE_HF && k == 0) || (pr == GF_PROFILE_LLAMACPP && k <= 0) ||
+        (pr == GF_PROFILE_VLLM && (k == -1 || k == 0)))
+        return GF_OK;
+    if (pr == GF_PROFILE_VLLM && k > c->V)
+        return gf_error_set(GF_E_INVALID_ARG, "vllm: top_k cannot be greater than the vocabulary size (%d), got %d",
+                            (int)c->V, (int)k);
+    if (pr == GF_PROFILE_SEED || pr == GF_PROFILE_HF)
+        k = k > c->e->min_tokens_to_keep ? k : c->e->min_tokens_to_keep;
+    int32_t n = sort_finite(c);
+    if (k >= n)
+        return GF_OK;
+    if (pr == GF_PROFILE_LLAMACPP) { /* exactly k: the array is truncated */
+        for (int32_t j = k; j < n; j++)
+            c->z[c->s[j].i] = -INFINITY;
+        return GF_OK;
+    }
+    const double kth = c->s[k - 1].z; /* keep ties with the k-th */
+    for (int32_t j = k; j < n; j++)
+        if (c->s[j].z < kth)
+            c->z[c->s[j].i] = -INFINITY;
+    return GF_OK;
+}
+
+static gf_status stage_top_p(chain_ctx *c, double *pr_buf, uint8_t *keep)
+{
+    const gf_sampler_params *p = c->p;
+    if (!p->use_top_p)
+        return GF_OK;
+    const double tp = p->top_p;
+    const int pr = c->e->profile;
+    if ((pr == GF_PROFILE_HF && (isnan(tp) || tp >= 1.0)) || (pr == GF_PROFILE_LLAMACPP && tp >= 1.0) ||
+        (pr == GF_PROFILE_VLLM && tp == 1.0))
+        return GF_OK;
+    int32_t n = sort_finite(c);
+    if (n == 0)
+        return GF_OK;
+    sorted_probs(c, pr_buf);
+    const int32_t mtk = c->e->min_tokens_to_keep;
+    if (pr == GF_PROFILE_SEED) { /* the seed's rule: drop once the exclusive prefix is >= p */
+        double prefix = 0.0;
+        for (int32_t j = 0; j < n; j++) {
+            keep[j] = !(j > 0 && j >= mtk && prefix >= tp);
+            prefix += pr_buf[j];
+        }
+    } else if (pr == GF_PROFILE_LLAMACPP) { /* the shortest prefix whose inclusive sum is >= p */
+        double cum = 0.0;
+        int32_t last = n;
+        for (int32_t j = 0; j < n; j++) {
+            cum += pr_buf[j];
+            if (cum >= tp && j + 1 >= mtk) {
+                last = j + 1;
+                break;
+            }
+        }
+        for (int32_t j = 0; j < n; j++)
+            keep[j] = j < last;
+    } else { /* hf, vllm: ascending inclusive cumsum <= 1 - p is dropped; the top mtk (vllm: 1) stay */
+        const int32_t stay = pr == GF_PROFILE_VLLM ? 1 : mtk;
+        double cum = 0.0;
+        for (int32_t j = n - 1; j >= 0; j--) {
+            cum += pr_buf[j];
+            keep[j] = !(cum <= 1.0 - tp) || j < stay;
+        }
+    }
+    drop_sorted_from(c, keep);
+    return GF_OK;
+}
+
+static gf_status stage_min_p(chain_ctx *c, double *pr_buf, uint8_t *keep)
+{
+    const gf_sampler_ext *e = c->e;
+    if (!e->use_min_p)
+        return GF_OK;
+    const int pr = e->profile;
+    if (e->min_p <= 0.0) /* nothing is below 0 * p_max; llama.cpp and vLLM skip it */
+        return GF_OK;
+    int32_t n = sort_finite(c);
+    if (n == 0)
+        return GF_OK;
+    const int32_t stay = pr == GF_PROFILE_VLLM ? 0 : e->min_tokens_to_keep;
+    if (pr == GF_PROFILE_LLAMACPP) { /* logits: z >= z_max + log(p) */
+        const double zmin = c->s[0].z + log(e->min_p);
+        for (int32_t j = 0; j < n; j++)
+            keep[j] = c->s[j].z >= zmin || j < stay;
+    } else {
+        sorted_probs(c, pr_buf);
+        const double thr = e->min_p * pr_buf[0];
+        for (int32_t j = 0; j < n; j++)
+            keep[j] = !(pr_buf[j] < thr) || j < stay;
+    }
+    drop_sorted_from(c, keep);
+    return GF_OK;
+}
+
+static gf_status stage_typical(chain_ctx *c, double *pr_buf, uint8_t *keep)
+{
+    const gf_sampler_ext *e = c->e;
+    if (!e->use_typical_p)
+        return GF_OK;
+    const double mass = e->typical_p;
+    const int pr = e->profile;
+    if ((pr == GF_PROFILE_HF && (isnan(mass) || mass >= 1.0)) || mass >= 1.0)
+        return GF_OK;
+    int32_t n = sort_finite(c);
+    if (n == 0)
+        return GF_OK;
+    sorted_probs(c, pr_buf);
+    /* entropy and each token's distance from it: |-log p_i - H| */
+    const double zmax = c->s[0].z;
+    double total = 0.0;
+    for (int32_t j = 0; j < n; j++)
+        total += exp(c->s[j].z - zmax);
+    const double lse = zmax + log(total);
+    double ent = 0.0;
+    for (int32_t j = 0; j < n; j++)
+        if (pr_buf[j] > 0)
+            ent -= pr_buf[j] * (c->s[j].z - lse);
+    zi *t = malloc((size_t)n * sizeof *t);
+    double *tp = malloc((size_t)n * sizeof *tp);
+    if (!t || !tp) {
+        free(t);
+        free(tp);
+        return gf_error_set(GF_E_NOMEM, "sampler: typical-p scratch for %d tokens", (int)n);
+    }
+    for (int32_t j = 0; j < n; j++) {
+        t[j].z = fabs(-(c->s[j].z - lse) - ent);
+        t[j].i = j; /* position in s */
+    }
+    qsort(t, (size_t)n, sizeof *t, cmp_zi_asc);
+    for (int32_t j = 0; j < n; j++)
+        tp[j] = pr_buf[t[j].i];
+    for (int32_t j = 0; j < n; j++)
+        keep[j] = 0;
+    const int32_t mtk = e->min_tokens_to_keep;
+    if (pr == GF_PROFILE_LLAMACPP) { /* the first position whose cumsum exceeds p (strictly) */
+        double cum = 0.0;
+        int32_t last = n;
+        for (int32_t j = 0; j < n; j++) {
+            cum += tp[j];
+            if (cum > mass && (mtk == 0 || j >= mtk - 1)) {
+                last = j + 1;
+                break;
+            }
+        }
+        for (int32_t j = 0; j < last; j++)
+            keep[t[j].i] = 1;
+    } else { /* HF: last = #(cumsum < mass), keep distances <= the last one's, and the first mtk */
+        double cum = 0.0;
+        int32_t last = 0;
+        for (int32_t j = 0; j < n; j++) {
+            cum += tp[j];
+            if (cum < mass)
+                last++;
+        }
+        if (last > n - 1)
+            last = n - 1;
+        const double thr = t[last].z;
+        for (int32_t j = 0; j < n; j++)
+            if (!(t[j].z > thr) || j < mtk)
+                keep[t[j].i] = 1;
+    }
+    free(t);
+    free(tp);
+    drop_sorted_from(c, keep);
+    return GF_OK;
+}
+
+/* Greedy over z (V): first index of the maximum, its runner-up and margin. */
+static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
+{
+    int32_t best = -1, second = -1;
+    double bs = -INFINITY, ss = -INFINITY;
+    for (int32_t i = 0; i < V; i++) {
+        if (z[i] == -INFINITY)
+            continue;
+        if (best < 0 || z[i] > bs) {
+            second = best;
+            ss = bs;
+            best = i;
+            bs = z[i];
+        } else if (second < 0 || z[i] > ss) {
+            second = i;
+            ss = z[i];
+        }
+    }
+    out->token = best;
+    out->runner_up = second;
+    out->margin = second >= 0 ? bs - ss : INFINITY;
+    out->kept = V;
+}
+
+static void one_hot(double *z, int32_t V, int32_t tok, double v)
+{
+    for (int32_t i = 0; i < V; i++)
+        z[i] = -INFINITY;
+    z[tok] = v;
+}
+
+/* Temperature; greedy sets *greedy and fills res. */
+static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *res)
+{
+    const double T = c->p->temperature;
+    const int pr = c->e->profile;
+    int is_greedy = (pr == GF_PROFILE_SEED && T == 0.0) || (pr == GF_PROFILE_LLAMACPP && T <= 0.0) ||
+                    (pr == GF_PROFILE_VLLM && T < 1e-5);
+    if (is_greedy) {
+        greedy_pick_z(c->z, c->V, res);
+        one_hot(c->z, c->V, res->token, c->z[res->token]);
+        *greedy = 1;
+        return GF_OK;
+    }
+    if (pr == GF_PROFILE_HF && T == 1.0) /* HF adds no warper at 1.0 */
+        return GF_OK;
+    for (int32_t i = 0; i < c->V; i++) {
+        double x = c->z[i];
+        if (x == -INFINITY)
+            continue;
+        double v = x / T;
+        if (isinf(v))
+            return gf_error_set(GF_E_INVALID_ARG, "temperature %.17g overflows logits[%d] = %.9g / temperature", T,
+                                (int)i, x);
+        c->z[i] = v;
+    }
+    return GF_OK;
+}
+
+static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
+                                       GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
+static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,
+                                           GF_STAGE_TOP_P,     GF_STAGE_MIN_P, GF_STAGE_TEMPERATURE};
+static const int32_t k_order_vllm[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
+                                       GF_STAGE_TOP_P};
+
+/* vLLM on a poisoned row: torch.argmax's choice (the first NaN, else the first +inf, else 0). */
+static int32_t vllm_poison_id(const float *logits, int32_t V)
+{
+    for (int32_t i = 0; i < V; i++)
+        if (isnan(logits[i]))
+            return i;
+    for (int32_t i = 0; i < V; i++)
+        if (isinf(logits[i]) && logits[i] > 0)
+            return i;
+    return 0;
+}
+
+static gf_status check_row(const float *logits, int32_t V, int profile, int *poisoned)
+{
+    *poisoned = 0;
+    if (logits == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "logits: NULL");
+    if (V < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "vocabulary size V must be >= 1, got %d", (int)V);
+    int32_t finite = 0;
+    for (int32_t i = 0; i < V; i++) {
+        float x = logits[i];
+        if (isnan(x) || (isinf(x) && x > 0)) {
+            if (profile == GF_PROFILE_VLLM) {
+                *poisoned = 1;
+                return GF_OK;
+            }
+            return gf_error_set(GF_E_INVALID_ARG, "logits[%d] is %s", (int)i, isnan(x) ? "NaN" : "+inf");
+        }
+        if (!isinf(x))
+            finite++;
+    }
+    if (finite == 0) {
+        if (profile == GF_PROFILE_VLLM) {
+            *poisoned = 1;
+            return GF_OK;
+        }
+        return gf_error_set(GF_E_INVALID_ARG, "all %d logits are -inf: nothing to sample", (int)V);
+    }
+    return GF_OK;
+}
+
+static void poison_result(double *z, int32_t V, int32_t tok, int *poisoned, gf_sample_result *res)
+{
+    one_hot(z, V, tok, 0.0);
+    *poisoned = 1;
+    res->token = tok;
+    res->runner_up = -1;
+    res->margin = NAN;
+    res->kept = 0;
+}
+
+static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_result *res, double *pr_buf,
+                            uint8_t *keep)
+{
+    const gf_sampler_ext *e = c->e;
+    const int pr = e->profile;
+    /* logit bias, then the min_new_tokens ban (both argmax-changing, first in every profile) */
+    for (int32_t b = 0; b < e->n_bias; b++) {
+        int32_t t = e->bias[b].token;
+        if (t >= c->V)
+            return gf_error_set(GF_E_INVALID_ARG, "%s: logit_bias token %d is outside the vocabulary (%d)", c->pn,
+                                (int)t, (int)c->V);
+        c->z[t] += (double)e->bias[b].bias; /* vLLM's OpenAI server clamps to [-100, 100]; SamplingParams does not */
+    }
+    if (e->min_new_tokens > 0 && e->n_history - e->n_prompt < e->min_new_tokens) {
+        if (e->eos_id >= 0 && e->eos_id < c->V)
+            c->z[e->eos_id] = -INFINITY;
+        for (int32_t i = 0; pr == GF_PROFILE_VLLM && i < e->n_stop_ids; i++)
+            if (e->stop_ids[i] < c->V)
+                c->z[e->stop_ids[i]] = -INFINITY;
+    }
+    const int32_t *order;
+    int32_t n_order;
+    switch (pr) {
+    case GF_PROFILE_LLAMACPP:
+        order = e->n_chain > 0 ? e->chain : k_order_llamacpp;
+        n_order = e->n_chain > 0 ? e->n_chain : (int32_t)(sizeof k_order_llamacpp / sizeof k_order_llamacpp[0]);
+        break;
+    case GF_PROFILE_VLLM:
+        order = k_order_vllm;
+        n_order = (int32_t)(sizeof k_order_vllm / sizeof k_order_vllm[0]);
+        break;
+    default:
+        order = k_order_seed;
+        n_order = (int32_t)(sizeof k_order_seed / sizeof k_order_seed[0]);
+        break;
+    }
+    for (int32_t s = 0; s < n_order; s++) {
+        if (count_finite(c->z, c->V) == 0)
+            break;
+        gf_status st = GF_OK;
+        switch (order[s]) {
+        case GF_STAGE_PENALTIES: st = stage_penalties(c); break;
+        case GF_STAGE_TOP_K: st = stage_top_k(c); break;
+        case GF_STAGE_TOP_P: st = stage_top_p(c, pr_buf, keep); break;
+        case GF_STAGE_MIN_P: st = stage_min_p(c, pr_buf, keep); break;
+        case GF_STAGE_TYPICAL_P: st = stage_typical(c, pr_buf, keep); break;
+        case GF_STAGE_TEMPERATURE: st = stage_temperature(c, greedy, res); break;
+        default: st = gf_error_set(GF_E_INTERNAL, "sampler: stage %d", (int)order[s]);
+        }
+        if (st != GF_OK)
+            return st;
+        /* seed and vllm decide greedy before any later filter (HF's and
+         * vLLM's greedy paths skip the warpers); llamacpp's greedy keeps one
+         * token, which later stages keep too */
+        if (*greedy && pr != GF_PROFILE_LLAMACPP)
+            return GF_OK;
+    }
+    if (count_finite(c->z, c->V) == 0) {
+        if (pr == GF_PROFILE_VLLM) { /* softmax of all -inf is NaN; argmax gives 0 */
+            poison_result(c->z, c->V, 0, poisoned, res);
+            return GF_OK;
+        }
+        return gf_error_set(GF_E_INVALID_ARG, "%s: every token was filtered out (logit_bias, the EOS ban or "
+                            "penalties left no finite logit)", c->pn);
+    }
+    return GF_OK;
+}
+
+gf_status gf_sampler_chain_run(const float *logits, int32_t V, const gf_sampler_params *p, const gf_sampler_ext *e,
+                               double *z, int *greedy, int *poisoned, gf_sample_result *res)
+{
+    *greedy = 0;
+    gf_status st = check_row(logits, V, e->profile, poisoned);
+    if (st != GF_OK)
+        return st;
+    if (*poisoned) {
+        poison_result(z, V, vllm_poison_id(logits, V), poisoned, res);
+        return GF_OK;
+    }
+    for (int32_t i = 0; i < V; i++)
+        z[i] = (double)logits[i];
+    chain_ctx c = {.p = p, .e = e, .V = V, .z = z, .pn = gf_sampler_profile_name(e->profile)};
+    c.s = malloc((size_t)V * sizeof *c.s);
+    double *pr_buf = malloc((size_t)V * sizeof *pr_buf);
+    uint8_t *keep = malloc((size_t)V);
+    if (!c.s || !pr_buf || !keep)
+        st = gf_error_set(GF_E_NOMEM, "sampler: scratch for %d logits", (int)V);
+    else
+        st = run_stages(&c, greedy, poisoned, res, pr_buf, keep);
+    free(c.s);
+    free(pr_buf);
+    free(keep);
+    return st;
+}

@@ -1,0 +1,24 @@
+/* Shared by engine/sampler.c, sampler_profile.c and sampler_chain.c. */
+#ifndef GENFENCE_ENGINE_SAMPLER_INTERNAL_H
+#define GENFENCE_ENGINE_SAMPLER_INTERNAL_H
+
+#include "genfence/sampler.h"
+
+/* p->ext into *out, fields past its struct_size at their defaults (ext NULL:
+ * the defaults). */
+gf_status gf_sampler_ext_load(const gf_sampler_params *p, gf_sampler_ext *out);
+/* The argument rules of e->profile (docs/sampler.md). */
+gf_status gf_sampler_ext_validate(const gf_sampler_params *p, const gf_sampler_ext *e);
+int gf_sampler_ext_is_plain(const gf_sampler_ext *e);
+/* The seed's own checks of temperature, top_k and top_p (sampler.c). */
+gf_status gf_sampler_validate_base(const gf_sampler_params *p);
+
+/* The chain for a params with an extension (already validated): z (V) the
+ * final filtered, scaled logits (-inf where dropped). *greedy is set when
+ * the choice is the argmax (then res holds it, z is one-hot at its value);
+ * *poisoned when a vllm row had NaN/+inf/all -inf (res->token the valid id
+ * vLLM returns, z one-hot at 0). */
+gf_status gf_sampler_chain_run(const float *logits, int32_t V, const gf_sampler_params *p, const gf_sampler_ext *e,
+                               double *z, int *greedy, int *poisoned, gf_sample_result *res);
+
+#endif
