@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "golden_generation.h"
+#include "genfence/sampler.h"
 #include "hash.h"
 
 static void usage(FILE *f)
@@ -16,6 +17,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]...\n"
                "                     [--backend NAME]... [--shard I/N] [--json]\n"
                "       genfence list --kinds\n"
+               "       genfence list --profiles [--json]\n"
                "\n"
                "Loads and checks the case files (default: cases/*.yaml) and prints one line per case:\n"
                "id, kind, file:line, tags, backends filter, model. Schema errors are printed with\n"
@@ -31,6 +33,8 @@ static void usage(FILE *f)
                "                   JSON) and \"case_hash\", with a model \"model_dir\" and \"model_hash\",\n"
                "                   golden_generation cases \"golden\" (docs/goldens.md)\n"
                "  --kinds          list the kinds and their keys instead\n"
+               "  --profiles       the sampler profiles (seed, hf, llamacpp, vllm) and what each\n"
+               "                   parameter means under each (docs/sampler.md)\n"
                "\n"
                "exit status: 0 listed, 2 bad case files or usage\n");
 }
@@ -58,14 +62,44 @@ static const char *model_hash_cached(json_t **cache, const char *dir)
     return json_string_value(v);
 }
 
+/* The semantics table of the sampler profiles (engine/sampler_profile.c):
+ * one block per profile, one line per parameter; --json: an object per
+ * profile name. */
+static void print_profiles(int json)
+{
+    size_t n = 0;
+    const gf_profile_row *rows = gf_sampler_profile_rows(&n);
+    if (json) {
+        json_t *o = json_object();
+        for (int p = 0; p < GF_PROFILE_COUNT; p++) {
+            json_t *m = json_object();
+            for (size_t i = 0; i < n; i++)
+                json_object_set_new(m, rows[i].what, json_string(rows[i].by_profile[p]));
+            json_object_set_new(o, gf_sampler_profile_name(p), m);
+        }
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(o);
+        return;
+    }
+    for (int p = 0; p < GF_PROFILE_COUNT; p++) {
+        printf("%s%s%s\n", p ? "\n" : "", gf_sampler_profile_name(p), p == GF_PROFILE_SEED ? " (default)" : "");
+        for (size_t i = 0; i < n; i++)
+            printf("  %-28s %s\n", rows[i].what, rows[i].by_profile[p]);
+    }
+}
+
 int gf_cmd_list(int argc, char **argv)
 {
-    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS, O_BACKEND, O_SHARD };
+    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS, O_BACKEND, O_SHARD, O_PROFILES };
     static const struct option longopts[] = {{"filter", required_argument, 0, O_FILTER},
                                              {"kind", required_argument, 0, O_KIND},
                                              {"tag", required_argument, 0, O_TAG},
                                              {"json", no_argument, 0, O_JSON},
                                              {"kinds", no_argument, 0, O_KINDS},
+                                             {"profiles", no_argument, 0, O_PROFILES},
                                              {"backend", required_argument, 0, O_BACKEND},
                                              {"shard", required_argument, 0, O_SHARD},
                                              {"help", no_argument, 0, 'h'},
@@ -74,7 +108,7 @@ int gf_cmd_list(int argc, char **argv)
     char **kinds = NULL, **tags = NULL, **backends = NULL;
     size_t n_kinds = 0, n_tags = 0, n_backends = 0;
     int shard_i = 0, shard_n = 0;
-    int json = 0, list_kinds = 0, rc = GF_EXIT_USAGE, c;
+    int json = 0, list_kinds = 0, list_profiles = 0, rc = GF_EXIT_USAGE, c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -112,6 +146,7 @@ int gf_cmd_list(int argc, char **argv)
             break;
         case O_JSON: json = 1; break;
         case O_KINDS: list_kinds = 1; break;
+        case O_PROFILES: list_profiles = 1; break;
         case 'h':
             usage(stdout);
             rc = GF_EXIT_OK;
@@ -121,6 +156,11 @@ int gf_cmd_list(int argc, char **argv)
             usage(stderr);
             goto out;
         }
+    }
+    if (list_profiles) {
+        print_profiles(json);
+        rc = GF_EXIT_OK;
+        goto out;
     }
     if (list_kinds) {
         for (const gf_kind_def *const *k = gf_kinds(); *k; k++)

@@ -165,6 +165,30 @@ typedef struct gf_backend_ops {
     /* (optional) the vendor's text for the last error on this model (or
      * globally with model NULL); NULL or "" if none. */
     const char *(*last_error)(void *model);
+
+    /* ---- added within version 2, at the end (GF_OPS_HAS) ---- */
+
+    /* (optional, with sample_ex) the sampler profiles sample_ex implements,
+     * each with every filter of gf_sampler_ext (include/genfence/sampler.h):
+     * a mask of GF_PROFILE_BIT(GF_PROFILE_SEED / _HF / _LLAMACPP / _VLLM).
+     * Constant for the backend; may be called before any model_load. */
+    uint32_t (*sample_profiles)(void);
+
+    /* (optional) the backend's sampler for params of any profile it
+     * declares: like `sample`, but params->ext may be set (the profile, its
+     * chain order, min_p, typical_p, penalties over ext->history, logit
+     * bias, min_tokens_to_keep, the min_new_tokens ban), shared by all B
+     * rows. Row b must give exactly gf_sample's token for that row, params
+     * and (seed, seq id, step): the profile's chain, then the race over
+     * draws->u; greedy is the profile's argmax. Logits are as gf_sample
+     * accepts them under the profile: under vllm a row may hold NaN, +inf
+     * or only -inf, and any id in [0, V) is then valid. genfence calls the
+     * old `sample` slot only with gf_sampler_params_plain params (ext NULL,
+     * the first six fields as before), so a backend without these two
+     * slots keeps working unchanged. */
+    gf_status (*sample_ex)(void *model, const float *logits, int32_t B,
+                           const gf_sampler_params *params, const gf_rng_draws *draws,
+                           int32_t *ids_out);
 } gf_backend_ops;
 
 /* ---- table versions ----
@@ -172,7 +196,8 @@ typedef struct gf_backend_ops {
  * Within one GF_BACKEND_ABI_VERSION the table only grows at its end, and
  * struct_size says how much of it a backend was built with. Every slot
  * through `forward` is the version-2 baseline (a table shorter than that is
- * refused); a slot past it (`sample`, `last_error`, and any added later) is
+ * refused); a slot past it (`sample`, `last_error`, `sample_profiles`,
+ * `sample_ex`, and any added later) is
  * read only after GF_OPS_HAS(ops, slot) says the backend's table holds it and
  * it is set. A table longer than the one this genfence was built with comes
  * from a newer genfence's headers and is refused (its extra slots would be
