@@ -28,6 +28,8 @@ typedef struct probs_expect {
     long long kept_max, kept_min; /* -1: unchecked */
     bound max_prob, min_prob;
     long long flatter_than, sharper_than; /* index of another entry, -1: none */
+    int32_t *draw_in;  /* the draws must be among these ids (NULL: unchecked) */
+    size_t n_draw_in;
 } probs_expect;
 
 typedef struct probs_spec {
@@ -49,6 +51,7 @@ static void probs_free(void *v)
     for (size_t i = 0; i < s->n_ex; i++) {
         free(s->ex[i].keep);
         free(s->ex[i].probs);
+        free(s->ex[i].draw_in);
     }
     free(s->ex);
     free(s->logits);
@@ -87,11 +90,15 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     s->r_scale = 1.0;
     int rd = gf_y_probs_or_logits(ctx, m, 0, &s->logits, &s->V, &s->from_probs);
     int bad = rd < 0;
-    const gf_ynode *r = gf_y_get(ctx, m, "random", 0);
-    if (r && rd > 0) {
-        gf_y_error(ctx, r, "give 'probs', 'logits' or 'random', not several");
+    const gf_ynode *r = gf_y_get(ctx, m, "random", 0), *fill = gf_y_get(ctx, m, "fill", 0);
+    long long ramp = 0;
+    int rr = gf_y_int(ctx, m, "log_ramp", 0, 2, 1 << 20, &ramp);
+    bad |= rr < 0;
+    if ((rd > 0) + (r != NULL) + (fill != NULL) + (rr > 0) > 1) {
+        gf_y_error(ctx, m, "give one of 'probs', 'logits', 'random', 'fill' or 'log_ramp'");
         return -1;
-    } else if (r) {
+    }
+    if (r) {
         if (!gf_y_node_is_map(ctx, r, "'random'"))
             return -1;
         s->random = 1;
@@ -100,8 +107,42 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad |= gf_y_double(ctx, r, "scale", 0, &s->r_scale) < 0;
         gf_y_check_unknown(ctx, r, "in 'random' (known: vocab, seed, scale)");
         s->V = (int32_t)s->r_vocab;
+    } else if (fill) { /* a constant row, some entries set: {vocab, value, set: {id: logit}} */
+        if (!gf_y_node_is_map(ctx, fill, "'fill'"))
+            return -1;
+        long long vocab = 0;
+        double value = 0;
+        bad |= gf_y_int(ctx, fill, "vocab", GF_Y_REQUIRED, 1, 1 << 20, &vocab) < 0;
+        bad |= gf_y_double(ctx, fill, "value", GF_Y_REQUIRED, &value) < 0;
+        const gf_ynode *set = gf_y_get(ctx, fill, "set", 0);
+        gf_y_check_unknown(ctx, fill, "in 'fill' (known: vocab, value, set)");
+        if (bad || (set && !gf_y_node_is_map(ctx, set, "'set' (token id: logit)")))
+            return -1;
+        s->V = (int32_t)vocab;
+        s->logits = malloc((size_t)s->V * sizeof *s->logits);
+        if (!s->logits)
+            return -1;
+        for (int32_t i = 0; i < s->V; i++)
+            s->logits[i] = (float)value;
+        for (size_t i = 0; set && i < set->n; i++) {
+            long long id;
+            double v;
+            if (gf_y_node_int(ctx, set->items[2 * i], "a 'set' token id", 0, vocab - 1, &id) < 0 ||
+                gf_y_node_double(ctx, set->items[2 * i + 1], "a 'set' logit", &v) < 0) {
+                bad = 1;
+                continue;
+            }
+            s->logits[id] = (float)v;
+        }
+    } else if (rr > 0) { /* logits log(i): llama.cpp's sampler_tester(n_vocab); token 0 is -inf */
+        s->V = (int32_t)ramp;
+        s->logits = malloc((size_t)s->V * sizeof *s->logits);
+        if (!s->logits)
+            return -1;
+        for (int32_t i = 0; i < s->V; i++)
+            s->logits[i] = i == 0 ? -INFINITY : logf((float)i);
     } else if (rd == 0 && !bad) {
-        gf_y_error(ctx, m, "missing required key 'probs', 'logits' or 'random'");
+        gf_y_error(ctx, m, "missing required key 'probs', 'logits', 'random', 'fill' or 'log_ramp'");
         return -1;
     }
     if (bad)
@@ -149,6 +190,7 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad |= gf_y_int(ctx, e, "kept_min", 0, 0, s->V, &x->kept_min) < 0;
         bad |= parse_bound(ctx, e, "max_prob", &x->max_prob) < 0;
         bad |= parse_bound(ctx, e, "min_prob", &x->min_prob) < 0;
+        bad |= gf_y_ints(ctx, e, "draw_in", 0, 0, s->V - 1, 1, &x->draw_in, &x->n_draw_in) < 0;
         long long hi = (long long)ex->n - 1;
         bad |= gf_y_int(ctx, e, "flatter_than", 0, 0, hi, &x->flatter_than) < 0;
         bad |= gf_y_int(ctx, e, "sharper_than", 0, 0, hi, &x->sharper_than) < 0;
@@ -158,15 +200,15 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         }
         if (!x->keep && !x->probs && x->kept_max < 0 && x->kept_min < 0 && isnan(x->max_prob.le) &&
             isnan(x->max_prob.ge) && isnan(x->min_prob.le) && isnan(x->min_prob.ge) && x->flatter_than < 0 &&
-            x->sharper_than < 0) {
+            x->sharper_than < 0 && !x->draw_in) {
             gf_y_error(ctx, e,
                        "an 'expect' entry needs an expectation: keep, expect_probs, kept_max, kept_min, max_prob, "
-                       "min_prob, flatter_than or sharper_than");
+                       "min_prob, flatter_than, sharper_than or draw_in");
             bad = 1;
         }
         gf_y_check_unknown(ctx, e,
                            "in an 'expect' entry (known: the sampler parameters, keep, expect_probs, atol, kept_max, "
-                           "kept_min, max_prob, min_prob, flatter_than, sharper_than)");
+                           "kept_min, max_prob, min_prob, flatter_than, sharper_than, draw_in)");
     }
     return bad ? -1 : 0;
 }
@@ -199,7 +241,7 @@ static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e,
     const int32_t V = s->V;
     double *z = malloc((size_t)V * sizeof *z), *pr = malloc((size_t)V * sizeof *pr);
     int32_t *kept = malloc((size_t)V * sizeof *kept);
-    char label[160], name[256], a[512], b[512];
+    char label[160], name[1024], a[512], b[512];
     snprintf(label, sizeof label, "line %d: ", x->line);
     label_of(&x->p, label + strlen(label), sizeof label - strlen(label));
     if (!z || !pr || !kept) {
@@ -320,6 +362,14 @@ static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e,
             in = kept[j] == r.token;
         snprintf(name, sizeof name, "%s seed %llu draw in the kept set", label, (unsigned long long)seed);
         gf_k_check(k, in, name, "token %d", r.token);
+        if (x->draw_in) {
+            int hit = 0;
+            for (size_t j = 0; j < x->n_draw_in && !hit; j++)
+                hit = x->draw_in[j] == r.token;
+            snprintf(name, sizeof name, "%s seed %llu draw in %s", label, (unsigned long long)seed,
+                     gf_k_ids_str(a, sizeof a, x->draw_in, x->n_draw_in));
+            gf_k_check(k, hit, name, "token %d", r.token);
+        }
         gf_k_slot_rows(k, name, L, 1, V, &p, &seq, e, &r.token);
     }
     json_t *row = json_pack("{s:s, s:o, s:o, s:o}", "param", label, "sampler", gf_sampler_json(&x->p), "kept",
@@ -394,7 +444,7 @@ const gf_kind_def gf_kind_sampler_probs = {
                "probability bounds, one temperature against another",
     .uses_backend = 0,
     .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, random, atol, the sampler parameters, expect",
+    .keys = "probs, logits, random, fill, log_ramp, atol, the sampler parameters, expect",
     .parse = parse_probs,
     .free_spec = probs_free,
     .run = run_probs,
