@@ -623,6 +623,46 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
     return GF_OK;
 }
 
+#include "plugin_sampler.h" /* every profile and filter, for sample_ex */
+
+static uint32_t ex_sample_profiles(void)
+{
+    return GF_PROFILE_BIT(GF_PROFILE_SEED) | GF_PROFILE_BIT(GF_PROFILE_HF) | GF_PROFILE_BIT(GF_PROFILE_LLAMACPP) |
+           GF_PROFILE_BIT(GF_PROFILE_VLLM);
+}
+
+/* sample_ex: params of any profile (params->ext may be set, shared by the rows). */
+static gf_status ex_sample_ex(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                              const gf_rng_draws *draws, int32_t *ids_out)
+{
+    if (!params || !params->ext)
+        return ex_sample(model, logits, B, params, draws, ids_out);
+    g_err[0] = '\0';
+    if (!logits || !draws || !draws->u || !ids_out || B < 1 || draws->V < 1)
+        return fail(GF_E_INVALID_ARG, "example plugin: sample_ex: bad arguments (B %d, V %d)", B,
+                    draws ? draws->V : -1);
+    gf_sampler_ext e;
+    if (!px_ext_load(params->ext, &e))
+        return fail(GF_E_INVALID_ARG, "example plugin: sample_ex: extension struct_size %u", params->ext->struct_size);
+    const int32_t V = draws->V;
+    px_row r = {.p = params, .e = &e, .V = V};
+    r.z = malloc((size_t)V * sizeof *r.z);
+    r.pr = malloc((size_t)V * sizeof *r.pr);
+    r.s = malloc((size_t)V * sizeof *r.s);
+    r.t = malloc((size_t)V * sizeof *r.t);
+    r.cnt = malloc(2 * (size_t)V * sizeof *r.cnt);
+    gf_status st = GF_OK;
+    if (!r.z || !r.pr || !r.s || !r.t || !r.cnt)
+        st = fail(GF_E_NOMEM, "example plugin: sample_ex: out of memory for %d logits", V);
+    for (int32_t b = 0; b < B && st == GF_OK; b++) {
+        ids_out[b] = px_sample_row(&r, logits + (size_t)b * V, draws->u + (size_t)b * V);
+        if (ids_out[b] < 0)
+            st = fail(GF_E_INVALID_ARG, "example plugin: sample_ex: row %d: every token filtered out", b);
+    }
+    free(r.z); free(r.pr); free(r.s); free(r.t); free(r.cnt);
+    return st;
+}
+
 static const gf_backend_ops k_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
@@ -640,6 +680,8 @@ static const gf_backend_ops k_ops = {
     .forward = ex_forward,
     .sample = ex_sample,
     .last_error = ex_last_error,
+    .sample_profiles = ex_sample_profiles,
+    .sample_ex = ex_sample_ex,
 };
 
 EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_ops; }

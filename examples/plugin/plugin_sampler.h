@@ -1,0 +1,357 @@
+/* The example plugin's sampler under every profile (seed, hf, llamacpp,
+ * vllm) with every filter of gf_sampler_ext (genfence/sampler.h,
+ * docs/sampler.md), for its `sample_ex` slot. Included once by plugin.c:
+ * the plugin links nothing of genfence, so this is its own implementation
+ * of the documented semantics, in double, over the engine's uniforms.
+ *
+ * Per row: logit bias, the min_new_tokens ban, then the profile's stages
+ * (penalties, temperature, top_k, top_p, min_p, typical_p in the profile's
+ * order; llamacpp's order may come from ext->chain), then the race
+ * argmax z_i - log(-log u_i). Built with GF_PLUGIN_BAD_SAMPLE the race
+ * returns its runner-up (plugin.c's deliberately wrong variant). */
+#ifndef GENFENCE_EXAMPLE_PLUGIN_SAMPLER_H
+#define GENFENCE_EXAMPLE_PLUGIN_SAMPLER_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <genfence/sampler.h>
+
+typedef struct px_zi {
+    double z;
+    int32_t i;
+} px_zi;
+
+static int px_desc(const void *a, const void *b) /* z descending, index ascending */
+{
+    const px_zi *x = a, *y = b;
+    if (x->z != y->z)
+        return x->z > y->z ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static int px_asc(const void *a, const void *b) /* key ascending, index ascending */
+{
+    const px_zi *x = a, *y = b;
+    if (x->z != y->z)
+        return x->z < y->z ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+typedef struct px_row {
+    const gf_sampler_params *p;
+    const gf_sampler_ext *e;
+    int32_t V;
+    double *z;    /* (V) */
+    px_zi *s;     /* (V) the finite z, sorted */
+    px_zi *t;     /* (V) typical-p order */
+    double *pr;   /* (V) probabilities in s order */
+    int32_t *cnt; /* (2V) counts: window/all, then generated */
+    int32_t n;
+} px_row;
+
+static int32_t px_sort(px_row *r)
+{
+    r->n = 0;
+    for (int32_t i = 0; i < r->V; i++)
+        if (r->z[i] != -INFINITY)
+            r->s[r->n++] = (px_zi){r->z[i], i};
+    qsort(r->s, (size_t)r->n, sizeof *r->s, px_desc);
+    double total = 0.0;
+    for (int32_t j = 0; j < r->n; j++)
+        total += exp(r->s[j].z - r->s[0].z);
+    for (int32_t j = 0; j < r->n; j++)
+        r->pr[j] = exp(r->s[j].z - r->s[0].z) / total;
+    return r->n;
+}
+
+static void px_penalties(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    const int pf = e->profile;
+    if (e->n_history == 0 || (e->repetition_penalty == 1.0 && e->frequency_penalty == 0.0 && e->presence_penalty == 0.0))
+        return;
+    if (pf == GF_PROFILE_LLAMACPP && e->penalty_last_n == 0)
+        return;
+    int32_t *all = r->cnt, *gen = r->cnt + r->V;
+    memset(r->cnt, 0, 2 * (size_t)r->V * sizeof *r->cnt);
+    int32_t from = 0;
+    if (pf == GF_PROFILE_LLAMACPP && e->penalty_last_n > 0 && e->penalty_last_n < e->n_history)
+        from = e->n_history - e->penalty_last_n;
+    for (int32_t i = from; i < e->n_history; i++) {
+        all[e->history[i]]++;
+        gen[e->history[i]] += i >= e->n_prompt;
+    }
+    const double rp = e->repetition_penalty, f = e->frequency_penalty, pp = e->presence_penalty;
+    for (int32_t t = 0; t < r->V; t++) {
+        double v = r->z[t];
+        if (v == -INFINITY)
+            continue;
+        if (pf == GF_PROFILE_LLAMACPP) {
+            if (all[t]) {
+                v = v <= 0 ? v * rp : v / rp;
+                v -= all[t] * f + pp;
+            }
+        } else if (pf == GF_PROFILE_VLLM) {
+            if (all[t])
+                v = v > 0 ? v / rp : v * rp;
+            v -= f * gen[t] + (gen[t] ? pp : 0.0);
+        } else {
+            if (all[t])
+                v = v < 0 ? v * rp : v / rp;
+            if (gen[t])
+                v -= f * gen[t] + pp;
+        }
+        r->z[t] = v;
+    }
+}
+
+static void px_top_k(px_row *r)
+{
+    const int pf = r->e->profile;
+    int32_t k = r->p->top_k;
+    if (!r->p->use_top_k || (pf == GF_PROFILE_HF && k == 0) || (pf == GF_PROFILE_LLAMACPP && k <= 0) ||
+        (pf == GF_PROFILE_VLLM && k <= 0))
+        return;
+    if ((pf == GF_PROFILE_SEED || pf == GF_PROFILE_HF) && k < r->e->min_tokens_to_keep)
+        k = r->e->min_tokens_to_keep;
+    if (k >= px_sort(r))
+        return;
+    for (int32_t j = k; j < r->n; j++)
+        if (pf == GF_PROFILE_LLAMACPP || r->s[j].z < r->s[k - 1].z)
+            r->z[r->s[j].i] = -INFINITY;
+}
+
+static void px_top_p(px_row *r)
+{
+    const int pf = r->e->profile;
+    const double p = r->p->top_p;
+    if (!r->p->use_top_p || (pf == GF_PROFILE_HF && !(p < 1.0)) || (pf == GF_PROFILE_LLAMACPP && p >= 1.0) ||
+        (pf == GF_PROFILE_VLLM && p == 1.0) || px_sort(r) == 0)
+        return;
+    const int32_t keep_min = pf == GF_PROFILE_VLLM ? 1 : r->e->min_tokens_to_keep;
+    if (pf == GF_PROFILE_SEED) { /* exclusive prefix >= p drops */
+        double before = 0.0;
+        for (int32_t j = 0; j < r->n; j++) {
+            if (j > 0 && j >= keep_min && before >= p)
+                r->z[r->s[j].i] = -INFINITY;
+            before += r->pr[j];
+        }
+    } else if (pf == GF_PROFILE_LLAMACPP) { /* inclusive sum reaching p ends the set */
+        double cum = 0.0;
+        int32_t j = 0;
+        for (; j < r->n; j++) {
+            cum += r->pr[j];
+            if (cum >= p && j + 1 >= keep_min)
+                break;
+        }
+        for (j = j + 1; j < r->n; j++)
+            r->z[r->s[j].i] = -INFINITY;
+    } else { /* ascending cumulative <= 1 - p drops, the top keep_min stay */
+        double cum = 0.0;
+        for (int32_t j = r->n - 1; j >= keep_min; j--) {
+            cum += r->pr[j];
+            if (cum <= 1.0 - p)
+                r->z[r->s[j].i] = -INFINITY;
+        }
+    }
+}
+
+static void px_min_p(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    if (!e->use_min_p || e->min_p <= 0.0 || px_sort(r) == 0)
+        return;
+    const int32_t keep_min = e->profile == GF_PROFILE_VLLM ? 0 : e->min_tokens_to_keep;
+    for (int32_t j = 0; j < r->n; j++) {
+        int drop = e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p)
+                                                     : r->pr[j] < e->min_p * r->pr[0];
+        if (drop && j >= keep_min)
+            r->z[r->s[j].i] = -INFINITY;
+    }
+}
+
+static void px_typical(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    const double mass = e->typical_p;
+    if (!e->use_typical_p || !(mass < 1.0 || (e->profile == GF_PROFILE_LLAMACPP && isnan(mass))) || px_sort(r) == 0)
+        return;
+    double total = 0.0;
+    for (int32_t j = 0; j < r->n; j++)
+        total += exp(r->s[j].z - r->s[0].z);
+    const double lse = r->s[0].z + log(total);
+    double ent = 0.0;
+    for (int32_t j = 0; j < r->n; j++)
+        if (r->pr[j] > 0)
+            ent -= r->pr[j] * (r->s[j].z - lse);
+    for (int32_t j = 0; j < r->n; j++)
+        r->t[j] = (px_zi){fabs(lse - r->s[j].z - ent), j};
+    qsort(r->t, (size_t)r->n, sizeof *r->t, px_asc);
+    const int32_t mk = e->min_tokens_to_keep;
+    int32_t last; /* t[0 .. last] kept (llamacpp), or the threshold position (HF) */
+    double cum = 0.0;
+    if (e->profile == GF_PROFILE_LLAMACPP) {
+        last = r->n - 1;
+        for (int32_t j = 0; j < r->n; j++) {
+            cum += r->pr[r->t[j].i];
+            if (cum > mass && (mk == 0 || j >= mk - 1)) {
+                last = j;
+                break;
+            }
+        }
+        for (int32_t j = last + 1; j < r->n; j++)
+            r->z[r->s[r->t[j].i].i] = -INFINITY;
+        return;
+    }
+    last = 0;
+    for (int32_t j = 0; j < r->n; j++) {
+        cum += r->pr[r->t[j].i];
+        last += cum < mass;
+    }
+    if (last > r->n - 1)
+        last = r->n - 1;
+    for (int32_t j = 0; j < r->n; j++)
+        if (r->t[j].z > r->t[last].z && j >= mk)
+            r->z[r->s[r->t[j].i].i] = -INFINITY;
+}
+
+/* temperature; returns 1 when the profile is greedy here (z then holds only
+ * the first maximum) */
+static int px_temperature(px_row *r)
+{
+    const double T = r->p->temperature;
+    const int pf = r->e->profile;
+    if ((pf == GF_PROFILE_SEED && T == 0.0) || (pf == GF_PROFILE_LLAMACPP && T <= 0.0) ||
+        (pf == GF_PROFILE_VLLM && T < 1e-5)) {
+        int32_t best = -1;
+        for (int32_t i = 0; i < r->V; i++)
+            if (r->z[i] != -INFINITY && (best < 0 || r->z[i] > r->z[best]))
+                best = i;
+        for (int32_t i = 0; i < r->V; i++)
+            if (i != best)
+                r->z[i] = -INFINITY;
+        return 1;
+    }
+    if (pf == GF_PROFILE_HF && T == 1.0)
+        return 0;
+    for (int32_t i = 0; i < r->V; i++)
+        if (r->z[i] != -INFINITY)
+            r->z[i] /= T;
+    return 0;
+}
+
+static int32_t px_any_finite(const px_row *r)
+{
+    for (int32_t i = 0; i < r->V; i++)
+        if (r->z[i] != -INFINITY)
+            return 1;
+    return 0;
+}
+
+/* ext with the fields past its struct_size at their documented defaults
+ * (gf_sampler_ext_defaults, which the plugin does not link). 0 if too short. */
+static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
+{
+    memset(out, 0, sizeof *out);
+    out->typical_p = 1.0;
+    out->repetition_penalty = 1.0;
+    out->penalty_last_n = -1;
+    out->min_tokens_to_keep = 1;
+    out->eos_id = -1;
+    if (in->struct_size < 2 * sizeof(int32_t))
+        return 0;
+    memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
+    out->struct_size = sizeof *out;
+    return 1;
+}
+
+/* One row under params with an extension; -1 when nothing is left (genfence
+ * validated the row, so only vllm reaches the poisoned cases). */
+static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
+{
+    const gf_sampler_ext *e = r->e;
+    const int pf = e->profile;
+    const int32_t V = r->V;
+    if (pf == GF_PROFILE_VLLM) { /* torch.argmax's choice on NaN / +inf / all -inf rows */
+        int32_t nan_at = -1, inf_at = -1, finite = 0;
+        for (int32_t i = 0; i < V; i++) {
+            if (isnan(logits[i]) && nan_at < 0)
+                nan_at = i;
+            else if (isinf(logits[i]) && logits[i] > 0 && inf_at < 0)
+                inf_at = i;
+            finite += isfinite(logits[i]) != 0;
+        }
+        if (nan_at >= 0)
+            return nan_at;
+        if (inf_at >= 0)
+            return inf_at;
+        if (!finite)
+            return 0;
+    }
+    for (int32_t i = 0; i < V; i++)
+        r->z[i] = logits[i];
+    for (int32_t b = 0; b < e->n_bias; b++)
+        r->z[e->bias[b].token] += e->bias[b].bias;
+    if (e->min_new_tokens > 0 && e->n_history - e->n_prompt < e->min_new_tokens) {
+        if (e->eos_id >= 0 && e->eos_id < V)
+            r->z[e->eos_id] = -INFINITY;
+        for (int32_t i = 0; pf == GF_PROFILE_VLLM && i < e->n_stop_ids; i++)
+            if (e->stop_ids[i] < V)
+                r->z[e->stop_ids[i]] = -INFINITY;
+    }
+    static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
+                                         GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
+    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,
+                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P, GF_STAGE_TEMPERATURE};
+    static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
+                                         GF_STAGE_TOP_P};
+    const int32_t *order = seed_order;
+    int32_t n_order = 6;
+    if (pf == GF_PROFILE_LLAMACPP) {
+        order = e->n_chain > 0 ? e->chain : llama_order;
+        n_order = e->n_chain > 0 ? e->n_chain : 6;
+    } else if (pf == GF_PROFILE_VLLM) {
+        order = vllm_order;
+        n_order = 5;
+    }
+    int greedy = 0;
+    for (int32_t s = 0; s < n_order && px_any_finite(r); s++) {
+        switch (order[s]) {
+        case GF_STAGE_PENALTIES: px_penalties(r); break;
+        case GF_STAGE_TOP_K: px_top_k(r); break;
+        case GF_STAGE_TOP_P: px_top_p(r); break;
+        case GF_STAGE_MIN_P: px_min_p(r); break;
+        case GF_STAGE_TYPICAL_P: px_typical(r); break;
+        case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
+        default: break;
+        }
+        if (greedy && pf != GF_PROFILE_LLAMACPP)
+            break;
+    }
+    int32_t best = -1, second = -1;
+    double bs = -INFINITY, ss = -INFINITY;
+    for (int32_t i = 0; i < V; i++) {
+        if (r->z[i] == -INFINITY)
+            continue;
+        double score = greedy ? r->z[i] : r->z[i] - log(-log(u[i]));
+        if (best < 0 || score > bs) {
+            second = best, ss = bs;
+            best = i, bs = score;
+        } else if (second < 0 || score > ss) {
+            second = i, ss = score;
+        }
+    }
+    (void)ss;
+    if (best < 0)
+        return pf == GF_PROFILE_VLLM ? 0 : -1;
+#ifdef GF_PLUGIN_BAD_SAMPLE
+    if (second >= 0)
+        return second;
+#endif
+    return best;
+}
+
+#endif

@@ -1,0 +1,123 @@
+/* The example plugin's sample_ex (examples/plugin/plugin_sampler.h, its own
+ * implementation: the plugin links nothing of genfence) gives gf_sample's
+ * token draw for draw under every profile and filter; the plugin built
+ * with -DGF_PLUGIN_BAD_SAMPLE (tests/backends) must not. */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "genfence/backend.h"
+#include "genfence/engine.h"
+#include "../../examples/plugin/plugin_sampler.h"
+
+enum { V = 12 };
+
+typedef struct grid_counts {
+    long rows, valid, differ;
+} grid_counts;
+
+/* every valid combination over a grid; compare(slot) counts rows */
+static void run_grid(gf_status (*slot)(const float *, const gf_sampler_params *, const double *, int32_t *),
+                     grid_counts *c)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(3.0 * gf_rng_uniform(21, 4, 0, (uint32_t)i) - 1.5);
+    L[7] = -INFINITY;
+    L[4] = L[2];
+    static const int32_t hist[5] = {1, 3, 3, 9, 2};
+    static const gf_logit_bias bias[2] = {{0, 0.75f}, {5, -INFINITY}};
+    const double temps[] = {0.0, 0.7, 1.6};
+    const int ks[] = {-99, 0, 3, -1};
+    const double ps[] = {-99, 0.0, 0.6, 1.0};
+    for (int pf = 0; pf < GF_PROFILE_COUNT; pf++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 4; b++)
+                for (int d = 0; d < 4; d++)
+                    for (int f = 0; f < 4; f++) { /* f: bit 0 min_p + typical, bit 1 penalties + bias */
+                        gf_sampler_ext e = gf_sampler_ext_defaults();
+                        e.profile = pf;
+                        gf_sampler_params p = gf_sampler_greedy();
+                        p.temperature = temps[a];
+                        p.use_top_k = ks[b] != -99;
+                        p.top_k = ks[b];
+                        p.use_top_p = ps[d] != -99;
+                        p.top_p = ps[d];
+                        p.seed = 5 + (uint64_t)f;
+                        p.ext = &e;
+                        if (f & 1) {
+                            e.use_min_p = 1;
+                            e.min_p = 0.1;
+                            e.use_typical_p = pf != GF_PROFILE_VLLM;
+                            e.typical_p = 0.7;
+                        }
+                        if (f & 2) {
+                            e.repetition_penalty = 1.4;
+                            e.frequency_penalty = pf == GF_PROFILE_HF ? 0.0 : 0.3;
+                            e.presence_penalty = pf == GF_PROFILE_HF ? 0.0 : 0.2;
+                            e.history = hist;
+                            e.n_history = 5;
+                            e.n_prompt = 2;
+                            e.bias = bias;
+                            e.n_bias = 2;
+                        }
+                        if (gf_sampler_validate(&p) != GF_OK)
+                            continue;
+                        c->valid++;
+                        for (uint64_t step = 0; step < 8; step++) {
+                            gf_sample_result r;
+                            cr_assert_eq(gf_sample(L, V, &p, 6, step, &r), GF_OK, "%s", gf_error_msg());
+                            double u[V];
+                            gf_rng_uniforms(p.seed, 6, step, V, u);
+                            int32_t id = -1;
+                            cr_assert_eq(slot(L, &p, u, &id), GF_OK);
+                            c->rows++;
+                            c->differ += id != r.token;
+                        }
+                    }
+}
+
+static gf_status in_tree(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
+{
+    gf_sampler_ext e;
+    cr_assert(px_ext_load(p->ext, &e));
+    double z[V], pr[V];
+    px_zi s[V], t[V];
+    int32_t cnt[2 * V];
+    px_row r = {.p = p, .e = &e, .V = V, .z = z, .s = s, .t = t, .pr = pr, .cnt = cnt};
+    *id = px_sample_row(&r, L, u);
+    return GF_OK;
+}
+
+Test(plugin_sampler, sample_ex_equals_gf_sample_draw_for_draw)
+{
+    grid_counts c = {0, 0, 0};
+    run_grid(in_tree, &c);
+    cr_assert_gt(c.valid, 200, "only %ld valid combinations", c.valid);
+    cr_assert_eq(c.differ, 0, "%ld of %ld rows differ", c.differ, c.rows);
+}
+
+static const gf_backend_ops *g_bad;
+static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
+{
+    gf_rng_draws d = {.u = u, .V = V};
+    return g_bad->sample_ex(NULL, L, 1, p, &d, id);
+}
+
+Test(plugin_sampler, the_bad_sample_build_differs)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/backends/libgenfence_test_example_bad_sample.so", GF_TEST_BINARY_DIR);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(h, "%s: %s", path, dlerror());
+    gf_backend_entry_fn entry = (gf_backend_entry_fn)dlsym(h, GF_BACKEND_ENTRY_SYMBOL);
+    cr_assert_not_null(entry);
+    g_bad = entry();
+    cr_assert(GF_OPS_HAS(g_bad, sample_ex) && GF_OPS_HAS(g_bad, sample_profiles));
+    cr_assert_eq(g_bad->sample_profiles(), 0xfu);
+    grid_counts c = {0, 0, 0};
+    run_grid(bad_slot, &c);
+    cr_assert_gt(c.differ, c.rows / 4, "the bad build agreed on %ld of %ld rows", c.rows - c.differ, c.rows);
+    dlclose(h);
+}
