@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
             "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
-            "                    [--rerun-failed RUN.json]\n"
+            "                    [--rerun-failed RUN.json] [--in-process]\n"
             "\n"
             "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -65,6 +65,10 @@ static void usage(FILE *f)
             "  --durations N            after the summary, list the N slowest (case, backend) runs\n"
             "  --rerun-failed RUN.json  only the cases that did not pass (fail, stale, crash, timeout,\n"
             "                           error) in that earlier report, on this run's backends\n"
+            "  --in-process, --no-fork  run every probe and case in this process, one after another:\n"
+            "                           no child, no watchdog, no memory cap, so gdb and sanitizers\n"
+            "                           see the backend directly; isolation is off (a crash kills\n"
+            "                           genfence); docs/backends.md \"Debugging your backend\"\n"
             "  -q, --quiet              print only failures and the summary\n"
             "  -h, --help               this help\n"
             "\n"
@@ -278,7 +282,8 @@ int gf_cmd_run(int argc, char **argv)
         O_NOTRI,
         O_PLAN,
         O_DURATIONS,
-        O_RERUN
+        O_RERUN,
+        O_INPROC
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -299,6 +304,8 @@ int gf_cmd_run(int argc, char **argv)
                                              {"plan", no_argument, 0, O_PLAN},
                                              {"durations", required_argument, 0, O_DURATIONS},
                                              {"rerun-failed", required_argument, 0, O_RERUN},
+                                             {"in-process", no_argument, 0, O_INPROC},
+                                             {"no-fork", no_argument, 0, O_INPROC},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     gf_run_opts o = {.jobs = 0,
@@ -379,6 +386,7 @@ int gf_cmd_run(int argc, char **argv)
                 goto out;
             break;
         case O_OVER: oversubscribe = 1; break;
+        case O_INPROC: gf_runner_in_process(1); break;
         case O_GOLDEN_DIR: {
             struct stat sb;
             if (stat(optarg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -481,6 +489,9 @@ int gf_cmd_run(int argc, char **argv)
             add_backend(&bs, &n_bs, *nm, 0);
             bs[n_bs - 1].explicit_ = 0;
         }
+    if (gf_runner_is_in_process())
+        printf("run: --in-process: isolation is off: every case runs in this process, one at a time, with no "
+               "watchdog or memory cap; a crash or hang in a backend stops genfence\n");
     gf_runner_probe(bs, n_bs, &o);
 
     /* jobs: case-major. A kind runs on a backend only where it reaches one of
@@ -575,7 +586,7 @@ int gf_cmd_run(int argc, char **argv)
     gf_run_hooks hooks = {.started = gf_console_started, .finished = gf_console_finished, .user = &info};
     gf_runner_run(jobs, n_jobs, &o, &hooks);
     gf_run_tally(&info);
-    if (triangulate)
+    if (triangulate && !gf_runner_interrupted())
         info.triangulation = run_triangulation(&info, &o);
     gf_triangulation_print(info.triangulation, jobs, n_jobs, 1e-4);
     info.seconds = gf_now_s() - t0;

@@ -93,6 +93,7 @@ static json_t *job_child(const void *arg)
     }
     json_t *r = gf_krun_record(&k);
     json_object_set_new(r, "child_seconds", json_real(gf_now_s() - t0));
+    json_object_set_new(r, "case", json_string(c->id)); /* checked by the parent (record_schema_ok) */
     gf_krun_clear(&k);
     return r;
 }
@@ -127,6 +128,62 @@ static void set_reason(gf_job *j, const char *fmt, ...)
     j->reason = strdup(buf);
 }
 
+/* The record's schema, as krun writes it (harness/krun/record.c): a verdict
+ * from the verdict table, a reason, a checks array of {name, passed}, a
+ * metrics object, the case's id; a pass needs at least one check run or
+ * one comparison made (metrics.comparisons), and every check passed. 1 if it holds, else 0 with why. */
+static int record_schema_ok(const json_t *r, const gf_job *j, char *why, size_t cap)
+{
+    const char *rc = json_string_value(json_object_get(r, "case"));
+    if (!rc || strcmp(rc, j->c->id)) {
+        snprintf(why, cap, "it is not this case's (case '%.80s', want '%.80s')", rc ? rc : "(none)", j->c->id);
+        return 0;
+    }
+    const char *rv = json_string_value(json_object_get(r, "verdict"));
+    json_t *checks = json_object_get(r, "checks");
+    gf_verdict v;
+    if (!rv) {
+        snprintf(why, cap, "no verdict");
+        return 0;
+    }
+    if (!gf_verdict_parse(rv, &v)) {
+        snprintf(why, cap, "verdict '%.40s' is not a verdict", rv);
+        return 0;
+    }
+    if (!json_is_string(json_object_get(r, "reason"))) {
+        snprintf(why, cap, "no reason");
+        return 0;
+    }
+    if (!json_is_array(checks)) {
+        snprintf(why, cap, "no checks array");
+        return 0;
+    }
+    if (!json_is_object(json_object_get(r, "metrics"))) {
+        snprintf(why, cap, "no metrics object");
+        return 0;
+    }
+    size_t i;
+    json_t *ck;
+    json_array_foreach(checks, i, ck) {
+        const char *name = json_string_value(json_object_get(ck, "name"));
+        json_t *passed = json_object_get(ck, "passed");
+        if (!name || !json_is_boolean(passed)) {
+            snprintf(why, cap, "check %zu has no name or no passed flag", i);
+            return 0;
+        }
+        if (json_is_false(passed) && (v == GF_V_PASS || v == GF_V_PASS_NEAR_TIE)) {
+            snprintf(why, cap, "verdict %s, but check '%.80s' failed", rv, name);
+            return 0;
+        }
+    }
+    json_t *comps = json_object_get(json_object_get(r, "metrics"), "comparisons");
+    if ((v == GF_V_PASS || v == GF_V_PASS_NEAR_TIE) && json_array_size(checks) == 0 && json_object_size(comps) == 0) {
+        snprintf(why, cap, "verdict %s with no check run and no comparison made", rv);
+        return 0;
+    }
+    return 1;
+}
+
 static void on_finished(size_t ti, size_t done, void *u)
 {
     run_ctx *r = u;
@@ -140,31 +197,49 @@ static void on_finished(size_t ti, size_t done, void *u)
     t->err = NULL;
     j->record = t->record;
     t->record = NULL;
-    const char *rv = j->record ? json_string_value(json_object_get(j->record, "verdict")) : NULL;
-    const char *rr = j->record ? json_string_value(json_object_get(j->record, "reason")) : NULL;
-    gf_verdict v;
+    char ctx[200], why[256];
+    gf_task_trace_text(t, ctx, sizeof ctx);
+    const char *after = j->record ? " after writing its result" : "";
     if (t->spawn_failed) {
         j->verdict = GF_V_CRASH;
         set_reason(j, "could not start a child: %s", t->spawn_err);
+    } else if (t->interrupted) {
+        j->verdict = GF_V_ERROR;
+        j->interrupted = 1;
+        set_reason(j, "interrupted (%s) while it ran: its process group was killed%s",
+                   gf_signal_name(gf_runner_interrupted()), ctx);
     } else if (t->timed_out || t->signal == SIGALRM) {
         j->verdict = GF_V_TIMEOUT;
-        set_reason(j, "no result within the %.0f s timeout (watchdog%s)", r->o->timeout_s,
-                   t->timed_out ? ", killed" : "");
+        set_reason(j, "timed out after %.0f s%s (watchdog%s)", r->o->timeout_s, ctx, t->timed_out ? ", killed" : "");
     } else if (t->signal) {
         j->verdict = GF_V_CRASH;
-        set_reason(j, "killed by signal %d (%s)%s", t->signal, strsignal(t->signal),
-                   j->record ? " after writing its result" : "");
+        set_reason(j, "killed by signal %d (%s, %s)%s%s", t->signal, gf_signal_name(t->signal), strsignal(t->signal),
+                   ctx, after);
+    } else if (t->exit_code == GF_CHILD_EXIT_WRITE) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "could not write its result record (exit status %d): the backend closed or reused file "
+                      "descriptors it does not own%s",
+                   t->exit_code, ctx);
     } else if (t->exit_code != 0) {
         j->verdict = GF_V_CRASH;
-        set_reason(j, "exited with status %d%s", t->exit_code,
-                   j->record ? " after writing its result" : " without a result");
-    } else if (!j->record || !rv || !gf_verdict_parse(rv, &v)) {
+        set_reason(j, "exited with status %d%s%s", t->exit_code, j->record ? after : " without a result", ctx);
+    } else if (t->rejected) {
         j->verdict = GF_V_CRASH;
-        set_reason(j, "no readable result record from the child");
+        set_reason(j, "result record rejected: %s%s", t->reject_why, ctx);
+    } else if (!j->record) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "exited with status 0 without a result%s", ctx);
+    } else if (!record_schema_ok(j->record, j, why, sizeof why)) {
+        j->verdict = GF_V_CRASH;
+        set_reason(j, "result record rejected: %s", why);
     } else {
+        gf_verdict v = GF_V_CRASH;
+        gf_verdict_parse(json_string_value(json_object_get(j->record, "verdict")), &v);
         j->verdict = v;
-        set_reason(j, "%s", rr ? rr : "");
+        set_reason(j, "%s", json_string_value(json_object_get(j->record, "reason")));
     }
+    if (j->verdict == GF_V_CRASH || j->verdict == GF_V_TIMEOUT || j->interrupted)
+        j->crash_context = gf_task_trace_json(t);
     if (r->hooks && r->hooks->finished)
         r->hooks->finished(j, done, r->total, r->hooks->user);
 }
@@ -205,6 +280,12 @@ void gf_runner_run(gf_job *jobs, size_t n, const gf_run_opts *o, const gf_run_ho
     run_ctx ctx = {.jobs = jobs, .map = map, .total = n, .hooks = hooks, .tasks = tasks, .o = o};
     gf_pool_run(tasks, m, o->jobs, o->memory_limit, on_started, on_finished, &ctx);
     for (size_t i = 0; i < m; i++) {
+        if (tasks[i].not_started) { /* the run was interrupted first */
+            gf_job *j = &jobs[map[i]];
+            j->verdict = GF_V_ERROR;
+            j->decided = j->interrupted = 1;
+            set_reason(j, "not run: the run was interrupted (%s)", gf_signal_name(gf_runner_interrupted()));
+        }
         json_decref(tasks[i].record);
         free(tasks[i].err);
     }
@@ -218,6 +299,8 @@ void gf_job_clear(gf_job *j)
     free(j->reason);
     free(j->stderr_tail);
     json_decref(j->record);
+    json_decref(j->crash_context);
+    j->crash_context = NULL;
     j->reason = NULL;
     j->stderr_tail = NULL;
     j->record = NULL;

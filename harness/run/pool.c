@@ -1,5 +1,10 @@
-/* The process pool: each task runs in its own child (fork) with a watchdog
- * and a memory cap, and answers with one JSON record over a pipe. */
+/* The process pool: each task runs in its own child (fork), its own process
+ * group, with a watchdog and a memory cap, and answers with one JSON record
+ * over a pipe, carrying the random nonce the parent gave it. The parent
+ * kills the child's whole group when it exits, times out or the run is
+ * interrupted, drains the pipes with a deadline (a helper still holding them
+ * cannot hang it), and reads the child's last backend call from a shared
+ * page (crash context). docs/harness.md "Isolation", docs/backends.md. */
 #define _GNU_SOURCE
 #include "runner.h"
 #include "pool.h"
@@ -8,12 +13,14 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +42,94 @@
 #define ERR_TAIL_MAX 8192
 #define RECORD_MAX   (64u << 20)
 #define KILL_GRACE_S 5.0
+#define DRAIN_S      2.0 /* after the child is gone: how long its pipes may stay open */
+
+/* ---- run-wide state: interruption, the in-process mode ---- */
+
+static volatile sig_atomic_t g_interrupt; /* the signal that interrupted the run, 0: none */
+static int g_in_process;
+
+static void on_interrupt(int sig)
+{
+    if (!g_interrupt)
+        g_interrupt = sig;
+}
+
+int gf_runner_interrupted(void) { return (int)g_interrupt; }
+void gf_runner_in_process(int on) { g_in_process = on; }
+int gf_runner_is_in_process(void) { return g_in_process; }
+
+const char *gf_signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "signal";
+    }
+}
+
+/* ---- the crash context (genfence/engine.h gf_call_trace) ---- */
+
+void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!t->has_trace)
+        return;
+    const gf_call_trace *c = &t->trace;
+    char parts[160] = "";
+    size_t n = 0;
+#define PART(...)                                                                                                      \
+    do {                                                                                                               \
+        if (n < sizeof parts)                                                                                          \
+            n += (size_t)snprintf(parts + n, sizeof parts - n, "%s", n ? ", " : "");                                  \
+        if (n < sizeof parts)                                                                                          \
+            n += (size_t)snprintf(parts + n, sizeof parts - n, __VA_ARGS__);                                           \
+    } while (0)
+    if (c->step >= 0)
+        PART("step %lld", c->step);
+    if (c->B > 0 || c->T > 0)
+        PART("B %d, T %d", (int)c->B, (int)c->T);
+    if (!strcmp(c->slot, "forward"))
+        PART(c->cache_length >= 0 ? "cache length %d" : "uncached", (int)c->cache_length);
+#undef PART
+    char shapes[180] = "";
+    if (parts[0])
+        snprintf(shapes, sizeof shapes, " (%s)", parts);
+    if (c->in_call)
+        snprintf(buf, cap, " in %s call #%lld%s", c->slot, c->call, shapes);
+    else
+        snprintf(buf, cap, " (after %s call #%lld%s had returned)", c->slot, c->call, shapes);
+}
+
+json_t *gf_task_trace_json(const gf_task *t)
+{
+    if (!t->has_trace)
+        return NULL;
+    const gf_call_trace *c = &t->trace;
+    json_t *o = json_pack("{s:s, s:I, s:b, s:i, s:i, s:I}", "slot", c->slot, "call", (json_int_t)c->call, "in_call",
+                          c->in_call != 0, "B", (int)c->B, "T", (int)c->T, "calls_total", (json_int_t)c->calls_total);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "step", c->step >= 0 ? json_integer((json_int_t)c->step) : json_null());
+    json_object_set_new(o, "cache_length", c->cache_length >= 0 ? json_integer(c->cache_length) : json_null());
+    return o;
+}
 
 /* ---- child tasks ---- */
 
@@ -44,28 +139,52 @@ typedef struct slot {
     int out_fd, err_fd;
     char *out;
     size_t out_n, out_cap;
+    int out_over; /* the record passed RECORD_MAX */
     char err[ERR_TAIL_MAX + 1];
     size_t err_n;
-    double start, deadline;
+    double start, deadline, drain_deadline;
     int killed, reaped, status;
 } slot;
 
-static void write_all(int fd, const char *s, size_t n)
+static int write_all(int fd, const char *s, size_t n)
 {
     while (n) {
         ssize_t w = write(fd, s, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return;
+            return -1;
         }
         s += w;
         n -= (size_t)w;
     }
+    return 0;
 }
 
-static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long mem, const slot *slots, size_t n_slots)
+static void make_nonce(char *out, size_t cap)
 {
+    unsigned char b[16];
+    ssize_t got = getrandom(b, sizeof b, GRND_NONBLOCK);
+    if (got != (ssize_t)sizeof b) { /* no entropy yet: still unique enough for a buggy backend */
+        unsigned long long x = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^ (unsigned long long)(gf_now_s() * 1e9);
+        for (size_t i = 0; i < sizeof b; i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
+            b[i] = (unsigned char)(x >> 56);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof b && k + 2 < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%02x", b[i]);
+}
+
+static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long mem, const slot *slots, size_t n_slots,
+                       gf_call_trace *trace, pid_t parent)
+{
+    setpgid(0, 0); /* its own group: killed as a whole */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != parent)
+        _exit(GF_CHILD_EXIT_NO_RECORD);
+    /* orphans of what the backend starts stay below this child while it
+     * lives; once it is gone they go to genfence, which kills them */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     for (size_t i = 0; i < n_slots; i++) { /* the other children's pipes */
         if (slots[i].out_fd >= 0)
             close(slots[i].out_fd);
@@ -74,6 +193,8 @@ static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long me
     }
     signal(SIGPIPE, SIG_DFL);
     signal(SIGALRM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     dup2(err_fd, 2);
     close(err_fd);
     int devnull = open("/dev/null", O_RDWR);
@@ -90,14 +211,22 @@ static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long me
 #else
     (void)mem;
 #endif
+    gf_engine_trace_to(trace);
     if (t->timeout_s > 0)
         alarm((unsigned)ceil(t->timeout_s));
     json_t *r = t->fn(t->arg);
+    gf_engine_trace_to(NULL);
+    if (r)
+        json_object_set_new(r, "nonce", json_string(t->nonce));
     char *s = r ? json_dumps(r, JSON_COMPACT) : NULL;
-    if (s)
-        write_all(out_fd, s, strlen(s));
-    close(out_fd);
-    _exit(s ? 0 : 3);
+    if (!s)
+        _exit(GF_CHILD_EXIT_NO_RECORD);
+    /* one line: the compact dump has no raw newline */
+    if (write_all(out_fd, s, strlen(s)) != 0 || write_all(out_fd, "\n", 1) != 0)
+        _exit(GF_CHILD_EXIT_WRITE);
+    if (close(out_fd) != 0 && errno == EBADF)
+        _exit(GF_CHILD_EXIT_WRITE);
+    _exit(0);
 }
 
 static void slot_close_fds(slot *s)
@@ -109,22 +238,26 @@ static void slot_close_fds(slot *s)
     s->out_fd = s->err_fd = -1;
 }
 
-static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots, unsigned long long mem)
+static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots, unsigned long long mem,
+                 gf_call_trace *trace)
 {
     gf_task *t = &tasks[ti];
     int po[2], pe[2];
-    if (pipe(po) < 0) {
+    if (pipe2(po, O_CLOEXEC) < 0) {
         snprintf(t->spawn_err, sizeof t->spawn_err, "pipe: %s", strerror(errno));
         return 0;
     }
-    if (pipe(pe) < 0) {
+    if (pipe2(pe, O_CLOEXEC) < 0) {
         close(po[0]);
         close(po[1]);
         snprintf(t->spawn_err, sizeof t->spawn_err, "pipe: %s", strerror(errno));
         return 0;
     }
+    make_nonce(t->nonce, sizeof t->nonce);
+    memset((void *)trace, 0, sizeof *trace);
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(t->spawn_err, sizeof t->spawn_err, "fork: %s", strerror(errno));
@@ -137,8 +270,11 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
     if (pid == 0) {
         close(po[0]);
         close(pe[0]);
-        child_main(t, po[1], pe[1], mem, slots, n_slots);
+        /* po[1] keeps O_CLOEXEC: a program the backend execs (an exec
+         * client) cannot write to the result pipe; fd 2 is a plain dup */
+        child_main(t, po[1], pe[1], mem, slots, n_slots, trace, parent);
     }
+    setpgid(pid, pid); /* also here: no window where a kill of the group misses it */
     close(po[1]);
     close(pe[1]);
     memset(s, 0, sizeof *s);
@@ -148,22 +284,25 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
     s->err_fd = pe[0];
     s->start = gf_now_s();
     s->deadline = t->timeout_s > 0 ? s->start + t->timeout_s + KILL_GRACE_S : INFINITY;
+    s->drain_deadline = INFINITY;
     return 1;
 }
 
-static void slot_read(slot *s, int fd)
+/* Read once from fd; returns 1 if data came, 0 if it would block, -1 at EOF
+ * or an error (fd closed). */
+static int slot_read(slot *s, int fd)
 {
     char buf[65536];
     ssize_t r = read(fd, buf, sizeof buf);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
+    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
     if (r <= 0) {
         close(fd);
         if (fd == s->out_fd)
             s->out_fd = -1;
         else
             s->err_fd = -1;
-        return;
+        return -1;
     }
     if (fd == s->out_fd) {
         if (s->out_n + (size_t)r + 1 > s->out_cap && s->out_n + (size_t)r < RECORD_MAX) {
@@ -171,15 +310,17 @@ static void slot_read(slot *s, int fd)
             while (c < s->out_n + (size_t)r + 1)
                 c *= 2;
             char *g = realloc(s->out, c);
-            if (!g)
-                return;
-            s->out = g;
-            s->out_cap = c;
+            if (g) {
+                s->out = g;
+                s->out_cap = c;
+            }
         }
         if (s->out_n + (size_t)r + 1 <= s->out_cap) {
             memcpy(s->out + s->out_n, buf, (size_t)r);
             s->out_n += (size_t)r;
             s->out[s->out_n] = '\0';
+        } else {
+            s->out_over = 1;
         }
     } else {
         size_t n = (size_t)r;
@@ -197,12 +338,70 @@ static void slot_read(slot *s, int fd)
         s->err_n += n;
         s->err[s->err_n] = '\0';
     }
+    return 1;
 }
 
-static void slot_finish(slot *s, gf_task *t)
+/* After the child is gone (its group killed): read what the pipes hold now,
+ * without blocking; close the result pipe once it holds a whole line. */
+static void slot_drain(slot *s)
+{
+    for (int guard = 0; s->out_fd >= 0 && guard < 4096; guard++)
+        if (slot_read(s, s->out_fd) <= 0)
+            break;
+    if (s->out_fd >= 0 && s->out_n && s->out[s->out_n - 1] == '\n') {
+        close(s->out_fd);
+        s->out_fd = -1;
+    }
+    for (int guard = 0; s->err_fd >= 0 && guard < 4096; guard++)
+        if (slot_read(s, s->err_fd) <= 0)
+            break;
+}
+
+static void reject(gf_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reject(gf_task *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->reject_why, sizeof t->reject_why, fmt, ap);
+    va_end(ap);
+    t->rejected = 1;
+}
+
+/* The record as the child sent it: one JSON object on one line, with this
+ * task's nonce (removed here). Anything else is refused (t->rejected). */
+static void accept_record(gf_task *t, slot *s)
+{
+    if (!s->out_n)
+        return;
+    if (s->out_over) {
+        reject(t, "larger than %u MiB", RECORD_MAX >> 20);
+        return;
+    }
+    json_error_t je;
+    json_t *r = json_loadb(s->out, s->out_n, 0, &je);
+    if (!r) {
+        reject(t, "unparsable (%s, at byte %d of %zu)", je.text, je.position, s->out_n);
+        return;
+    }
+    json_t *nonce = json_is_object(r) ? json_object_get(r, "nonce") : NULL;
+    if (!json_is_object(r))
+        reject(t, "not a JSON object");
+    else if (!json_is_string(nonce))
+        reject(t, "it carries no nonce (not written by genfence's child: a forged or stray record)");
+    else if (strcmp(json_string_value(nonce), t->nonce))
+        reject(t, "wrong nonce (not this child's record)");
+    if (t->rejected) {
+        json_decref(r);
+        return;
+    }
+    json_object_del(r, "nonce");
+    t->record = r;
+}
+
+static void slot_finish(slot *s, gf_task *t, const gf_call_trace *trace)
 {
     t->seconds = gf_now_s() - s->start;
-    t->timed_out = s->killed;
+    t->timed_out = s->killed && !t->interrupted;
     if (WIFEXITED(s->status)) {
         t->exit_code = WEXITSTATUS(s->status);
         t->signal = 0;
@@ -210,31 +409,64 @@ static void slot_finish(slot *s, gf_task *t)
         t->exit_code = -1;
         t->signal = WTERMSIG(s->status);
     }
-    if (s->out_n) {
-        json_error_t je;
-        t->record = json_loadb(s->out, s->out_n, 0, &je);
-    }
+    accept_record(t, s);
+    memcpy(&t->trace, (const void *)trace, sizeof t->trace);
+    t->trace.slot[sizeof t->trace.slot - 1] = '\0';
+    t->has_trace = t->trace.slot[0] != '\0';
     if (s->err_n)
         t->err = strdup(s->err);
     free(s->out);
     s->out = NULL;
 }
 
+static void run_in_process(gf_task *tasks, size_t n, void (*started)(size_t, size_t, size_t, void *),
+                           void (*finished)(size_t, size_t, void *), void *user)
+{
+    for (size_t i = 0; i < n; i++) {
+        gf_task *t = &tasks[i];
+        if (started)
+            started(i, 1, i, user);
+        double t0 = gf_now_s();
+        t->record = t->fn(t->arg);
+        t->seconds = gf_now_s() - t0;
+        t->exit_code = t->record ? 0 : GF_CHILD_EXIT_NO_RECORD;
+        if (finished)
+            finished(i, i + 1, user);
+    }
+}
+
+/* SIGKILL the child's group (and the child, should it have left it). */
+static void kill_group(pid_t pid)
+{
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+}
+
 void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                  void (*started)(size_t ti, size_t running, size_t done, void *u),
                  void (*finished)(size_t ti, size_t done, void *u), void *user)
 {
+    if (g_in_process) {
+        run_in_process(tasks, n, started, finished, user);
+        return;
+    }
     if (jobs < 1)
         jobs = 1;
     slot *slots = calloc((size_t)jobs, sizeof *slots);
     struct pollfd *pfd = calloc((size_t)jobs * 2, sizeof *pfd);
-    if (!slots || !pfd) {
+    pid_t *live = calloc((size_t)jobs, sizeof *live);
+    size_t trace_bytes = (size_t)jobs * sizeof(gf_call_trace);
+    gf_call_trace *traces = mmap(NULL, trace_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (!slots || !pfd || !live || traces == MAP_FAILED) {
         for (size_t i = 0; i < n; i++) {
             tasks[i].spawn_failed = 1;
             snprintf(tasks[i].spawn_err, sizeof tasks[i].spawn_err, "out of memory");
         }
         free(slots);
         free(pfd);
+        free(live);
+        if (traces != MAP_FAILED)
+            munmap(traces, trace_bytes);
         return;
     }
     for (int i = 0; i < jobs; i++) {
@@ -242,14 +474,30 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
         slots[i].out_fd = slots[i].err_fd = -1;
     }
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt; /* no SA_RESTART: poll returns at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int prev_reaper = gf_pool_subreaper_begin();
     size_t next = 0, done = 0;
-    int running = 0;
+    int running = 0, stopping = 0;
     while (done < n) {
-        for (int i = 0; i < jobs && next < n; i++) {
+        if (g_interrupt && !stopping) { /* kill every group; start nothing more */
+            stopping = 1;
+            for (int i = 0; i < jobs; i++)
+                if (slots[i].pid && !slots[i].reaped) {
+                    kill_group(slots[i].pid);
+                    slots[i].killed = 1;
+                    tasks[slots[i].task].interrupted = 1;
+                }
+        }
+        for (int i = 0; i < jobs && next < n && !stopping; i++) {
             if (slots[i].pid)
                 continue;
             size_t ti = next++;
-            if (!spawn(tasks, ti, &slots[i], slots, (size_t)jobs, mem)) {
+            if (!spawn(tasks, ti, &slots[i], slots, (size_t)jobs, mem, &traces[i])) {
                 tasks[ti].spawn_failed = 1;
                 done++;
                 if (finished)
@@ -261,8 +509,11 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
             if (started)
                 started(ti, (size_t)running, done, user);
         }
-        if (!running)
+        if (!running) {
+            if (stopping)
+                break;
             continue;
+        }
         nfds_t np = 0;
         double now = gf_now_s(), wait_s = 0.25;
         for (int i = 0; i < jobs; i++) {
@@ -272,10 +523,11 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                 pfd[np++] = (struct pollfd){.fd = slots[i].out_fd, .events = POLLIN};
             if (slots[i].err_fd >= 0)
                 pfd[np++] = (struct pollfd){.fd = slots[i].err_fd, .events = POLLIN};
-            if (slots[i].deadline - now < wait_s)
-                wait_s = slots[i].deadline - now;
-            if (slots[i].out_fd < 0 && slots[i].err_fd < 0 && wait_s > 0.005)
-                wait_s = 0.005; /* its pipes are closed: it is exiting, reap it soon */
+            double until = slots[i].reaped ? slots[i].drain_deadline : slots[i].deadline;
+            if (until - now < wait_s)
+                wait_s = until - now;
+            if ((slots[i].reaped || (slots[i].out_fd < 0 && slots[i].err_fd < 0)) && wait_s > 0.005)
+                wait_s = 0.005; /* exiting or draining: look again soon */
         }
         int ms = wait_s > 0 ? (int)(wait_s * 1000) + 1 : 0;
         if (np)
@@ -292,26 +544,36 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                 }
         }
         now = gf_now_s();
+        int gone = 0;
         for (int i = 0; i < jobs; i++) {
             slot *s = &slots[i];
             if (!s->pid)
                 continue;
             if (!s->reaped) {
-                pid_t w = waitpid(s->pid, &s->status, WNOHANG);
-                if (w == s->pid)
+                /* exited? Look without reaping, so its pid (the group's id)
+                 * stays taken while the group is killed. */
+                siginfo_t si;
+                memset(&si, 0, sizeof si);
+                if (waitid(P_PID, (id_t)s->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == s->pid) {
+                    kill_group(s->pid);
+                    waitpid(s->pid, &s->status, 0);
                     s->reaped = 1;
-            }
-            if (!s->reaped && now > s->deadline && !s->killed) {
-                kill(s->pid, SIGKILL);
-                s->killed = 1;
+                    s->drain_deadline = now + DRAIN_S;
+                    if (s->out_fd >= 0)
+                        fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
+                    if (s->err_fd >= 0)
+                        fcntl(s->err_fd, F_SETFL, fcntl(s->err_fd, F_GETFL) | O_NONBLOCK);
+                    gone = 1;
+                } else if (now > s->deadline && !s->killed) {
+                    kill_group(s->pid);
+                    s->killed = 1;
+                }
             }
             if (s->reaped) {
-                /* drain what is left in the pipes */
-                while (s->out_fd >= 0)
-                    slot_read(s, s->out_fd);
-                while (s->err_fd >= 0)
-                    slot_read(s, s->err_fd);
-                slot_finish(s, &tasks[s->task]);
+                slot_drain(s);
+                if ((s->out_fd >= 0 || s->err_fd >= 0) && now < s->drain_deadline)
+                    continue; /* a helper may still hold them: until the deadline */
+                slot_finish(s, &tasks[s->task], &traces[i]);
                 size_t ti = s->task;
                 slot_close_fds(s);
                 s->pid = 0;
@@ -321,9 +583,24 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                     finished(ti, done, user);
             }
         }
+        if (gone) { /* what escaped the finished children's groups */
+            size_t nl = 0;
+            for (int i = 0; i < jobs; i++)
+                if (slots[i].pid && !slots[i].reaped)
+                    live[nl++] = slots[i].pid;
+            gf_pool_kill_strays(live, nl);
+        }
     }
+    for (size_t ti = next; ti < n; ti++)
+        tasks[ti].not_started = tasks[ti].interrupted = 1;
+    gf_pool_kill_strays(NULL, 0);
+    gf_pool_subreaper_end(prev_reaper);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    munmap(traces, trace_bytes);
     free(slots);
     free(pfd);
+    free(live);
 }
 
 void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args, size_t n, int jobs, double timeout_s,
@@ -344,16 +621,22 @@ void gf_runner_isolated(json_t *(*fn)(const void *arg), const void *const *args,
     gf_pool_run(tasks, n, jobs, mem, NULL, NULL, NULL);
     for (size_t i = 0; i < n; i++) {
         gf_task *t = &tasks[i];
+        char ctx[200];
+        gf_task_trace_text(t, ctx, sizeof ctx);
         records_out[i] = t->record;
         if (!t->record) {
             if (t->spawn_failed)
                 snprintf(why_out[i], 256, "not started: %.200s", t->spawn_err);
-            else if (t->timed_out)
-                snprintf(why_out[i], 256, "timed out after %.0f s", timeout_s);
+            else if (t->interrupted)
+                snprintf(why_out[i], 256, "interrupted (%s)", gf_signal_name(gf_runner_interrupted()));
+            else if (t->rejected)
+                snprintf(why_out[i], 256, "result record rejected: %.200s", t->reject_why);
+            else if (t->timed_out || t->signal == SIGALRM)
+                snprintf(why_out[i], 256, "timed out after %.0f s%.180s", timeout_s, ctx);
             else if (t->signal)
-                snprintf(why_out[i], 256, "crashed (signal %d, %s)", t->signal, strsignal(t->signal));
+                snprintf(why_out[i], 256, "crashed (signal %d, %s)%.180s", t->signal, strsignal(t->signal), ctx);
             else
-                snprintf(why_out[i], 256, "exited with status %d without an answer", t->exit_code);
+                snprintf(why_out[i], 256, "exited with status %d without an answer%.180s", t->exit_code, ctx);
         }
         free(t->err);
     }

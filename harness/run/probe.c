@@ -106,17 +106,27 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
         gf_backend_probe *p = &b[i];
         p->dtype = GF_COMPUTE_F32;
         p->threads = o->threads;
+        char ctx[200];
+        gf_task_trace_text(t, ctx, sizeof ctx);
         if (!t->record) {
             p->available = 0;
             p->unusable = 1;
             if (t->spawn_failed)
                 snprintf(p->why, sizeof p->why, "probe not started: %s", t->spawn_err);
+            else if (t->interrupted)
+                snprintf(p->why, sizeof p->why, "the probe was interrupted (%s)",
+                         gf_signal_name(gf_runner_interrupted()));
             else if (t->timed_out || t->signal == SIGALRM)
-                snprintf(p->why, sizeof p->why, "the probe did not answer within %.0f s (it hangs)", t->timeout_s);
+                snprintf(p->why, sizeof p->why, "the probe did not answer within %.0f s (it hangs)%s", t->timeout_s,
+                         ctx);
             else if (t->signal)
-                snprintf(p->why, sizeof p->why, "the probe crashed (signal %d, %s)", t->signal, strsignal(t->signal));
+                snprintf(p->why, sizeof p->why, "the probe crashed (signal %d, %s)%s", t->signal, strsignal(t->signal),
+                         ctx);
+            else if (t->rejected)
+                snprintf(p->why, sizeof p->why, "the probe's result record was rejected: %s", t->reject_why);
             else
-                snprintf(p->why, sizeof p->why, "the probe exited with status %d without an answer", t->exit_code);
+                snprintf(p->why, sizeof p->why, "the probe exited with status %d without an answer%s", t->exit_code,
+                         ctx);
         } else {
             json_t *r = t->record;
             const char *name = json_string_value(json_object_get(r, "name"));

@@ -2,7 +2,8 @@
  * child process (fork) with a watchdog (alarm in the child, SIGKILL from the
  * parent after a grace period) and a memory cap (RLIMIT_AS). The child writes
  * one JSON result record over a pipe; the parent derives crash / timeout from
- * the wait status when no record arrives. The parent never opens a backend. */
+ * the wait status when no record arrives. The parent never opens a backend
+ * (except with gf_runner_in_process). */
 #ifndef GENFENCE_HARNESS_RUNNER_H
 #define GENFENCE_HARNESS_RUNNER_H
 
@@ -58,7 +59,21 @@ typedef struct gf_job {
     int signal;        /* 0 if it exited */
     int ran;           /* a child was started */
     int decided;       /* the verdict is final (run, or decided without a child) */
+    int interrupted;   /* SIGINT/SIGTERM stopped the run before this job finished
+                          (verdict error, "not run: ..." or "interrupted ...") */
+    json_t *crash_context; /* crash / timeout: the backend call it was in (slot, call,
+                              in_call, step, B, T, cache_length, calls_total), or NULL */
 } gf_job;
+
+/* SIGINT or SIGTERM while a pool ran: every child's process group was
+ * killed, nothing more started; the signal number (0: not interrupted). The
+ * caller still writes its report, saying so. Sticky for the process. */
+int gf_runner_interrupted(void);
+/* --in-process: every task runs in this process, one after another: no fork,
+ * no watchdog, no memory cap, no interruption handling (a crash kills
+ * genfence). For gdb and sanitizers. */
+void gf_runner_in_process(int on);
+int gf_runner_is_in_process(void);
 
 /* Probe each backend in a child: open (registry), probe, info. */
 void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o);

@@ -20,13 +20,37 @@
  *                                 back NaN (a softmax over masked keys only:
  *                                 the own-key rule broken)
  *
+ * Isolation and result integrity (issue 12, items 3 and 5; cases/detect/
+ * isolation/, tests/cli/isolation_faults.sh). HELPER_S: how long a forked
+ * helper lives unless genfence kills it.
+ *   GF_FAULT=20 "fork-probe":     probe forks a helper that holds every fd
+ *                                 (the result pipe too) and sleeps
+ *   GF_FAULT=21 "fork-load":      model_load does the same
+ *   GF_FAULT=22 "daemon":         model_load daemonises a helper (fork,
+ *                                 setsid, fork): it leaves the process group
+ *   GF_FAULT=23 "close-fds":      the 1st forward closes every fd 0..1023
+ *   GF_FAULT=24 "busy-spin":      the 1st forward spins forever with SIGALRM
+ *                                 blocked (only the parent's kill stops it)
+ *   GF_FAULT=25 "exit0":          the 1st forward calls exit(0)
+ *   GF_FAULT=26 "forged-record":  the 1st forward writes a forged pass record
+ *                                 to every pipe it has, then _exit(0)
+ *   GF_FAULT=27 "abort":          the 1st forward calls abort()
+ *   GF_FAULT=28 "huge-malloc":    model_load asks malloc for 2 TiB (NULL:
+ *                                 GF_E_NOMEM with a vendor text)
+ *   GF_FAULT=29 "error-status":   the 2nd forward returns GF_E_BACKEND with a
+ *                                 vendor text
+ *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "genfence/backend.h"
@@ -41,6 +65,60 @@
 
 static gf_backend_ops g_ops;
 
+#define HELPER_S 300 /* a helper genfence does not kill outlives any test */
+
+#if GF_FAULT == 20 || GF_FAULT == 21
+/* a helper in the backend's process group, holding every inherited fd */
+static void fork_helper(void)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        sleep(HELPER_S);
+        _exit(0);
+    }
+}
+#endif
+
+#if GF_FAULT == 22
+/* a daemon: fork, setsid (a new session and group), fork again; the middle
+ * process exits, the daemon keeps every fd (the result pipe too) */
+static void daemonise_helper(void)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        setsid();
+        if (fork() == 0) {
+            sleep(HELPER_S);
+            _exit(0);
+        }
+        _exit(0);
+    }
+}
+#endif
+
+#if GF_FAULT == 26
+/* a forged record on every pipe this process holds (the result pipe among
+ * them), as a backend that knows genfence's protocol but not its nonce */
+static void forge_record(void)
+{
+    static const char rec[] =
+        "{\"verdict\":\"pass\",\"reason\":\"forged\",\"checks\":[],\"metrics\":{},\"seeds\":{},\"artifacts\":[]}\n";
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        struct stat sb;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d) || fstat(fd, &sb) != 0 || !S_ISFIFO(sb.st_mode))
+            continue;
+        if (write(fd, rec, sizeof rec - 1) < 0) { /* a read end: not ours to write */
+        }
+    }
+    closedir(d);
+}
+#endif
+
 static gf_status faulty_probe(char *why, size_t why_len)
 {
 #if GF_FAULT == 1
@@ -52,6 +130,9 @@ static gf_status faulty_probe(char *why, size_t why_len)
     for (;;)
         pause();
     return GF_E_UNAVAILABLE; /* not reached */
+#elif GF_FAULT == 20
+    fork_helper();
+    return gf_backend_ref()->probe(why, why_len);
 #elif GF_FAULT == 8
     if (why && why_len)
         snprintf(why, why_len, "no test device here (tests/backends/faulty.c)");
@@ -67,6 +148,18 @@ static size_t g_vocab; /* V of the loaded model */
 static gf_status faulty_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
 {
     g_vocab = (size_t)desc->config.vocab_size;
+#if GF_FAULT == 21
+    fork_helper();
+#elif GF_FAULT == 22
+    daemonise_helper();
+#elif GF_FAULT == 28
+    void *huge = malloc((size_t)1 << 41);
+    if (!huge) {
+        *model_out = NULL;
+        return GF_E_NOMEM; /* the text comes through last_error */
+    }
+    free(huge); /* an allocator that promises 2 TiB: carry on */
+#endif
     return gf_backend_ref()->model_load(desc, opts, model_out);
 }
 
@@ -87,6 +180,33 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
 #if GF_FAULT == 5
     if (call == 2)
         return GF_E_NOMEM; /* the text comes through last_error */
+#elif GF_FAULT == 29
+    if (call == 2)
+        return GF_E_BACKEND; /* the text comes through last_error */
+#elif GF_FAULT == 23
+    if (call == 1)
+        for (int fd = 0; fd < 1024; fd++)
+            close(fd);
+#elif GF_FAULT == 24
+    if (call == 1) {
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGALRM);
+        sigprocmask(SIG_BLOCK, &ss, NULL);
+        for (volatile unsigned long long spin = 0;; spin++)
+            ;
+    }
+#elif GF_FAULT == 25
+    if (call == 1)
+        exit(0);
+#elif GF_FAULT == 26
+    if (call == 1) {
+        forge_record();
+        _exit(0);
+    }
+#elif GF_FAULT == 27
+    if (call == 1)
+        abort();
 #endif
     gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
 #if GF_FAULT == 3
@@ -156,6 +276,12 @@ static const char *faulty_last_error(void *model)
 #if GF_FAULT == 5
     (void)model;
     return g_forward_calls == 2 ? "out of device memory (injected by tests/backends/faulty.c)" : NULL;
+#elif GF_FAULT == 28
+    (void)model;
+    return "could not allocate 2 TiB of weights buffer (injected by tests/backends/faulty.c)";
+#elif GF_FAULT == 29
+    (void)model;
+    return g_forward_calls == 2 ? "device lost (injected by tests/backends/faulty.c)" : NULL;
 #else
     const gf_backend_ops *r = gf_backend_ref();
     return GF_OPS_HAS(r, last_error) && r->last_error ? r->last_error(model) : NULL;
