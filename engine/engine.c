@@ -7,12 +7,17 @@
 #include <string.h>
 
 #include "engine_trace.h"
+#include "guard.h"
 
 struct gf_engine {
     const gf_backend_ops *ops;
     void *model;               /* the backend's handle */
     gf_model_config cfg;
     long long n_forward;       /* forward calls so far (1-based in messages) */
+    /* what forward gets instead of the caller's buffers (guard.h), kept
+     * between calls: logits_out (B, T|1, V), tokens and position_ids (B, T),
+     * key_mask (B, Tk) */
+    gf_guard g_logits, g_tokens, g_pos, g_mask;
 };
 
 /* ---- call trace (engine.h) ---- */
@@ -31,7 +36,7 @@ void gf_engine_trace_step(long long step) { g_trace_step = step; }
 
 /* Count the call of slot (a string literal) and, when tracing, write it down
  * before the backend runs. */
-void gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length)
+long long gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length)
 {
     long long n = 0;
     g_trace_total++;
@@ -43,7 +48,7 @@ void gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length
         }
     gf_call_trace *t = g_trace;
     if (!t)
-        return;
+        return n;
     t->in_call = 0;
     snprintf(t->slot, sizeof t->slot, "%s", slot);
     t->call = n;
@@ -53,6 +58,7 @@ void gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length
     t->cache_length = cache_length;
     t->calls_total = g_trace_total;
     t->in_call = 1;
+    return n;
 }
 
 void gf_trace_leave(void)
@@ -196,6 +202,10 @@ void gf_engine_destroy(gf_engine *e)
     gf_trace_enter("model_free", 0, 0, -1);
     e->ops->model_free(e->model);
     gf_trace_leave();
+    gf_guard_release(&e->g_logits);
+    gf_guard_release(&e->g_tokens);
+    gf_guard_release(&e->g_pos);
+    gf_guard_release(&e->g_mask);
     free(e);
 }
 
@@ -221,23 +231,89 @@ void gf_engine_cache_free(gf_engine *e, void *cache)
     gf_trace_leave();
 }
 
+gf_status gf_engine_cache_reset(gf_engine *e, void *cache)
+{
+    gf_error_clear();
+    gf_trace_enter("cache_reset", 0, 0, e->ops->cache_length(cache));
+    gf_status st = e->ops->cache_reset(cache);
+    gf_trace_leave();
+    return st == GF_OK ? GF_OK : backend_error(e, gf_error_prefix(st, "cache_reset"));
+}
+
+int32_t gf_engine_cache_length(gf_engine *e, const void *cache)
+{
+    gf_trace_enter("cache_length", 0, 0, -1);
+    int32_t n = e->ops->cache_length(cache);
+    gf_trace_leave();
+    return n;
+}
+
+size_t gf_engine_cache_bytes(gf_engine *e, const void *cache)
+{
+    gf_trace_enter("cache_bytes", 0, 0, -1);
+    size_t n = e->ops->cache_bytes(cache);
+    gf_trace_leave();
+    return n;
+}
+
+/* What forward's logits_out holds before the call: a NaN whose payload no
+ * arithmetic makes, so a logit the backend never wrote is named as such. */
+#define GF_UNWRITTEN_BITS 0x7fa5f00du
+
 /* One fault model for forward (issue 11): whatever the backend gets wrong —
  * an error status (other than unavailable / unsupported: "cannot run this
  * here", out of memory, and the context limit), a cache length not advanced by exactly
- * T, a non-finite logit (the weights are finite: the loader refuses NaN/Inf)
- * — is GF_E_BACKEND (or GF_E_NOMEM), never the bad-input codes, with the
- * call index and the shapes in the message. */
+ * T, a non-finite logit (the weights are finite: the loader refuses NaN/Inf),
+ * a write outside logits_out or into its inputs (issue 12: every buffer is a
+ * guarded copy, guard.h) — is GF_E_BACKEND (or GF_E_NOMEM), never the
+ * bad-input codes, with the call index and the shapes in the message.
+ * logits_out gets the backend's logits only after a clean call. */
 gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out)
 {
     gf_error_clear();
     long long call = ++e->n_forward;
     int32_t len0 = cache ? e->ops->cache_length(cache) : 0;
-    char where[160];
+    char where[200];
     snprintf(where, sizeof where, "forward call #%lld (B %d, T %d, %s %d)", call, in->B, in->T,
              cache ? "cache length" : "uncached, keys", cache ? len0 : in->T);
+    int32_t rows_t = in->logits_mode == GF_LOGITS_LAST ? 1 : in->T, V = e->cfg.vocab_size;
+    int32_t Tk = cache ? len0 + in->T : in->T;
+    size_t n = (size_t)in->B * (size_t)rows_t * (size_t)V, nt = (size_t)in->B * (size_t)in->T;
+    size_t nk = (size_t)in->B * (size_t)(Tk > 0 ? Tk : 1);
+    gf_batch g = *in; /* the backend sees guarded copies only */
+    float *lg = gf_guard_place(&e->g_logits, n * sizeof *lg, NULL);
+    int ok = lg != NULL;
+    if (ok && in->tokens)
+        ok = (g.tokens = gf_guard_place(&e->g_tokens, nt * sizeof *in->tokens, in->tokens)) != NULL;
+    if (ok && in->position_ids)
+        ok = (g.position_ids = gf_guard_place(&e->g_pos, nt * sizeof *in->position_ids, in->position_ids)) != NULL;
+    if (ok && in->key_mask)
+        ok = (g.key_mask = gf_guard_place(&e->g_mask, nk, in->key_mask)) != NULL;
+    if (!ok)
+        return gf_error_prefix(GF_E_NOMEM, "backend '%s': %s", e->ops->name, where);
+    const uint32_t unwritten = GF_UNWRITTEN_BITS;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&lg[i], &unwritten, sizeof unwritten);
     gf_trace_enter("forward", in->B, in->T, cache ? len0 : -1);
-    gf_status st = e->ops->forward(e->model, cache, in, logits_out);
+    gf_status st = e->ops->forward(e->model, cache, &g, lg);
     gf_trace_leave();
+    {
+        char who[260], shape[96];
+        snprintf(who, sizeof who, "backend '%s': %s", e->ops->name, where);
+        snprintf(shape, sizeof shape, "((B, %s, V) = (%d, %d, %d) floats)", rows_t == in->T ? "T" : "1", in->B,
+                 rows_t, V);
+        gf_status gs = gf_guard_verdict(&e->g_logits, who, "logits_out", shape, NULL, 4, "float");
+        snprintf(shape, sizeof shape, "((B, T) = (%d, %d) int32)", in->B, in->T);
+        if (gs == GF_OK && in->tokens)
+            gs = gf_guard_verdict(&e->g_tokens, who, "tokens", shape, in->tokens, 4, "int32");
+        if (gs == GF_OK && in->position_ids)
+            gs = gf_guard_verdict(&e->g_pos, who, "position_ids", shape, in->position_ids, 4, "int32");
+        snprintf(shape, sizeof shape, "((B, Tk) = (%d, %d) bytes)", in->B, Tk);
+        if (gs == GF_OK && in->key_mask)
+            gs = gf_guard_verdict(&e->g_mask, who, "key_mask", shape, in->key_mask, 1, "byte");
+        if (gs != GF_OK)
+            return gs;
+    }
     if (st != GF_OK) {
         /* kept: cannot run here (skip), out of memory, and the context limit
          * (length + T > max_len: the caller's request does not fit) */
@@ -258,14 +334,18 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
                                 "once per call)",
                                 e->ops->name, where, len1, len0 + in->T);
     }
-    int32_t rows_t = in->logits_mode == GF_LOGITS_LAST ? 1 : in->T, V = e->cfg.vocab_size;
-    size_t n = (size_t)in->B * (size_t)rows_t * (size_t)V;
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(logits_out[i])) {
+        if (!isfinite(lg[i])) {
             size_t b = i / ((size_t)rows_t * V), t = i / (size_t)V % (size_t)rows_t, v = i % (size_t)V;
+            uint32_t bits;
+            memcpy(&bits, &lg[i], sizeof bits);
             return gf_error_set(GF_E_BACKEND, "backend '%s': %s: logit (row %zu, position %zu, token %zu) is %s",
                                 e->ops->name, where, b, in->logits_mode == GF_LOGITS_LAST ? (size_t)in->T - 1 : t, v,
-                                isnan(logits_out[i]) ? "NaN" : logits_out[i] > 0 ? "+inf" : "-inf");
+                                bits == unwritten ? "never written (still genfence's NaN fill)"
+                                : isnan(lg[i])    ? "NaN"
+                                : lg[i] > 0       ? "+inf"
+                                                  : "-inf");
         }
+    memcpy(logits_out, lg, n * sizeof *lg);
     return GF_OK;
 }

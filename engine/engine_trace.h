@@ -6,7 +6,8 @@
 
 #include <stdint.h>
 
-void gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length);
+/* Returns the slot's 1-based call index in this process. */
+long long gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_length);
 void gf_trace_leave(void);
 
 #endif

@@ -91,6 +91,14 @@ const gf_model_config *gf_engine_config(const gf_engine *e);
  * its last_error text when it has one). */
 gf_status gf_engine_cache_create(gf_engine *e, int32_t batch, int32_t max_len, void **cache_out);
 void gf_engine_cache_free(gf_engine *e, void *cache);
+gf_status gf_engine_cache_reset(gf_engine *e, void *cache);
+int32_t gf_engine_cache_length(gf_engine *e, const void *cache);
+size_t gf_engine_cache_bytes(gf_engine *e, const void *cache);
+/* The backend gets guarded copies of in's buffers and of logits_out
+ * (sentinels around each, PROT_NONE pages beyond; engine/guard.h): a write
+ * outside one, or into tokens / position_ids / key_mask, is GF_E_BACKEND
+ * naming the call, the buffer and how far; logits_out is written only after
+ * a clean call. */
 gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out);
 
 /* ---- generation ---- */

@@ -1,0 +1,75 @@
+/* Internal to engine/: guarded copies of the buffers genfence hands a backend
+ * (issue 12, item 4). A gf_guard is one mapping
+ *
+ *   | PROT_NONE page | slack + sentinel | data (n bytes) | sentinel | PROT_NONE page |
+ *
+ * whose bytes around the data hold a known pattern (GF_GUARD_SENTINEL bytes
+ * at least on each side; everything between the two guard pages that is not
+ * data is pattern). The data's end sits against the trailing sentinel (at
+ * most alignof(max_align_t) - 1 bytes of it before, so the data keeps
+ * malloc's alignment). A stray write near the buffer changes the pattern,
+ * which gf_guard_check finds after the call; one a page away hits a guard
+ * page (SIGSEGV, a crash the runner reports with the call trace). The
+ * mapping is kept between calls and grows only when a bigger buffer is
+ * needed, so a guarded call costs a copy in, a copy out and a check. */
+#ifndef GENFENCE_ENGINE_GUARD_H
+#define GENFENCE_ENGINE_GUARD_H
+
+#include <stddef.h>
+
+#include "genfence/backend.h"
+#include "genfence/status.h"
+
+#define GF_GUARD_SENTINEL 64 /* pattern bytes at least before and after the data */
+
+typedef struct gf_guard {
+    unsigned char *map;     /* the whole mapping, guard pages included */
+    size_t map_len;
+    unsigned char *lo, *hi; /* [lo, hi): the writable bytes between the guard pages */
+    unsigned char *data;    /* the buffer handed out last (NULL: none) */
+    size_t n;               /* its bytes */
+} gf_guard;
+
+/* Hand out n bytes (n >= 1) in g: grows the mapping if needed, restores the
+ * pattern where the previous buffer was, copies src in (NULL: leaves the
+ * bytes as they are). Returns the buffer, or NULL with GF_E_NOMEM set. */
+void *gf_guard_place(gf_guard *g, size_t n, const void *src);
+
+/* After the call: 1 if every pattern byte is intact; else 0 with *before_out
+ * the bytes from the first changed byte before the buffer to its start (0:
+ * none before) and *past_out the bytes from the buffer's end to the last
+ * changed byte after it, that byte included (0: none after). The pattern is
+ * restored, so the next call starts clean. */
+int gf_guard_check(gf_guard *g, size_t *before_out, size_t *past_out);
+
+/* Unmap (NULL-safe; g is zeroed). */
+void gf_guard_release(gf_guard *g);
+
+/* The first index at which the n bytes at a and b differ, or n if none. */
+size_t gf_guard_first_diff(const void *a, const void *b, size_t n);
+
+/* The message for a guard that gf_guard_check found broken: sets status st
+ * with "<where>: wrote 4 bytes (1 float) past <what> <shape>" (before,
+ * past or both), the distances rounded up to whole elements of elem bytes.
+ * what: the buffer's name ("logits_out"); shape: e.g. "((B, T, V) = (1, 5, 96) floats)". */
+gf_status gf_guard_error(gf_status st, const char *where, const char *what, const char *shape, size_t elem,
+                         const char *elem_name, size_t before, size_t past);
+
+/* After a guarded call: GF_OK if the pattern around g is intact and, for an
+ * input (orig: the caller's copy of the bytes), none of them changed; else
+ * GF_E_BACKEND: "<where>: wrote N bytes (k floats) past <what> <shape>" or
+ * "<where>: changed <what> <shape>, its read-only input: element i was x,
+ * is y". elem: the element size, 4 (int32, float: a change shown as int32)
+ * or 1; elem_name: "float", "int32", "byte". */
+gf_status gf_guard_verdict(gf_guard *g, const char *where, const char *what, const char *shape, const void *orig,
+                           size_t elem, const char *elem_name);
+
+/* gf_backend_sample's call of the slot (engine/backend_sample.c): on guarded
+ * copies of logits (B, d->V) (read-only) and ids_out (B), kept per thread.
+ * Returns the slot's status, or GF_E_BACKEND when it wrote outside a buffer
+ * or into logits ("sample call #N (B b, V v): ..."); ids_out gets the slot's
+ * ids only after a clean call. call: the slot's call index. */
+gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
+                          const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call);
+
+#endif

@@ -1,0 +1,138 @@
+/* The ref backend behind a wrapper that writes where it must not, for the
+ * buffer guards (issue 12, item 4: engine/guard.c, cases/detect/guards.yaml,
+ * tests/cli/guards.sh). Like tests/backends/faulty.c the fault sits in the
+ * table around ref, which stays untouched:
+ *
+ *   GF_WFAULT=1 "ref-write-past":   the 2nd forward call writes one float past logits_out
+ *   GF_WFAULT=2 "ref-write-before": the 2nd forward call writes one float before logits_out
+ *   GF_WFAULT=3 "ref-write-page":   the 2nd forward call writes one float a page (4096
+ *                                   bytes) past the end of logits_out
+ *   GF_WFAULT=4 "ref-write-tokens": the 2nd forward call changes tokens[0] of its input
+ *                                   (after computing; the logits are right)
+ *   GF_WFAULT=5 "ref-sample-past":  a correct sample slot (filter + race over the given
+ *                                   uniforms) that writes one id past ids_out on its
+ *                                   2nd call
+ *   GF_WFAULT=6 "ref-leak":         every forward call leaks 1 MiB (touched, never
+ *                                   freed; GF_E_NOMEM once malloc fails): genfence
+ *                                   sees it only as out of memory under a
+ *                                   --memory-limit it exhausts (tests/cli/guards.sh)
+ *
+ * A stray write flips every bit of the element it hits (so it changes all
+ * four bytes, whatever they held); the tokens fault adds one. Output: libgenfence_test_faulty_<stem>.so
+ * (the gf_write_backend macro in tests/backends/CMakeLists.txt). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "genfence/backend.h"
+#include "genfence/sampler.h"
+#include "ref/ref.h"
+
+#ifndef GF_WFAULT
+#error "GF_WFAULT selects the fault"
+#endif
+#ifndef GF_WFAULT_NAME
+#error "GF_WFAULT_NAME names the backend"
+#endif
+
+static gf_backend_ops g_ops;
+static long long g_forward_calls;
+static size_t g_vocab; /* V of the loaded model */
+
+static gf_status wf_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
+{
+    g_vocab = (size_t)desc->config.vocab_size;
+    return gf_backend_ref()->model_load(desc, opts, model_out);
+}
+
+/* volatile: the compiler must not drop or move a store it can prove is out of bounds */
+__attribute__((unused)) static void poke_float(float *p)
+{
+    volatile uint32_t *v = (volatile uint32_t *)(void *)p;
+    *v = ~*v;
+}
+
+static gf_status wf_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    long long call = ++g_forward_calls;
+    gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
+    size_t n = (size_t)in->B * (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * g_vocab; /* floats */
+    (void)n;
+    if (st != GF_OK || call != 2)
+        return st;
+#if GF_WFAULT == 1
+    poke_float(logits_out + n);
+#elif GF_WFAULT == 2
+    poke_float(logits_out - 1);
+#elif GF_WFAULT == 3
+    poke_float(logits_out + n + 4096 / sizeof(float));
+#elif GF_WFAULT == 4
+    volatile int32_t *t = (volatile int32_t *)(uintptr_t)in->tokens; /* the fault: const cast away */
+    *t = *t + 1;
+#endif
+    return st;
+}
+
+#if GF_WFAULT == 6
+static void *volatile g_leak_last; /* the escape keeps the compiler from eliding malloc + memset */
+
+static gf_status wf_forward_leak(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    char *p = malloc(1u << 20); /* a per-call work buffer it forgets to free */
+    if (!p)
+        return GF_E_NOMEM;
+    memset(p, 1, 1u << 20); /* touched: resident, not just reserved */
+    g_leak_last = p;        /* the previous block is lost: a leak */
+    return wf_forward(model, cache, in, logits_out);
+}
+#endif
+
+#if GF_WFAULT == 5
+/* The sampler of docs/sampler.md over the engine's uniforms: exactly gf_sample. */
+static gf_status wf_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                           const gf_rng_draws *draws, int32_t *ids_out)
+{
+    static long long g_sample_calls;
+    (void)model;
+    long long call = ++g_sample_calls;
+    int32_t V = draws->V;
+    double *z = malloc((size_t)V * sizeof *z);
+    if (!z)
+        return GF_E_NOMEM;
+    gf_status st = GF_OK;
+    for (int32_t b = 0; b < B && st == GF_OK; b++) {
+        gf_sample_result r;
+        st = gf_sampler_filter(logits + (size_t)b * V, V, params, z);
+        if (st == GF_OK)
+            gf_sampler_race(z, draws->u + (size_t)b * V, V, &r);
+        if (st == GF_OK) /* greedy: z keeps only the argmax, so the race returns it */
+            ids_out[b] = r.token;
+    }
+    free(z);
+    if (st == GF_OK && call == 2) {
+        volatile uint32_t *past = (volatile uint32_t *)(ids_out + B);
+        *past = ~*past;
+    }
+    return st;
+}
+#endif
+
+__attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_entry(void)
+{
+    if (!g_ops.name) {
+        g_ops = *gf_backend_ref();
+        g_ops.name = GF_WFAULT_NAME;
+        g_ops.description = "ref that writes out of bounds (tests/backends/faulty_write.c)";
+        g_ops.model_load = wf_model_load;
+        g_ops.forward = wf_forward;
+#if GF_WFAULT == 5
+        g_ops.sample = wf_sample;
+#endif
+#if GF_WFAULT == 6
+        g_ops.forward = wf_forward_leak;
+#endif
+    }
+    return &g_ops;
+}
