@@ -558,6 +558,10 @@ int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, siz
         char *dir = gf_case_default_dir(r);
         if (dir)
             load_dir(dir, r, set);
+        char *peers = dir ? gf_case_path_join(dir, "peers") : NULL; /* the peers' own vectors (docs/cases.md) */
+        if (peers && is_dir(peers))
+            load_dir(peers, r, set);
+        free(peers);
         free(dir);
         free(r);
         return finish(set);
