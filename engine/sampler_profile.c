@@ -89,6 +89,37 @@ int gf_sampler_params_plain(const gf_sampler_params *p)
     return gf_sampler_ext_is_plain(&e);
 }
 
+gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                        int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                        gf_sample_result *out)
+{
+    if (!p || !p->ext)
+        return gf_sample(logits, V, p, seq_id, step, out);
+    gf_sampler_ext e;
+    gf_status st = gf_sampler_ext_load(p, &e);
+    if (st != GF_OK)
+        return st;
+    e.history = tokens;
+    e.n_history = n_tokens;
+    e.n_prompt = n_prompt;
+    if (e.eos_id < 0)
+        e.eos_id = eos_id;
+    gf_sampler_params q = *p;
+    q.ext = &e;
+    return gf_sample(logits, V, &q, seq_id, step, out);
+}
+
+int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token)
+{
+    gf_sampler_ext e;
+    if (!p || !p->ext || gf_sampler_ext_load(p, &e) != GF_OK)
+        return 0;
+    for (int32_t i = 0; i < e.n_stop_ids; i++)
+        if (e.stop_ids[i] == token)
+            return 1;
+    return 0;
+}
+
 #define BAD(...) return gf_error_set(GF_E_INVALID_ARG, __VA_ARGS__)
 
 static gf_status validate_common(const gf_sampler_ext *e, const char *pn)

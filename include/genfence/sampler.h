@@ -159,6 +159,16 @@ typedef struct gf_sample_result {
 gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
                     uint64_t seq_id, uint64_t step, gf_sample_result *out);
 
+/* gf_sample for one row of a generation: with p->ext set, under a copy of it
+ * whose history is the row's tokens (prompt then generated, n_tokens of
+ * them, the first n_prompt the prompt) and whose eos_id, when unset (-1), is
+ * the generation's eos_id; with ext NULL exactly gf_sample. */
+gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                        int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                        gf_sample_result *out);
+/* 1 when token is one of p->ext's stop_token_ids (generation stops there). */
+int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token);
+
 /* Steps 1-3 only: the filtered, temperature-scaled logits z (V, -inf where
  * dropped). Greedy (temperature 0) keeps only the argmax. */
 gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_params *p,
