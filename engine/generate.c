@@ -172,10 +172,9 @@ static gf_status forward_cached(gf_engine *e, gen_state *s, int32_t c0)
  * forward_uncached runs, so the logits are the uncached loop's. */
 static gf_status forward_slide(gf_engine *e, gen_state *s, int32_t n_positions)
 {
-    const gf_backend_ops *ops = gf_engine_ops(e);
-    gf_status st = ops->cache_reset(s->cache);
+    gf_status st = gf_engine_cache_reset(e, s->cache);
     if (st != GF_OK)
-        return gf_error_prefix(st, "generate: %s cache_reset (sliding by recompute)", ops->name);
+        return gf_error_prefix(st, "generate: sliding by recompute");
     const int32_t W = n_positions, c0 = s->width - W;
     window_i32(s->in_tokens, s->seq, s->B, s->cap, c0, W);
     window_u8(s->packed_mask, s->mask, s->B, s->cap, c0, W);
@@ -263,7 +262,7 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
     if (p->use_cache) {
         st = gf_engine_cache_create(e, B, NP, &s.cache);
         if (st == GF_OK)
-            g->cache_bytes = gf_engine_ops(e)->cache_bytes(s.cache);
+            g->cache_bytes = gf_engine_cache_bytes(e, s.cache);
         if (st == GF_OK)
             st = forward_cached(e, &s, 0);
     } else {

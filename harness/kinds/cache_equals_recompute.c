@@ -116,7 +116,6 @@ static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, con
 static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n, double atol)
 {
     const gf_model_config *cfg = gf_engine_config(e);
-    const gf_backend_ops *ops = gf_engine_ops(e);
     const int32_t V = cfg->vocab_size;
     int32_t *pos = malloc((size_t)n * sizeof *pos);
     float *first = malloc((size_t)V * sizeof *first), *again = malloc((size_t)V * sizeof *again); /* (1, 1, V) */
@@ -140,20 +139,20 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
     }
     /* a dynamic cache (docs/protocol.md) holds only the positions so far:
      * the layout up to the current length is the floor */
-    int32_t held = ops->cache_length(cache);
+    int32_t held = gf_engine_cache_length(e, cache);
     double elems = 2.0 * cfg->n_layer * cfg->n_kv_head * (double)held * cfg->d_head;
-    size_t bytes = ops->cache_bytes(cache);
+    size_t bytes = gf_engine_cache_bytes(e, cache);
     gf_k_metric_int(k, "cache_bytes", (long long)bytes);
     gf_k_check(k, (double)bytes >= elems, "cache_bytes covers the layout",
                "cache_bytes %zu for (2, L %d, B 1, H_kv %d, length %d, d_head %d) = %.0f elements", bytes,
                cfg->n_layer, cfg->n_kv_head, held, cfg->d_head, elems);
     gf_error_clear();
-    st = ops->cache_reset(cache);
+    st = gf_engine_cache_reset(e, cache);
     if (st != GF_OK) {
         gf_k_fail(k, "cache_reset: %s (%s)", gf_error_msg(), gf_status_str(st));
         goto done;
     }
-    int32_t len = ops->cache_length(cache);
+    int32_t len = gf_engine_cache_length(e, cache);
     if (!gf_k_check(k, len == 0, "cache_reset empties the cache", "cache_length %d after cache_reset (want 0)", len))
         goto done;
     st = gf_engine_forward(e, cache, &in, again);
