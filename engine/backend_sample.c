@@ -3,10 +3,13 @@
  * engine's uniforms for each row and checks the ids the slot returns. */
 #include "genfence/engine.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine_trace.h"
+#include "guard.h"
 
 gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
                             int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
@@ -15,7 +18,7 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
     if (!ops)
         return gf_error_set(GF_E_INVALID_ARG, "backend table is NULL");
     const char *name = ops->name ? ops->name : "(unnamed)";
-    if (!gf_backend_has_sample(ops))
+    if (!gf_backend_has_sample(ops) && !GF_OPS_HAS(ops, sample_ex))
         return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no sample slot", name);
     if (!logits || !p || !ids_out || B < 1 || V < 1)
         return gf_error_set(GF_E_INVALID_ARG, "backend '%s' sample: B %d, V %d (must be >= 1), logits, params "
@@ -23,6 +26,31 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
     gf_status st = gf_sampler_validate(p);
     if (st != GF_OK)
         return gf_error_prefix(st, "backend '%s' sample", name);
+    /* Which slot: plain params (ext NULL, or seed with nothing further) go
+     * to the old `sample` slot with ext NULL, exactly what it was built for;
+     * anything else to sample_ex, and only for a profile it declares. */
+    const int plain = gf_sampler_params_plain(p);
+    const int profile = gf_sampler_params_profile(p);
+    const uint32_t declared = GF_OPS_HAS(ops, sample_profiles) ? ops->sample_profiles() : 0;
+    const int use_ex = GF_OPS_HAS(ops, sample_ex) && (declared & GF_PROFILE_BIT(profile)) &&
+                       (!plain || !gf_backend_has_sample(ops));
+    if (!use_ex && (!plain || !gf_backend_has_sample(ops)))
+        return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' sample slot does not implement profile '%s'%s", name,
+                            gf_sampler_profile_name(profile),
+                            plain ? "" : " with its filters (it needs sample_ex and sample_profiles declaring it)");
+    gf_sampler_params old_p = *p;
+    if (!use_ex)
+        old_p.ext = NULL;
+    /* the slot gets a table whose `sample` is the one chosen (the guard
+     * calls ops->sample); only the bytes the backend's table has are read */
+    gf_backend_ops slot_ops;
+    memset(&slot_ops, 0, sizeof slot_ops);
+    memcpy(&slot_ops, ops, ops->struct_size < sizeof slot_ops ? ops->struct_size : sizeof slot_ops);
+    if (use_ex) {
+        slot_ops.sample = ops->sample_ex;
+        if (slot_ops.struct_size < offsetof(gf_backend_ops, sample) + sizeof slot_ops.sample)
+            slot_ops.struct_size = (uint32_t)(offsetof(gf_backend_ops, sample) + sizeof slot_ops.sample);
+    }
     size_t n = (size_t)B * (size_t)V;
     double *u = malloc(n * sizeof *u), *z = malloc((size_t)V * sizeof *z);
     if (!u || !z) {
@@ -43,8 +71,8 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
         for (int32_t b = 0; b < B; b++)
             ids_out[b] = -1;
         gf_error_clear();
-        gf_trace_enter("sample", B, 1, -1);
-        st = ops->sample(model, logits, B, p, &d, ids_out);
+        long long call = gf_trace_enter("sample", B, 1, -1);
+        st = gf_guard_sample(&slot_ops, model, logits, B, &old_p, &d, ids_out, call); /* guarded copies (guard.h) */
         gf_trace_leave();
         const char *vendor = gf_backend_last_error(ops, model);
         if (st != GF_OK) {
