@@ -278,12 +278,14 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         memcpy(s.finished_before, s.finished, (size_t)B);
         for (int32_t b = 0; b < B; b++) {
             uint64_t seq_id = p->seq_ids ? p->seq_ids[b] : (uint64_t)b;
-            st = gf_sample(s.logits + (size_t)b * V, V, &p->sampler, seq_id, (uint64_t)step, &s.results[b]);
+            st = gf_sample_row(s.logits + (size_t)b * V, V, &p->sampler, g->tokens[b], g->n_tokens[b], g->prompt_len[b],
+                               p->eos_id, seq_id, (uint64_t)step, &s.results[b]); /* history: the row's tokens */
             if (st != GF_OK) {
                 gf_error_prefix(st, "generate: row %d, step %d", b, step);
                 goto fail;
             }
-            int32_t tok = s.finished[b] ? p->eos_id : p->forced ? p->forced[b][step] : s.results[b].token;
+            int32_t tok = s.finished[b] ? (p->eos_id >= 0 ? p->eos_id : g->tokens[b][g->n_until_stop[b] - 1]) /* stop id */
+                          : p->forced ? p->forced[b][step] : s.results[b].token;
             if (tok < 0 || tok >= V) {
                 st = gf_error_set(GF_E_INVALID_ARG, "generate: forced token %d at row %d, step %d is outside [0, %d)",
                                   tok, b, step, V);
@@ -294,7 +296,7 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
             s.mask[(size_t)b * s.cap + s.width] = 1;
             g->tokens[b][g->n_tokens[b]++] = tok;
             g->margins[(size_t)step * B + b] = s.finished[b] ? NAN : s.results[b].margin;
-            if (!s.finished[b] && p->eos_id >= 0 && tok == p->eos_id) {
+            if (!s.finished[b] && ((p->eos_id >= 0 && tok == p->eos_id) || gf_sampler_is_stop(&p->sampler, tok))) {
                 s.finished[b] = 1;
                 g->stop[b] = GF_STOP_EOS;
                 g->n_until_stop[b] = g->n_tokens[b];
