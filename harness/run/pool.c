@@ -483,6 +483,7 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
     int prev_reaper = gf_pool_subreaper_begin();
     size_t next = 0, done = 0;
     int running = 0, stopping = 0;
+    double last_scan = 0;
     while (done < n) {
         if (g_interrupt && !stopping) { /* kill every group; start nothing more */
             stopping = 1;
@@ -583,17 +584,23 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                     finished(ti, done, user);
             }
         }
-        if (gone) { /* what escaped the finished children's groups */
+        int draining = 0;
+        for (int i = 0; i < jobs; i++)
+            draining |= slots[i].pid && slots[i].reaped;
+        if (gone || (draining && now - last_scan > 0.1)) { /* what escaped the finished children's groups */
             size_t nl = 0;
             for (int i = 0; i < jobs; i++)
                 if (slots[i].pid && !slots[i].reaped)
                     live[nl++] = slots[i].pid;
             gf_pool_kill_strays(live, nl);
+            last_scan = now;
         }
     }
     for (size_t ti = next; ti < n; ti++)
         tasks[ti].not_started = tasks[ti].interrupted = 1;
-    gf_pool_kill_strays(NULL, 0);
+    /* a killed stray's own children are reparented to genfence in turn */
+    for (int round = 0; round < 50 && gf_pool_kill_strays(NULL, 0); round++)
+        usleep(10000);
     gf_pool_subreaper_end(prev_reaper);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
