@@ -409,6 +409,11 @@ typedef struct attn_task {
     size_t q_stride, att_stride;
     int32_t T, H, Hkv, S, dh, start, Tk;
     double scale;
+#if GF_REF_FAULT == 5
+    int short_window; /* test backend ref-short-window: this forward drops the oldest key */
+#elif GF_REF_FAULT == 6
+    int row_mix; /* test backend ref-row-mix: every row reads row 0's cached keys and values */
+#endif
 } attn_task;
 
 /* query heads [lo, hi) of the (B, T, H) queries: query head hh reads key/value
@@ -425,14 +430,22 @@ REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
         const int32_t hh = (int32_t)(item % a->H), t = (int32_t)(item / a->H % a->T);
         const int32_t b = (int32_t)(item / ((int64_t)a->H * a->T));
         const float *q = a->q + ((size_t)b * a->T + t) * a->q_stride + (size_t)hh * dh;
-        const float *Kh = a->K + ((size_t)b * a->Hkv + hh / rep) * a->S * dh;
-        const float *Vh = a->Vc + ((size_t)b * a->Hkv + hh / rep) * a->S * dh;
+#if GF_REF_FAULT == 6
+        const int32_t kb = a->row_mix ? 0 : b; /* a batch stride of 0 into the cache */
+#else
+        const int32_t kb = b;
+#endif
+        const float *Kh = a->K + ((size_t)kb * a->Hkv + hh / rep) * a->S * dh;
+        const float *Vh = a->Vc + ((size_t)kb * a->Hkv + hh / rep) * a->S * dh;
         const int32_t qpos = a->start + t;
         double mx = -INFINITY;
         for (int32_t j = 0; j <= qpos; j++) {
             int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * a->Tk + j];
 #if GF_REF_FAULT == 2
             allowed = 1; /* test backend ref-no-mask: ignores the key mask */
+#elif GF_REF_FAULT == 5
+            if (a->short_window && j == 0 && qpos > 0)
+                allowed = 0; /* a window one position short */
 #endif
             p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * a->scale : -INFINITY;
             if (p[j] > mx)
@@ -732,6 +745,13 @@ static gf_status ref_forward(void *model, void *cache, const gf_batch *in, float
         attn_task at = {.in = in, .q = s.qkv, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
                         .q_stride = (size_t)3 * D, .att_stride = (size_t)D, .T = T, .H = H, .Hkv = H,
                         .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+#if GF_REF_FAULT == 5
+        /* test backend ref-short-window: an uncached forward over the whole
+         * context (T = n_positions) sees only the last n_positions - 1 keys */
+        at.short_window = c == &local && T == g->n_positions;
+#elif GF_REF_FAULT == 6
+        at.row_mix = c != &local; /* a real cache only: uncached batches stay right */
+#endif
         attention(m, &at, B);
         /* x += att W_proj + b */
         linear(m, s.tmp, s.att, (int32_t)BT, ly->proj_w, ly->proj_b, D, D);

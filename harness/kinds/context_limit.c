@@ -99,6 +99,118 @@ static void check_expect(gf_krun *k, const char *label, const gf_stop_expect *e,
     }
 }
 
+/* The uncached loop's logits at every step: (N, V). */
+typedef struct step_capture {
+    float *logits;
+    int32_t V, N;
+} step_capture;
+
+static gf_status capture_step(void *user, const gf_step_info *info)
+{
+    step_capture *c = user;
+    if (info->step < c->N)
+        memcpy(c->logits + (size_t)info->step * c->V, info->logits, (size_t)c->V * sizeof(float));
+    return GF_OK;
+}
+
+/* Logits of the last of W tokens (positions 0..W-1) through a fresh cache:
+ * prefill W - 1, decode 1 -- the backend's cached path, not its uncached one. */
+static gf_status cached_window(gf_engine *e, const int32_t *win, int32_t W, int32_t *pos, float *out)
+{
+    void *cache = NULL;
+    gf_status st = gf_engine_cache_create(e, 1, W, &cache);
+    if (st != GF_OK)
+        return st;
+    for (int32_t t = 0; t < W; t++)
+        pos[t] = t;
+    if (W > 1) {
+        gf_batch pre = {.B = 1, .T = W - 1, .tokens = win, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, cache, &pre, out);
+    }
+    if (st == GF_OK) {
+        gf_batch one = {.B = 1, .T = 1, .tokens = win + W - 1, .position_ids = pos + W - 1,
+                        .logits_mode = GF_LOGITS_LAST};
+        st = gf_engine_forward(e, cache, &one, out);
+    }
+    gf_engine_cache_free(e, cache);
+    return st;
+}
+
+/* The uncached crop at exactly n_positions: at every step whose sequence
+ * holds n_positions tokens or more, the loop's logits must be those of its
+ * last n_positions tokens renumbered from 0, computed here through a fresh
+ * cache. A window one short (n_positions - 1: the crop's off-by-one), or an
+ * uncached forward that mishandles T = n_positions, differs. The delta a
+ * one-short window would have is recorded (`one_short_delta`): the power of
+ * the check on this model. */
+static void check_crop(gf_krun *k, gf_engine *e, const gf_generation *g, const float *loop_logits, int32_t N)
+{
+    const gf_model_config *cfg = gf_engine_config(e);
+    const int32_t V = cfg->vocab_size, P = cfg->n_positions, n0 = g->prompt_len[0];
+    float *ref = malloc((size_t)V * sizeof *ref), *shorter = malloc((size_t)V * sizeof *shorter);
+    int32_t *pos = malloc((size_t)P * sizeof *pos);
+    if (!ref || !shorter || !pos) {
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
+    gf_cmp cmp;
+    gf_gate gate = gf_gate_default();
+    gf_cmp_init(&cmp, &gate, k->dtype, GF_CMP_TEACHER_FORCED, 1e-4);
+    int32_t first = -1, checked = 0;
+    double one_short = NAN, same_window = NAN;
+    for (int32_t t = 0; t < N && t < g->steps; t++) {
+        const int32_t L = n0 + t; /* tokens the loop saw at step t */
+        if (L < P)
+            continue;
+        const int32_t *win = g->tokens[0] + L - P;
+        gf_status st = cached_window(e, win, P, pos, ref);
+        if (st != GF_OK) {
+            gf_k_status(k, st, "the crop's reference (a cached decode of the last n_positions tokens)");
+            goto done;
+        }
+        if (first < 0) {
+            first = t;
+            /* diagnostics, uncached: the same n_positions tokens (does the loop
+             * crop to that length?) and a window of n_positions - 1 */
+            gf_batch in = {.B = 1, .T = P, .tokens = win, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+            if (gf_engine_forward(e, NULL, &in, shorter) == GF_OK)
+                same_window = gf_max_abs_delta(loop_logits + (size_t)t * V, shorter, (size_t)V, NULL);
+            in.T = P - 1;
+            in.tokens = win + 1;
+            if (gf_engine_forward(e, NULL, &in, shorter) == GF_OK)
+                one_short = gf_max_abs_delta(ref, shorter, (size_t)V, NULL);
+        }
+        checked++;
+        if (gf_cmp_logits(&cmp, t, ref, loop_logits + (size_t)t * V, V))
+            gf_k_write_logits(k, "uncached_crop", t, ref, "cached decode of the last n_positions tokens",
+                              loop_logits + (size_t)t * V, "uncached generation loop", V);
+    }
+    gf_k_metric_int(k, "crop_steps_checked", checked);
+    gf_k_metric_int(k, "crop_first_step", first);
+    if (isfinite(one_short))
+        gf_k_metric(k, "one_short_delta", one_short);
+    if (isfinite(same_window))
+        gf_k_metric(k, "loop_vs_uncached_window_delta", same_window);
+    if (!checked) {
+        gf_k_metric_json(k, "uncached_crop", json_string("not reached: the loop never held n_positions tokens"));
+        goto done;
+    }
+    const char *why = "";
+    if (cmp.first_failing >= 0)
+        why = same_window <= cmp.atol ? "; the loop equals an uncached forward over those tokens: the window's length "
+                                        "is right, the backend's T = n_positions forward or its cache is off"
+                                      : "; the loop differs from an uncached forward over those tokens too: its "
+                                        "window is another length";
+    gf_k_check(k, cmp.first_failing < 0, "uncached crop keeps exactly n_positions tokens",
+               "%d steps from step %d: max |delta| %.3g against the last %d tokens through a cache%s", checked, first,
+               cmp.max_delta, P, why);
+    gf_k_compare(k, "uncached_crop", &cmp);
+done:
+    free(ref);
+    free(shorter);
+    free(pos);
+}
+
 static void run_limit(const gf_case *c, gf_krun *k)
 {
     const limit_spec *s = c->spec;
@@ -158,9 +270,18 @@ static void run_limit(const gf_case *c, gf_krun *k)
         gp.raise_on_context_limit = 0;
     }
     if (s->has_uncached) {
+        step_capture cap = {.V = cfg->vocab_size, .N = (int32_t)s->max_new};
+        cap.logits = malloc((size_t)cap.N * cap.V * sizeof *cap.logits);
+        if (!cap.logits) {
+            gf_k_fail(k, "out of memory");
+            goto done;
+        }
         gp.use_cache = 0;
+        gp.on_step = capture_step;
+        gp.user = &cap;
         st = gf_generate(e, 1, (const int32_t *const *)&prompt, &n, &gp, &g);
         if (st != GF_OK) {
+            free(cap.logits);
             gf_k_status(k, st, "uncached generate");
             goto done;
         }
@@ -168,6 +289,8 @@ static void run_limit(const gf_case *c, gf_krun *k)
         gf_k_metric_json(
             k, "uncached",
             json_pack("{s:s, s:i}", "stop_reason", gf_stop_reason_str(g->stop[0]), "total_tokens", g->n_until_stop[0]));
+        check_crop(k, e, g, cap.logits, cap.N);
+        free(cap.logits);
     }
 done:
     gf_generation_free(g);

@@ -2,12 +2,18 @@
  *
  * For every model a run used and every backend other than ref, a child loads
  * the model on that backend AND on ref and runs one fixed probe through both:
- *   forward  uncached logits at every position of a deterministic sequence
- *            (Philox tokens, seed 0x747269, up to 96 positions);
- *   cached   its second half decoded one token at a time through the cache;
- *   padded   a left-padded two-row batch whose second row is the sequence's
- *            second half, against that half run alone.
- * Each part's max |delta logit| against ref, where it occurred, and ref's
+ *   forward  uncached logits at every position of a deterministic sequence A
+ *            (Philox tokens, seed 0x747269, up to 96 positions) and of a
+ *            second sequence B of its own tokens (half as long);
+ *   cached   A's second half decoded one token at a time through the cache;
+ *   chunked  A prefilled into a cache in three chunks (T/4, T/3, the rest),
+ *            every position's logits;
+ *   padded   the left-padded batch [A; pads + B] (distinct tokens per row),
+ *            each row against its sequence alone;
+ *   padded_cached  the same batch through a cache: prefilled, then its last
+ *            columns decoded one at a time.
+ * Every part is judged against ref's uncached single-row forwards. Each
+ * part's max |delta logit|, where it occurred, and ref's
  * top-1 minus top-2 margin there, go into the report. */
 #ifndef GENFENCE_HARNESS_TRIANGULATE_H
 #define GENFENCE_HARNESS_TRIANGULATE_H

@@ -32,11 +32,12 @@ PY
 fi
 
 B="$GF_BUILD/tests/backends"
-for f in ref_bad_cache ref_no_mask ref_crash ref_hang; do
+for f in ref_bad_cache ref_no_mask ref_crash ref_hang ref_short_window ref_row_mix; do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
 done
 backends=(--backend ref --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_no_mask.so"
-          --backend "$B/libgenfence_test_ref_crash.so" --backend "$B/libgenfence_test_ref_hang.so")
+          --backend "$B/libgenfence_test_ref_crash.so" --backend "$B/libgenfence_test_ref_hang.so"
+          --backend "$B/libgenfence_test_ref_short_window.so" --backend "$B/libgenfence_test_ref_row_mix.so")
 # the one fault model (cases/detect/faults.yaml) and the declared dtype
 # (cases/detect/dtype.yaml), tests/backends/faulty.c
 for f in ref_nan ref_bad_length ref_oom ref_bf16_as_fp32 ref_noop_reset ref_bad_bytes ref_no_own_key \
