@@ -113,7 +113,14 @@ int gf_cmd_scoreboard(int argc, char **argv)
         gf_cli_error("scoreboard: cannot read --include %s", inc_path);
         goto done;
     }
-    if (gf_scoreboard_markdown(docs, (const char *const *)argv + optind, n, inc, inc_path, &out, err, sizeof err)) {
+    gf_buf self = {0}; /* this command, as given */
+    gf_buf_puts(&self, "genfence");
+    for (int a = 0; a < argc; a++)
+        gf_buf_printf(&self, strpbrk(argv[a], " '\"$*?[]()|&;<>") ? " '%s'" : " %s", argv[a]);
+    int bad = self.oom ||
+              gf_scoreboard_markdown(docs, (const char *const *)argv + optind, n, inc, inc_path, self.p, &out, err, sizeof err);
+    gf_buf_free(&self);
+    if (bad) {
         gf_cli_error("scoreboard: %s", err);
         goto done;
     }

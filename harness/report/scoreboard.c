@@ -208,7 +208,7 @@ static void put_run_header(gf_buf *b, const json_t *d, const char *path, size_t 
 }
 
 int gf_scoreboard_markdown(json_t *const *docs, const char *const *paths, size_t n, const char *include,
-                           const char *include_name, gf_buf *out, char *err, size_t err_len)
+                           const char *include_name, const char *self, gf_buf *out, char *err, size_t err_len)
 {
     size_t cap = 0;
     for (size_t i = 0; i < n; i++) {
@@ -268,6 +268,8 @@ int gf_scoreboard_markdown(json_t *const *docs, const char *const *paths, size_t
                      "|delta| and the safety factor (smallest margin / largest delta); otherwise the checks that "
                      "passed; near ties where there were any. (fN): a finding, its reason and reproduce line below; "
                      "(sN): a skip, its reason below; blank: not run.\n\n");
+    if (self)
+        gf_buf_printf(out, "This page:\n\n    %s\n\n", self);
     gf_buf_puts(out, "## Runs\n\n");
     for (size_t i = 0; i < n; i++)
         put_run_header(out, docs[i], paths[i], i);

@@ -17,9 +17,10 @@
  * timeout, error, stale) with its reason and reproduce line, and the skips'
  * reasons. include (optional): text appended after a marker, as it is.
  * Paths under a run's working directory are written relative to it.
+ * self (optional): the command line that made the page, quoted in it.
  * 0 ok; -1 with a message in err (a report that is not a genfence run
  * report). */
 int gf_scoreboard_markdown(json_t *const *docs, const char *const *paths, size_t n, const char *include,
-                           const char *include_name, gf_buf *out, char *err, size_t err_len);
+                           const char *include_name, const char *self, gf_buf *out, char *err, size_t err_len);
 
 #endif

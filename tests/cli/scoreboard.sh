@@ -46,6 +46,9 @@ for want in (doc["environment"]["cpu_model"], doc["genfence"]["version"], doc["g
         errors.append(f"header lacks {want!r}")
 if not any(l.strip().startswith(("build", "/")) and " run -q cases/statistical.yaml" in l for l in lines):
     errors.append("no command line of the run")
+self = [l for l in lines if l.startswith("    genfence scoreboard ")]
+if len(self) != 1 or not all(w in self[0].split() for w in ("-o", "--include")) or "run.json" not in self[0]:
+    errors.append("the page does not quote the scoreboard command that made it")
 for b in doc["backends"]:
     if f"`{b['name']}`" not in md and f"`{b['requested']}`" not in md:
         errors.append(f"backend {b['name']} not named in the header")
