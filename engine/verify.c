@@ -18,7 +18,7 @@ void gf_verify_result_clear(gf_verify_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* argmax (first on ties) and top-1 minus top-2 */
+/* argmax (first on ties) and top-1 minus top-2; -1 when no logit is above -inf */
 static int32_t argmax_margin(const float *x, int32_t V, double *margin)
 {
     gf_sample_result r;
@@ -134,6 +134,13 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         double m_ref, m_c;
         int32_t a_ref = argmax_margin(cur_uncached, V, &m_ref);
         int32_t a_c = argmax_margin(cur_cached, V, &m_c);
+        if (a_ref < 0 || a_c < 0) { /* every logit -inf: no token to pick, none to feed back (issue 12) */
+            st = gf_error_set(GF_E_BACKEND,
+                              "backend '%s': verify: step %d: no %s logit is above -inf, so there is no token to "
+                              "pick or to feed back",
+                              gf_engine_ops(e)->name, step, a_ref < 0 ? "uncached" : "cached");
+            break;
+        }
         out->step_max_delta[step] = d;
         out->step_margin[step] = m_ref;
         out->tokens[step] = a_c;
