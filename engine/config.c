@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define M_PI_VALUE 3.14159265358979323846
@@ -43,6 +45,36 @@ static gf_status req_pos_int(const char *path, json_t *root, const char *key, in
                             key, x, (int)INT32_MAX);
     *out = (int32_t)x;
     return GF_OK;
+}
+
+/* $name as a positive decimal integer, else dflt (the loader's caps). */
+static uint64_t env_limit(const char *name, uint64_t dflt)
+{
+    const char *e = getenv(name);
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (!errno && !*end && v > 0)
+            return (uint64_t)v;
+    }
+    return dflt;
+}
+
+/* vocab_size: a positive int32 no larger than $GENFENCE_MAX_VOCAB (default
+ * 2^24, the tokenizer's bound): every (vocab_size, ...) buffer and the
+ * embedding are sized by it before any tensor is read. */
+#define GF_MAX_VOCAB_DEFAULT ((uint64_t)1 << 24)
+static gf_status req_vocab(const char *path, json_t *root, int32_t *out)
+{
+    gf_status s = req_pos_int(path, root, "vocab_size", out);
+    uint64_t cap = env_limit("GENFENCE_MAX_VOCAB", GF_MAX_VOCAB_DEFAULT);
+    if (s == GF_OK && (uint64_t)*out > cap)
+        return gf_error_set(GF_E_FORMAT,
+                            "%s: vocab_size %d is over the limit of %llu (GENFENCE_MAX_VOCAB; set it higher to "
+                            "load this model)",
+                            path, *out, (unsigned long long)cap);
+    return s;
 }
 
 /* An optional token id: absent or null -> -1; otherwise an integer in [0, vocab). */
@@ -138,7 +170,7 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     c.norm = GF_NORM_LAYERNORM;
     c.pos = GF_POS_LEARNED;
 
-    if ((s = req_pos_int(path, root, "vocab_size", &c.vocab_size)) != GF_OK ||
+    if ((s = req_vocab(path, root, &c.vocab_size)) != GF_OK ||
         (s = req_pos_int(path, root, "n_positions", &c.n_positions)) != GF_OK ||
         (s = req_pos_int(path, root, "n_embd", &c.n_embd)) != GF_OK ||
         (s = req_pos_int(path, root, "n_layer", &c.n_layer)) != GF_OK ||
@@ -347,7 +379,7 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
     c->pos = GF_POS_ROPE;
     c->activation = GF_ACT_SILU;
     c->qkv_bias = qwen2;
-    if ((s = req_pos_int(path, root, "vocab_size", &c->vocab_size)) != GF_OK ||
+    if ((s = req_vocab(path, root, &c->vocab_size)) != GF_OK ||
         (s = req_pos_int(path, root, "hidden_size", &c->n_embd)) != GF_OK ||
         (s = req_pos_int(path, root, "intermediate_size", &c->d_ff)) != GF_OK ||
         (s = req_pos_int(path, root, "num_hidden_layers", &c->n_layer)) != GF_OK ||

@@ -32,6 +32,24 @@
 /* Same bound as the reference implementation (safetensors' MAX_HEADER_SIZE). */
 #define GF_ST_MAX_HEADER ((uint64_t)100000000)
 
+/* One tensor's bytes (as stored): at most $GENFENCE_MAX_TENSOR_BYTES, default
+ * 16 GiB (a 128k x 8192 F32 embedding is 4 GiB). The data must lie in the
+ * file anyway; the cap bounds what one claimed tensor makes the loader map,
+ * convert and allocate. */
+#define GF_ST_MAX_TENSOR_BYTES_DEFAULT ((uint64_t)1 << 34)
+static uint64_t max_tensor_bytes(void)
+{
+    const char *e = getenv("GENFENCE_MAX_TENSOR_BYTES");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (!errno && !*end && v > 0)
+            return (uint64_t)v;
+    }
+    return GF_ST_MAX_TENSOR_BYTES_DEFAULT;
+}
+
 struct gf_safetensors {
     char *path;
     void *map;          /* NULL when the file is empty of data and not mapped */
@@ -274,6 +292,12 @@ static gf_status parse_tensor(gf_safetensors *st, const char *name, json_t *entr
                             "%s: tensor '%.200s': shape %s has too many elements (the byte "
                             "size overflows 64 bits)",
                             path, name, shape_str(sbuf, sizeof sbuf, t->ndim, t->shape));
+    uint64_t cap = max_tensor_bytes();
+    if (nbytes > cap)
+        return gf_error_set(GF_E_FORMAT,
+                            "%s: tensor '%.200s': shape %s is %" PRIu64 " bytes, over the limit of %" PRIu64
+                            " (GENFENCE_MAX_TENSOR_BYTES; set it higher to load this model)",
+                            path, name, shape_str(sbuf, sizeof sbuf, t->ndim, t->shape), nbytes, cap);
 
     /* data_offsets */
     json_t *jof = json_object_get(entry, "data_offsets");

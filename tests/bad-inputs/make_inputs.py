@@ -103,6 +103,8 @@ def main():
     model("config_n_embd_huge", dict(CFG, n_embd=2147483646), tensors())
     model("config_bert", dict(CFG, model_type="bert"), tensors())
     model("config_nan_token", t=tensors(), config_text=json.dumps(CFG).replace('1e-05', 'NaN'))
+    model("vocab_over_cap", dict(CFG, vocab_size=(1 << 24) + 1), tensors())  # GENFENCE_MAX_VOCAB's default
+    model("tensor_over_cap", t=tensors())  # valid; bad_inputs.sh loads it under GENFENCE_MAX_TENSOR_BYTES=256
 
     # ---- tokenizers ----
     tk = os.path.join(here, "tokenizer")

@@ -23,6 +23,7 @@ run() {
     fifo)      mkfifo "$tmp/fifo.yaml" && "$GENFENCE" list "$tmp/fifo.yaml" ;;
     tokenize)  "$GENFENCE" tokenize --tokenizer "$p" --text "Holmes and Watson" ;;
     model)     "$GENFENCE" forward --model "$p" --tokens 1,2 --out "$tmp/out.safetensors" ;;
+    model-cap) GENFENCE_MAX_TENSOR_BYTES=256 "$GENFENCE" forward --model "$p" --tokens 1,2 --out "$tmp/out.safetensors" ;;
     forward-prompt)  "$GENFENCE" forward --model "$model" --prompt "$(cat "$p")" --out "$tmp/out.safetensors" ;;
     generate-prompt) "$GENFENCE" generate --model "$model" --prompt "$(cat "$p")" --max-new-tokens 2 ;;
     generate-batch)  "$GENFENCE" generate --model "$model" --batch-prompts "$(cat "$p")|Holmes" --max-new-tokens 2 ;;
