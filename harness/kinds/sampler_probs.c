@@ -176,6 +176,12 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         x->p = base;
         x->atol = s->atol;
         bad |= gf_y_sampler(ctx, e, &x->p) < 0;
+        if (base.ext && x->p.ext != base.ext) { /* the entry's block would replace the case's, not extend it */
+            gf_y_error(ctx, e,
+                       "this entry names sampler filters or a profile and so does the case: they are not merged; "
+                       "give them per entry");
+            bad = 1;
+        }
         bad |= gf_y_ints(ctx, e, "keep", 0, 0, s->V - 1, 0, &x->keep, &x->n_keep) < 0;
         int rp = gf_y_doubles(ctx, e, "expect_probs", 0, 1, &x->probs, &x->n_probs);
         if (rp < 0) {
@@ -232,7 +238,10 @@ static void label_of(const gf_sampler_params *p, char *buf, size_t cap)
         snprintf(k, sizeof k, "%d", p->top_k);
     if (p->use_top_p)
         snprintf(tp, sizeof tp, "%g", p->top_p);
-    snprintf(buf, cap, "T=%g k=%s p=%s", p->temperature, k, tp);
+    const int prof = gf_sampler_params_profile(p);
+    snprintf(buf, cap, "%s%sT=%g k=%s p=%s%s", prof != GF_PROFILE_SEED ? gf_sampler_profile_name(prof) : "",
+             prof != GF_PROFILE_SEED ? " " : "", p->temperature, k, tp,
+             gf_sampler_params_plain(p) || prof != GF_PROFILE_SEED ? "" : " +filters");
 }
 
 static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e, probs_seen *seen, json_t *per)
