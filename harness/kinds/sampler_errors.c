@@ -99,8 +99,10 @@ static void run_err(const gf_case *c, gf_krun *k)
         gf_error_clear();
         gf_status st = gf_sample(L, V, &e->p, 0, i, &r);
         char name[256], ps[160];
-        snprintf(ps, sizeof ps, "temperature=%g top_k=%s%d top_p=%s%g", e->p.temperature, e->p.use_top_k ? "" : "off/",
-                 e->p.top_k, e->p.use_top_p ? "" : "off/", e->p.top_p);
+        const int prof = gf_sampler_params_profile(&e->p);
+        snprintf(ps, sizeof ps, "%s%stemperature=%g top_k=%s%d top_p=%s%g", prof ? gf_sampler_profile_name(prof) : "",
+                 prof ? " " : "", e->p.temperature, e->p.use_top_k ? "" : "off/", e->p.top_k,
+                 e->p.use_top_p ? "" : "off/", e->p.top_p);
         snprintf(name, sizeof name, "line %d: %s -> %s", e->line, ps, k_expect_words[e->expect]);
         int ok;
         if (e->expect == EXPECT_ERROR)
