@@ -102,7 +102,13 @@ static void run_seeded(const gf_case *c, gf_krun *k)
     gp.max_new_tokens = (int32_t)s->max_new;
     gp.sampler = s->p;
     gp.eos_id = (int32_t)s->eos_id;
-    /* the same seed repeats */
+    /* the same seed repeats (each single run's steps also through a backend's sample slot) */
+    gf_k_slot_steps slot_steps = {.k = k, .gp = &gp};
+    if (gf_k_slot_attach(k)) {
+        gp.on_step = gf_k_slot_on_step;
+        gp.user = &slot_steps;
+    }
+    gf_k_note_sampler(k);
     int repeats = 1;
     char why[256] = "";
     for (int32_t i = 0; i < S; i++)
@@ -125,6 +131,8 @@ static void run_seeded(const gf_case *c, gf_krun *k)
             }
             gf_generation_free(again);
         }
+    gp.on_step = NULL;
+    gf_k_slot_finish(k);
     gf_k_check(k, repeats, "same seed repeats", "%s", repeats ? "every seed and prompt" : why);
     /* different seeds differ */
     int differ = 1, equal_pairs = 0;

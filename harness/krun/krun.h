@@ -147,6 +147,15 @@ void gf_k_slot_finish(gf_krun *k);
  * its backend model handle) so that every sampling step also runs through the
  * slot; the kind then calls gf_k_slot_finish itself. Returns 1 attached. */
 int gf_k_slot_attach(gf_krun *k);
+/* An on_step function (gf_generate_params.on_step) for model kinds with no
+ * capture of their own: each step's rows through the slot (gf_k_slot_rows)
+ * against the engine's choice (info->results), with the run's sampler and
+ * seq ids. user: a gf_k_slot_steps. No-op without k->sample_ops. */
+typedef struct gf_k_slot_steps {
+    gf_krun *k;
+    const gf_generate_params *gp; /* its sampler and seq_ids (NULL = row index) */
+} gf_k_slot_steps;
+gf_status gf_k_slot_on_step(void *user, const gf_step_info *info);
 
 /* Seeded N(0, 1) numbers from Philox (seed, stream). */
 void gf_k_normals(uint64_t seed, uint64_t stream, double *out, size_t n);

@@ -65,6 +65,24 @@ int gf_k_slot_attach(gf_krun *k)
     return 1;
 }
 
+gf_status gf_k_slot_on_step(void *user, const gf_step_info *info)
+{
+    gf_k_slot_steps *ss = user;
+    if (!ss->k->sample_ops || info->B < 1)
+        return GF_OK;
+    int32_t *chosen = malloc((size_t)info->B * sizeof *chosen);
+    if (!chosen)
+        return gf_error_set(GF_E_NOMEM, "out of memory");
+    for (int32_t b = 0; b < info->B; b++) /* the sampler's choice, also on a finished row */
+        chosen[b] = info->results[b].token;
+    char what[64];
+    snprintf(what, sizeof what, "generation step %d", info->step);
+    gf_k_slot_rows(ss->k, what, info->logits, info->B, info->V, &ss->gp->sampler, ss->gp->seq_ids,
+                   (uint64_t)info->step, chosen);
+    free(chosen);
+    return GF_OK;
+}
+
 void gf_k_slot_finish(gf_krun *k)
 {
     if (!k->sample_ops || !k->sampler_noted)

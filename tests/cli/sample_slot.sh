@@ -9,9 +9,10 @@
 #     swapped for it (they fail only through the slot).
 #  2. Each detect case of cases/detect/sample_slot.yaml fails on its faulty
 #     backend, the slot check being the one failed check.
-#  3. The golden cases draw through the slot at every generation step: all
-#     pass on ref-sample; on ref-sample-temp-late the sampled ones fail the
-#     slot check and the greedy ones pass.
+#  3. The golden cases and sampling.seeded (seeded_reproducibility) draw
+#     through the slot at every generation step: all pass on ref-sample; on
+#     ref-sample-temp-late the sampled ones fail the slot check and the greedy
+#     ones pass.
 #  4. A sampler_errors case whose calls are all rejected never reaches the
 #     slot: it passes and is reported as not exercised (it failed with "the
 #     slot was never called").
@@ -59,10 +60,11 @@ set -e
 golden=0
 if [[ -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]]; then
   golden=1
-  "$GENFENCE" run "$GF_SRC/cases/golden.yaml" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate \
+  model=("$GF_SRC/cases/golden.yaml" "$GF_SRC/cases/generation.yaml" --filter '^(golden\..*|sampling\.seeded)$')
+  "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate -j 2 \
       --report-dir "$tmp/gok" >"$tmp/gok.out" 2>&1 || { cat "$tmp/gok.out"; fail "golden cases on ref-sample"; }
   set +e
-  "$GENFENCE" run "$GF_SRC/cases/golden.yaml" --backend "$B/libgenfence_test_sample_temp_late.so" --no-triangulate \
+  "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_temp_late.so" --no-triangulate -j 2 \
       --report-dir "$tmp/gbad" >"$tmp/gbad.out" 2>&1
   rc=$?
   set -e
@@ -108,11 +110,14 @@ for b in ("ref-sample-top-p-gt", "ref-sample-tie-high", "ref-sample-no-max", "re
     if b not in caught:
         errors.append(f"{b}: no detect case caught it")
 if golden:
-    for r in load("gok"):
-        s = r["metrics"].get("backend_sample_slot")
-        if r["verdict"] != "pass" or not (isinstance(s, dict) and s["calls"] == r["metrics"]["steps"]
-                                          and s["rows"] == r["metrics"]["steps"] * r["metrics"]["rows"]
-                                          and s["mismatches"] == 0):
+    gok = load("gok")
+    if len(gok) != 5 or {r["kind"] for r in gok} != {"golden_generation", "seeded_reproducibility"}:
+        errors.append(f"model cases on ref-sample: {[r['id'] for r in gok]}")
+    for r in gok:
+        s, m = r["metrics"].get("backend_sample_slot"), r["metrics"]
+        want_rows = m["steps"] * m["rows"] if r["kind"] == "golden_generation" else None
+        if r["verdict"] != "pass" or not (isinstance(s, dict) and s["rows"] > 0 and s["mismatches"] == 0
+                                          and (want_rows is None or s["rows"] == want_rows)):
             errors.append(f"{r['id']} [ref-sample]: {r['verdict']}, slot {s!r}")
         else:
             print(f"ok   {r['id']} [ref-sample]: the slot sampled {s['rows']} rows, every token the engine's")
