@@ -480,6 +480,10 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    if (old_int.sa_handler == SIG_IGN) /* ignored by whoever started us (an async job): stays so */
+        sigaction(SIGINT, &old_int, NULL);
+    if (old_term.sa_handler == SIG_IGN)
+        sigaction(SIGTERM, &old_term, NULL);
     int prev_reaper = gf_pool_subreaper_begin();
     size_t next = 0, done = 0;
     int running = 0, stopping = 0;
@@ -557,7 +561,8 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                 memset(&si, 0, sizeof si);
                 if (waitid(P_PID, (id_t)s->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == s->pid) {
                     kill_group(s->pid);
-                    waitpid(s->pid, &s->status, 0);
+                    while (waitpid(s->pid, &s->status, 0) < 0 && errno == EINTR)
+                        ; /* a zombie already: returns at once, unless a signal lands */
                     s->reaped = 1;
                     s->drain_deadline = now + DRAIN_S;
                     if (s->out_fd >= 0)

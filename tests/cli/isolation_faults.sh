@@ -149,10 +149,12 @@ echo "ok   crash context: ref-crash and ref-hang name forward call #1 (console, 
 
 # SIGINT in the middle (fork_probe has passed, busy_spin spins): every
 # child's group killed, the run ends, the interrupted case is no pass
+set -m # job control: the background run's SIGINT is not ignored (genfence keeps an ignored one so)
 "$GENFENCE" run cases/detect/isolation --filter 'busy_spin|fork_probe' --backend "$T/libgenfence_test_faulty_busy_spin.so" \
     --backend "$T/libgenfence_test_faulty_fork_probe.so" --timeout 300 -j 1 --no-triangulate \
     --report-dir "$tmp/rep3" >"$tmp/out3" 2>&1 &
 gpid=$!
+set +m
 for _ in $(seq 1 600); do # until fork_probe passed and busy_spin's child runs (up to 60 s)
     grep -q '^pass .*detect\.isolation\.fork_probe' "$tmp/out3" 2>/dev/null && [[ -n "$(pgrep -P "$gpid" || true)" ]] && break
     sleep 0.1
