@@ -85,7 +85,14 @@ static void run_eos(const gf_case *c, gf_krun *k)
     gp.max_new_tokens = (int32_t)s->max_new;
     gp.sampler = s->p;
     gp.eos_id = eos;
+    gf_k_slot_steps slot_steps = {.k = k, .gp = &gp}; /* a backend's sample slot samples every step too */
+    if (gf_k_slot_attach(k)) {
+        gp.on_step = gf_k_slot_on_step;
+        gp.user = &slot_steps;
+    }
+    gf_k_note_sampler(k);
     gf_status st = gf_generate(e, B, (const int32_t *const *)prompts, lens, &gp, &g);
+    gf_k_slot_finish(k);
     if (st != GF_OK) {
         gf_k_status(k, st, "generate");
         goto done;

@@ -9,8 +9,9 @@
 #     swapped for it (they fail only through the slot).
 #  2. Each detect case of cases/detect/sample_slot.yaml fails on its faulty
 #     backend, the slot check being the one failed check.
-#  3. The golden cases and sampling.seeded (seeded_reproducibility) draw
-#     through the slot at every generation step: all pass on ref-sample; on
+#  3. The golden cases, sampling.seeded (seeded_reproducibility) and a
+#     sampled eos case draw through the slot at every generation step: all
+#     pass on ref-sample; on
 #     ref-sample-temp-late the sampled ones fail the slot check and the greedy
 #     ones pass.
 #  4. A sampler_errors case whose calls are all rejected never reaches the
@@ -60,7 +61,21 @@ set -e
 golden=0
 if [[ -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]]; then
   golden=1
-  model=("$GF_SRC/cases/golden.yaml" "$GF_SRC/cases/generation.yaml" --filter '^(golden\..*|sampling\.seeded)$')
+  cat >"$tmp/eos.yaml" <<EOF
+cases:
+  - id: slot.eos_sampled
+    kind: eos
+    model: $GF_SRC/models/holmes-gpt
+    prompts: ["Holmes", "It was a dark night and"]
+    max_new_tokens: 16
+    eos_id: 11
+    require_eos: 0
+    temperature: 0.8
+    top_p: 0.9
+    seed: 11
+EOF
+  model=("$GF_SRC/cases/golden.yaml" "$GF_SRC/cases/generation.yaml" "$tmp/eos.yaml"
+         --filter '^(golden\..*|sampling\.seeded|slot\.eos_sampled)$')
   "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate -j 2 \
       --report-dir "$tmp/gok" >"$tmp/gok.out" 2>&1 || { cat "$tmp/gok.out"; fail "golden cases on ref-sample"; }
   set +e
@@ -111,7 +126,7 @@ for b in ("ref-sample-top-p-gt", "ref-sample-tie-high", "ref-sample-no-max", "re
         errors.append(f"{b}: no detect case caught it")
 if golden:
     gok = load("gok")
-    if len(gok) != 5 or {r["kind"] for r in gok} != {"golden_generation", "seeded_reproducibility"}:
+    if len(gok) != 6 or {r["kind"] for r in gok} != {"golden_generation", "seeded_reproducibility", "eos"}:
         errors.append(f"model cases on ref-sample: {[r['id'] for r in gok]}")
     for r in gok:
         s, m = r["metrics"].get("backend_sample_slot"), r["metrics"]
