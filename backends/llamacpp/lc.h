@@ -30,5 +30,9 @@ gf_status lc_gguf_write(const gf_model_desc *desc, const char *path);
 /* The sample slot over llama.cpp's samplers (lc_sample.c). */
 gf_status lc_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
                     const gf_rng_draws *draws, int32_t *ids_out);
+/* The llamacpp profile through llama.cpp's own chain (lc_sample.c). */
+uint32_t lc_sample_profiles(void);
+gf_status lc_sample_ex(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                       const gf_rng_draws *draws, int32_t *ids_out);
 
 #endif

@@ -635,6 +635,8 @@ static const gf_backend_ops k_llamacpp_ops = {
     .forward = lc_forward,
     .sample = lc_sample,
     .last_error = lc_last_error,
+    .sample_profiles = lc_sample_profiles, /* lc_sample.c: the llamacpp profile */
+    .sample_ex = lc_sample_ex,
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_llamacpp_ops; }

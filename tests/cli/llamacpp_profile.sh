@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The llamacpp sampler profile through llama.cpp's own chain
+# (backends/llamacpp/lc_sample.c, lc_sample_ex): the llama.cpp peer cases
+# (cases/peers/llamacpp.yaml, llama.cpp's tests/test-sampling.cpp vectors
+# under profile llamacpp) run on the llamacpp backend, whose sample_ex slot
+# must give gf_sample's token draw for draw on every call that reaches it
+# (the slot check), and must be exercised at all. Skipped when the module is
+# not built or unavailable here.
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}intercept_tls_get_addr=0"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+if [ ! -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]; then
+    echo "skip llamacpp: module not built in this configuration"
+    exit 0
+fi
+line=$("$GENFENCE" backends | awk '$1 == "llamacpp"')
+echo "$line"
+case "$line" in
+    *" available "*) ;;
+    *) echo "skip llamacpp: built but unavailable here"; exit 0 ;;
+esac
+# llama.cpp's default order applies temperature last: these cases fail a
+# slot that applies it first (the peer vectors mostly run at temperature 1)
+cat >"$tmp/order.yaml" <<'YAML'
+cases:
+  - id: llamacpp_profile.temperature_last
+    kind: sampling_distribution
+    profile: llamacpp
+    probs: [0.5, 0.3, 0.1, 0.06, 0.04]
+    temperature: 2.0
+    top_p: 0.7
+    draws: 4000
+    expect_probs: [0.5635083268962915, 0.43649167310370834, 0, 0, 0]
+  - id: llamacpp_profile.chain_temperature_first
+    kind: sampling_distribution
+    profile: llamacpp
+    chain: [temperature, top_p]
+    probs: [0.5, 0.3, 0.1, 0.06, 0.04]
+    temperature: 2.0
+    top_p: 0.7
+    draws: 4000
+  - id: llamacpp_profile.everything
+    kind: sampling_distribution
+    profile: llamacpp
+    logits: [1.5, 0.2, -0.4, 2.0, 0.9, -1.2, 0.0, 1.1]
+    temperature: 0.7
+    top_k: 6
+    top_p: 0.95
+    min_p: 0.05
+    typical_p: 0.97
+    repetition_penalty: 1.3
+    frequency_penalty: 0.2
+    presence_penalty: 0.1
+    penalty_last_n: 4
+    history: [3, 3, 0, 4, 3]
+    logit_bias: {6: 1.5, 5: -.inf}
+    draws: 4000
+YAML
+set +e
+"$GENFENCE" run "$GF_SRC/cases/peers/llamacpp.yaml" "$tmp/order.yaml" --backend llamacpp --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+rc=$?
+set -e
+cat "$tmp/out"
+[ $rc -eq 0 ] || fail "exit status $rc"
+"$PY" - "$tmp/rep/run.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+SLOT = "backend sample slot equals engine sampler"
+exercised = 0
+for r in doc["results"]:
+    assert r["verdict"] == "pass", (r["id"], r["verdict"], r["reason"])
+    m = r["metrics"].get("backend_sample_slot")
+    if isinstance(m, dict):
+        exercised += 1
+        checks = {c["name"]: c for c in r["checks"]}
+        assert checks[SLOT]["passed"], (r["id"], checks[SLOT])
+assert exercised >= 8, f"the llamacpp slot was exercised by {exercised} cases"
+print(f"ok   {exercised} llamacpp-profile cases through llama.cpp's own chain, draw for draw")
+PY
