@@ -93,7 +93,7 @@ static json_t *job_child(const void *arg)
     }
     json_t *r = gf_krun_record(&k);
     json_object_set_new(r, "child_seconds", json_real(gf_now_s() - t0));
-    json_object_set_new(r, "case", json_string(c->id)); /* checked by the parent (record_schema_ok) */
+    json_object_set_new(r, "case", json_string(c->id)); /* checked by the parent (gf_runner_record_check) */
     gf_krun_clear(&k);
     return r;
 }
@@ -128,15 +128,12 @@ static void set_reason(gf_job *j, const char *fmt, ...)
     j->reason = strdup(buf);
 }
 
-/* The record's schema, as krun writes it (harness/krun/record.c): a verdict
- * from the verdict table, a reason, a checks array of {name, passed}, a
- * metrics object, the case's id; a pass needs at least one check run or
- * one comparison made (metrics.comparisons), and every check passed. 1 if it holds, else 0 with why. */
-static int record_schema_ok(const json_t *r, const gf_job *j, char *why, size_t cap)
+/* The record's schema (runner.h), as krun writes it (harness/krun/record.c). */
+int gf_runner_record_check(const json_t *r, const char *case_id, char *why, size_t cap)
 {
     const char *rc = json_string_value(json_object_get(r, "case"));
-    if (!rc || strcmp(rc, j->c->id)) {
-        snprintf(why, cap, "it is not this case's (case '%.80s', want '%.80s')", rc ? rc : "(none)", j->c->id);
+    if (!rc || strcmp(rc, case_id)) {
+        snprintf(why, cap, "it is not this case's (case '%.80s', want '%.80s')", rc ? rc : "(none)", case_id);
         return 0;
     }
     const char *rv = json_string_value(json_object_get(r, "verdict"));
@@ -229,7 +226,7 @@ static void on_finished(size_t ti, size_t done, void *u)
     } else if (!j->record) {
         j->verdict = GF_V_CRASH;
         set_reason(j, "exited with status 0 without a result%s", ctx);
-    } else if (!record_schema_ok(j->record, j, why, sizeof why)) {
+    } else if (!gf_runner_record_check(j->record, j->c->id, why, sizeof why)) {
         j->verdict = GF_V_CRASH;
         set_reason(j, "result record rejected: %s", why);
     } else {

@@ -75,6 +75,12 @@ int gf_runner_interrupted(void);
 void gf_runner_in_process(int on);
 int gf_runner_is_in_process(void);
 
+/* The schema a job's record must hold to (jobs.c): a verdict of the verdict
+ * table, a reason, checks of {name, passed}, a metrics object, "case" equal
+ * to case_id; a pass needs a check run or a comparison (metrics.comparisons)
+ * and no failed check. 1 if it holds, else 0 with why ("no verdict", ...). */
+int gf_runner_record_check(const json_t *record, const char *case_id, char *why, size_t cap);
+
 /* Probe each backend in a child: open (registry), probe, info. */
 void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o);
 void gf_backend_probe_clear(gf_backend_probe *b);
