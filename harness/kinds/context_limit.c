@@ -139,7 +139,8 @@ static gf_status cached_window(gf_engine *e, const int32_t *win, int32_t W, int3
 /* The uncached crop at exactly n_positions: at every step whose sequence
  * holds n_positions tokens or more, the loop's logits must be those of its
  * last n_positions tokens renumbered from 0, computed here through a fresh
- * cache. A window one short (n_positions - 1: the crop's off-by-one), or an
+ * cache (the first three such steps and the last: a prefill of n_positions
+ * each). A window one short (n_positions - 1: the crop's off-by-one), or an
  * uncached forward that mishandles T = n_positions, differs. The delta a
  * one-short window would have is recorded (`one_short_delta`): the power of
  * the check on this model. */
@@ -158,9 +159,10 @@ static void check_crop(gf_krun *k, gf_engine *e, const gf_generation *g, const f
     gf_cmp_init(&cmp, &gate, k->dtype, GF_CMP_TEACHER_FORCED, 1e-4);
     int32_t first = -1, checked = 0;
     double one_short = NAN, same_window = NAN;
-    for (int32_t t = 0; t < N && t < g->steps; t++) {
+    const int32_t last = (N < g->steps ? N : g->steps) - 1;
+    for (int32_t t = 0, seen = 0; t <= last; t++) {
         const int32_t L = n0 + t; /* tokens the loop saw at step t */
-        if (L < P)
+        if (L < P || (seen++ >= 3 && t != last)) /* the first three steps of the crop and the last */
             continue;
         const int32_t *win = g->tokens[0] + L - P;
         gf_status st = cached_window(e, win, P, pos, ref);
