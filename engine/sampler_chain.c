@@ -269,7 +269,7 @@ static gf_status stage_typical(chain_ctx *c, double *pr_buf, uint8_t *keep)
     if ((pr == GF_PROFILE_HF && (isnan(mass) || mass >= 1.0)) || mass >= 1.0)
         return GF_OK;
     int32_t n = sort_finite(c);
-    if (n == 0)
+    if (n <= 0)
         return GF_OK;
     sorted_probs(c, pr_buf);
     /* entropy and each token's distance from it: |-log p_i - H| */
