@@ -28,7 +28,9 @@ struct gf_krun {
     const gf_backend_ops *sample_ops;
     int sampler_noted;         /* gf_k_note_sampler ran */
     long long slot_calls, slot_rows, slot_mismatches, slot_errors;
+    long long slot_unsupported; /* calls the slot declined (GF_E_UNSUPPORTED: parameters it does not take) */
     char slot_first[512];      /* the first mismatch or error */
+    char slot_declined[256];   /* why the first declined call was declined */
     gf_session *session;       /* uses_backend kinds: open; else NULL */
     const char *artifact_dir;  /* where failing-step logits go (NULL: nowhere) */
     const char *artifact_stem; /* "<id>@<backend>" */

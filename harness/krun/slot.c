@@ -33,6 +33,8 @@ void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B
                        : gf_error_set(GF_E_NOMEM, "out of memory");
     if (st == GF_E_UNSUPPORTED) { /* a profile the slot does not declare (gf_backend_sample): not exercised */
         k->slot_calls--;
+        if (!k->slot_unsupported++)
+            snprintf(k->slot_declined, sizeof k->slot_declined, "%s", gf_error_msg());
         free(ids);
         return;
     }
@@ -91,8 +93,13 @@ void gf_k_slot_finish(gf_krun *k)
         /* nothing reached the slot (a sampler_errors case whose calls the
          * sampler rejects, all of them): neither tested nor failed */
         gf_k_metric_json(k, "sampler", json_string("engine"));
-        gf_k_metric_json(k, "backend_sample_slot",
-                         json_string("present (not exercised: no sampling call of this case reached the slot)"));
+        char why[400];
+        if (k->slot_unsupported)
+            snprintf(why, sizeof why, "present (not exercised: it declined all %lld calls: %.300s)",
+                     k->slot_unsupported, k->slot_declined);
+        else
+            snprintf(why, sizeof why, "present (not exercised: no sampling call of this case reached the slot)");
+        gf_k_metric_json(k, "backend_sample_slot", json_string(why));
         k->sample_ops = NULL;
         return;
     }
@@ -106,6 +113,7 @@ void gf_k_slot_finish(gf_krun *k)
     json_object_set_new(m, "rows", json_integer(k->slot_rows));
     json_object_set_new(m, "mismatches", json_integer(k->slot_mismatches));
     json_object_set_new(m, "errors", json_integer(k->slot_errors));
+    json_object_set_new(m, "declined", json_integer(k->slot_unsupported));
     json_object_set_new(m, "first_difference", k->slot_first[0] ? json_string(k->slot_first) : json_null());
     gf_k_metric_json(k, "backend_sample_slot", m);
     if (!k->slot_mismatches && !k->slot_errors)

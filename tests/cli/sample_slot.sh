@@ -73,9 +73,20 @@ cases:
     temperature: 0.8
     top_p: 0.9
     seed: 11
+  - id: slot.eos_profile
+    kind: eos
+    model: $GF_SRC/models/holmes-gpt
+    prompts: ["Holmes"]
+    max_new_tokens: 8
+    eos_id: 11
+    require_eos: 0
+    temperature: 0.8
+    profile: hf
+    repetition_penalty: 1.3
+    seed: 3
 EOF
   model=("$GF_SRC/cases/golden.yaml" "$GF_SRC/cases/generation.yaml" "$tmp/eos.yaml"
-         --filter '^(golden\..*|sampling\.seeded|slot\.eos_sampled)$')
+         --filter '^(golden\..*|sampling\.seeded|slot\.eos_.*)$')
   "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate -j 2 \
       --report-dir "$tmp/gok" >"$tmp/gok.out" 2>&1 || { cat "$tmp/gok.out"; fail "golden cases on ref-sample"; }
   set +e
@@ -125,7 +136,16 @@ for b in ("ref-sample-top-p-gt", "ref-sample-tie-high", "ref-sample-no-max", "re
     if b not in caught:
         errors.append(f"{b}: no detect case caught it")
 if golden:
-    gok = load("gok")
+    # a profile the slot does not declare: declined, so not exercised (and not failed)
+    for d in ("gok", "gbad"):
+        for r in load(d):
+            if r["id"] == "slot.eos_profile":
+                s = r["metrics"].get("backend_sample_slot")
+                if r["verdict"] != "pass" or r["metrics"].get("sampler") != "engine" or not str(s).startswith("present (not exercised: it declined"):
+                    errors.append(f"slot.eos_profile [{r['backend']}]: {r['verdict']} {r['sampler']!r} {s!r}")
+                else:
+                    print(f"ok   slot.eos_profile [{r['backend']}]: {s}")
+    gok = [r for r in load("gok") if r["id"] != "slot.eos_profile"]
     if len(gok) != 6 or {r["kind"] for r in gok} != {"golden_generation", "seeded_reproducibility", "eos"}:
         errors.append(f"model cases on ref-sample: {[r['id'] for r in gok]}")
     for r in gok:
@@ -137,6 +157,8 @@ if golden:
         else:
             print(f"ok   {r['id']} [ref-sample]: the slot sampled {s['rows']} rows, every token the engine's")
     for r in load("gbad"):
+        if r["id"] == "slot.eos_profile":
+            continue
         sampled = r["metrics"]["sampler_params"]["temperature"] > 0
         failed = [n for n, c in checks(r).items() if not c["passed"]]
         if sampled and (r["verdict"] != "fail" or failed != [SLOT]):
