@@ -1,6 +1,5 @@
 /* genfence run: load cases, probe backends, run every (case, backend) in its
  * own child, report. docs/harness.md. */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -75,7 +74,8 @@ static void usage(FILE *f)
             "Verdicts: pass, pass-near-tie, skip -> 0; fail, stale, crash, timeout -> 1; error (bad\n"
             "case, bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
             "\n"
-            "exit status: 0 all passed, 1 a case failed, 2 bad input or usage\n",
+            "exit status: 0 all passed, 1 a case failed, 2 bad input or usage (also: the report directory\n"
+            "is in use by another run), 130 / 143 interrupted by SIGINT / SIGTERM (the report says so)\n",
             gf_cpu_count(), GF_RUN_DEFAULT_TIMEOUT_S, GF_RUN_DEFAULT_MEMORY_GIB);
 }
 
@@ -91,26 +91,6 @@ static void strv_push(strv *s, const char *x)
         return;
     s->v = g;
     s->v[s->n++] = (char *)x;
-}
-
-/* Remove stale failing-step files from an earlier run. */
-static void clean_failures(const char *report_dir)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/failures", report_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) {
-            char p[4400];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    }
-    closedir(d);
 }
 
 static int add_backend(gf_backend_probe **bs, size_t *n, const char *name, int required)
@@ -327,6 +307,7 @@ int gf_cmd_run(int argc, char **argv)
     json_t *rerun = NULL; /* ids that did not pass in --rerun-failed's report: {id: true} */
     const char *rerun_path = NULL;
     int rc = GF_EXIT_USAGE;
+    gf_report_dir rd = {.lock_fd = -1}; /* the locked report folder (outdir.c) */
     long v;
     double d;
     int c;
@@ -574,9 +555,17 @@ int gf_cmd_run(int argc, char **argv)
     info.quiet = quiet;
     if (no_report)
         o.report_dir = NULL;
-    if (o.report_dir) {
-        mkdir(o.report_dir, 0777);
-        clean_failures(o.report_dir);
+    info.report_dir = o.report_dir;
+    if (o.report_dir) { /* locked for the run; the new report is staged until complete */
+        char why[1024];
+        if (gf_report_dir_open(&rd, o.report_dir, why, sizeof why) != 0) {
+            gf_cli_error("run: %s; nothing was run", why);
+            rc = GF_EXIT_USAGE;
+            goto done;
+        }
+        o.report_dir = rd.stage; /* the children write their failing-step logits there */
+        if (!gf_runner_is_in_process()) /* in-process: a signal stops genfence as usual */
+            gf_report_catch_signals();
     }
 
     gf_console_header(&info);
@@ -584,26 +573,43 @@ int gf_cmd_run(int argc, char **argv)
         if (jobs[i].decided)
             gf_console_line(&info, &jobs[i]);
     gf_run_hooks hooks = {.started = gf_console_started, .finished = gf_console_finished, .user = &info};
-    gf_runner_run(jobs, n_jobs, &o, &hooks);
+    if (!gf_report_signal_seen())
+        gf_runner_run(jobs, n_jobs, &o, &hooks);
+    info.interrupted = gf_runner_interrupted() ? gf_runner_interrupted() : gf_report_signal_seen();
+    for (size_t i = 0; info.interrupted && i < n_jobs; i++)
+        if (!jobs[i].decided) { /* the signal came before the pool started */
+            job_decide(&jobs[i], GF_V_ERROR, "not run: the run was interrupted (%s)",
+                       gf_report_signal_name(info.interrupted));
+            jobs[i].interrupted = 1;
+        }
     gf_run_tally(&info);
-    if (triangulate && !gf_runner_interrupted())
+    if (triangulate && !info.interrupted)
         info.triangulation = run_triangulation(&info, &o);
     gf_triangulation_print(info.triangulation, jobs, n_jobs, 1e-4);
     info.seconds = gf_now_s() - t0;
 
     char json_path[4096], junit_path[4096];
-    if (o.report_dir) {
-        snprintf(json_path, sizeof json_path, "%s/run.json", o.report_dir);
-        snprintf(junit_path, sizeof junit_path, "%s/junit.xml", o.report_dir);
-        if (gf_report_json_write(&info, json_path) == 0)
+    if (rd.stage) { /* written in the staging folder, then moved over the old report at once */
+        gf_report_dir_rebase(&rd, jobs, n_jobs);
+        snprintf(json_path, sizeof json_path, "%s/run.json", rd.stage);
+        snprintf(junit_path, sizeof junit_path, "%s/junit.xml", rd.stage);
+        int ok = 1;
+        if (gf_report_json_write(&info, json_path) != 0 || gf_report_junit_write(&info, junit_path) != 0) {
+            gf_cli_error("run: cannot write the report in %s: %s; the previous report is kept", rd.stage,
+                         strerror(errno));
+            ok = 0;
+        } else if (gf_report_dir_commit(&rd) != 0) {
+            gf_cli_error("run: cannot move the report into %s: %s", rd.dir, strerror(errno));
+            ok = 0;
+        }
+        snprintf(json_path, sizeof json_path, "%s/run.json", rd.dir);
+        snprintf(junit_path, sizeof junit_path, "%s/junit.xml", rd.dir);
+        if (ok) {
             info.json_path = json_path;
-        else
-            gf_cli_error("run: cannot write %s: %s", json_path, strerror(errno));
-        if (gf_report_junit_write(&info, junit_path) == 0)
             info.junit_path = junit_path;
-        else
-            gf_cli_error("run: cannot write %s: %s", junit_path, strerror(errno));
+        }
     }
+    gf_report_dir_close(&rd);
     gf_console_summary(&info);
     if (durations)
         print_durations(jobs, n_jobs, (size_t)durations);
@@ -611,6 +617,7 @@ int gf_cmd_run(int argc, char **argv)
 
     json_decref(info.triangulation);
 done:
+    gf_report_dir_close(&rd);
     for (size_t i = 0; i < n_jobs; i++)
         gf_job_clear(&jobs[i]);
     free(jobs);

@@ -195,6 +195,14 @@ void gf_console_summary(const gf_run_info *r)
         printf(" (%zu skip%s of a required backend count as failed)", r->required_skips,
                r->required_skips == 1 ? "" : "s");
     printf("; %.2f s\n", r->seconds);
+    if (r->interrupted) {
+        size_t not_run = 0, stopped = 0;
+        for (size_t i = 0; i < r->n_jobs; i++)
+            if (r->jobs[i].interrupted)
+                r->jobs[i].ran ? stopped++ : not_run++;
+        printf("interrupted by %s: %zu run%s stopped, %zu not run (error in the report); exit %d\n",
+               gf_report_signal_name(r->interrupted), stopped, stopped == 1 ? "" : "s", not_run, r->exit_status);
+    }
     printf("%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
     fflush(stdout);
 }

@@ -233,6 +233,10 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         json_object_set_new(o, "process",
                             json_pack("{s:i, s:i, s:o}", "exit_code", j->exit_code, "signal", j->signal, "stderr_tail",
                                       stderr_tail(j->stderr_tail)));
+    if (j->interrupted) { /* stopped by SIGINT / SIGTERM while running, or never started */
+        json_object_set_new(o, "interrupted", json_true());
+        json_object_set_new(o, "not_run", json_boolean(!j->ran));
+    }
     if (gf_verdict_exit(j->verdict, gf_job_required(j)) != 0) {
         char *rep = gf_job_reproduce(j, r->opts);
         json_object_set_new(o, "reproduce", str_or_null(rep));
@@ -276,6 +280,10 @@ json_t *gf_report_json(const gf_run_info *r)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_object_set_new(doc, "started", json_string(when));
     json_object_set_new(doc, "seconds", json_real(r->seconds));
+    /* SIGINT / SIGTERM: the runs that finished, the others marked interrupted / not_run */
+    json_object_set_new(doc, "interrupted", json_boolean(r->interrupted != 0));
+    json_object_set_new(doc, "interrupted_by",
+                        r->interrupted ? json_string(gf_report_signal_name(r->interrupted)) : json_null());
     /* the command as it ran: the process's exact argv (/proc/self/cmdline),
      * the binary's absolute path and the working directory (replayable) */
     json_t *argv = exact_argv();
@@ -304,7 +312,7 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(opts, "tags", texts(r->tags, r->n_tags));
     json_object_set_new(opts, "shard",
                         r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n) : json_null());
-    json_object_set_new(opts, "report_dir", str_or_null(r->opts->report_dir));
+    json_object_set_new(opts, "report_dir", str_or_null(r->report_dir));
     json_object_set_new(opts, "golden_dir", str_or_null(r->opts->golden_dir));
     json_object_set_new(doc, "options", opts);
     json_object_set_new(doc, "environment", gf_report_environment(r));

@@ -36,11 +36,14 @@ typedef struct gf_run_info {
     int tty;   /* stdout is a terminal */
     int quiet; /* failures and the summary only */
     const char *json_path, *junit_path;
+    const char *report_dir; /* the report folder as given (options.report_dir); NULL: none */
+    int interrupted;        /* SIGINT / SIGTERM stopped the run: the signal, else 0 */
     json_t *triangulation; /* triangulate.h; NULL when not run */
 } gf_run_info;
 
 /* Count verdicts and derive the exit status (2 wins over 1 wins over 0; a
- * skip of a required backend counts as a failure). */
+ * skip of a required backend counts as a failure; an interrupted run exits
+ * 128 + the signal: 130 for SIGINT, 143 for SIGTERM). */
 void gf_run_tally(gf_run_info *r);
 /* Is the job's backend required (--require-backend)? */
 int gf_job_required(const gf_job *j);
@@ -67,5 +70,34 @@ int gf_report_html_doc(const json_t *doc, struct gf_buf *out);
 int gf_report_html_write_doc(const json_t *doc, const char *path);
 /* genfence compare --html: cmp is compare's JSON document, a and b the two reports. */
 int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b, struct gf_buf *out);
+
+/* ---- the report directory (outdir.c) ----
+ * A run locks DIR/.lock (flock; a second run into DIR exits 2 at once, with
+ * the first one's pid), writes its report into DIR/.staging.PID (the
+ * children's failing-step logits too) and, once it is complete, moves it into
+ * place: failures/ exchanged with the old one (renameat2 RENAME_EXCHANGE),
+ * then run.json, junit.xml and index.html each renamed over the old file.
+ * The old report stays whole until then. Staging folders of killed runs are
+ * removed by the next run. */
+typedef struct gf_report_dir {
+    char *dir;   /* as given */
+    char *stage; /* DIR/.staging.PID: where this run writes */
+    int lock_fd;
+} gf_report_dir;
+/* Create DIR if needed, lock it, make the staging folder; -1 with why set. */
+int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_cap);
+/* Artifact paths in the jobs' records: STAGE/... -> DIR/... (where they will be). */
+void gf_report_dir_rebase(const gf_report_dir *d, gf_job *jobs, size_t n_jobs);
+/* Move the staged report into place (above). */
+int gf_report_dir_commit(gf_report_dir *d);
+/* Remove the staging folder, unlock. Safe on a cleared or closed d. */
+void gf_report_dir_close(gf_report_dir *d);
+/* SIGINT / SIGTERM from now on only recorded (the run's pool has its own
+ * handler while it runs): the report is finished and nothing is left half
+ * written; gf_report_signal_seen gives the first signal (0: none). */
+void gf_report_catch_signals(void);
+int gf_report_signal_seen(void);
+/* "SIGINT", "SIGTERM", or "signal" */
+const char *gf_report_signal_name(int sig);
 
 #endif

@@ -25,5 +25,5 @@ void gf_run_tally(gf_run_info *r)
             r->required_skips++;
         exit_status = gf_exit_combine(exit_status, gf_verdict_exit(j->verdict, req));
     }
-    r->exit_status = exit_status;
+    r->exit_status = r->interrupted ? 128 + r->interrupted : exit_status;
 }

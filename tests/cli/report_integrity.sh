@@ -65,3 +65,120 @@ with open(os.path.join(rep, "index.html"), encoding="utf-8", errors="strict") as
     assert "injected by tests/backends/faulty_text.c" in f.read(), "index.html lost the reason"
 PY
 echo "ok   invalid UTF-8 from a backend: repaired in run.json, junit.xml and index.html"
+
+# ---- 2-4. the report directory: lock, staged replacement, interruption ----
+HANG="$B/libgenfence_test_ref_hang.so"
+CACHE="$B/libgenfence_test_ref_bad_cache.so"
+[[ -f "$HANG" && -f "$CACHE" ]] || fail "$HANG or $CACHE not built"
+R="$tmp/rep"
+old_report() { # the previous report: one failure with its logits in failures/
+    set +e
+    "$GENFENCE" run cases/detect/model.yaml --filter '^detect\.cache\.bad_cache$' --backend "$CACHE" --no-triangulate \
+        -j 1 --report-dir "$R" >"$tmp/old.out" 2>&1
+    local rc=$?
+    set -e
+    [[ $rc -eq 1 ]] || { cat "$tmp/old.out"; fail "previous report: exit $rc, want 1"; }
+    ls "$R"/failures/*.safetensors >/dev/null 2>&1 || fail "previous report wrote no failures/*.safetensors"
+    old_sum=$(cat "$R/run.json" "$R/junit.xml" "$R/index.html" "$R"/failures/* | sha256sum)
+}
+cat >"$tmp/hang.yaml" <<'EOF'
+cases:
+  - id: integrity.quick
+    kind: cache_equals_recompute
+    backends: [ref]
+    model: models/holmes-gpt
+    prompt: "Holmes"
+    steps: 2
+  - id: integrity.hang
+    kind: cache_equals_recompute
+    backends: [ref-hang]
+    model: models/holmes-gpt
+    prompt: "Holmes"
+    steps: 2
+  - id: integrity.after
+    kind: cache_equals_recompute
+    backends: [ref]
+    model: models/holmes-gpt
+    prompt: "Holmes"
+    steps: 2
+EOF
+# wait (at most $2 s) for a line matching $1 in file $3
+wait_for() {
+    for _ in $(seq 1 $(($2 * 10))); do
+        grep -Eq "$1" "$3" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+interrupt_run() { # $1: signal name without SIG, $2: expected exit status
+    "$GENFENCE" run "$tmp/hang.yaml" --backend ref --backend "$HANG" --timeout 120 --no-triangulate -j 1 \
+        --report-dir "$R" >"$tmp/int.out" 2>&1 &
+    pid=$!
+    bail() { kill -KILL $pid 2>/dev/null || true; cat "$tmp/int.out"; fail "$*"; }
+    wait_for '^pass +integrity\.quick ' 60 "$tmp/int.out" || bail "no first result"
+    sleep 0.5 # integrity.hang is in its forward now
+    # 3. the old report is whole while the new one is staged
+    [[ "$(cat "$R/run.json" "$R/junit.xml" "$R/index.html" "$R"/failures/* | sha256sum)" == "$old_sum" ]] \
+        || bail "the previous report changed before the new one was complete"
+    [[ -d "$R/.staging.$pid" ]] || bail "no staging folder $R/.staging.$pid"
+    # 2. a second run into the same folder is refused at once
+    set +e
+    "$GENFENCE" run "$tmp/hang.yaml" --filter quick --backend ref --report-dir "$R" >"$tmp/second.out" 2>&1
+    local rc2=$?
+    set -e
+    cat "$tmp/second.out"
+    [[ $rc2 -eq 2 ]] || bail "second run into a locked folder: exit $rc2, want 2"
+    grep -q "in use by another genfence run (pid $pid)" "$tmp/second.out" || bail "second run's message"
+    ! grep -q '^pass ' "$tmp/second.out" || bail "the refused run ran something"
+    kill "-$1" $pid
+    set +e
+    wait $pid
+    local rc=$?
+    set -e
+    cat "$tmp/int.out"
+    [[ $rc -eq $2 ]] || fail "SIG$1: exit $rc, want $2"
+    grep -q "^interrupted by SIG$1: 1 run stopped, 1 not run" "$tmp/int.out" || fail "SIG$1: no interruption line"
+    tail -n 1 "$tmp/int.out" | grep -Eq '^1 passed, 2 failed, 0 skipped$' || fail "SIG$1: last line $(tail -n 1 "$tmp/int.out")"
+    local left
+    left=$(find "$R" -name '*.tmp*' -o -name '.staging.*')
+    [[ -z "$left" ]] || fail "SIG$1: left behind: $left"
+    xmllint --noout --schema "$GF_SRC/tests/support/junit.xsd" "$R/junit.xml" || fail "SIG$1: junit.xml does not validate"
+    "$PY" - "$R" "SIG$1" "$2" <<'PY' || fail "SIG$1: the interrupted report"
+import json, os, sys
+rep, sig, status = sys.argv[1], sys.argv[2], int(sys.argv[3])
+doc = json.load(open(os.path.join(rep, "run.json")))
+assert doc["interrupted"] is True and doc["interrupted_by"] == sig, (doc["interrupted"], doc["interrupted_by"])
+got = {r["id"]: r for r in doc["results"]}
+assert set(got) == {"integrity.quick", "integrity.hang", "integrity.after"}, sorted(got)
+q, h, a = got["integrity.quick"], got["integrity.hang"], got["integrity.after"]
+assert q["verdict"] == "pass" and "interrupted" not in q, q
+assert h["interrupted"] is True and h["not_run"] is False and h["verdict"] == "error", h
+assert "interrupted (%s)" % sig in h["reason"], h["reason"]
+assert a["interrupted"] is True and a["not_run"] is True and a["verdict"] == "error", a
+assert "not run" in a["reason"], a["reason"]
+s = doc["summary"]
+assert s["exit_status"] == status and s["failed"] == 2 and s["passed"] == 1, s
+assert doc["options"]["report_dir"] == rep, doc["options"]["report_dir"]
+# the old report's failure logits went with it (replaced: this run failed no comparison)
+assert not os.listdir(os.path.join(rep, "failures")), os.listdir(os.path.join(rep, "failures"))
+PY
+}
+old_report
+interrupt_run INT 130
+echo "ok   SIGINT mid-run: folder locked, old report whole until replaced, report marked interrupted, exit 130, no .tmp"
+old_report
+interrupt_run TERM 143
+echo "ok   SIGTERM mid-run: the same, exit 143"
+# a complete run's artifacts are named where they end up, not in the staging folder
+old_report
+"$PY" - "$R" <<'PY' || fail "artifact paths"
+import json, os, sys
+rep = sys.argv[1]
+doc = json.load(open(os.path.join(rep, "run.json")))
+arts = [a for r in doc["results"] for a in r["artifacts"]]
+assert arts, "no artifacts"
+for a in arts:
+    assert isinstance(a, str) and a.startswith(rep + "/failures/") and os.path.isfile(a), a
+PY
+[[ -z "$(find "$R" -name '*.tmp*' -o -name '.staging.*')" ]] || fail "a complete run left temporary files"
+echo "ok   artifacts named where they end up ($R/failures/)"
