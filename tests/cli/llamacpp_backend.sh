@@ -10,9 +10,13 @@
 #   4. greedy generate (cached) of 32 tokens equal to ref's, and
 #      --batch-prompts (left padding: pads never decoded) passing;
 #   5. the default suite `genfence run --backend llamacpp:f32`: every case
-#      passes except for max-|delta| findings over fp32's atol (no crash,
-#      error, timeout or token mismatch), the documented finding: llama.cpp's
-#      F32 GELU goes through an fp16 lookup table.
+#      passes except for the documented findings (docs/conformance.md), and
+#      no crash, error, timeout or token mismatch: max-|delta| drift over
+#      fp32's atol (also in the context limit's crop) and the statistical
+#      tier's f32 KL bound with top-1 equal everywhere -- llama.cpp's F32 GELU
+#      goes through an fp16 lookup table -- and the sample slot at tied or
+#      exact-boundary logits (cases tagged ties / boundary / large_logits:
+#      llama.cpp's top-k keeps exactly k).
 # Skipped (exit 0, with the reason) when the module is not built here.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
@@ -132,11 +136,22 @@ for x in res:
     if x["verdict"] in ("pass", "pass-near-tie"):
         continue
     assert x["verdict"] == "fail", f"{x['id']}: {x['verdict']}: {x.get('reason')}"
-    # the only finding allowed: logits drift beyond fp32's atol, tokens equal
-    assert re.fullmatch(r"\S+: max \|delta\| [0-9.e-]+ at step \d+ exceeds atol [0-9.e-]+", x["reason"]), \
-        f"{x['id']}: unexpected failure: {x['reason']}"
+    why = x["reason"]
+    stat = x.get("metrics", {}).get("statistical")
+    if x["kind"] == "distribution_match":  # the f32 KL bound, top-1 equal everywhere
+        assert re.match(r"(kld_\w+|dp_max): measured \S+ > \S+ .*f32 thresholds$", why) and stat["top1_agreement"] == 1.0, \
+            f"{x['id']}: unexpected failure: {why}"
+    elif why.startswith("backend sample slot equals engine sampler:"):  # ties at the k-th value / exact top-p boundaries
+        assert {"ties", "boundary", "large_logits"} & set(x["tags"]), f"{x['id']}: sample slot finding off ties: {why}"
+    elif x["kind"] == "context_limit":  # the crop's drift is the same GELU drift
+        m = re.search(r"max \|delta\| ([0-9.e-]+)", why)
+        assert why.startswith("uncached crop keeps exactly n_positions tokens:") and m and float(m.group(1)) < 1e-2, \
+            f"{x['id']}: unexpected failure: {why}"
+    else:  # logits drift beyond fp32's atol, tokens equal
+        assert re.fullmatch(r"\S+: max \|delta\| [0-9.e-]+ at step \d+ exceeds atol [0-9.e-]+", why), \
+            f"{x['id']}: unexpected failure: {why}"
     for name, c in x.get("metrics", {}).get("comparisons", {}).items():
         assert c.get("mismatches", 0) == c.get("excused", 0), f"{x['id']}/{name}: token mismatch {c}"
     print(f"finding {x['id']}: {x['reason']}")
-print(f"ok   suite on llamacpp:f32: {npass} of {len(res)} pass; the rest are fp32-atol drift only")
+print(f"ok   suite on llamacpp:f32: {npass} of {len(res)} pass; the rest are the documented findings only")
 EOF
