@@ -128,8 +128,8 @@ static gf_status cached_window(gf_engine *e, const int32_t *win, int32_t W, int3
         st = gf_engine_forward(e, cache, &pre, out);
     }
     if (st == GF_OK) {
-        gf_batch one = {.B = 1, .T = 1, .tokens = win + W - 1, .position_ids = pos + W - 1,
-                        .logits_mode = GF_LOGITS_LAST};
+        gf_batch one = {
+            .B = 1, .T = 1, .tokens = win + W - 1, .position_ids = pos + W - 1, .logits_mode = GF_LOGITS_LAST};
         st = gf_engine_forward(e, cache, &one, out);
     }
     gf_engine_cache_free(e, cache);
@@ -161,7 +161,7 @@ static void check_crop(gf_krun *k, gf_engine *e, const gf_generation *g, const f
     double one_short = NAN, same_window = NAN;
     const int32_t last = (N < g->steps ? N : g->steps) - 1;
     for (int32_t t = 0, seen = 0; t <= last; t++) {
-        const int32_t L = n0 + t; /* tokens the loop saw at step t */
+        const int32_t L = n0 + t;                /* tokens the loop saw at step t */
         if (L < P || (seen++ >= 3 && t != last)) /* the first three steps of the crop and the last */
             continue;
         const int32_t *win = g->tokens[0] + L - P;

@@ -79,8 +79,8 @@ gf_status gf_k_slot_on_step(void *user, const gf_step_info *info)
         chosen[b] = info->results[b].token;
     char what[64];
     snprintf(what, sizeof what, "generation step %d", info->step);
-    gf_k_slot_rows(ss->k, what, info->logits, info->B, info->V, &ss->gp->sampler, ss->gp->seq_ids,
-                   (uint64_t)info->step, chosen);
+    gf_k_slot_rows(ss->k, what, info->logits, info->B, info->V, &ss->gp->sampler, ss->gp->seq_ids, (uint64_t)info->step,
+                   chosen);
     free(chosen);
     return GF_OK;
 }

@@ -60,12 +60,12 @@ static json_t *part_json(const tri_part *p)
 /* One side's probe outputs. A: the probe sequence (T tokens); Bq: a second
  * sequence of distinct tokens (n2 = T - h), row 1 of the padded batches. */
 typedef struct tri_out {
-    float *forward;  /* (T, V): A uncached */
-    float *alone;    /* (n2, V): Bq uncached, alone */
-    float *cached;   /* (T - h + 1, V): A's positions h-1 .. T-1, decoded one token at a time */
-    float *chunked;  /* (T, V): A prefilled into a cache in chunks of c1, c2, then the rest */
-    float *padded;   /* (2, T, V): [A; h pads + Bq] uncached */
-    float *pcached;  /* (2, D + 1, V): the same batch, columns T-D-1 .. T-1 through a cache */
+    float *forward; /* (T, V): A uncached */
+    float *alone;   /* (n2, V): Bq uncached, alone */
+    float *cached;  /* (T - h + 1, V): A's positions h-1 .. T-1, decoded one token at a time */
+    float *chunked; /* (T, V): A prefilled into a cache in chunks of c1, c2, then the rest */
+    float *padded;  /* (2, T, V): [A; h pads + Bq] uncached */
+    float *pcached; /* (2, D + 1, V): the same batch, columns T-D-1 .. T-1 through a cache */
 } tri_out;
 
 enum { TRI_DECODE = 8 }; /* columns the padded batch decodes through the cache */
@@ -100,8 +100,7 @@ static gf_status probe_padded_cached(gf_engine *e, const int32_t *tok2, const ui
             memcpy(ps + b * n, pos2 + (size_t)b * T + c0, (size_t)n * sizeof *ps);
             memcpy(km + b * (col + 1), mask + (size_t)b * T, (size_t)(col + 1)); /* keys [0, col] */
         }
-        gf_batch in = {.B = 2, .T = n, .tokens = tk, .position_ids = ps, .key_mask = km,
-                       .logits_mode = GF_LOGITS_LAST};
+        gf_batch in = {.B = 2, .T = n, .tokens = tk, .position_ids = ps, .key_mask = km, .logits_mode = GF_LOGITS_LAST};
         st = gf_engine_forward(e, cache, &in, last);
         for (int32_t b = 0; st == GF_OK && b < 2; b++)
             memcpy(out + ((size_t)b * (D + 1) + (col - P + 1)) * V, last + (size_t)b * V, (size_t)V * sizeof *last);
@@ -143,8 +142,8 @@ static gf_status run_probe(gf_session *s, const int32_t *tok, const int32_t *tok
     for (int32_t i = 0, at = 0; st == GF_OK && i < 3; i++) {
         if (cut[i] <= at)
             continue;
-        gf_batch ch = {.B = 1, .T = cut[i] - at, .tokens = tok + at, .position_ids = pos + at,
-                       .logits_mode = GF_LOGITS_ALL};
+        gf_batch ch = {
+            .B = 1, .T = cut[i] - at, .tokens = tok + at, .position_ids = pos + at, .logits_mode = GF_LOGITS_ALL};
         st = gf_engine_forward(e, cache, &ch, o->chunked + (size_t)at * V);
         at = cut[i];
     }
@@ -284,12 +283,14 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
             if (!rec[i]) { /* no answer: say how the child ended; a hung probe is a timeout */
                 int timeout = !strncmp(why[i], "timed out", 9) || strstr(why[i], "(signal 14,") != NULL;
                 if (timeout && strncmp(why[i], "timed out", 9))
-                    json_object_set_new(r, "error", json_sprintf("timed out after %.0f s (the probe hung)", o->timeout_s));
+                    json_object_set_new(r, "error",
+                                        json_sprintf("timed out after %.0f s (the probe hung)", o->timeout_s));
                 else
                     json_object_set_new(r, "error", json_string(why[i]));
-                json_object_set_new(r, "status", json_string(timeout                             ? "timeout"
-                                                             : !strncmp(why[i], "crashed", 7) ? "crash"
-                                                                                               : "error"));
+                json_object_set_new(r, "status",
+                                    json_string(timeout                          ? "timeout"
+                                                : !strncmp(why[i], "crashed", 7) ? "crash"
+                                                                                 : "error"));
             }
             json_object_set_new(r, "model", json_string(args[i].model));
             json_object_set_new(r, "backend", json_string(args[i].name));
@@ -453,7 +454,8 @@ void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs
                 printf(" %s %s (%s off ref by %.2g: this one is off);", jb->backend->name, gf_verdict_str(jb->verdict),
                        part, w);
             else if (rec && !json_object_get(rec, "error"))
-                printf(" %s %s (the probe agrees with ref to %.2g);", jb->backend->name, gf_verdict_str(jb->verdict), w);
+                printf(" %s %s (the probe agrees with ref to %.2g);", jb->backend->name, gf_verdict_str(jb->verdict),
+                       w);
             else
                 printf(" %s %s (no probe);", jb->backend->name, gf_verdict_str(jb->verdict));
         }
