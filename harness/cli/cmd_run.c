@@ -138,6 +138,18 @@ static json_t *run_triangulation(const gf_run_info *info, const gf_run_opts *o)
     return gf_triangulate(models, n_models, info->backends, info->n_backends, o);
 }
 
+/* The run's report folder, for on_finished (one run per process). */
+static const gf_report_dir *g_report_dir;
+
+/* A job finished: its artifacts renamed to where they will be (the report
+ * folder, not its staging folder) before the console names them. */
+static void on_finished(gf_job *j, size_t done, size_t total, void *user)
+{
+    if (g_report_dir)
+        gf_report_dir_rebase(g_report_dir, j, 1);
+    gf_console_finished(j, done, total, user);
+}
+
 /* A verdict decided without a child (a skip or an error), with its reason. */
 static void job_decide(gf_job *j, gf_verdict v, const char *fmt, ...)
 {
@@ -572,7 +584,8 @@ int gf_cmd_run(int argc, char **argv)
     for (size_t i = 0; i < n_jobs; i++)
         if (jobs[i].decided)
             gf_console_line(&info, &jobs[i]);
-    gf_run_hooks hooks = {.started = gf_console_started, .finished = gf_console_finished, .user = &info};
+    g_report_dir = rd.stage ? &rd : NULL;
+    gf_run_hooks hooks = {.started = gf_console_started, .finished = on_finished, .user = &info};
     if (!gf_report_signal_seen())
         gf_runner_run(jobs, n_jobs, &o, &hooks);
     info.interrupted = gf_runner_interrupted() ? gf_runner_interrupted() : gf_report_signal_seen();
@@ -590,7 +603,7 @@ int gf_cmd_run(int argc, char **argv)
 
     char json_path[4096], junit_path[4096];
     if (rd.stage) { /* written in the staging folder, then moved over the old report at once */
-        gf_report_dir_rebase(&rd, jobs, n_jobs);
+        gf_report_dir_rebase(&rd, jobs, n_jobs); /* (each job's already, as it finished) */
         snprintf(json_path, sizeof json_path, "%s/run.json", rd.stage);
         snprintf(junit_path, sizeof junit_path, "%s/junit.xml", rd.stage);
         int ok = 1;
@@ -610,6 +623,7 @@ int gf_cmd_run(int argc, char **argv)
         }
     }
     gf_report_dir_close(&rd);
+    g_report_dir = NULL;
     gf_console_summary(&info);
     if (durations)
         print_durations(jobs, n_jobs, (size_t)durations);

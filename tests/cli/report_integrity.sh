@@ -180,5 +180,9 @@ assert arts, "no artifacts"
 for a in arts:
     assert isinstance(a, str) and a.startswith(rep + "/failures/") and os.path.isfile(a), a
 PY
+grep -q '^    logits: ' "$tmp/old.out" || fail "the console names no logits file"
+grep '^    logits: ' "$tmp/old.out" | sed 's/^    logits: //' | while read -r f; do
+    [[ $f == "$R/failures/"* && -f $f ]] || fail "the console names $f"
+done
 [[ -z "$(find "$R" -name '*.tmp*' -o -name '.staging.*')" ]] || fail "a complete run left temporary files"
 echo "ok   artifacts named where they end up ($R/failures/)"
