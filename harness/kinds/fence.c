@@ -33,6 +33,7 @@ typedef struct fence_spec {
     int32_t *perm;
     size_t n_perm;
     double atol, temperature;
+    gf_sampler_params base; /* temperature, and the case's profile and truncation filters (ext) */
 } fence_spec;
 
 static void fence_free(void *p)
@@ -48,6 +49,60 @@ static void fence_free(void *p)
     free(s);
 }
 
+/* Case keys gf_y_sampler_raw reads that a fence does not take: the fence's
+ * own parameters are k and p per entry, and it judges a truncation of a fixed
+ * distribution (every kept token at its softmax(logits / T) share), which a
+ * penalty, a bias or an EOS ban would move (sampler_probs takes those). */
+static const char *const k_fence_not_keys[] = {
+    "top_k", "top_p", "seed", "repetition_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
+    "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids", NULL};
+
+/* temperature, profile and the truncation filters (chain, min_p, typical_p,
+ * min_tokens_to_keep) at the case level, every entry's base. */
+static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
+{
+    int bad = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        const char *key = m->items[2 * i]->value;
+        for (size_t j = 0; key && k_fence_not_keys[j]; j++) {
+            if (strcmp(key, k_fence_not_keys[j]))
+                continue;
+            (void)gf_y_get(ctx, m, key, 0); /* reported here, not again as an unknown key */
+            if (!strcmp(key, "top_k") || !strcmp(key, "top_p"))
+                gf_y_error(ctx, m->items[2 * i], "'%s' is not a fence key: give 'k' / 'p' in each 'expect' entry", key);
+            else
+                gf_y_error(ctx, m->items[2 * i],
+                           "'%s' is not a fence key: a fence judges a truncation of a fixed distribution "
+                           "(sampler_probs takes penalties, biases, history and EOS bans)",
+                           key);
+            bad = 1;
+        }
+    }
+    if (bad)
+        return -1;
+    s->base = gf_sampler_greedy();
+    s->base.temperature = 1.0;
+    if (gf_y_sampler_raw(ctx, m, &s->base) < 0)
+        return -1;
+    s->temperature = s->base.temperature;
+    return 0;
+}
+
+/* The sampler parameters of one entry: the case's base, its k and/or p. */
+static void fence_params(const fence_spec *s, const fence_expect *x, gf_sampler_params *p)
+{
+    *p = s->base;
+    p->temperature = s->temperature;
+    if (x->has_k) {
+        p->use_top_k = 1;
+        p->top_k = (int32_t)x->k;
+    }
+    if (x->has_p) {
+        p->use_top_p = 1;
+        p->top_p = x->p;
+    }
+}
+
 static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
 {
     fence_spec *s = calloc(1, sizeof *s);
@@ -59,7 +114,7 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
     s->temperature = 1.0;
     int bad = gf_y_probs_or_logits(ctx, m, GF_Y_REQUIRED, &s->logits, &s->V, &s->from_probs) < 0;
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
-    bad |= gf_y_double(ctx, m, "temperature", 0, &s->temperature) < 0;
+    bad |= fence_sampler(ctx, m, s) < 0;
     if (!bad && !(s->temperature > 0 && isfinite(s->temperature))) {
         gf_y_error(ctx, gf_y_get(ctx, m, "temperature", 0), "'temperature' must be > 0 for a fence");
         bad = 1;
@@ -107,12 +162,21 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
         bad |= rk < 0;
         s->ex[i].has_k = rk > 0;
         int rc = gf_y_double(ctx, e, "p", is_k ? 0 : GF_Y_REQUIRED, &s->ex[i].p);
-        if (rc > 0 && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
+        const int seed_profile = gf_sampler_params_profile(&s->base) == GF_PROFILE_SEED;
+        if (rc > 0 && seed_profile && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
             gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s", gf_y_get(ctx, e, "p", 0)->value);
             rc = -1;
         }
         bad |= rc < 0;
         s->ex[i].has_p = rc > 0;
+        if (rk >= 0 && rc >= 0) { /* the entry's parameters under the case's profile, at load */
+            gf_sampler_params p;
+            fence_params(s, &s->ex[i], &p);
+            if (gf_sampler_validate(&p) != GF_OK) {
+                gf_y_error(ctx, e, "invalid sampler: %s", gf_error_msg());
+                bad = 1;
+            }
+        }
         if (gf_y_ints(ctx, e, "keep", GF_Y_REQUIRED, 0, s->V > 0 ? s->V - 1 : 0, 0, &s->ex[i].keep, &s->ex[i].n_keep) <
             0)
             bad = 1;
@@ -257,23 +321,21 @@ static void run_fence(const gf_case *c, gf_krun *k)
     double worst_renorm = 0, min_boundary = INFINITY;
     for (size_t e = 0; e < s->n_ex; e++) {
         const fence_expect *x = &s->ex[e];
-        gf_sampler_params p = gf_sampler_greedy();
-        p.temperature = s->temperature;
-        char label[64], a[512], b[512];
-        if (x->has_k) {
-            p.use_top_k = 1;
-            p.top_k = (int32_t)x->k;
-        }
-        if (x->has_p) {
-            p.use_top_p = 1;
-            p.top_p = x->p;
-        }
+        gf_sampler_params p;
+        fence_params(s, x, &p);
+        char label[96], a[512], b[512];
+        const int prof = gf_sampler_params_profile(&p);
+        /* check names carry the profile when it is not the seed's */
+        int n = snprintf(label, sizeof label, "%s%s", prof != GF_PROFILE_SEED ? gf_sampler_profile_name(prof) : "",
+                         prof != GF_PROFILE_SEED ? " " : "");
         if (x->has_k && x->has_p)
-            snprintf(label, sizeof label, "k=%lld p=%g", x->k, x->p);
+            snprintf(label + n, sizeof label - n, "k=%lld p=%g", x->k, x->p);
         else if (x->has_k)
-            snprintf(label, sizeof label, "k=%lld", x->k);
+            snprintf(label + n, sizeof label - n, "k=%lld", x->k);
         else
-            snprintf(label, sizeof label, "p=%g", x->p);
+            snprintf(label + n, sizeof label - n, "p=%g", x->p);
+        if (!gf_sampler_params_plain(&p) && prof == GF_PROFILE_SEED)
+            snprintf(label + strlen(label), sizeof label - strlen(label), " +filters");
         int32_t *kept = NULL;
         size_t n_kept = 0;
         gf_status st = kept_set(s->logits, V, &p, &kept, &n_kept);
@@ -356,7 +418,8 @@ const gf_kind_def gf_kind_top_p_fence = {
     .summary = "top-p kept sets (and their renormalised probabilities) on a fixed distribution; with k, top-k first",
     .uses_backend = 0,
     .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, expect, permutation, temperature, atol",
+    .keys = "probs, logits, expect, permutation, temperature, atol, profile, chain, min_p, typical_p, "
+            "min_tokens_to_keep",
     .parse = parse_top_p,
     .free_spec = fence_free,
     .run = run_fence,
@@ -366,7 +429,8 @@ const gf_kind_def gf_kind_top_k_fence = {
     .summary = "top-k kept sets on a fixed distribution; with p, top-p after",
     .uses_backend = 0,
     .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, expect, permutation, temperature, atol",
+    .keys = "probs, logits, expect, permutation, temperature, atol, profile, chain, min_p, typical_p, "
+            "min_tokens_to_keep",
     .parse = parse_top_k,
     .free_spec = fence_free,
     .run = run_fence,
