@@ -214,10 +214,10 @@ static gf_status validate_temperature(double T, int profile)
             BAD("llamacpp: temperature is NaN (llama.cpp would divide every logit by it)");
         return GF_OK; /* <= 0: greedy at its place in the chain; +inf: uniform */
     case GF_PROFILE_VLLM:
-        if (isnan(T))
-            BAD("vllm: temperature is NaN");
+        if (isnan(T) || isinf(T)) /* SamplingParams: "a non-negative finite number" */
+            BAD("vllm: temperature must be a non-negative finite number, got %s", isnan(T) ? "NaN" : T > 0 ? "inf" : "-inf");
         if (T < 0)
-            BAD("vllm: temperature must be non-negative, got %.17g", T);
+            BAD("vllm: temperature must be a non-negative finite number, got %.17g", T);
         return GF_OK;
     default:
         return GF_OK;
@@ -312,8 +312,8 @@ static const gf_profile_row k_rows[] = {
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
      "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
     ROW("temperature NaN / inf / < 0", "error / error / error", "error / uniform / error", "error / uniform / greedy",
-     "error / uniform / error"),
-    ROW("top_k off", "unset", "0 (unset)", "<= 0", "-1 or 0"),
+     "error / error / error"),
+    ROW("top_k off", "unset", "0 (unset)", "<= 0", "-1 or 0 (vLLM >= 0.8; older refused 0)"),
     ROW("top_k < 0", "error (k < 1)", "error", "off", "< -1: error"),
     ROW("top_k ties", "kept", "kept", "exactly k (lowest index first)", "kept"),
     ROW("top_p 0", "error", "keeps min_tokens_to_keep", "keeps one (min_keep)", "error"),

@@ -236,11 +236,13 @@ Test(sampler_profiles, temperature_zero_and_limits)
     s.temperature = h.temperature = l.temperature = v.temperature = -1.0;
     expect_error(L5, 5, &s, "temperature");
     expect_error(L5, 5, &h, "hf: temperature");
-    expect_error(L5, 5, &v, "vllm: temperature must be non-negative");
+    expect_error(L5, 5, &v, "vllm: temperature must be a non-negative finite number");
     expect_mask(L5, 5, &l, B(0), "llamacpp T -1 is greedy");
-    /* +inf: uniform under hf/llamacpp/vllm, an error under seed */
+    /* +inf: uniform under hf and llamacpp, an error under seed and vllm (a finite number) */
     s.temperature = h.temperature = l.temperature = v.temperature = INFINITY;
     expect_error(L5, 5, &s, "inf");
+    expect_error(L5, 5, &v, "got inf");
+    cr_assert_eq(gf_sampler_probs(L5, 5, &l, (double[5]){0}), GF_OK, "%s", gf_error_msg());
     double pr[5];
     cr_assert_eq(gf_sampler_probs(L5, 5, &h, pr), GF_OK, "%s", gf_error_msg());
     for (int i = 0; i < 5; i++)
@@ -250,7 +252,7 @@ Test(sampler_profiles, temperature_zero_and_limits)
     expect_error(L5, 5, &s, "NaN");
     expect_error(L5, 5, &h, "hf: temperature");
     expect_error(L5, 5, &l, "llamacpp: temperature is NaN");
-    expect_error(L5, 5, &v, "vllm: temperature is NaN");
+    expect_error(L5, 5, &v, "vllm: temperature must be a non-negative finite number, got NaN");
 }
 
 /* ---- chain order ---- */
