@@ -28,6 +28,7 @@ typedef struct probs_expect {
     long long kept_max, kept_min; /* -1: unchecked */
     bound max_prob, min_prob;
     long long flatter_than, sharper_than; /* index of another entry, -1: none */
+    long long fewer_than;                 /* index of an entry that must keep more tokens, -1: none */
     int32_t *draw_in;  /* the draws must be among these ids (NULL: unchecked) */
     size_t n_draw_in;
 } probs_expect;
@@ -36,8 +37,8 @@ typedef struct probs_spec {
     float *logits;     /* (V) */
     int32_t V;
     int from_probs, random;
-    long long r_vocab, r_seed;
-    double r_scale;
+    long long r_vocab, r_seed, r_row;
+    double r_scale, r_mask;
     double atol;
     probs_expect *ex;
     size_t n_ex;
@@ -105,7 +106,15 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad |= gf_y_int(ctx, r, "vocab", 0, 2, 1 << 20, &s->r_vocab) < 0;
         bad |= gf_y_int(ctx, r, "seed", 0, 0, 0x7fffffffffffffffLL, &s->r_seed) < 0;
         bad |= gf_y_double(ctx, r, "scale", 0, &s->r_scale) < 0;
-        gf_y_check_unknown(ctx, r, "in 'random' (known: vocab, seed, scale)");
+        bad |= gf_y_int(ctx, r, "row", 0, 0, 0x7fffffffffffffffLL, &s->r_row) < 0;
+        int rm = gf_y_double(ctx, r, "mask", 0, &s->r_mask);
+        bad |= rm < 0;
+        if (rm > 0 && !(s->r_mask >= 0.0 && s->r_mask <= 1.0)) {
+            gf_y_error(ctx, gf_y_get(ctx, r, "mask", 0), "'mask' is the fraction of -inf logits, in [0, 1]; got %g",
+                       s->r_mask);
+            bad = 1;
+        }
+        gf_y_check_unknown(ctx, r, "in 'random' (known: vocab, seed, scale, row, mask)");
         s->V = (int32_t)s->r_vocab;
     } else if (fill) { /* a constant row, some entries set: {vocab, value, set: {id: logit}} */
         if (!gf_y_node_is_map(ctx, fill, "'fill'"))
@@ -166,7 +175,7 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     for (size_t i = 0; i < ex->n; i++) {
         const gf_ynode *e = ex->items[i];
         probs_expect *x = &s->ex[i];
-        x->kept_max = x->kept_min = x->flatter_than = x->sharper_than = -1;
+        x->kept_max = x->kept_min = x->flatter_than = x->sharper_than = x->fewer_than = -1;
         x->max_prob.le = x->max_prob.ge = x->min_prob.le = x->min_prob.ge = NAN;
         if (!gf_y_node_is_map(ctx, e, "an 'expect' entry")) {
             bad = 1;
@@ -200,21 +209,22 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         long long hi = (long long)ex->n - 1;
         bad |= gf_y_int(ctx, e, "flatter_than", 0, 0, hi, &x->flatter_than) < 0;
         bad |= gf_y_int(ctx, e, "sharper_than", 0, 0, hi, &x->sharper_than) < 0;
-        if ((long long)i == x->flatter_than || (long long)i == x->sharper_than) {
+        bad |= gf_y_int(ctx, e, "fewer_kept_than", 0, 0, hi, &x->fewer_than) < 0;
+        if ((long long)i == x->flatter_than || (long long)i == x->sharper_than || (long long)i == x->fewer_than) {
             gf_y_error(ctx, e, "an entry cannot be compared with itself");
             bad = 1;
         }
         if (!x->keep && !x->probs && x->kept_max < 0 && x->kept_min < 0 && isnan(x->max_prob.le) &&
             isnan(x->max_prob.ge) && isnan(x->min_prob.le) && isnan(x->min_prob.ge) && x->flatter_than < 0 &&
-            x->sharper_than < 0 && !x->draw_in) {
+            x->sharper_than < 0 && x->fewer_than < 0 && !x->draw_in) {
             gf_y_error(ctx, e,
                        "an 'expect' entry needs an expectation: keep, expect_probs, kept_max, kept_min, max_prob, "
-                       "min_prob, flatter_than, sharper_than or draw_in");
+                       "min_prob, flatter_than, sharper_than, fewer_kept_than or draw_in");
             bad = 1;
         }
         gf_y_check_unknown(ctx, e,
                            "in an 'expect' entry (known: the sampler parameters, keep, expect_probs, atol, kept_max, "
-                           "kept_min, max_prob, min_prob, flatter_than, sharper_than, draw_in)");
+                           "kept_min, max_prob, min_prob, flatter_than, sharper_than, fewer_kept_than, draw_in)");
     }
     return bad ? -1 : 0;
 }
@@ -229,6 +239,7 @@ static int cmp_i32(const void *a, const void *b)
 typedef struct probs_seen {
     int ok;             /* the sampler accepted the row */
     double max_p, min_p, entropy;
+    size_t n_kept;
 } probs_seen;
 
 static void label_of(const gf_sampler_params *p, char *buf, size_t cap)
@@ -300,6 +311,7 @@ static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e,
             H -= q * log(q);
     }
     seen->ok = 1;
+    seen->n_kept = n_kept;
     seen->max_p = max_p;
     seen->min_p = min_p;
     seen->entropy = H;
@@ -411,17 +423,33 @@ static void run_probs(const gf_case *c, gf_krun *k)
     }
     if (s->random) {
         gf_k_seed(k, "random", (uint64_t)s->r_seed);
-        gf_k_normals((uint64_t)s->r_seed, 0, nrm, (size_t)V);
-        for (int32_t i = 0; i < V; i++)
-            L[i] = (float)(s->r_scale * nrm[i]);
+        gf_k_normals((uint64_t)s->r_seed, (uint64_t)s->r_row, nrm, (size_t)V);
+        long long finite = 0;
+        for (int32_t i = 0; i < V; i++) {
+            /* a -inf mask (a grammar's bitmask): its own Philox stream, seq "mask", step = row */
+            int masked = s->r_mask > 0 &&
+                         gf_rng_uniform((uint64_t)s->r_seed, 0x6d61736bULL, (uint64_t)s->r_row, (uint32_t)i) < s->r_mask;
+            L[i] = masked ? -INFINITY : (float)(s->r_scale * nrm[i]);
+            finite += !masked;
+        }
+        gf_k_metric_int(k, "finite_logits", finite);
     } else {
         memcpy(L, s->logits, (size_t)V * sizeof *L);
     }
     for (size_t e = 0; e < s->n_ex; e++)
         run_entry(k, s, L, e, &seen[e], per);
-    /* comparisons: flatter = lower max, higher min (both strict), entropy not lower */
+    /* comparisons: flatter = lower max, higher min (both strict), entropy not lower; fewer kept */
     for (size_t e = 0; e < s->n_ex; e++) {
         const probs_expect *x = &s->ex[e];
+        if (x->fewer_than >= 0 && seen[e].ok && seen[x->fewer_than].ok) {
+            char name[512], la[128], lb[128];
+            label_of(&x->p, la, sizeof la);
+            label_of(&s->ex[x->fewer_than].p, lb, sizeof lb);
+            snprintf(name, sizeof name, "line %d: %s keeps fewer than line %d: %s", x->line, la,
+                     s->ex[x->fewer_than].line, lb);
+            gf_k_check(k, seen[e].n_kept < seen[x->fewer_than].n_kept, name, "kept %zu, line %d kept %zu",
+                       seen[e].n_kept, s->ex[x->fewer_than].line, seen[x->fewer_than].n_kept);
+        }
         for (int dir = 0; dir < 2; dir++) {
             long long o = dir == 0 ? x->flatter_than : x->sharper_than;
             if (o < 0 || !seen[e].ok || !seen[o].ok)
