@@ -114,10 +114,12 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
     s->temperature = 1.0;
     int bad = gf_y_probs_or_logits(ctx, m, GF_Y_REQUIRED, &s->logits, &s->V, &s->from_probs) < 0;
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
-    bad |= fence_sampler(ctx, m, s) < 0;
+    int sampler_ok = fence_sampler(ctx, m, s) == 0;
+    bad |= !sampler_ok;
     if (!bad && !(s->temperature > 0 && isfinite(s->temperature))) {
         gf_y_error(ctx, gf_y_get(ctx, m, "temperature", 0), "'temperature' must be > 0 for a fence");
         bad = 1;
+        sampler_ok = 0;
     }
     if (gf_y_ints(ctx, m, "permutation", 0, 0, 2147483647LL, 1, &s->perm, &s->n_perm) < 0) {
         bad = 1;
@@ -169,7 +171,7 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
         }
         bad |= rc < 0;
         s->ex[i].has_p = rc > 0;
-        if (rk >= 0 && rc >= 0) { /* the entry's parameters under the case's profile, at load */
+        if (sampler_ok && rk >= 0 && rc >= 0) { /* the entry's parameters under the case's profile, at load */
             gf_sampler_params p;
             fence_params(s, &s->ex[i], &p);
             if (gf_sampler_validate(&p) != GF_OK) {
