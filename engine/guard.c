@@ -69,6 +69,14 @@ static unsigned char *pat_find(const gf_guard *g, unsigned char *a, unsigned cha
     return hit;
 }
 
+/* The pattern before the data: GF_GUARD_BEFORE bytes, or down to the leading
+ * guard page when the buffer nearly fills the mapping. Bounded, so a small
+ * buffer in a mapping a bigger one left costs no scan of the slack. */
+static unsigned char *before_start(const gf_guard *g)
+{
+    return (size_t)(g->data - g->lo) > GF_GUARD_BEFORE ? g->data - GF_GUARD_BEFORE : g->lo;
+}
+
 void gf_guard_release(gf_guard *g)
 {
     if (!g)
@@ -105,14 +113,13 @@ void *gf_guard_place(gf_guard *g, size_t n, const void *src)
             gf_error_set(GF_E_NOMEM, "guard: mprotect of the guard pages failed");
             return NULL;
         }
-        pat_fill(g, g->lo, g->hi);
     }
     /* the end against the trailing sentinel, the start at malloc's alignment */
     unsigned char *data = (unsigned char *)((uintptr_t)(g->hi - GF_GUARD_SENTINEL - n) & ~(uintptr_t)(ALIGN - 1));
-    if (g->data && (g->data != data || g->n != n))
-        pat_fill(g, g->data, g->data + g->n);
     g->data = data;
     g->n = n;
+    pat_fill(g, before_start(g), data);
+    pat_fill(g, data + n, g->hi);
     if (src)
         memcpy(data, src, n);
     return data;
@@ -124,12 +131,12 @@ int gf_guard_check(gf_guard *g, size_t *before_out, size_t *past_out)
     *before_out = *past_out = 0;
     if (!g->data)
         return 1;
-    unsigned char *end = g->data + g->n;
-    unsigned char *first = pat_find(g, g->lo, g->data, 1);
+    unsigned char *end = g->data + g->n, *lo = before_start(g);
+    unsigned char *first = pat_find(g, lo, g->data, 1);
     unsigned char *last = pat_find(g, end, g->hi, 0);
     if (first) {
         *before_out = (size_t)(g->data - first);
-        pat_fill(g, g->lo, g->data);
+        pat_fill(g, lo, g->data);
     }
     if (last) {
         *past_out = (size_t)(last - end) + 1;

@@ -1,17 +1,20 @@
 /* Internal to engine/: guarded copies of the buffers genfence hands a backend
  * (issue 12, item 4). A gf_guard is one mapping
  *
- *   | PROT_NONE page | slack + sentinel | data (n bytes) | sentinel | PROT_NONE page |
+ *   | PROT_NONE page | slack | pattern | data (n bytes) | pattern | PROT_NONE page |
  *
- * whose bytes around the data hold a known pattern (GF_GUARD_SENTINEL bytes
- * at least on each side; everything between the two guard pages that is not
- * data is pattern). The data's end sits against the trailing sentinel (at
- * most alignof(max_align_t) - 1 bytes of it before, so the data keeps
+ * with a known byte pattern directly around the data: GF_GUARD_BEFORE bytes
+ * before it (fewer when the slack is smaller: then the guard page follows)
+ * and GF_GUARD_SENTINEL to GF_GUARD_SENTINEL + alignof(max_align_t) - 1
+ * after it (the data's end sits against the trailing pattern, its start at
  * malloc's alignment). A stray write near the buffer changes the pattern,
- * which gf_guard_check finds after the call; one a page away hits a guard
- * page (SIGSEGV, a crash the runner reports with the call trace). The
- * mapping is kept between calls and grows only when a bigger buffer is
- * needed, so a guarded call costs a copy in, a copy out and a check. */
+ * which gf_guard_check finds after the call; one a page past the end hits
+ * the guard page (SIGSEGV, a crash the runner reports with the call trace).
+ * The slack, left when a smaller buffer reuses a mapping a bigger one made,
+ * is neither filled nor checked beyond GF_GUARD_BEFORE: a write there is not
+ * seen, and harms only the mapping. The mapping is kept between calls and
+ * grows only when a bigger buffer is needed, so a guarded call costs a copy
+ * in, a copy out and about 4 KiB of pattern written and compared. */
 #ifndef GENFENCE_ENGINE_GUARD_H
 #define GENFENCE_ENGINE_GUARD_H
 
@@ -20,7 +23,8 @@
 #include "genfence/backend.h"
 #include "genfence/status.h"
 
-#define GF_GUARD_SENTINEL 64 /* pattern bytes at least before and after the data */
+#define GF_GUARD_SENTINEL 64 /* pattern bytes at least after the data */
+#define GF_GUARD_BEFORE 4096 /* pattern bytes before it (where the mapping has room) */
 
 typedef struct gf_guard {
     unsigned char *map;     /* the whole mapping, guard pages included */
@@ -30,9 +34,9 @@ typedef struct gf_guard {
     size_t n;               /* its bytes */
 } gf_guard;
 
-/* Hand out n bytes (n >= 1) in g: grows the mapping if needed, restores the
- * pattern where the previous buffer was, copies src in (NULL: leaves the
- * bytes as they are). Returns the buffer, or NULL with GF_E_NOMEM set. */
+/* Hand out n bytes (n >= 1) in g: grows the mapping if needed, writes the
+ * pattern around the buffer, copies src in (NULL: leaves the bytes as they
+ * are). Returns the buffer, or NULL with GF_E_NOMEM set. */
 void *gf_guard_place(gf_guard *g, size_t n, const void *src);
 
 /* After the call: 1 if every pattern byte is intact; else 0 with *before_out
