@@ -244,8 +244,16 @@ static gf_status stage_min_p(chain_ctx *c, double *pr_buf, uint8_t *keep)
     int32_t n = sort_finite(c);
     if (n == 0)
         return GF_OK;
-    const int32_t stay = pr == GF_PROFILE_VLLM ? 0 : e->min_tokens_to_keep;
-    if (pr == GF_PROFILE_LLAMACPP) { /* logits: z >= z_max + log(p) */
+    int32_t stay = pr == GF_PROFILE_VLLM ? 0 : e->min_tokens_to_keep;
+    if (pr == GF_PROFILE_LLAMACPP) {
+        /* llama.cpp: z >= z_max + log(p); when fewer than max(1, min_keep)
+         * pass (p > 1: none), its sorted fallback keeps the top
+         * max(1, min_keep), then any further passing entry. NaN p: no
+         * comparison stops that fallback, so every candidate stays. */
+        if (isnan(e->min_p))
+            return GF_OK;
+        if (stay < 1)
+            stay = 1;
         const double zmin = c->s[0].z + log(e->min_p);
         for (int32_t j = 0; j < n; j++)
             keep[j] = c->s[j].z >= zmin || j < stay;

@@ -268,8 +268,9 @@ gf_status gf_sampler_ext_validate(const gf_sampler_params *p, const gf_sampler_e
             BAD("hf: min_tokens_to_keep has to be a positive integer, got %d", (int)e->min_tokens_to_keep);
         return GF_OK;
     case GF_PROFILE_LLAMACPP:
-        if (e->use_min_p && (isnan(e->min_p) || e->min_p > 1.0))
-            BAD("llamacpp: min_p %.17g would empty the candidate set (NaN or > 1; <= 0 is off)", e->min_p);
+        /* min_p: any value. llama.cpp's min-p keeps the top max(1, min_keep)
+         * when fewer pass (p > 1: none but the top); NaN passes every
+         * comparison's negation, so it keeps all; <= 0 is off. */
         if (!(e->repetition_penalty > 0.0) || isinf(e->repetition_penalty))
             BAD("llamacpp: repeat penalty must be a finite number > 0 (1: off), got %.17g", e->repetition_penalty);
         if (e->min_tokens_to_keep < 0)
@@ -321,7 +322,7 @@ static const gf_profile_row k_rows[] = {
     ROW("top_p NaN", "error", "off", "keeps all", "error"),
     ROW("top_p rule", "drop once exclusive prefix >= p", "drop ascending cumsum <= 1 - p",
      "keep shortest prefix with inclusive sum >= p", "drop ascending cumsum <= 1 - p, keep top 1"),
-    ROW("min_p", "[0, 1]; keep p >= min_p * p_max", "[0, 1]; same", "<= 0 off; NaN/> 1 error; z >= z_max + log min_p",
+    ROW("min_p", "[0, 1]; keep p >= min_p * p_max", "[0, 1]; same", "<= 0 off; NaN keeps all; z >= z_max + log min_p, at least max(1, min_keep) (> 1: the top)",
      "[0, 1]; same, after temperature"),
     ROW("typical_p", "(0, 1]; HF's rule", "<= 0 error; >= 1, NaN off; cumsum < mass",
      ">= 1 off; NaN keeps all; first cumsum > p", "error (none)"),

@@ -346,8 +346,20 @@ Test(sampler_profiles, min_p)
     expect_error(L5, 5, &v, "vllm: vLLM has no min_tokens_to_keep");
     ext_of(&s)->min_p = 1.5;
     expect_error(L5, 5, &s, "seed: min_p must lie in [0, 1]");
+    /* llamacpp above 1 (llama.cpp's test_min_p at 1.05): nothing passes, its
+     * fallback keeps the top max(1, min_keep); NaN keeps all */
     ext_of(&l)->min_p = 1.5;
-    expect_error(L5, 5, &l, "would empty the candidate set");
+    expect_mask(L5, 5, &l, 0x1, "llamacpp min_p 1.5 keeps the top");
+    ext_of(&l)->min_tokens_to_keep = 0;
+    expect_mask(L5, 5, &l, 0x1, "llamacpp min_p 1.5, min_keep 0 keeps the top");
+    ext_of(&l)->min_tokens_to_keep = 3;
+    expect_mask(L5, 5, &l, 0x7, "llamacpp min_p 1.5, min_keep 3 keeps the top 3");
+    ext_of(&l)->min_p = 0.5; /* passes {0, 1} (.3 >= .25); min_keep 3 adds the third */
+    expect_mask(L5, 5, &l, 0x7, "llamacpp min_p .5, min_keep 3");
+    ext_of(&l)->min_tokens_to_keep = 1;
+    expect_mask(L5, 5, &l, 0x3, "llamacpp min_p .5");
+    ext_of(&l)->min_p = NAN;
+    expect_mask(L5, 5, &l, 0x1f, "llamacpp min_p NaN keeps all");
     ext_of(&l)->min_p = 0.0;
     expect_mask(L5, 5, &l, 0x1f, "llamacpp min_p 0 is off");
     ext_of(&l)->min_p = -1.0;
