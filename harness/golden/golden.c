@@ -338,6 +338,57 @@ out:
     return st;
 }
 
+/* a real, or the canonical JSON's {"$float": ...} for a non-finite one
+ * (json_real refuses those) */
+static json_t *num(double x)
+{
+    if (isfinite(x))
+        return json_real(x);
+    return json_pack("{s:s}", "$float", isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+}
+
+static json_t *ids(const int32_t *v, int32_t n)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; v && i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+/* The extension's every field (a NULL ext writes none of them, so the
+ * sampler of every golden made before profiles reads as it did). Disabled
+ * filters are null; the arrays are empty when unset. */
+static void ext_json(json_t *o, const gf_sampler_ext *e)
+{
+    const char *pn = gf_sampler_profile_name(e->profile);
+    json_object_set_new(o, "profile", pn ? json_string(pn) : json_integer(e->profile));
+    json_t *chain = json_array();
+    for (int32_t i = 0; i < e->n_chain && i < GF_SAMPLER_MAX_CHAIN; i++) {
+        const char *sn = gf_sampler_stage_name(e->chain[i]);
+        json_array_append_new(chain, sn ? json_string(sn) : json_integer(e->chain[i]));
+    }
+    json_object_set_new(o, "chain", chain);
+    json_object_set_new(o, "min_p", e->use_min_p ? num(e->min_p) : json_null());
+    json_object_set_new(o, "typical_p", e->use_typical_p ? num(e->typical_p) : json_null());
+    json_object_set_new(o, "repetition_penalty", num(e->repetition_penalty));
+    json_object_set_new(o, "frequency_penalty", num(e->frequency_penalty));
+    json_object_set_new(o, "presence_penalty", num(e->presence_penalty));
+    json_object_set_new(o, "penalty_last_n", json_integer(e->penalty_last_n));
+    json_object_set_new(o, "min_tokens_to_keep", json_integer(e->min_tokens_to_keep));
+    json_t *bias = json_object();
+    for (int32_t i = 0; e->bias && i < e->n_bias; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", (int)e->bias[i].token);
+        json_object_set_new(bias, key, num(e->bias[i].bias));
+    }
+    json_object_set_new(o, "logit_bias", bias);
+    json_object_set_new(o, "history", ids(e->history, e->n_history));
+    json_object_set_new(o, "history_prompt", json_integer(e->n_prompt));
+    json_object_set_new(o, "min_new_tokens", json_integer(e->min_new_tokens));
+    json_object_set_new(o, "eos_id", json_integer(e->eos_id));
+    json_object_set_new(o, "stop_token_ids", ids(e->stop_ids, e->n_stop_ids));
+}
+
 char *gf_golden_sampler_json(const gf_sampler_params *p)
 {
     json_t *o = json_object();
@@ -345,6 +396,8 @@ char *gf_golden_sampler_json(const gf_sampler_params *p)
     json_object_set_new(o, "top_k", p->use_top_k ? json_integer(p->top_k) : json_null());
     json_object_set_new(o, "top_p", p->use_top_p ? json_real(p->top_p) : json_null());
     json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
+    if (p->ext)
+        ext_json(o, p->ext);
     char *s = gf_canonical_json(o);
     json_decref(o);
     return s;

@@ -65,8 +65,11 @@ gf_status gf_golden_write(const char *path, const gf_golden_row *rows, int32_t n
                           const char *const *keys, const char *const *values, size_t n_meta);
 
 /* The sampler as the JSON string stored in the metadata ("sampler"):
- * {"seed":S,"temperature":T,"top_k":K|null,"top_p":P|null}, keys sorted.
- * malloc'd. */
+ * {"seed":S,"temperature":T,"top_k":K|null,"top_p":P|null}, keys sorted;
+ * with p->ext set, also its profile, chain, filters, penalties, bias,
+ * history and EOS/stop fields (a NULL ext: exactly the four keys, as every
+ * golden before profiles). Non-finite values as the canonical JSON's bare
+ * NaN / Infinity. malloc'd. */
 char *gf_golden_sampler_json(const gf_sampler_params *p);
 
 #endif

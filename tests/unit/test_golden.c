@@ -281,6 +281,48 @@ Test(golden, sampler_json)
     free(j);
 }
 
+/* with an extension: its every field, so a profile or filter is part of the
+ * golden's recorded sampler; a NULL ext keeps the four keys above */
+Test(golden, sampler_json_ext)
+{
+    gf_sampler_params s = gf_sampler_greedy();
+    s.temperature = 0.8;
+    s.seed = 7;
+    gf_sampler_ext e = gf_sampler_ext_defaults();
+    e.profile = GF_PROFILE_LLAMACPP;
+    e.n_chain = 2;
+    e.chain[0] = GF_STAGE_MIN_P;
+    e.chain[1] = GF_STAGE_TEMPERATURE;
+    e.use_min_p = 1;
+    e.min_p = NAN;
+    const gf_logit_bias b[] = {{3, -INFINITY}, {5, 1.5f}};
+    e.n_bias = 2;
+    e.bias = b;
+    s.ext = &e;
+    char *j = gf_golden_sampler_json(&s);
+    cr_assert_str_eq(j, "{\"chain\":[\"min_p\",\"temperature\"],\"eos_id\":-1,\"frequency_penalty\":0.0,"
+                        "\"history\":[],\"history_prompt\":0,\"logit_bias\":{\"3\":-Infinity,\"5\":1.5},"
+                        "\"min_new_tokens\":0,\"min_p\":NaN,\"min_tokens_to_keep\":1,\"penalty_last_n\":-1,"
+                        "\"presence_penalty\":0.0,\"profile\":\"llamacpp\",\"repetition_penalty\":1.0,\"seed\":7,"
+                        "\"stop_token_ids\":[],\"temperature\":0.8,\"top_k\":null,\"top_p\":null,\"typical_p\":null}");
+    free(j);
+    /* one filter changed: another sampler record */
+    e.min_p = 0.1;
+    char *k = gf_golden_sampler_json(&s);
+    cr_assert(strstr(k, "\"min_p\":0.1,"), "%s", k);
+    free(k);
+    /* the seed profile with every default is still an extension: recorded as such */
+    gf_sampler_ext d = gf_sampler_ext_defaults();
+    s.ext = &d;
+    k = gf_golden_sampler_json(&s);
+    cr_assert(strstr(k, "\"profile\":\"seed\""), "%s", k);
+    free(k);
+    s.ext = NULL;
+    k = gf_golden_sampler_json(&s);
+    cr_assert_str_eq(k, "{\"seed\":7,\"temperature\":0.8,\"top_k\":null,\"top_p\":null}");
+    free(k);
+}
+
 /* ---- the kind's keys, the case tree and its hash ---- */
 
 static int load(const char *text, gf_case_set *set)
