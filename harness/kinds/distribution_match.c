@@ -228,10 +228,11 @@ int gf_stat_defer(const gf_case *c, gf_krun *k)
     if (gf_backend_describe(gf_engine_ops(k->session->engine), &o, &info) != GF_OK || !info.weights ||
         !strcmp(info.weights, "f32"))
         return 0;
-    const char *w = info.weights;
-    /* the default suite's distribution_match case on this model: in
-     * cases/statistical*.yaml (only those files, so that an error elsewhere
-     * in the suite does not hide it) */
+    char w[64], kv[64];
+    gf_stat_backend_types(k, w, sizeof w, kv, sizeof kv);
+    /* the distribution_match case on this model in cases/statistical*.yaml
+     * (only those files, so that an error elsewhere in the suite does not
+     * hide it), if it has thresholds for these weights */
     char id[256] = "";
     char *root = gf_case_root_for(NULL, c->file), *dir = root ? gf_case_default_dir(root) : NULL;
     char pattern[4096];
@@ -242,20 +243,26 @@ int gf_stat_defer(const gf_case *c, gf_krun *k)
         gf_case_set set;
         memset(&set, 0, sizeof set);
         if (gf_cases_load(gf_kinds(), (const char *const *)gl.gl_pathv, gl.gl_pathc, root, &set) == GF_OK)
-            for (size_t i = 0; i < set.n && !id[0]; i++)
+            for (size_t i = 0; i < set.n && !id[0]; i++) {
+                dm_thr t;
+                int from_case;
                 if (set.cases[i].kind == &gf_kind_distribution_match && set.cases[i].model &&
-                    !strcmp(set.cases[i].model, c->model))
+                    !strcmp(set.cases[i].model, c->model) &&
+                    thresholds_for(set.cases[i].spec, threshold_key(w, kv), &t, &from_case))
                     snprintf(id, sizeof id, "%s", set.cases[i].id);
+            }
         gf_case_set_free(&set);
     }
     globfree(&gl);
     free(dir);
     free(root);
-    if (id[0])
-        gf_k_skip(k, "weights %s: judged by the statistical tier (case %s)", w, id);
-    else
-        gf_k_skip(k, "weights %s: judged by the statistical tier (no distribution_match case on %s in "
-                     "cases/statistical*.yaml)", w, c->model_arg ? c->model_arg : "this model");
+    if (!id[0]) { /* nothing would judge it statistically: token equality it is */
+        gf_k_metric_json(k, "statistical_tier",
+                         json_sprintf("no distribution_match case in cases/statistical*.yaml judges weights %s on %s",
+                                      w, c->model_arg ? c->model_arg : "this model"));
+        return 0;
+    }
+    gf_k_skip(k, "weights %s: judged by the statistical tier (case %s)", w, id);
     return 1;
 }
 

@@ -12,6 +12,8 @@
  *   ref-noise-q8_0  amp 1.0, declares q8_0 weights: a broken quantizer (KL
  *                   ~0.1, 20x q8_0's bound), which the q8_0 thresholds must
  *                   refuse, and whose golden cases are skipped for the tier
+ *   ref-q4_0        amp 0, declares q4_0 weights, which no thresholds cover:
+ *                   the tier skips it and its golden cases run (and pass)
  *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <stddef.h>

@@ -7,6 +7,8 @@
 #      reason names the measured KL, the bound and the safety factor;
 #   3. ref-noise-q8_0 (q8_0 declared) is judged by the q8_0 thresholds (and
 #      fails them), and its golden cases are skipped naming the tier's case;
+#      ref-q4_0 (q4_0 declared, no noise, no thresholds anywhere): the tier
+#      skips it and its golden cases run strictly (and pass);
 #   4. a case's thresholds override the defaults field by field (loose f32
 #      bounds let ref-noise pass), a weight type with no thresholds is a skip
 #      (ref-bf16), and schema errors (unknown threshold key, top1_min > 1,
@@ -23,7 +25,8 @@ fail() { echo "statistical_tier: FAIL: $*" >&2; exit 1; }
 cd "$GF_SRC"
 B="$GF_BUILD/tests/backends"
 N="$B/libgenfence_test_faulty_ref_noise.so" Q="$B/libgenfence_test_faulty_ref_noise_q8_0.so" F="$B/libgenfence_test_faulty_ref_bf16.so"
-for f in "$N" "$Q" "$F"; do [[ -f $f ]] || fail "test backend $f not built"; done
+Q4="$B/libgenfence_test_faulty_ref_q4_0.so"
+for f in "$N" "$Q" "$F" "$Q4"; do [[ -f $f ]] || fail "test backend $f not built"; done
 
 check() { # check RUN.json PYTHON-ASSERTIONS (r: {(id, backend): result})
   "$PY" - "$1" "$2" <<'PY'
@@ -37,7 +40,7 @@ PY
 # 1-3
 set +e
 "$GENFENCE" run -q cases/statistical.yaml cases/golden.yaml cases/golden_llama.yaml --filter 'statistical|^golden\.greedy\.sherlock' \
-  --backend ref --backend "$N" --backend "$Q" --report-dir "$tmp/a" >"$tmp/a.out" 2>&1
+  --backend ref --backend "$N" --backend "$Q" --backend "$Q4" --report-dir "$tmp/a" >"$tmp/a.out" 2>&1
 rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/a.out"; fail "run exited $rc, expected 1"; }
@@ -54,6 +57,8 @@ for m in ("holmes-gpt", "holmes-llama"):
     assert "max_abs_delta" in x["metrics"]["summary"] and x["metrics"]["summary"]["steps"] == 576
 x = r[("statistical.holmes-gpt", "ref-noise")]
 assert x["verdict"] == "fail" and x["reason"].startswith("kld_mean: measured ") and "> 5e-11 (safety " in x["reason"], x["reason"]
+x = r[("statistical.holmes-gpt", "ref-q4_0")]
+assert x["verdict"] == "skip" and x["reason"].startswith("no thresholds for q4_0"), (x["verdict"], x["reason"])
 x = r[("statistical.holmes-gpt", "ref-noise-q8_0")]
 assert x["verdict"] == "fail" and x["metrics"]["weights"] == "q8_0" and "q8_0 thresholds" in x["reason"], x["reason"]
 for g in ("golden.greedy.sherlock", "golden.greedy.sherlock.llama"):
@@ -62,6 +67,8 @@ for g in ("golden.greedy.sherlock", "golden.greedy.sherlock.llama"):
         want = "weights q8_0: judged by the statistical tier (case statistical.holmes-" + ("llama)" if "llama" in g else "gpt)")
         assert x["verdict"] == "skip" and x["reason"] == want, (g, x["verdict"], x["reason"])
     assert r[(g, "ref")]["verdict"] == "pass"
+    x = r[(g, "ref-q4_0")]  # q4_0: no thresholds anywhere, so token equality judges it
+    assert x["verdict"] == "pass" and "judges weights q4_0" in x["metrics"]["statistical_tier"], (x["verdict"], x["reason"])
     assert r[(g, "ref-noise")]["verdict"] == "fail"
 '
 echo "ok   1-3: ref passes at fp32 noise, ref-noise fails f32, ref-noise-q8_0 fails q8_0 and skips its goldens"
