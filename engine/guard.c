@@ -2,6 +2,8 @@
  * beyond, checked after every backend call. */
 #include "guard.h"
 
+#include "genfence/sampler.h"
+
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -195,24 +197,62 @@ gf_status gf_guard_verdict(gf_guard *g, const char *where, const char *what, con
 
 /* the sample slot's buffers: no engine holds them (sampler-only calls have
  * no model), so one set per thread, kept for the process's life */
-static _Thread_local gf_guard g_sample_logits, g_sample_ids;
+static _Thread_local gf_guard g_sample_logits, g_sample_ids, g_sample_ext, g_sample_hist, g_sample_stop, g_sample_bias;
+
+/* A read-only array of the sampler extension in its guard (n elements of
+ * size elem): the copy, or src itself when there is none (NULL, n < 1);
+ * *ok = 0 when the guard cannot be mapped. */
+static const void *place_input(gf_guard *g, const void *src, int32_t n, size_t elem, int *ok)
+{
+    if (!*ok || !src || n < 1)
+        return src;
+    const void *c = gf_guard_place(g, (size_t)n * elem, src);
+    *ok = c != NULL;
+    return c ? c : src;
+}
 
 gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call)
 {
     size_t n = (size_t)B * (size_t)d->V;
+    char where[96], shape[96];
+    snprintf(where, sizeof where, "sample call #%lld (B %d, V %d)", call, B, d->V);
     const float *lg = gf_guard_place(&g_sample_logits, n * sizeof *logits, logits);
     int32_t *ids = lg ? gf_guard_place(&g_sample_ids, (size_t)B * sizeof *ids_out, ids_out) : NULL;
-    if (!ids)
-        return gf_error_prefix(GF_E_NOMEM, "sample call #%lld (B %d, V %d)", call, B, d->V);
-    gf_status st = ops->sample(model, lg, B, p, d, ids);
-    char where[96], shape[64];
-    snprintf(where, sizeof where, "sample call #%lld (B %d, V %d)", call, B, d->V);
+    /* sample_ex's extension and the arrays it points to: read-only inputs too */
+    gf_sampler_params gp = *p;
+    const gf_sampler_ext *x = p->ext;
+    gf_sampler_ext gx;
+    int ok = ids != NULL;
+    if (ok && x) {
+        gx = *x;
+        gx.history = place_input(&g_sample_hist, x->history, x->n_history, sizeof *x->history, &ok);
+        gx.stop_ids = place_input(&g_sample_stop, x->stop_ids, x->n_stop_ids, sizeof *x->stop_ids, &ok);
+        gx.bias = place_input(&g_sample_bias, x->bias, x->n_bias, sizeof *x->bias, &ok);
+        if (ok)
+            ok = (gp.ext = gf_guard_place(&g_sample_ext, sizeof gx, &gx)) != NULL;
+    }
+    if (!ok)
+        return gf_error_prefix(GF_E_NOMEM, "%s", where);
+    gf_status st = ops->sample(model, lg, B, &gp, d, ids);
     snprintf(shape, sizeof shape, "((B, V) = (%d, %d) floats)", B, d->V);
     gf_status gs = gf_guard_verdict(&g_sample_logits, where, "logits", shape, logits, 4, "float");
     snprintf(shape, sizeof shape, "((B) = (%d) int32)", B);
     if (gs == GF_OK)
         gs = gf_guard_verdict(&g_sample_ids, where, "ids_out", shape, NULL, 4, "int32");
+    if (gs == GF_OK && x) {
+        snprintf(shape, sizeof shape, "(%zu bytes)", sizeof gx);
+        gs = gf_guard_verdict(&g_sample_ext, where, "params->ext", shape, &gx, 1, "byte");
+        snprintf(shape, sizeof shape, "((n_history) = (%d) int32)", x->n_history);
+        if (gs == GF_OK && gx.history != x->history)
+            gs = gf_guard_verdict(&g_sample_hist, where, "ext->history", shape, x->history, 4, "int32");
+        snprintf(shape, sizeof shape, "((n_stop_ids) = (%d) int32)", x->n_stop_ids);
+        if (gs == GF_OK && gx.stop_ids != x->stop_ids)
+            gs = gf_guard_verdict(&g_sample_stop, where, "ext->stop_ids", shape, x->stop_ids, 4, "int32");
+        snprintf(shape, sizeof shape, "((n_bias) = (%d) entries of %zu bytes)", x->n_bias, sizeof *x->bias);
+        if (gs == GF_OK && gx.bias != x->bias)
+            gs = gf_guard_verdict(&g_sample_bias, where, "ext->bias", shape, x->bias, 1, "byte");
+    }
     if (gs != GF_OK)
         return gs;
     memcpy(ids_out, ids, (size_t)B * sizeof *ids_out);

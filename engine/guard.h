@@ -69,9 +69,11 @@ gf_status gf_guard_verdict(gf_guard *g, const char *where, const char *what, con
                            size_t elem, const char *elem_name);
 
 /* gf_backend_sample's call of the slot (engine/backend_sample.c): on guarded
- * copies of logits (B, d->V) (read-only) and ids_out (B), kept per thread.
+ * copies of logits (B, d->V) and ids_out (B), and for sample_ex of p->ext and
+ * its history, stop_ids and bias arrays (all read-only but ids_out), kept
+ * per thread.
  * Returns the slot's status, or GF_E_BACKEND when it wrote outside a buffer
- * or into logits ("sample call #N (B b, V v): ..."); ids_out gets the slot's
+ * or into an input ("sample call #N (B b, V v): ..."); ids_out gets the slot's
  * ids only after a clean call. call: the slot's call index. */
 gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call);

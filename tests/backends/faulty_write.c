@@ -12,6 +12,9 @@
  *   GF_WFAULT=5 "ref-sample-past":  a correct sample slot (filter + race over the given
  *                                   uniforms) that writes one id past ids_out on its
  *                                   2nd call
+ *   GF_WFAULT=7 "ref-sample-ex-history": a correct sample_ex (every profile: the
+ *                                   engine's filter chain, then the race) that
+ *                                   changes ext->history[0] on its 2nd call
  *   GF_WFAULT=6 "ref-leak":         every forward call leaks 1 MiB (touched, never
  *                                   freed; GF_E_NOMEM once malloc fails): genfence
  *                                   sees it only as out of memory under a
@@ -89,7 +92,7 @@ static gf_status wf_forward_leak(void *model, void *cache, const gf_batch *in, f
 }
 #endif
 
-#if GF_WFAULT == 5
+#if GF_WFAULT == 5 || GF_WFAULT == 7
 /* The sampler of docs/sampler.md over the engine's uniforms: exactly gf_sample. */
 static gf_status wf_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
                            const gf_rng_draws *draws, int32_t *ids_out)
@@ -111,11 +114,26 @@ static gf_status wf_sample(void *model, const float *logits, int32_t B, const gf
             ids_out[b] = r.token;
     }
     free(z);
+#if GF_WFAULT == 5
     if (st == GF_OK && call == 2) {
         volatile uint32_t *past = (volatile uint32_t *)(ids_out + B);
         *past = ~*past;
     }
+#else
+    if (st == GF_OK && call == 2 && params->ext && params->ext->history && params->ext->n_history > 0) {
+        volatile int32_t *h = (volatile int32_t *)(uintptr_t)params->ext->history; /* the fault: const cast away */
+        *h = *h + 1;
+    }
+#endif
     return st;
+}
+#endif
+
+#if GF_WFAULT == 7
+static uint32_t wf_sample_profiles(void)
+{
+    return GF_PROFILE_BIT(GF_PROFILE_SEED) | GF_PROFILE_BIT(GF_PROFILE_HF) | GF_PROFILE_BIT(GF_PROFILE_LLAMACPP) |
+           GF_PROFILE_BIT(GF_PROFILE_VLLM);
 }
 #endif
 
@@ -129,6 +147,11 @@ __attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_en
         g_ops.forward = wf_forward;
 #if GF_WFAULT == 5
         g_ops.sample = wf_sample;
+#endif
+#if GF_WFAULT == 7
+        g_ops.sample_profiles = wf_sample_profiles;
+        g_ops.sample_ex = wf_sample;
+        g_ops.sample = wf_sample; /* plain params (ext NULL) come here; the fault needs a history */
 #endif
 #if GF_WFAULT == 6
         g_ops.forward = wf_forward_leak;
