@@ -22,6 +22,7 @@
     X(sliding_window)         \
     X(eos)                    \
     X(stream_decode)          \
+    X(stop_strings)           \
     X(golden_generation)      \
     X(distribution_match)
 
