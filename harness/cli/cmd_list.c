@@ -11,6 +11,56 @@
 #include "golden_generation.h"
 #include "genfence/sampler.h"
 #include "hash.h"
+#include "sampler_keys.h"
+
+/* 1 when the kind's case map is a word in keys, a comma-separated list */
+static int listed(const char *keys, const char *key)
+{
+    const size_t n = strlen(key);
+    for (const char *p = keys; (p = strstr(p, key)) != NULL; p += n)
+        if ((p == keys || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+/* The sampler-profile keys (sampler_keys.h) kind k takes at the case level
+ * and its own keys line does not name: each key is offered to the kind's
+ * parser alone, and taken unless the loader calls it unknown for the kind.
+ * Writes them comma-separated into buf; returns how many. */
+static int sampler_keys_of(const gf_kind_def *k, char *buf, size_t cap)
+{
+    static const gf_kind_def *one[2];
+    one[0] = k;
+    one[1] = NULL;
+    int n = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *const *key = gf_sampler_ext_keys(); *key; key++) {
+        if (listed(k->keys, *key))
+            continue;
+        char text[256];
+        snprintf(text, sizeof text, "cases:\n  - id: probe\n    kind: %s\n    %s: null\n", k->name, *key);
+        gf_case_set set;
+        memset(&set, 0, sizeof set);
+        gf_cases_load_text(one, text, strlen(text), "probe.yaml", ".", &set);
+        /* refused: an error at the key itself (line 4, column 5: "unknown key",
+         * or a kind's own "'KEY' is not a fence key"); errors at the case
+         * (missing keys) or at the value (null) are no refusal of the key */
+        int taken = 1;
+        for (size_t i = 0; i < set.n_errors; i++)
+            if (!strncmp(set.errors[i], "probe.yaml:4:5:", 15))
+                taken = 0;
+        gf_case_set_free(&set);
+        if (!taken)
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s", n ? ", " : "", *key);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+        n++;
+    }
+    return n;
+}
 
 static void usage(FILE *f)
 {
@@ -163,9 +213,13 @@ int gf_cmd_list(int argc, char **argv)
         goto out;
     }
     if (list_kinds) {
-        for (const gf_kind_def *const *k = gf_kinds(); *k; k++)
+        for (const gf_kind_def *const *k = gf_kinds(); *k; k++) {
             printf("%-24s %s\n%-24s   keys: %s%s\n", (*k)->name, (*k)->summary, "", (*k)->model ? "model, " : "",
                    (*k)->keys);
+            char more[512];
+            if (sampler_keys_of(*k, more, sizeof more))
+                printf("%-24s   sampler keys: %s (docs/sampler.md; genfence list --profiles)\n", "", more);
+        }
         rc = GF_EXIT_OK;
         goto out;
     }

@@ -31,6 +31,8 @@ static const char *const k_sampler_ext_keys[] = {
     "penalty_last_n", "min_tokens_to_keep", "logit_bias", "history", "history_prompt", "min_new_tokens",
     "stop_token_ids", NULL};
 
+const char *const *gf_sampler_ext_keys(void) { return k_sampler_ext_keys; }
+
 int gf_y_profiles(gf_cctx *ctx, const gf_ynode *map, uint32_t *mask, int *first)
 {
     *mask = 0;

@@ -18,4 +18,8 @@
  * (seed when absent). 1 read, 0 absent, -1 error (recorded at the node). */
 int gf_y_profiles(gf_cctx *ctx, const gf_ynode *map, uint32_t *mask, int *first);
 
+/* The keys above past temperature / top_k / top_p / seed, NULL-terminated
+ * (genfence list --kinds names those a kind takes). */
+const char *const *gf_sampler_ext_keys(void);
+
 #endif
