@@ -6,9 +6,10 @@
 # stdout; and one semantic fault, a key mask that never reaches the client.
 # One run with ref, the good echo_ref and every faulty one over two cases
 # with cached forwards (cache.sherlock, batch.left_padded) and two that load
-# no model: the model cases fail on each wire fault with its own reason, the
-# lost mask fails only the padded case, everything else passes, and no
-# client process outlives the run. A program that cannot be
+# no model (the hanging client in a run of its own, the model cases under a
+# 3 s reply deadline): the model cases fail on each wire fault with its own
+# reason, the lost mask fails only the padded case, everything else passes,
+# and no client process outlives the run. A program that cannot be
 # started is a skip; a command line with an open quote is bad input (exit 2).
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
@@ -26,13 +27,16 @@ mkdir -p "$tmp/tools" && cp -r "$GF_SRC/tools/backends" "$tmp/tools/"
 mkdir -p "$tmp/tests/backends" && mv "$tmp/fc" "$tmp/tests/backends/exec"
 FC="$tmp/tests/backends/exec/faulty_client.py"
 
-faults=(crash hang garbage short shape length error version banner nomask)
+# every client but the hanging one under the default reply deadline (60 s: a
+# loaded machine does not make a slow reply a failure); the hanging one in a
+# run of its own under GENFENCE_EXEC_TIMEOUT=3, over the two model cases
+faults=(crash garbage short shape length error version banner nomask)
 backends=(--backend ref --backend "exec:$ECHO")
 for f in "${faults[@]}"; do backends+=(--backend "exec:$PY $FC $f $ECHO"); done
 
 cd "$GF_SRC"
 set +e
-GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases/generation.yaml cases/sampler.yaml --filter '^(cache\.sherlock|batch\.left_padded|stream\.em_dash|top_k\.fence)$' \
+"$GENFENCE" run cases/generation.yaml cases/sampler.yaml --filter '^(cache\.sherlock|batch\.left_padded|stream\.em_dash|top_k\.fence)$' \
   "${backends[@]}" -j 2 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
@@ -42,11 +46,22 @@ if pgrep -f "$tmp/" >/dev/null; then
   pgrep -af "$tmp/" >&2
   fail "client processes outlived the run"
 fi
+set +e
+GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases/generation.yaml --filter '^(cache\.sherlock|batch\.left_padded)$' \
+  --backend "exec:$PY $FC hang $ECHO" -j 2 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
+rc=$?
+set -e
+cat "$tmp/out_hang"
+[[ $rc == 1 ]] || fail "hang: exit status $rc, expected 1 (failures, no errors)"
+if pgrep -f "$tmp/" >/dev/null; then
+  pgrep -af "$tmp/" >&2
+  fail "hang: client processes outlived the run"
+fi
 
-"$PY" - "$tmp/rep/run.json" "$FC" <<'PY'
+"$PY" - "$tmp/rep/run.json" "$tmp/rep_hang/run.json" "$FC" <<'PY'
 import json, sys
-doc = json.load(open(sys.argv[1]))
-fc = sys.argv[2]
+doc = {"results": [r for f in sys.argv[1:3] for r in json.load(open(f))["results"]]}
+fc = sys.argv[3]
 why = {
     "crash": "killed by signal 11",
     "hang": "no reply within 3 s",
