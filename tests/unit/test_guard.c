@@ -59,13 +59,17 @@ Test(guard, stray_writes_found_and_measured)
 
 /* ---- through the engine: ref behind a faulty forward ---- */
 
-enum { F_NONE, F_ALL_NEG_INF, F_PAST, F_POSITIONS };
+enum { F_NONE, F_ALL_NEG_INF, F_PAST, F_POSITIONS, F_NO_WRITE };
 static int g_fault;
 static long long g_calls;
 static int32_t g_vocab;
 
 static gf_status fault_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
 {
+    if (g_fault == F_NO_WRITE && g_calls == 1 && !cache) { /* call 2: returns OK, writes nothing */
+        g_calls++;
+        return GF_OK;
+    }
     gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
     size_t n = (size_t)in->B * (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * (size_t)g_vocab;
     if (st != GF_OK || ++g_calls != 2)
@@ -166,4 +170,19 @@ Test(guard_engine, changed_positions_are_named)
     cr_assert_eq(gf_engine_cache_length(g_e, cache), 0);
     cr_assert_gt(gf_engine_cache_bytes(g_e, cache), 0);
     gf_engine_cache_free(g_e, cache);
+}
+
+/* A forward that returns GF_OK without writing: the logits are genfence's NaN
+ * fill, named as such (not a NaN the backend computed). */
+Test(guard_engine, unwritten_logits_are_named)
+{
+    fault_engine(F_NO_WRITE);
+    int32_t tok[2] = {1, 2}, pos[2] = {0, 1};
+    gf_batch in = {.B = 1, .T = 2, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
+    float out[64];
+    cr_assert_eq(gf_engine_forward(g_e, NULL, &in, out), GF_OK, "%s", gf_error_msg());
+    cr_assert_eq(gf_engine_forward(g_e, NULL, &in, out), GF_E_BACKEND);
+    cr_assert(strstr(gf_error_msg(), "forward call #2 (B 1, T 2, uncached, keys 2): logit (row 0, position 1, token 0) "
+                                     "is never written (still genfence's NaN fill)"),
+              "%s", gf_error_msg());
 }
