@@ -35,8 +35,9 @@ B="$GF_BUILD/tests/backends"
 for f in ref_bad_cache ref_no_mask ref_crash ref_hang ref_short_window ref_row_mix; do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
 done
+# ref-hang runs its case (detect.runner.hang) alone, below
 backends=(--backend ref --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_no_mask.so"
-          --backend "$B/libgenfence_test_ref_crash.so" --backend "$B/libgenfence_test_ref_hang.so"
+          --backend "$B/libgenfence_test_ref_crash.so"
           --backend "$B/libgenfence_test_ref_short_window.so" --backend "$B/libgenfence_test_ref_row_mix.so")
 # the one fault model (cases/detect/faults.yaml) and the declared dtype
 # (cases/detect/dtype.yaml), tests/backends/faulty.c
@@ -56,22 +57,45 @@ for f in top_p_gt tie_high no_max topk_ties temp_late; do
   backends+=(--backend "$B/libgenfence_test_sample_$f.so")
 done
 
+# Every case but the hang under the default --timeout (a loaded machine, a
+# sanitizer build: no fail, crash or error may turn into a timeout); the hang
+# (the one case whose verdict is timeout) in a run of its own under a short one.
+# No triangulation: this test does not read it (tests/cli/triangulation.sh
+# does), and without the short timeout its probes of every backend on every
+# model take minutes.
+"$GENFENCE" list "$GF_SRC/cases/detect" --json >"$tmp/detect.json"
+hang_id='detect.runner.hang'
+not_hang=$("$PY" - "$tmp/detect.json" "$hang_id" <<'PY'
+import json, re, sys
+ids = [c["id"] for c in json.load(open(sys.argv[1]))]
+assert sys.argv[2] in ids, sys.argv[2]
+assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", i) for i in ids), ids
+print("^(" + "|".join(i.replace(".", "\\.") for i in ids if i != sys.argv[2]) + ")$")
+PY
+)
 set +e
-"$GENFENCE" run "$GF_SRC/cases/detect" "${backends[@]}" --timeout 3 -j 1 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+"$GENFENCE" run "$GF_SRC/cases/detect" "${backends[@]}" --filter "$not_hang" -j 1 --no-triangulate --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
 cat "$tmp/out"
 [[ $rc == 2 ]] || fail "exit status $rc, expected 2 (an error verdict wins over failures)"
 tail -n 1 "$tmp/out" | grep -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "bad summary line: $(tail -n 1 "$tmp/out")"
+set +e
+"$GENFENCE" run "$GF_SRC/cases/detect" --backend "$B/libgenfence_test_ref_hang.so" --filter '^detect\.runner\.hang$' \
+    --timeout 10 -j 1 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
+rc=$?
+set -e
+cat "$tmp/out_hang"
+[[ $rc == 1 ]] || fail "$hang_id: exit status $rc, expected 1"
+tail -n 1 "$tmp/out_hang" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "$hang_id: bad summary line: $(tail -n 1 "$tmp/out_hang")"
 
 "$GENFENCE" list --kinds | grep -o '^[a-z_][a-z_]* ' | tr -d ' ' >"$tmp/kinds"
-"$GENFENCE" list "$GF_SRC/cases/detect" --json >"$tmp/detect.json"
-"$PY" - "$tmp/rep" "$tmp/kinds" "$tmp/detect.json" <<'PY'
+"$PY" - "$tmp/rep" "$tmp/kinds" "$tmp/detect.json" "$tmp/rep_hang" <<'PY'
 import json, os, re, struct, sys
 import xml.etree.ElementTree as ET
-rep = sys.argv[1]
+reps = [sys.argv[1], sys.argv[4]]
 all_kinds = set(open(sys.argv[2]).read().split())
-doc = json.load(open(os.path.join(rep, "run.json")))
+doc = {"results": [r for rep in reps for r in json.load(open(os.path.join(rep, "run.json")))["results"]]}
 errors = []
 # each must-fail case declares its verdict (expect_verdict:) and the faulty
 # backend it runs on (backends:) in cases/detect/*.yaml
@@ -134,15 +158,17 @@ for cid in compared:
     for key in ("max_abs_delta", "max_delta_step", "min_margin", "safety_factor", "near_ties"):
         if key not in s:
             errors.append(f"{cid}: summary metric {key} missing")
-# JUnit agrees
-root = ET.parse(os.path.join(rep, "junit.xml")).getroot()
-cases = root.findall(".//testcase")
+# JUnit agrees (the two runs' files together)
+roots = [ET.parse(os.path.join(rep, "junit.xml")).getroot() for rep in reps]
+cases = [c for root in roots for c in root.findall(".//testcase")]
 if len(cases) != len(doc["results"]):
     errors.append(f"junit has {len(cases)} testcases, the JSON report {len(doc['results'])}")
 # runs that did not complete (crash, timeout, error) are <error>, checks that failed <failure>
 n_error = sum(1 for v in expected.values() if v in ("error", "crash", "timeout"))
-if int(root.get("errors")) != n_error or int(root.get("failures")) != len(expected) - n_error:
-    errors.append(f"junit counts: failures {root.get('failures')}, errors {root.get('errors')}")
+got_errors = sum(int(root.get("errors")) for root in roots)
+got_failures = sum(int(root.get("failures")) for root in roots)
+if got_errors != n_error or got_failures != len(expected) - n_error:
+    errors.append(f"junit counts: failures {got_failures}, errors {got_errors}")
 if errors:
     print("\n".join(errors), file=sys.stderr)
     sys.exit(1)
