@@ -23,7 +23,7 @@
 #include "buf.h"
 #include "krun.h"
 
-#define STOP_MAX 64         /* stop strings per case */
+#define STOP_MAX       64   /* stop strings per case */
 #define STOP_MAX_BYTES 4096 /* stream bytes the single-split scheme covers */
 
 typedef struct stop_spec {
@@ -283,15 +283,13 @@ static void judge(tally *t, const char *scheme, const stream_res *r, const char 
     if (r->stopped != ref_stop) {
         t->wrong_stop++;
         if (!t->first_stop[0])
-            snprintf(t->first_stop, sizeof t->first_stop, "%s: stopped %d, expected %d", scheme, r->stopped,
-                     ref_stop);
+            snprintf(t->first_stop, sizeof t->first_stop, "%s: stopped %d, expected %d", scheme, r->stopped, ref_stop);
     }
     if (utf8_ref && r->bad_pieces) {
         t->bad_pieces += r->bad_pieces;
         if (!t->first_utf8[0])
             snprintf(t->first_utf8, sizeof t->first_utf8,
-                     "%s: %zu of %zu released pieces are not whole UTF-8 characters", scheme, r->bad_pieces,
-                     r->pieces);
+                     "%s: %zu of %zu released pieces are not whole UTF-8 characters", scheme, r->bad_pieces, r->pieces);
     }
 }
 
@@ -307,8 +305,9 @@ static gf_status run_schemes(const stop_spec *s, int text, const char *bytes, si
     gf_status st = GF_OK;
     const char *sn = text ? "text" : "raw";
     for (int scheme = SPLIT_TOKENS; scheme <= SPLIT_RANDOM && st == GF_OK; scheme++) {
-        size_t reps = scheme == SPLIT_AT ? (n <= STOP_MAX_BYTES ? n + 1 : 0)
-                      : scheme == SPLIT_RANDOM ? (size_t)s->splits : 1;
+        size_t reps = scheme == SPLIT_AT       ? (n <= STOP_MAX_BYTES ? n + 1 : 0)
+                      : scheme == SPLIT_RANDOM ? (size_t)s->splits
+                                               : 1;
         for (size_t rep = 0; rep < reps && st == GF_OK; rep++) {
             size_t nc = 0;
             if (scheme == SPLIT_TOKENS) {
