@@ -61,6 +61,23 @@ cases:
     history: [3, 3, 0, 4, 3]
     logit_bias: {6: 1.5, 5: -.inf}
     draws: 4000
+  # min_p above 1 keeps the top max(1, min_keep); NaN keeps every candidate
+  # (llama.cpp's fallback; the llamacpp profile refused both before)
+  - id: llamacpp_profile.min_p_above_one_min_keep
+    kind: sampling_distribution
+    profile: llamacpp
+    probs: [0.5, 0.3, 0.1, 0.06, 0.04]
+    min_p: 1.5
+    min_tokens_to_keep: 3
+    draws: 4000
+    expect_probs: [0.5555555555555556, 0.3333333333333333, 0.1111111111111111, 0, 0]
+  - id: llamacpp_profile.min_p_nan
+    kind: sampling_distribution
+    profile: llamacpp
+    probs: [0.5, 0.3, 0.1, 0.06, 0.04]
+    min_p: .nan
+    draws: 4000
+    expect_probs: [0.5, 0.3, 0.1, 0.06, 0.04]
 YAML
 set +e
 "$GENFENCE" run "$GF_SRC/cases/peers/llamacpp.yaml" "$tmp/order.yaml" --backend llamacpp --report-dir "$tmp/rep" >"$tmp/out" 2>&1
@@ -80,6 +97,6 @@ for r in doc["results"]:
         exercised += 1
         checks = {c["name"]: c for c in r["checks"]}
         assert checks[SLOT]["passed"], (r["id"], checks[SLOT])
-assert exercised >= 8, f"the llamacpp slot was exercised by {exercised} cases"
+assert exercised >= 10, f"the llamacpp slot was exercised by {exercised} cases"
 print(f"ok   {exercised} llamacpp-profile cases through llama.cpp's own chain, draw for draw")
 PY
