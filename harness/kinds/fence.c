@@ -7,6 +7,7 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
+#include "kept_list.h"
 #include "krun.h"
 
 static int cmp_i32(const void *a, const void *b)
@@ -353,7 +354,14 @@ static void run_fence(const gf_case *c, gf_krun *k)
         snprintf(name, sizeof name, "%s kept set", label);
         gf_k_check(k, same_set(kept, n_kept, x->keep, x->n_keep), name, "kept %s, expected %s",
                    gf_k_ids_str(a, sizeof a, kept, n_kept), gf_k_ids_str(b, sizeof b, x->keep, x->n_keep));
-        json_t *row = json_pack("{s:s, s:o}", "param", label, "kept", gf_json_ints(kept, n_kept));
+        /* at most GF_KEPT_SHOWN ids, ranked by the unfiltered softmax q (kept_list.h) */
+        json_t *row = json_pack("{s:s}", "param", label);
+        if (gf_kept_json(row, kept, n_kept, q, NULL) < 0) {
+            json_decref(row);
+            free(kept);
+            gf_k_fail(k, "out of memory");
+            break;
+        }
         if (x->has_p) {
             double bd = boundary_distance(q, V, x->p);
             gf_json_set_number(row, "boundary_distance", bd, NULL);
@@ -367,6 +375,7 @@ static void run_fence(const gf_case *c, gf_krun *k)
                 sum += probs[i];
             for (size_t j = 0; j < n_kept; j++)
                 keep_mass += q[kept[j]];
+            gf_json_set_number(row, "kept_mass", keep_mass, NULL);
             for (size_t j = 0; j < n_kept; j++) {
                 double want = q[kept[j]] / keep_mass, d = fabs(probs[kept[j]] - want);
                 if (d > err)

@@ -11,6 +11,7 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
+#include "kept_list.h"
 #include "krun.h"
 
 typedef struct bound {
@@ -393,12 +394,15 @@ static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e,
         }
         gf_k_slot_rows(k, name, L, 1, V, &p, &seq, e, &r.token);
     }
-    /* the probabilities of the kept ids, in the order of "kept" (every other one is 0): a 4096-wide row
-     * under top-k 1 writes one number, not 4096 */
-    for (size_t j = 0; j < n_kept; j++)
-        z[j] = pr[kept[j]];
-    json_t *row = json_pack("{s:s, s:o, s:o, s:o}", "param", label, "sampler", gf_sampler_json(&x->p), "kept",
-                            gf_json_ints(kept, n_kept), "probs", gf_json_doubles(z, n_kept));
+    /* the kept ids and their probabilities (every other one is 0), at most GF_KEPT_SHOWN of them, the most
+     * probable, with the full count and a hash of the full set (kept_list.h): a 128k-wide row that keeps
+     * everything writes 32 numbers, not 128k */
+    json_t *row = json_pack("{s:s, s:o}", "param", label, "sampler", gf_sampler_json(&x->p));
+    if (gf_kept_json(row, kept, n_kept, pr, "probs") < 0) {
+        json_decref(row);
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
     gf_json_set_number(row, "max_prob", max_p, NULL);
     gf_json_set_number(row, "min_prob", min_p, NULL);
     gf_json_set_number(row, "entropy", H, NULL);
