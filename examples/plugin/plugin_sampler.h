@@ -164,7 +164,9 @@ static void px_min_p(px_row *r)
     const gf_sampler_ext *e = r->e;
     if (!e->use_min_p || e->min_p <= 0.0 || px_sort(r) == 0)
         return;
-    const int32_t keep_min = e->profile == GF_PROFILE_VLLM ? 0 : e->min_tokens_to_keep;
+    int32_t keep_min = e->profile == GF_PROFILE_VLLM ? 0 : e->min_tokens_to_keep;
+    if (e->profile == GF_PROFILE_LLAMACPP && keep_min < 1)
+        keep_min = 1; /* llama.cpp's min-p always keeps its top (p > 1: only the top max(1, min_keep)) */
     for (int32_t j = 0; j < r->n; j++) {
         int drop = e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p)
                                                      : r->pr[j] < e->min_p * r->pr[0];

@@ -98,6 +98,45 @@ Test(plugin_sampler, sample_ex_equals_gf_sample_draw_for_draw)
     cr_assert_eq(c.differ, 0, "%ld of %ld rows differ", c.differ, c.rows);
 }
 
+/* llamacpp min_p above 1 and NaN (llama.cpp's fallback: the top max(1,
+ * min_keep) kept; NaN keeps all), every min_keep, greedy and sampled */
+Test(plugin_sampler, llamacpp_min_p_above_one_and_nan)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(3.0 * gf_rng_uniform(22, 4, 0, (uint32_t)i) - 1.5);
+    const double mps[] = {1.5, 1.0000001, NAN, 1.0};
+    long rows = 0;
+    for (int m = 0; m < 4; m++)
+        for (int32_t keep = 0; keep <= 4; keep++)
+            for (int a = 0; a < 2; a++) {
+                gf_sampler_ext e = gf_sampler_ext_defaults();
+                e.profile = GF_PROFILE_LLAMACPP;
+                e.use_min_p = 1;
+                e.min_p = mps[m];
+                e.min_tokens_to_keep = keep;
+                gf_sampler_params p = gf_sampler_greedy();
+                p.temperature = a ? 0.9 : 0.0;
+                p.seed = 3;
+                p.ext = &e;
+                cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                for (uint64_t step = 0; step < 8; step++) {
+                    gf_sample_result r;
+                    cr_assert_eq(gf_sample(L, V, &p, 2, step, &r), GF_OK, "%s", gf_error_msg());
+                    double u[V];
+                    gf_rng_uniforms(p.seed, 2, step, V, u);
+                    int32_t id = -1;
+                    cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
+                    cr_assert_eq(id, r.token, "min_p %g, min_keep %d, T %g, step %d: plugin %d, gf_sample %d", mps[m],
+                                 (int)keep, p.temperature, (int)step, (int)id, (int)r.token);
+                    cr_assert(!a || isnan(mps[m]) || mps[m] <= 1.0 || r.kept == (keep > 1 ? keep : 1),
+                              "min_p %g, min_keep %d: kept %d", mps[m], (int)keep, (int)r.kept);
+                    rows++;
+                }
+            }
+    cr_assert_eq(rows, 4 * 5 * 2 * 8);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {
