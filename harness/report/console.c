@@ -39,8 +39,8 @@ void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap)
             snprintf(sfs, sizeof sfs, "%.2g", sf);
         json_t *st = json_object_get(m, "statistical"); /* the statistical tier's figures first (distribution_match) */
         if (st && !isnan(num(st, "kld_mean")))
-            snprintf(buf, cap, "KL %.2e  top1 %.2f%%  max|d| %.2e  ties %lld", num(st, "kld_mean"),
-                     100 * num(st, "top1_agreement"), d, ties);
+            snprintf(buf, cap, "KL %.2e  top1 %.2f%%  max|d| %.2e  margin %.2e  ties %lld", num(st, "kld_mean"),
+                     100 * num(st, "top1_agreement"), d, mm, ties);
         else
             snprintf(buf, cap, "max|d| %.2e @%lld  margin %.2e  sf %s  ties %lld", d, step, mm, sfs, ties);
         return;
