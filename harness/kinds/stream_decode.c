@@ -8,7 +8,12 @@
 
 #include "genfence/tokenizer.h"
 #include "buf.h"
+#include "hash.h"
+#include "kept_list.h"
 #include "krun.h"
+
+/* the most bytes of decoded text a record shows */
+#define STREAM_SHOWN_BYTES 4096
 
 typedef struct stream_spec {
     char *text;
@@ -159,7 +164,13 @@ static void run_stream(const gf_case *c, gf_krun *k)
         gf_k_fail(k, "out of memory");
         goto done;
     }
-    gf_k_metric_json(k, "tokens", gf_json_ints(ids, n));
+    /* at most GF_KEPT_SHOWN ids in the record (a sampled stream may be 1M tokens), with their count and a
+     * hash of all of them (kept_list.h) */
+    char ids_hex[65];
+    gf_ids_sha256(ids, n, ids_hex);
+    gf_k_metric_json(k, "tokens", gf_json_ints(ids, n < GF_KEPT_SHOWN ? n : GF_KEPT_SHOWN));
+    gf_k_metric_int(k, "tokens_shown", (long long)(n < GF_KEPT_SHOWN ? n : GF_KEPT_SHOWN));
+    gf_k_metric_json(k, "tokens_sha256", json_string(ids_hex));
     gf_k_metric_json(k, "decoder", json_string(k_decoders[s->per_token]));
     /* the stream, and the naive per-token decode for comparison */
     gf_utf8_stream u8;
@@ -220,7 +231,32 @@ static void run_stream(const gf_case *c, gf_krun *k)
     gf_k_metric_int(k, "stream_replacements", (long long)repl_stream);
     gf_k_metric_int(k, "per_token_replacements", (long long)repl_naive);
     gf_k_metric_int(k, "pieces", pieces);
-    gf_k_metric_json(k, "decoded", json_stringn(full, full_len));
+    /* the decoded text up to STREAM_SHOWN_BYTES, cut at a character boundary, with its length and hash */
+    size_t shown = full_len;
+    if (shown > STREAM_SHOWN_BYTES) {
+        shown = STREAM_SHOWN_BYTES;
+        while (shown > 0 && ((unsigned char)full[shown] & 0xC0) == 0x80)
+            shown--;
+    }
+    char text_hex[65];
+    gf_sha256_of(full, full_len, text_hex);
+    /* a U+0000 in the text (a sampled byte-0 token) is shown as U+2400: a record with \u0000 in it is
+     * rejected by the parent's JSON parser, and the case then read as a crash */
+    gf_buf shown_text = {0};
+    long long nul = 0;
+    for (size_t i = 0; i < shown; i++) {
+        if (full[i])
+            gf_buf_put(&shown_text, &full[i], 1);
+        else
+            gf_buf_put(&shown_text, "\xe2\x90\x80", 3), nul++;
+    }
+    gf_k_metric_json(k, "decoded", json_stringn(shown_text.p ? shown_text.p : "", shown_text.n));
+    gf_buf_free(&shown_text);
+    if (nul)
+        gf_k_metric_int(k, "decoded_nul_shown_as_u2400", nul);
+    gf_k_metric_int(k, "decoded_bytes_shown", (long long)shown);
+    gf_k_metric_int(k, "decoded_bytes_total", (long long)full_len);
+    gf_k_metric_json(k, "decoded_sha256", json_string(text_hex));
 done:
     gf_tokenizer_free(tok);
     free(ids);

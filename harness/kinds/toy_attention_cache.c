@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kept_list.h"
 #include "krun.h"
 
 enum { MASK_OFFSET = 0, MASK_LOCAL = 1 };
@@ -165,14 +166,20 @@ static void run_toy(const gf_case *c, gf_krun *k)
             if (!(dl <= m))
                 m = dl;
         }
-        json_array_append_new(per, json_real(isfinite(m) ? m : 1e300));
+        if (i < GF_KEPT_SHOWN) /* the record shows the first GF_KEPT_SHOWN positions (kept_list.h) */
+            json_array_append_new(per, json_real(isfinite(m) ? m : 1e300));
         if (!(m <= worst)) {
             worst = m;
             worst_pos = i;
         }
     }
     gf_k_metric_json(k, "per_position_max_delta", per);
-    gf_k_metric_json(k, "chunks", gf_json_ints(plan, n_plan));
+    gf_k_metric_int(k, "positions_shown", T < GF_KEPT_SHOWN ? T : GF_KEPT_SHOWN);
+    if (worst_pos >= 0) /* -1: every delta is 0 */
+        gf_k_metric_int(k, "worst_position", worst_pos);
+    gf_k_metric_json(k, "chunks", gf_json_ints(plan, n_plan < GF_KEPT_SHOWN ? n_plan : GF_KEPT_SHOWN));
+    gf_k_metric_int(k, "chunks_shown", (long long)(n_plan < GF_KEPT_SHOWN ? n_plan : GF_KEPT_SHOWN));
+    gf_k_metric_int(k, "chunks_total", (long long)n_plan);
     gf_k_metric_json(k, "mask", json_string(k_masks[s->mask]));
     gf_k_metric(k, "max_abs_delta", worst);
     gf_k_metric_int(k, "dim", d);
