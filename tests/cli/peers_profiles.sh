@@ -141,6 +141,47 @@ for cid in $DISCRIMINATING; do
     done
 done
 
+# The records stay small: every kept set lists at most 32 ids (the most
+# probable), says so (kept_ids_shown / kept_ids_total) and hashes the full set.
+# llama.cpp's sampler_queue keeps 1..9999 of log_ramp 10000 under top-k 10000:
+# its hash must be that of "1,2,...,9999", its shown ids 9968..9999; a set of
+# at most 32 is listed whole, its hash that of the list.
+if ! "$GENFENCE" run -q --report-dir "$tmp/caps" "$GF_SRC/cases/peers" >"$tmp/caps.out" 2>&1; then
+    fail "cases/peers under their own profiles: $(tail -3 "$tmp/caps.out")"
+elif ! caps=$("$PY" - "$tmp/caps/run.json" <<'PYEOF' 2>&1
+import hashlib, json, os, sys
+path = sys.argv[1]
+h = lambda ids: hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+bad, n, cut = [], 0, 0
+for r in json.load(open(path))["results"]:
+    for e in r.get("metrics", {}).get("expectations", []):
+        if "kept" not in e:
+            continue
+        n += 1
+        shown, total, kept = e.get("kept_ids_shown"), e.get("kept_ids_total"), e["kept"]
+        if shown is None or total is None or "kept_ids_sha256" not in e:
+            bad.append(f"{r['id']} {e['param']}: no kept_ids_shown / kept_ids_total / kept_ids_sha256")
+            continue
+        if shown != len(kept) or shown != min(32, total) or len(e.get("probs", kept)) != shown:
+            bad.append(f"{r['id']} {e['param']}: {len(kept)} ids listed, shown {shown} of {total}")
+        if total <= 32 and e["kept_ids_sha256"] != h(kept):
+            bad.append(f"{r['id']} {e['param']}: the hash is not that of the whole listed set")
+        cut += total > 32
+        if r["id"] == "peers.llamacpp.sampler_queue" and "k=10000" in e["param"]:
+            if e["kept_ids_sha256"] != h(range(1, 10000)) or kept != list(range(9968, 10000)) or total != 9999:
+                bad.append(f"{r['id']} {e['param']}: not 9968..9999 of 1..9999 with that set's hash")
+size = os.path.getsize(path)
+if size > 2_000_000:
+    bad.append(f"run.json of cases/peers is {size} bytes (more than 2 MB)")
+print("\n".join(bad) if bad else f"{n} kept sets, {cut} cut to 32; run.json {size} bytes")
+sys.exit(1 if bad else 0)
+PYEOF
+); then
+    fail "record caps: $caps"
+else
+    echo "ok   record caps: $caps"
+fi
+
 if [ "$failures" -ne 0 ]; then
     echo "peers_profiles: $failures failure(s)"
     exit 1
