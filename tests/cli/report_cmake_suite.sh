@@ -27,7 +27,7 @@ cases:
     expect:
       - {k: 2, keep: [0, 1]}
 YAML
-unavail=$("$GENFENCE" backends | awk '$2 == "unavailable" { print $1; exit }')
+unavail=$("$GENFENCE" backends | awk '$2 == "unavailable" && !/cannot load/ { print $1; exit }') # a module this build lacks (cuda in a sanitizer build) is an error, not a skip
 extra=""
 [ -n "$unavail" ] && extra="genfence_add_suite(NAME skip CASES $GF_SRC/cases/sampler.yaml FILTER [[^top_k\\.fence\$]] BACKENDS $unavail
                    GENFENCE \"$GENFENCE\" WORKING_DIRECTORY \"$GF_SRC\")"
