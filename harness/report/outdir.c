@@ -157,6 +157,10 @@ int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_
         d->lock_fd = -1;
         return -1;
     }
+    char *failures = path_join(d->stage, "failures"); /* always: the old failures/ is replaced even by none */
+    if (failures)
+        mkdir(failures, 0777);
+    free(failures);
     d->lock_fd = fd;
     g_lock_fd = fd;
     static int atfork_done;

@@ -186,3 +186,9 @@ grep '^    logits: ' "$tmp/old.out" | sed 's/^    logits: //' | while read -r f;
 done
 [[ -z "$(find "$R" -name '*.tmp*' -o -name '.staging.*')" ]] || fail "a complete run left temporary files"
 echo "ok   artifacts named where they end up ($R/failures/)"
+# a run that starts no child (its one case a skip) still replaces failures/: no stale logits survive
+UNAV="$B/libgenfence_test_faulty_ref_unavailable.so"
+"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend "$UNAV" --no-triangulate \
+    --report-dir "$R" >"$tmp/skip.out" 2>&1 || { cat "$tmp/skip.out"; fail "skip-only run failed"; }
+[[ -d "$R/failures" && -z "$(ls -A "$R/failures")" ]] || fail "stale logits survived a run with no failure: $(ls "$R/failures")"
+echo "ok   a run with nothing to run replaces the old failures/ too"
