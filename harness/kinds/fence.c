@@ -276,6 +276,8 @@ static void fence_slot(gf_krun *k, const char *label, const float *logits, int32
         char what[128];
         if (pass == 0) {
             p.temperature = 0;
+            if (gf_sampler_validate(&p) != GF_OK) /* a profile without greedy (hf: temperature 0 is an error) */
+                continue;
             snprintf(what, sizeof what, "%s greedy", label);
         } else {
             p.seed = (uint64_t)(pass - 1) / 2;

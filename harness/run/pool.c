@@ -378,7 +378,7 @@ static void accept_record(gf_task *t, slot *s)
         return;
     }
     json_error_t je;
-    json_t *r = json_loadb(s->out, s->out_n, 0, &je);
+    json_t *r = json_loadb(s->out, s->out_n, JSON_ALLOW_NUL, &je);
     if (!r) {
         reject(t, "unparsable (%s, at byte %d of %zu)", je.text, je.position, s->out_n);
         return;
