@@ -19,6 +19,12 @@ its `golden:` path, or --out-dir DIR/<id>.safetensors):
                model_hash, case_id, case_hash, created, sampler, seed, rows,
                steps, data_sha256
 
+A case naming any sampler profile or filter key (profile, chain, min_p,
+typical_p, the penalties, logit_bias, history, min_new_tokens,
+stop_token_ids: docs/sampler.md) is refused (exit 2, the key named): this
+maker implements only temperature, top-k and top-p, and a golden made without
+the filter would be wrong. Nothing is written when any case is refused.
+
 Greedy steps take the argmax (lowest index on ties). Sampled steps reproduce
 genfence's documented draw (docs/random.md, docs/sampler.md) over the float32
 logits taken as float64: temperature, top-k, top-p, then the exponential race
@@ -205,6 +211,35 @@ def sampler_of(case):
     }
 
 
+# The sampler profile / filter keys (harness/krun/keys.c k_sampler_ext_keys,
+# docs/sampler.md). This maker implements none of them: a case naming any one
+# (even at a value that filters nothing: genfence then records the whole
+# extension in the golden's sampler) is refused, never made wrong. The list
+# genfence prints (`genfence list --kinds`, "sampler keys:") is added to it.
+SAMPLER_EXT_KEYS = ("profile", "chain", "min_p", "typical_p", "repetition_penalty", "frequency_penalty",
+                    "presence_penalty", "penalty_last_n", "min_tokens_to_keep", "logit_bias", "history",
+                    "history_prompt", "min_new_tokens", "stop_token_ids")
+
+
+def sampler_ext_keys(genfence):
+    """SAMPLER_EXT_KEYS plus those genfence names for golden_generation."""
+    keys = list(SAMPLER_EXT_KEYS)
+    p = subprocess.run([genfence, "list", "--kinds"], capture_output=True, text=True)
+    kind = None
+    for line in p.stdout.splitlines():
+        if line and not line[0].isspace():
+            kind = line.split()[0]
+        elif kind == "golden_generation" and line.strip().startswith("sampler keys:"):
+            listed = line.strip()[len("sampler keys:"):].split("(")[0]
+            keys += [k.strip() for k in listed.split(",") if k.strip() and k.strip() not in keys]
+    return keys
+
+
+def unsupported_sampler_keys(case, keys):
+    """The case's sampler profile / filter keys this maker does not implement, in the order given."""
+    return [k for k in keys if k in case]
+
+
 def golden_row(model, prompt_ids, n_new, s, seq):
     """One prompt alone: (tokens int64 (P + N), logits float32 (N, V), margins float64 (N))."""
     import numpy as np
@@ -330,6 +365,15 @@ def main(argv=None):
     if bad:
         for what, mine, theirs in bad:
             print(f"golden.py: {what}: my hash {mine} != genfence's {theirs}; refusing to write", file=sys.stderr)
+        return 2
+    ext_keys = sampler_ext_keys(a.genfence)
+    refused = [(e["id"], unsupported_sampler_keys(e["case"], ext_keys)) for e in entries]
+    refused = [(i, ks) for i, ks in refused if ks]
+    for cid, ks in refused:
+        print(f"golden.py: case {cid}: sampler key{'s' if len(ks) > 1 else ''} {', '.join(repr(k) for k in ks)} "
+              f"(profile/filter, docs/sampler.md) not implemented by this maker: its golden would be wrong; "
+              f"refusing to write (make it with `genfence bless --backend NAME`, or drop the key)", file=sys.stderr)
+    if refused:
         return 2
 
     import torch
