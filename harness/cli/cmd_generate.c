@@ -9,6 +9,9 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "gen_sampler.h"
+#include "genfence/stop.h"
+#include "krun.h"
 #include "sys.h"
 
 static void usage(FILE *f)
@@ -42,6 +45,30 @@ static void usage(FILE *f)
                "                         excused only where the margin is below 1e-4)\n"
                "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
                "                         against each prompt alone; exit 1 on an unexcused mismatch\n"
+               "\n"
+               "Sampler profiles and filters (docs/sampler.md; the rules of the case keys):\n"
+               "  --profile NAME         seed (default), hf, llamacpp or vllm: whose argument\n"
+               "                         semantics and chain order (genfence list --profiles)\n"
+               "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"
+               "                         top_p, min_p, temperature (each set filter must be in it)\n"
+               "  --min-p P|none         keep p_i >= P * p_max (default none)\n"
+               "  --typical-p P|none     locally typical sampling (default none)\n"
+               "  --repetition-penalty R over the history: prompt and generated ids (default 1: off)\n"
+               "  --frequency-penalty F  z -= F * count (default 0)\n"
+               "  --presence-penalty P   z -= P once seen (default 0)\n"
+               "  --penalty-last-n N     llamacpp: the last N ids count (-1 all, 0 off; default -1)\n"
+               "  --min-tokens-to-keep N (default 1; llamacpp's min_keep may be 0)\n"
+               "  --logit-bias ID:B,...  add B to token ID's logit (-inf bans it); repeatable\n"
+               "  --min-new-tokens N     ban the eos id (vllm: and the stop ids) before N new tokens\n"
+               "  --stop-token-ids A,B   stop after any of these ids (stop_reason stop_token_id)\n"
+               "  --stop STRING          stop the text exactly before STRING (repeatable; the first\n"
+               "                         in the text wins; UTF-8 safe, in --stream and the final\n"
+               "                         text alike; stop_reason stop_string; tokens: up to the one\n"
+               "                         that completed it)\n"
+               "  The engine's sampler draws every token of generate (--json: sampler.ran); a\n"
+               "  backend's sample / sample_ex slot is exercised by the cases (genfence run).\n"
+               "  An invalid combination exits 2 naming the flags it comes from.\n"
+               "\n"
                "  --backend NAME|PATH    backend (default ref)\n"
                "  --threads N            backend threads (default 1)\n"
                "  -h, --help             this help\n"
@@ -53,30 +80,86 @@ typedef struct gen_opts {
     const char *model, *prompt, *tokens, *batch, *backend;
     gf_generate_params gp;
     int eos_set, no_eos, stream, json, verify, threads;
+    gf_gen_sampler gs;
 } gen_opts;
 
 typedef struct stream_ctx {
     const gf_tokenizer *tok;
     gf_utf8_stream u8;
+    int print;              /* write the continuation to stdout */
+    gf_stop_strings *stops; /* NULL: none */
+    size_t max_stop;        /* longest stop string */
+    int stopped;            /* a stop string completed at token n_kept - 1 */
+    int32_t *kept;          /* (cap) the tokens sampled so far */
+    int32_t n_kept, cap;
 } stream_ctx;
+
+/* text (len) through the stop strings (if any) to stdout when printing */
+static gf_status emit(stream_ctx *c, const char *text, size_t len)
+{
+    if (!c->stops) {
+        if (c->print)
+            fwrite(text, 1, len, stdout);
+        return GF_OK;
+    }
+    char *out = malloc(len + c->max_stop + 8);
+    if (!out)
+        return gf_error_set(GF_E_NOMEM, "out of memory");
+    size_t w = gf_stop_strings_feed(c->stops, text, len, out, len + c->max_stop + 8, &c->stopped);
+    if (c->print)
+        fwrite(out, 1, w, stdout);
+    free(out);
+    return GF_OK;
+}
 
 static gf_status stream_step(void *user, const gf_step_info *info)
 {
     stream_ctx *c = user;
     if (info->finished_before[0])
         return GF_OK;
+    if (c->n_kept < c->cap)
+        c->kept[c->n_kept++] = info->tokens[0];
     size_t len;
-    const uint8_t *bytes = gf_tokenizer_token_bytes(c->tok, info->tokens[0], &len);
+    const uint8_t *bytes = c->tok ? gf_tokenizer_token_bytes(c->tok, info->tokens[0], &len) : NULL;
     if (!bytes)
         return GF_OK;
     char buf[3 * (64 + 8) + 1];
-    for (size_t off = 0; off < len; off += 64) {
+    gf_status st = GF_OK;
+    for (size_t off = 0; off < len && st == GF_OK && !c->stopped; off += 64) {
         size_t n = len - off < 64 ? len - off : 64;
         size_t w = gf_utf8_stream_feed(&c->u8, bytes + off, n, buf, sizeof buf);
-        fwrite(buf, 1, w, stdout);
+        st = emit(c, buf, w);
     }
-    fflush(stdout);
-    return GF_OK;
+    if (c->print)
+        fflush(stdout);
+    if (st == GF_OK && c->stopped) /* ends the generation; run_generate reads kept */
+        st = gf_error_set(GF_E_INTERNAL, "stop string");
+    return st;
+}
+
+/* ids' text cut before the first stop string (decode, then the matcher over it whole) */
+static void print_text_stopped(const gf_tokenizer *tok, const gf_gen_sampler *gs, size_t max_stop, const int32_t *ids,
+                               size_t n, int json)
+{
+    char *text = NULL, *out = NULL;
+    size_t len = 0, w = 0;
+    gf_stop_strings *ss = NULL;
+    if (!tok || gf_tokenizer_decode(tok, ids, n, &text, &len) != GF_OK ||
+        gf_stop_strings_create(gs->stops, gs->n_stops, &ss) != GF_OK || !(out = malloc(len + 2 * max_stop + 8))) {
+        fputs(json ? "null" : "", stdout);
+    } else {
+        int stopped = 0;
+        w = gf_stop_strings_feed(ss, text, len, out, len + max_stop + 8, &stopped);
+        if (!stopped)
+            w += gf_stop_strings_finish(ss, out + w, max_stop + 8);
+        if (json)
+            gf_json_write_string(stdout, out, w);
+        else
+            fwrite(out, 1, w, stdout);
+    }
+    gf_stop_strings_destroy(ss);
+    free(out);
+    free(text);
 }
 
 static void print_text(const gf_tokenizer *tok, const int32_t *ids, size_t n, int json)
@@ -292,65 +375,148 @@ done:
     return rc;
 }
 
+/* "eos" / "length" / "context_limit" from the engine; "stop_token_id" when
+ * the row ended on one of --stop-token-ids that is not the eos id */
+static const char *stop_reason(const gf_generation *g, const gf_generate_params *gp, int32_t last)
+{
+    if (g->stop[0] == GF_STOP_EOS && last != gp->eos_id && gf_sampler_is_stop(&gp->sampler, last))
+        return "stop_token_id";
+    return gf_stop_reason_str(g->stop[0]);
+}
+
+/* the sampler that ran, as the case records write it, plus what generate adds */
+/* 1 when the backend has a sample_ex slot declaring profile pr */
+static int backend_has_ex(const gf_session *s, int pr)
+{
+    const gf_backend_ops *ops = gf_engine_ops(s->engine);
+    return GF_OPS_HAS(ops, sample_profiles) && GF_OPS_HAS(ops, sample_ex) &&
+           (ops->sample_profiles() & GF_PROFILE_BIT(pr)) != 0;
+}
+
+static void print_sampler_json(const gf_session *s, const gen_opts *o, const gf_generate_params *gp)
+{
+    const int pr = gf_sampler_params_profile(&gp->sampler);
+    const int has_ex = backend_has_ex(s, pr);
+    json_t *j = gf_sampler_json(&gp->sampler);
+    if (!json_object_get(j, "profile"))
+        json_object_set_new(j, "profile", json_string(gf_sampler_profile_name(pr)));
+    json_object_set_new(j, "eos_id", gp->eos_id >= 0 ? json_integer(gp->eos_id) : json_null());
+    json_t *stops = json_array();
+    for (size_t i = 0; i < o->gs.n_stops; i++)
+        json_array_append_new(stops, json_string(o->gs.stops[i]));
+    json_object_set_new(j, "stop", stops);
+    json_object_set_new(j, "ran", json_string("engine"));
+    json_object_set_new(j, "backend_sample_ex", json_boolean(has_ex));
+    char *txt = json_dumps(j, 0);
+    fputs(txt ? txt : "null", stdout);
+    free(txt);
+    json_decref(j);
+}
+
 static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const gen_opts *o)
 {
     gf_generate_params gp = o->gp;
-    stream_ctx sc = {.tok = s->tok};
+    stream_ctx sc = {.tok = s->tok, .print = o->stream && s->tok && !o->json};
     gf_utf8_stream_init(&sc.u8);
-    if (o->stream && s->tok && !o->json) {
+    int rc = GF_EXIT_OK;
+    gf_generation *g = NULL;
+    if (o->gs.n_stops) {
+        for (size_t i = 0; i < o->gs.n_stops; i++)
+            sc.max_stop = strlen(o->gs.stops[i]) > sc.max_stop ? strlen(o->gs.stops[i]) : sc.max_stop;
+        sc.cap = gp.max_new_tokens;
+        sc.kept = malloc(((size_t)sc.cap + 1) * sizeof *sc.kept);
+        if (!sc.kept || gf_stop_strings_create(o->gs.stops, o->gs.n_stops, &sc.stops) != GF_OK) {
+            gf_cli_error("generate: --stop: %s", sc.kept ? gf_error_msg() : "out of memory");
+            rc = GF_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (sc.print)
         print_text(s->tok, prompt, n, 0);
+    if (sc.print || sc.stops) {
         fflush(stdout);
         gp.on_step = stream_step;
         gp.user = &sc;
     }
     int32_t len = (int32_t)n;
-    gf_generation *g = NULL;
     double t0 = gf_now_s();
     gf_status st = gf_generate(s->engine, 1, &prompt, &len, &gp, &g);
     double dt = gf_now_s() - t0;
-    if (st != GF_OK) {
+    if (st != GF_OK && !sc.stopped) {
         gf_cli_error("%s", gf_error_msg());
         /* --on-limit raise asked for the full cache to be a failure (exit 1) */
-        if (st == GF_E_CONTEXT_LIMIT && gp.raise_on_context_limit)
-            return GF_EXIT_FAIL;
-        return gf_verdict_exit(gf_verdict_of_status(st), 0);
+        rc = st == GF_E_CONTEXT_LIMIT && gp.raise_on_context_limit ? GF_EXIT_FAIL
+                                                                   : gf_verdict_exit(gf_verdict_of_status(st), 0);
+        goto done;
     }
-    int32_t n_new = g->n_until_stop[0] - len;
+    /* a stop string ended it: the tokens through the one that completed it */
+    const int32_t *new_ids = sc.stopped ? sc.kept : g->tokens[0] + len;
+    const int32_t n_new = sc.stopped ? sc.n_kept : g->n_until_stop[0] - len;
+    const char *why = sc.stopped ? "stop_string" : stop_reason(g, &gp, n_new > 0 ? new_ids[n_new - 1] : -1);
     if (o->json) {
         printf("{\"prompt\": ");
         print_text(s->tok, prompt, n, 1);
         printf(", \"prompt_tokens\": ");
         print_ids(prompt, n);
         printf(", \"completion\": ");
-        print_text(s->tok, g->tokens[0] + len, (size_t)n_new, 1);
+        if (o->gs.n_stops)
+            print_text_stopped(s->tok, &o->gs, sc.max_stop, new_ids, (size_t)n_new, 1);
+        else
+            print_text(s->tok, new_ids, (size_t)n_new, 1);
         printf(", \"tokens\": ");
-        print_ids(g->tokens[0] + len, (size_t)n_new);
-        printf(", \"stop_reason\": \"%s\", \"total_tokens\": %d, \"new_tokens\": %d, "
-               "\"backend\": \"%s\", \"cached\": %s, \"seconds\": %.6f, \"verify\": null, "
+        print_ids(new_ids, (size_t)n_new);
+        printf(", \"stop_reason\": \"%s\", \"total_tokens\": %d, \"new_tokens\": %d, \"sampler\": ", why, len + n_new,
+               n_new);
+        print_sampler_json(s, o, &gp);
+        printf(", \"backend\": \"%s\", \"cached\": %s, \"seconds\": %.6f, \"verify\": null, "
                "\"batch_consistent\": null}\n",
-               gf_stop_reason_str(g->stop[0]), g->n_until_stop[0], n_new, gf_engine_ops(s->engine)->name,
-               gp.use_cache ? "true" : "false", dt);
+               gf_engine_ops(s->engine)->name, gp.use_cache ? "true" : "false", dt);
     } else if (o->stream) {
-        char tail[16];
-        size_t w = gf_utf8_stream_finish(&sc.u8, tail, sizeof tail);
-        fwrite(tail, 1, w, stdout);
+        if (!sc.stopped) {
+            char tail[16];
+            size_t w = gf_utf8_stream_finish(&sc.u8, tail, sizeof tail);
+            emit(&sc, tail, w);
+            if (sc.stops && !sc.stopped) {
+                char *rest = malloc(sc.max_stop + 8);
+                if (rest) {
+                    w = gf_stop_strings_finish(sc.stops, rest, sc.max_stop + 8);
+                    fwrite(rest, 1, w, stdout);
+                }
+                free(rest);
+            }
+        }
+        putchar('\n');
+    } else if (o->gs.n_stops) {
+        print_text(s->tok, prompt, n, 0);
+        print_text_stopped(s->tok, &o->gs, sc.max_stop, new_ids, (size_t)n_new, 0);
         putchar('\n');
     } else {
         print_text(s->tok, g->tokens[0], (size_t)g->n_until_stop[0], 0);
         putchar('\n');
     }
-    if (!o->json)
-        fprintf(stderr, "[%d new tokens, stop_reason %s, %.1f ms, %.0f tokens/s, backend %s, %s]\n", n_new,
-                gf_stop_reason_str(g->stop[0]), dt * 1e3, n_new / (dt > 0 ? dt : 1e-9), gf_engine_ops(s->engine)->name,
-                gp.use_cache ? "cached" : "uncached");
+    if (!o->json) {
+        const int pr = gf_sampler_params_profile(&gp.sampler);
+        fprintf(stderr,
+                "[%d new tokens, stop_reason %s, %.1f ms, %.0f tokens/s, backend %s, %s, sampler engine (%s)]\n", n_new,
+                why, dt * 1e3, n_new / (dt > 0 ? dt : 1e-9), gf_engine_ops(s->engine)->name,
+                gp.use_cache ? "cached" : "uncached", gf_sampler_profile_name(pr));
+        if (backend_has_ex(s, pr))
+            fprintf(stderr,
+                    "[the engine's %s sampler drew these tokens; backend %s's sample_ex declares %s and is "
+                    "checked against it by the cases (genfence run), not here]\n",
+                    gf_sampler_profile_name(pr), gf_engine_ops(s->engine)->name, gf_sampler_profile_name(pr));
+    }
     const gf_model_config *mc = gf_engine_config(s->engine);
-    if (!o->json && gp.use_cache) /* the KV cache holds the key/value heads only */
+    if (!o->json && gp.use_cache && g) /* the KV cache holds the key/value heads only */
         fprintf(stderr,
                 "[kv cache (L %d, B 1, H_kv %d, max_len %d, d_head %d) k and v: %zu bytes (%.1f KiB); H = %d]\n",
                 mc->n_layer, mc->n_kv_head, mc->n_positions, mc->d_head, g->cache_bytes, g->cache_bytes / 1024.0,
                 mc->n_head);
+done:
     gf_generation_free(g);
-    return GF_EXIT_OK;
+    gf_stop_strings_destroy(sc.stops);
+    free(sc.kept);
+    return rc;
 }
 
 int gf_cmd_generate(int argc, char **argv)
@@ -358,10 +524,6 @@ int gf_cmd_generate(int argc, char **argv)
     enum {
         O_TOKENS = 256,
         O_MAXNEW,
-        O_TEMP,
-        O_TOPK,
-        O_TOPP,
-        O_SEED,
         O_EOS,
         O_NOEOS,
         O_NOCACHE,
@@ -377,10 +539,23 @@ int gf_cmd_generate(int argc, char **argv)
                                              {"prompt", required_argument, 0, 'p'},
                                              {"tokens", required_argument, 0, O_TOKENS},
                                              {"max-new-tokens", required_argument, 0, O_MAXNEW},
-                                             {"temperature", required_argument, 0, O_TEMP},
-                                             {"top-k", required_argument, 0, O_TOPK},
-                                             {"top-p", required_argument, 0, O_TOPP},
-                                             {"seed", required_argument, 0, O_SEED},
+                                             {"temperature", required_argument, 0, GS_TEMPERATURE},
+                                             {"top-k", required_argument, 0, GS_TOP_K},
+                                             {"top-p", required_argument, 0, GS_TOP_P},
+                                             {"seed", required_argument, 0, GS_SEED},
+                                             {"profile", required_argument, 0, GS_PROFILE},
+                                             {"chain", required_argument, 0, GS_CHAIN},
+                                             {"min-p", required_argument, 0, GS_MIN_P},
+                                             {"typical-p", required_argument, 0, GS_TYPICAL_P},
+                                             {"repetition-penalty", required_argument, 0, GS_REPETITION},
+                                             {"frequency-penalty", required_argument, 0, GS_FREQUENCY},
+                                             {"presence-penalty", required_argument, 0, GS_PRESENCE},
+                                             {"penalty-last-n", required_argument, 0, GS_LAST_N},
+                                             {"min-tokens-to-keep", required_argument, 0, GS_MIN_KEEP},
+                                             {"logit-bias", required_argument, 0, GS_BIAS},
+                                             {"min-new-tokens", required_argument, 0, GS_MIN_NEW},
+                                             {"stop-token-ids", required_argument, 0, GS_STOP_IDS},
+                                             {"stop", required_argument, 0, GS_STOP},
                                              {"eos-id", required_argument, 0, O_EOS},
                                              {"no-eos", no_argument, 0, O_NOEOS},
                                              {"no-cache", no_argument, 0, O_NOCACHE},
@@ -401,6 +576,9 @@ int gf_cmd_generate(int argc, char **argv)
     o.gp.sampler.use_top_p = 1;
     o.gp.sampler.top_p = 0.95;
     o.gp.sampler.seed = 1337;
+    const gf_sampler_params defaults = o.gp.sampler;
+    gf_gen_sampler_init(&o.gs);
+    int rc = GF_EXIT_USAGE;
     long v;
     double d;
     int c;
@@ -416,12 +594,14 @@ int gf_cmd_generate(int argc, char **argv)
                 goto bad_value;
             o.gp.max_new_tokens = (int32_t)v;
             break;
-        case O_TEMP:
+        case GS_TEMPERATURE:
             if (!gf_parse_double(optarg, &d))
                 goto bad_value;
             o.gp.sampler.temperature = d;
+            gf_gen_sampler_mark(&o.gs, c);
             break;
-        case O_TOPK:
+        case GS_TOP_K:
+            gf_gen_sampler_mark(&o.gs, c);
             if (!strcmp(optarg, "none")) {
                 o.gp.sampler.use_top_k = 0;
                 break;
@@ -430,7 +610,8 @@ int gf_cmd_generate(int argc, char **argv)
                 goto bad_value;
             o.gp.sampler.top_k = (int32_t)v;
             break;
-        case O_TOPP:
+        case GS_TOP_P:
+            gf_gen_sampler_mark(&o.gs, c);
             if (!strcmp(optarg, "none")) {
                 o.gp.sampler.use_top_p = 0;
                 break;
@@ -439,7 +620,8 @@ int gf_cmd_generate(int argc, char **argv)
                 goto bad_value;
             o.gp.sampler.top_p = d;
             break;
-        case O_SEED:
+        case GS_SEED:
+            gf_gen_sampler_mark(&o.gs, c);
             if (!gf_parse_int(optarg, 0, 0x7fffffffffffffffL, &v))
                 goto bad_value;
             o.gp.sampler.seed = (uint64_t)v;
@@ -470,45 +652,57 @@ int gf_cmd_generate(int argc, char **argv)
                 goto bad_value;
             o.threads = (int)v;
             break;
-        case 'h': usage(stdout); return GF_EXIT_OK;
+        case 'h':
+            usage(stdout);
+            rc = GF_EXIT_OK;
+            goto out;
         default:
+            if (c >= GS_FIRST_EXT && c < GS_END) {
+                if (gf_gen_sampler_option(&o.gs, c, optarg) < 0)
+                    goto out;
+                break;
+            }
             gf_cli_error("generate: unknown or incomplete option '%s'", argv[optind - 1]);
             usage(stderr);
-            return GF_EXIT_USAGE;
+            goto out;
         }
         continue;
     bad_value:
         gf_cli_error("generate: bad value '%s' for %s", optarg, argv[optind - 1]);
-        return GF_EXIT_USAGE;
+        goto out;
     }
     if (optind < argc) {
         gf_cli_error("generate: unexpected argument '%s'", argv[optind]);
-        return GF_EXIT_USAGE;
+        goto out;
     }
     int sources = !!o.prompt + !!o.tokens + !!o.batch;
     if (!o.model || sources != 1) {
         gf_cli_error("generate: need --model and exactly one of --prompt, --tokens, --batch-prompts");
         usage(stderr);
-        return GF_EXIT_USAGE;
+        goto out;
     }
     if (o.eos_set && o.no_eos) {
         gf_cli_error("generate: --eos-id and --no-eos contradict each other");
-        return GF_EXIT_USAGE;
+        goto out;
     }
-    if (gf_sampler_validate(&o.gp.sampler) != GF_OK) {
-        gf_cli_error("generate: %s", gf_error_msg());
-        return GF_EXIT_USAGE;
+    if ((o.gs.any_ext || o.gs.n_stops) && (o.verify || o.batch)) {
+        gf_cli_error("generate: the sampler-profile flags (--profile ... --stop) apply to a plain generation; "
+                     "--verify and --batch-prompts decode greedily under the seed sampler");
+        goto out;
     }
+    if (gf_gen_sampler_check(&o.gs, &o.gp.sampler, &defaults) < 0)
+        goto out;
     gf_session s;
-    gf_status st = gf_session_open(&s, o.model, o.backend, o.threads, o.prompt || o.batch);
+    gf_status st = gf_session_open(&s, o.model, o.backend, o.threads, o.prompt || o.batch || o.gs.n_stops);
     if (st != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
-        return GF_EXIT_USAGE;
+        goto out;
     }
     if (!o.eos_set)
         o.gp.eos_id = o.no_eos ? -1 : gf_engine_config(s.engine)->eos_id;
-    int rc;
-    if (o.batch) {
+    if (gf_gen_sampler_check_model(&o.gs, gf_engine_config(s.engine)->vocab_size, o.gp.eos_id) < 0) {
+        rc = GF_EXIT_USAGE;
+    } else if (o.batch) {
         rc = run_batch(&s, &o);
     } else {
         int32_t *prompt = NULL;
@@ -523,5 +717,7 @@ int gf_cmd_generate(int argc, char **argv)
         free(prompt);
     }
     gf_session_close(&s);
+out:
+    gf_gen_sampler_clear(&o.gs);
     return rc;
 }
