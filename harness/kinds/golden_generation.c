@@ -327,8 +327,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
         gf_k_check(k, r == 0, "golden sampler record", "%s", r == 0 ? now : diff);
         free(now);
         if (r != 0) {
-            gf_k_stale(k, "golden %s is stale: its sampler record differs from the case's: %s; re%s", path, diff,
-                       hint);
+            gf_k_stale(k, "golden %s is stale: its sampler record differs from the case's: %s; re%s", path, diff, hint);
             goto done;
         }
     }

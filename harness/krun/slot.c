@@ -1,5 +1,5 @@
 /* The backend's own sampler slot, exercised by the sampler-only kinds and by
- * the model kinds that sample (golden_generation, context_limit): every
+ * the model kinds that sample (golden_generation, seeded_reproducibility, eos): every
  * sampling call also goes through the slot and is tallied here. */
 #include <stdio.h>
 #include <stdlib.h>
