@@ -120,9 +120,15 @@ gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_
     if (why && why_len)
         why[0] = '\0';
     char buf[512] = "";
+    gf_status st;
     gf_trace_enter("probe", 0, 0, -1);
-    gf_status st = ops->probe(buf, sizeof buf);
+    gf_status gs = gf_guard_probe(ops, buf, sizeof buf, &st); /* why: a guarded copy (guard.h) */
     gf_trace_leave();
+    if (gs != GF_OK) { /* it wrote outside why: a broken backend, not an unavailable one */
+        if (why && why_len)
+            snprintf(why, why_len, "%s", gf_error_msg());
+        return gs;
+    }
     if (st == GF_OK)
         return GF_OK;
     if (why && why_len)
@@ -172,8 +178,10 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
         return st;
     char why[512] = "";
     st = gf_backend_available(ops, why, sizeof why);
-    if (st != GF_OK)
+    if (st == GF_E_UNAVAILABLE)
         return gf_error_set(GF_E_UNAVAILABLE, "backend '%s' is unavailable here: %s", ops->name, why);
+    if (st != GF_OK)
+        return gf_error_set(st, "backend '%s': %s", ops->name, why);
     gf_engine *e = calloc(1, sizeof *e);
     if (!e)
         return gf_error_set(GF_E_NOMEM, "out of memory");
@@ -182,10 +190,30 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
     gf_backend_options o = {.struct_size = sizeof o, .threads = 1};
     if (opts)
         o = *opts;
+    /* the desc and its weights are the caller's: summed before, checked after (guard.h) */
+    gf_desc_guard dg;
+    st = gf_desc_guard_take(&dg, desc);
+    if (st != GF_OK) {
+        free(e);
+        return st;
+    }
     gf_error_clear();
     gf_trace_enter("model_load", 0, 0, -1);
     st = ops->model_load(desc, &o, &e->model);
     gf_trace_leave();
+    char who[200];
+    snprintf(who, sizeof who, "backend '%s': model_load", ops->name);
+    gf_status gs = gf_desc_guard_verdict(&dg, desc, who);
+    gf_desc_guard_release(&dg);
+    if (gs != GF_OK) {
+        if (st == GF_OK) {
+            gf_trace_enter("model_free", 0, 0, -1);
+            ops->model_free(e->model);
+            gf_trace_leave();
+        }
+        free(e);
+        return gs;
+    }
     if (st != GF_OK) {
         backend_error(e, st);
         free(e);

@@ -7,6 +7,7 @@
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -256,5 +257,246 @@ gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *l
     if (gs != GF_OK)
         return gs;
     memcpy(ids_out, ids, (size_t)B * sizeof *ids_out);
+    return st;
+}
+
+/* ---- model_load's descriptor ---- */
+
+/* S and W (guard.h) of n words, in four interleaved lanes (s_j += x, w_j +=
+ * s_j: no multiply, no chain longer than one add per lane), the last step
+ * padded with zeros: W's coefficient of word i is n_pad - i, n_pad = n
+ * rounded up to 4. */
+static void block_sums(const float *p, size_t n, uint64_t out[2])
+{
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+    size_t i = 0;
+    uint32_t x[4];
+    for (; i + 4 <= n; i += 4) {
+        memcpy(x, p + i, sizeof x);
+        s0 += x[0], s1 += x[1], s2 += x[2], s3 += x[3];
+        w0 += s0, w1 += s1, w2 += s2, w3 += s3;
+    }
+    if (i < n) {
+        memset(x, 0, sizeof x);
+        memcpy(x, p + i, (n - i) * sizeof *p);
+        s0 += x[0], s1 += x[1], s2 += x[2], s3 += x[3];
+        w0 += s0, w1 += s1, w2 += s2, w3 += s3;
+    }
+    out[0] = s0 + s1 + s2 + s3;
+    out[1] = 4 * (w0 + w1 + w2 + w3) - (s1 + 2 * s2 + 3 * s3);
+}
+
+/* Every tensor of d (NULL pointers skipped, a tied lm_head skipped) into
+ * t[] (cap: room) with its element count; returns how many there are. */
+static size_t desc_tensors(const gf_model_desc *d, gf_desc_tensor *t, size_t cap, char *names, size_t names_cap)
+{
+    const gf_model_config *c = &d->config;
+    const gf_model_weights *w = &d->weights;
+    const size_t V = (size_t)(c->vocab_size > 0 ? c->vocab_size : 0), D = (size_t)(c->n_embd > 0 ? c->n_embd : 0);
+    const size_t F = (size_t)(c->d_ff > 0 ? c->d_ff : 0), P = (size_t)(c->n_positions > 0 ? c->n_positions : 0);
+    const size_t Q = (size_t)(c->n_head > 0 ? c->n_head : 0) * (size_t)(c->d_head > 0 ? c->d_head : 0);
+    const size_t KV = (size_t)(c->n_kv_head > 0 ? c->n_kv_head : 0) * (size_t)(c->d_head > 0 ? c->d_head : 0);
+    size_t k = 0, used = 0;
+#define ADD(fmt, l, ptr, rows, ncols)                                                                                \
+    do {                                                                                                             \
+        if (ptr) {                                                                                                   \
+            if (k < cap) {                                                                                           \
+                int len_ = snprintf(names + used, names_cap - used, fmt, l);                                        \
+                t[k].field = names + used;                                                                           \
+                used += (size_t)len_ + 1;                                                                            \
+                t[k].data = (ptr);                                                                                   \
+                size_t nc_ = (size_t)(ncols);                                                                        \
+                t[k].n = (size_t)(rows) * (nc_ ? nc_ : 1);                                                           \
+                t[k].cols = nc_;                                                                                     \
+            }                                                                                                        \
+            k++;                                                                                                     \
+        }                                                                                                            \
+    } while (0)
+    ADD("weights.wte%.0d", 0, w->wte, V, D);
+    ADD("weights.wpe%.0d", 0, w->wpe, P, D);
+    for (int32_t l = 0; w->layers && l < c->n_layer; l++) {
+        const gf_layer_weights *y = &w->layers[l];
+        ADD("weights.layers[%d].ln1_w", l, y->ln1_w, D, 0);
+        ADD("weights.layers[%d].ln1_b", l, y->ln1_b, D, 0);
+        ADD("weights.layers[%d].attn_qkv_w", l, y->attn_qkv_w, D, 3 * D);
+        ADD("weights.layers[%d].attn_qkv_b", l, y->attn_qkv_b, 3 * D, 0);
+        ADD("weights.layers[%d].attn_proj_w", l, y->attn_proj_w, D, D);
+        ADD("weights.layers[%d].attn_proj_b", l, y->attn_proj_b, D, 0);
+        ADD("weights.layers[%d].ln2_w", l, y->ln2_w, D, 0);
+        ADD("weights.layers[%d].ln2_b", l, y->ln2_b, D, 0);
+        ADD("weights.layers[%d].mlp_fc_w", l, y->mlp_fc_w, D, F);
+        ADD("weights.layers[%d].mlp_fc_b", l, y->mlp_fc_b, F, 0);
+        ADD("weights.layers[%d].mlp_proj_w", l, y->mlp_proj_w, F, D);
+        ADD("weights.layers[%d].mlp_proj_b", l, y->mlp_proj_b, D, 0);
+        ADD("weights.layers[%d].attn_norm_w", l, y->attn_norm_w, D, 0);
+        ADD("weights.layers[%d].wq", l, y->wq, Q, D);
+        ADD("weights.layers[%d].wk", l, y->wk, KV, D);
+        ADD("weights.layers[%d].wv", l, y->wv, KV, D);
+        ADD("weights.layers[%d].wo", l, y->wo, D, Q);
+        ADD("weights.layers[%d].mlp_norm_w", l, y->mlp_norm_w, D, 0);
+        ADD("weights.layers[%d].w_gate", l, y->w_gate, F, D);
+        ADD("weights.layers[%d].w_up", l, y->w_up, F, D);
+        ADD("weights.layers[%d].w_down", l, y->w_down, D, F);
+        ADD("weights.layers[%d].bq", l, y->bq, Q, 0);
+        ADD("weights.layers[%d].bk", l, y->bk, KV, 0);
+        ADD("weights.layers[%d].bv", l, y->bv, KV, 0);
+    }
+    ADD("weights.lnf_w%.0d", 0, w->lnf_w, D, 0);
+    ADD("weights.lnf_b%.0d", 0, w->lnf_b, D, 0);
+    if (w->lm_head != w->wte)
+        ADD("weights.lm_head%.0d", 0, w->lm_head, V, D);
+    ADD("weights.rope_inv_freq%.0d", 0, w->rope_inv_freq, (size_t)(c->d_head > 0 ? c->d_head : 0) / 2, 0);
+#undef ADD
+    return k;
+}
+
+void gf_desc_guard_release(gf_desc_guard *g)
+{
+    if (!g)
+        return;
+    free(g->layers);
+    free(g->t);
+    free(g->sums);
+    free(g->names);
+    memset(g, 0, sizeof *g);
+}
+
+gf_status gf_desc_guard_take(gf_desc_guard *g, const gf_model_desc *d)
+{
+    memset(g, 0, sizeof *g);
+    g->desc = *d;
+    size_t L = d->weights.layers && d->config.n_layer > 0 ? (size_t)d->config.n_layer : 0;
+    size_t n_t = desc_tensors(d, NULL, 0, NULL, 0), names_cap = n_t * 40 + 1;
+    g->layers = malloc((L ? L : 1) * sizeof *g->layers);
+    g->t = calloc(n_t ? n_t : 1, sizeof *g->t);
+    g->names = malloc(names_cap);
+    if (!g->layers || !g->t || !g->names)
+        goto nomem;
+    if (L)
+        memcpy(g->layers, d->weights.layers, L * sizeof *g->layers);
+    g->n_t = desc_tensors(d, g->t, n_t, g->names, names_cap);
+    for (size_t i = 0; i < g->n_t; i++) {
+        g->t[i].block0 = g->n_blocks;
+        g->n_blocks += (g->t[i].n + GF_DESC_BLOCK - 1) / GF_DESC_BLOCK;
+    }
+    g->sums = malloc((g->n_blocks ? g->n_blocks : 1) * 2 * sizeof *g->sums);
+    if (!g->sums)
+        goto nomem;
+    for (size_t i = 0; i < g->n_t; i++)
+        for (size_t o = 0, b = g->t[i].block0; o < g->t[i].n; o += GF_DESC_BLOCK, b++) {
+            size_t m = g->t[i].n - o < GF_DESC_BLOCK ? g->t[i].n - o : GF_DESC_BLOCK;
+            block_sums(g->t[i].data + o, m, g->sums + 2 * b);
+        }
+    return GF_OK;
+nomem:
+    gf_desc_guard_release(g);
+    return gf_error_set(GF_E_NOMEM, "model_load guard: out of memory");
+}
+
+/* The changed block b (m floats at p, sums then s0, now s1) of tensor t: one
+ * element's change decoded (its index from W's difference, its old bits
+ * from S's), else the block's range. */
+static gf_status block_changed(const gf_desc_tensor *t, size_t o, size_t m, const uint64_t s0[2],
+                               const uint64_t s1[2], const char *where)
+{
+    int64_t dS = (int64_t)(s1[0] - s0[0]), dW = (int64_t)(s1[1] - s0[1]);
+    size_t n_pad = (m + 3) / 4 * 4;
+    char shape[64];
+    if (t->cols)
+        snprintf(shape, sizeof shape, "(%zu, %zu) floats", t->n / t->cols, t->cols);
+    else
+        snprintf(shape, sizeof shape, "(%zu) floats", t->n);
+    if (dS != 0 && dW % dS == 0 && dW / dS >= 1 && (size_t)(dW / dS) <= n_pad) {
+        size_t i = n_pad - (size_t)(dW / dS);
+        uint32_t now;
+        memcpy(&now, t->data + o + i, sizeof now);
+        int64_t old = (int64_t)now - dS;
+        if (i < m && old >= 0 && old <= (int64_t)UINT32_MAX) {
+            uint32_t ob = (uint32_t)old;
+            float was, is;
+            memcpy(&was, &ob, sizeof was);
+            memcpy(&is, &now, sizeof is);
+            char at[48] = "";
+            if (t->cols)
+                snprintf(at, sizeof at, " [%zu, %zu]", (o + i) / t->cols, (o + i) % t->cols);
+            return gf_error_set(GF_E_BACKEND,
+                                "%s: changed desc->%s (%s), the caller's read-only weights: element %zu%s was "
+                                "%.9g, is %.9g",
+                                where, t->field, shape, o + i, at, (double)was, (double)is);
+        }
+    }
+    return gf_error_set(GF_E_BACKEND,
+                        "%s: changed desc->%s (%s), the caller's read-only weights: more than one of elements %zu "
+                        "to %zu (the first changed block)",
+                        where, t->field, shape, o, o + m - 1);
+}
+
+gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, const char *where)
+{
+    /* the struct first: a changed pointer would send the sums elsewhere */
+    if (memcmp(&g->desc.config, &d->config, sizeof d->config) != 0)
+        return gf_error_set(GF_E_BACKEND, "%s: changed desc->config, a read-only input", where);
+    const struct { const void *was, *is; const char *field; } ptrs[] = {
+        {g->desc.weights.wte, d->weights.wte, "weights.wte"},
+        {g->desc.weights.wpe, d->weights.wpe, "weights.wpe"},
+        {g->desc.weights.layers, d->weights.layers, "weights.layers"},
+        {g->desc.weights.lnf_w, d->weights.lnf_w, "weights.lnf_w"},
+        {g->desc.weights.lnf_b, d->weights.lnf_b, "weights.lnf_b"},
+        {g->desc.weights.lm_head, d->weights.lm_head, "weights.lm_head"},
+        {g->desc.weights.rope_inv_freq, d->weights.rope_inv_freq, "weights.rope_inv_freq"},
+        {g->desc.name, d->name, "name"},
+    };
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        if (ptrs[i].was != ptrs[i].is)
+            return gf_error_set(GF_E_BACKEND, "%s: changed the pointer desc->%s (was %p, is %p), a read-only input",
+                                where, ptrs[i].field, ptrs[i].was, ptrs[i].is);
+    if (memcmp(&g->desc, d, sizeof *d) != 0)
+        return gf_error_set(GF_E_BACKEND, "%s: changed desc (struct_size or padding), a read-only input", where);
+    size_t L = d->weights.layers && d->config.n_layer > 0 ? (size_t)d->config.n_layer : 0;
+    for (size_t l = 0; l < L; l++)
+        if (memcmp(&g->layers[l], &d->weights.layers[l], sizeof g->layers[l]) != 0) {
+            const void *const *a = (const void *const *)(const void *)&g->layers[l];
+            const void *const *b = (const void *const *)(const void *)&d->weights.layers[l];
+            size_t k = 0;
+            while (k + 1 < sizeof g->layers[l] / sizeof(void *) && a[k] == b[k])
+                k++;
+            return gf_error_set(GF_E_BACKEND,
+                                "%s: changed the pointers of desc->weights.layers[%zu] (the layer's pointer #%zu "
+                                "was %p, is %p), a read-only input",
+                                where, l, k, a[k], b[k]);
+        }
+    for (size_t i = 0; i < g->n_t; i++) {
+        const gf_desc_tensor *t = &g->t[i];
+        for (size_t o = 0, b = t->block0; o < t->n; o += GF_DESC_BLOCK, b++) {
+            size_t m = t->n - o < GF_DESC_BLOCK ? t->n - o : GF_DESC_BLOCK;
+            uint64_t s[2];
+            block_sums(t->data + o, m, s);
+            if (s[0] != g->sums[2 * b] || s[1] != g->sums[2 * b + 1])
+                return block_changed(t, o, m, g->sums + 2 * b, s, where);
+        }
+    }
+    return GF_OK;
+}
+
+/* ---- probe's why ---- */
+
+gf_status gf_guard_probe(const gf_backend_ops *ops, char *why, size_t why_len, gf_status *probe_out)
+{
+    *probe_out = GF_E_UNAVAILABLE;
+    gf_guard g = {0};
+    char *buf = gf_guard_place(&g, why_len, NULL);
+    if (!buf)
+        return gf_error_prefix(GF_E_NOMEM, "probe");
+    memset(buf, 0, why_len);
+    *probe_out = ops->probe(buf, why_len);
+    size_t before, past;
+    gf_status st = GF_OK;
+    char shape[64];
+    snprintf(shape, sizeof shape, "(why_len = %zu bytes)", why_len);
+    if (!gf_guard_check(&g, &before, &past))
+        st = gf_guard_error(GF_E_BACKEND, "probe", "why", shape, 1, "char", before, past);
+    else
+        snprintf(why, why_len, "%.*s", (int)strnlen(buf, why_len - 1), buf);
+    gf_guard_release(&g);
     return st;
 }

@@ -78,4 +78,52 @@ gf_status gf_guard_verdict(gf_guard *g, const char *where, const char *what, con
 gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call);
 
+/* model_load's descriptor (issue 12): the weights and the desc are the
+ * caller's, read-only to the backend. gf_desc_guard_take, before the call,
+ * keeps a copy of the desc and its layers array and two 64-bit sums per
+ * block of GF_DESC_BLOCK floats of every tensor (S = sum of the words, W =
+ * sum of (n - i) * word: 16 bytes per 4 KiB, no copy of the weights). After
+ * the call gf_desc_guard_verdict recomputes them: a changed pointer, config
+ * or name is GF_E_BACKEND naming the field; a changed block names the tensor
+ * and the first changed element with its old and new value (exact when one
+ * element of the block changed: the sums' differences give its index and
+ * its old bits; for several, the block's range). Two changes that cancel in
+ * both sums go unseen. */
+#define GF_DESC_BLOCK 1024
+
+typedef struct gf_desc_tensor {
+    const char *field;       /* "layers[3].attn_qkv_w"; points into the guard's name pool */
+    const float *data;
+    size_t n, cols;          /* elements; cols: the row length (0: 1-D) */
+    size_t block0;           /* its first block in sums */
+} gf_desc_tensor;
+
+typedef struct gf_desc_guard {
+    gf_model_desc desc;      /* the caller's desc, as it was */
+    gf_layer_weights *layers; /* (L) its layers, as they were */
+    gf_desc_tensor *t;       /* the tensors (a tied lm_head once, as wte) */
+    size_t n_t;
+    uint64_t *sums;          /* (blocks, 2): S, W */
+    size_t n_blocks;
+    char *names;             /* the field names */
+} gf_desc_guard;
+
+/* Before model_load: take the desc's state. GF_E_NOMEM on failure (g cleared). */
+gf_status gf_desc_guard_take(gf_desc_guard *g, const gf_model_desc *d);
+
+/* After it: GF_OK if d and every weight are as taken, else GF_E_BACKEND:
+ * "<where>: changed desc->weights.layers[0].ln1_w, a read-only input:
+ * element 7 was 0.25, is -0.25" (or "changed the pointer desc->...").
+ * Does not free g. */
+gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, const char *where);
+
+void gf_desc_guard_release(gf_desc_guard *g); /* NULL-safe; g is zeroed */
+
+/* The probe slot on a guarded why buffer of why_len (>= 1) bytes: GF_OK,
+ * with the slot's status in *probe_out and why its text (NUL-terminated, at
+ * most why_len - 1 bytes of it read); GF_E_BACKEND ("probe: wrote N bytes
+ * (N chars) past why (why_len = 512 bytes)") when it wrote outside the
+ * buffer, GF_E_NOMEM when the guard cannot be mapped. */
+gf_status gf_guard_probe(const gf_backend_ops *ops, char *why, size_t why_len, gf_status *probe_out);
+
 #endif

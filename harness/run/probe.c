@@ -45,6 +45,8 @@ static json_t *probe_child(const void *arg)
     st = gf_backend_available(ops, why, sizeof why);
     json_object_set_new(r, "available", json_boolean(st == GF_OK));
     json_object_set_new(r, "why", json_string(why));
+    if (st != GF_OK && st != GF_E_UNAVAILABLE) /* it wrote outside why (engine/guard.c): broken, not absent */
+        json_object_set_new(r, "unusable", json_true());
     if (st == GF_OK) {
         gf_backend_options o = gf_registry_options(&h, a->threads);
         gf_backend_info info;

@@ -29,7 +29,8 @@ extern "C" {
 gf_status gf_backend_check_ops(const gf_backend_ops *ops);
 
 /* The probe slot: GF_OK, or GF_E_UNAVAILABLE with the reason in why
- * (NUL-terminated; the status text when the backend gave none). */
+ * (NUL-terminated; the status text when the backend gave none), or
+ * GF_E_BACKEND when the probe wrote past why_len (a guarded buffer). */
 gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_len);
 
 /* *info_out from the info slot for opts; without the slot (or when it

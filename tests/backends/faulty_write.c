@@ -15,6 +15,12 @@
  *   GF_WFAULT=7 "ref-sample-ex-history": a correct sample_ex (every profile: the
  *                                   engine's filter chain, then the race) that
  *                                   changes ext->history[0] on its 2nd call
+ *   GF_WFAULT=8 "ref-write-desc":   model_load adds 1 to one weight of the caller's
+ *                                   desc (wte element [1, 3]) after ref has copied
+ *                                   them: ref itself computes right
+ *   GF_WFAULT=9 "ref-probe-overflow": probe writes a 520-character reason (and its
+ *                                   NUL) into why, ignoring why_len (512 from
+ *                                   genfence: 9 bytes past it), and returns GF_OK
  *   GF_WFAULT=6 "ref-leak":         every forward call leaks 1 MiB (touched, never
  *                                   freed; GF_E_NOMEM once malloc fails): genfence
  *                                   sees it only as out of memory under a
@@ -47,8 +53,28 @@ static size_t g_vocab; /* V of the loaded model */
 static gf_status wf_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
 {
     g_vocab = (size_t)desc->config.vocab_size;
-    return gf_backend_ref()->model_load(desc, opts, model_out);
+    gf_status st = gf_backend_ref()->model_load(desc, opts, model_out);
+#if GF_WFAULT == 8
+    if (st == GF_OK) { /* the fault: const cast away, one weight "fixed up" in place */
+        volatile float *w = (volatile float *)(uintptr_t)(desc->weights.wte + desc->config.n_embd + 3);
+        *w = *w + 1.0f;
+    }
+#endif
+    return st;
 }
+
+#if GF_WFAULT == 9
+static gf_status wf_probe(char *why, size_t why_len)
+{
+    gf_status st = gf_backend_ref()->probe(why, why_len);
+    char msg[521];
+    for (size_t i = 0; i < 520; i++)
+        msg[i] = "probe detail "[i % 13];
+    msg[520] = '\0';
+    strcpy(why, msg); /* the fault: why_len ignored */
+    return st;
+}
+#endif
 
 /* volatile: the compiler must not drop or move a store it can prove is out of bounds */
 __attribute__((unused)) static void poke_float(float *p)
@@ -155,6 +181,9 @@ __attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_en
 #endif
 #if GF_WFAULT == 6
         g_ops.forward = wf_forward_leak;
+#endif
+#if GF_WFAULT == 9
+        g_ops.probe = wf_probe;
 #endif
     }
     return &g_ops;

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../../engine/guard.h"
@@ -185,4 +186,96 @@ Test(guard_engine, unwritten_logits_are_named)
     cr_assert(strstr(gf_error_msg(), "forward call #2 (B 1, T 2, uncached, keys 2): logit (row 0, position 1, token 0) "
                                      "is never written (still genfence's NaN fill)"),
               "%s", gf_error_msg());
+}
+
+/* model_load's descriptor (gf_desc_guard): the weights are summed before the
+ * call and checked after; one changed element is named exactly, at any
+ * offset of a block (the 4-lane sums, the zero-padded tail), in any tensor. */
+Test(guard, desc_one_changed_weight_is_named_exactly)
+{
+    tiny_model m;
+    tiny_model_make(&m, 300, 64, 16, 2, 2, 7); /* wte (300, 16): 4800 floats, a tail block of 704 */
+    float *wte = (float *)(uintptr_t)m.desc.weights.wte;
+    const size_t at[] = {0, 1, 3, 4, 1023, 1024, 1027, 4095, 4096, 4797, 4799};
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        gf_desc_guard g;
+        cr_assert_eq(gf_desc_guard_take(&g, &m.desc), GF_OK);
+        cr_assert_eq(gf_desc_guard_verdict(&g, &m.desc, "t"), GF_OK, "%s", gf_error_msg());
+        float was = wte[at[k]];
+        wte[at[k]] = -was - 0.5f;
+        cr_assert_eq(gf_desc_guard_verdict(&g, &m.desc, "t"), GF_E_BACKEND, "element %zu unseen", at[k]);
+        char want[160];
+        snprintf(want, sizeof want,
+                 "t: changed desc->weights.wte ((300, 16) floats), the caller's read-only weights: "
+                 "element %zu [%zu, %zu] was %.9g, is %.9g",
+                 at[k], at[k] / 16, at[k] % 16, (double)was, (double)(-was - 0.5f));
+        cr_assert_str_eq(gf_error_msg(), want);
+        wte[at[k]] = was;
+        cr_assert_eq(gf_desc_guard_verdict(&g, &m.desc, "t"), GF_OK, "restored");
+        gf_desc_guard_release(&g);
+    }
+    /* a layer tensor; two changes in one block: its range */
+    float *w = (float *)(uintptr_t)m.desc.weights.layers[1].mlp_proj_b;
+    gf_desc_guard g;
+    cr_assert_eq(gf_desc_guard_take(&g, &m.desc), GF_OK);
+    const float w2 = w[2], w5 = w[5];
+    w[2] += 1.0f;
+    cr_assert_eq(gf_desc_guard_verdict(&g, &m.desc, "t"), GF_E_BACKEND);
+    cr_assert(strstr(gf_error_msg(), "desc->weights.layers[1].mlp_proj_b ((16) floats)") &&
+                  strstr(gf_error_msg(), "element 2 was"),
+              "%s", gf_error_msg());
+    w[5] += 1.0f;
+    cr_assert_eq(gf_desc_guard_verdict(&g, &m.desc, "t"), GF_E_BACKEND);
+    cr_assert(strstr(gf_error_msg(), "more than one of elements 0 to 15"), "%s", gf_error_msg());
+    w[2] = w2, w[5] = w5; /* exactly: (x + 1) - 1 need not be x */
+    /* a pointer of the desc, of a layer */
+    gf_model_desc *d = &m.desc;
+    const float *keep = d->weights.lnf_w;
+    d->weights.lnf_w = d->weights.lnf_b;
+    cr_assert_eq(gf_desc_guard_verdict(&g, d, "t"), GF_E_BACKEND);
+    cr_assert(strstr(gf_error_msg(), "changed the pointer desc->weights.lnf_w"), "%s", gf_error_msg());
+    d->weights.lnf_w = keep;
+    gf_layer_weights *ly = (gf_layer_weights *)(uintptr_t)&d->weights.layers[0];
+    keep = ly->ln2_b;
+    ly->ln2_b = NULL;
+    cr_assert_eq(gf_desc_guard_verdict(&g, d, "t"), GF_E_BACKEND);
+    cr_assert(strstr(gf_error_msg(), "changed the pointers of desc->weights.layers[0] (the layer's pointer #7"), "%s",
+              gf_error_msg());
+    ly->ln2_b = keep;
+    cr_assert_eq(gf_desc_guard_verdict(&g, d, "t"), GF_OK, "%s", gf_error_msg());
+    gf_desc_guard_release(&g);
+    gf_desc_guard_release(&g); /* no-op */
+    tiny_model_free(&m);
+}
+
+/* probe's why: a guarded buffer; a write past why_len is GF_E_BACKEND */
+static gf_status probe_past(char *why, size_t why_len)
+{
+    memset(why, 'x', why_len + 3); /* the fault: 3 bytes past */
+    return GF_OK;
+}
+
+static gf_status probe_fits(char *why, size_t why_len)
+{
+    memset(why, 'y', why_len - 1);
+    why[why_len - 1] = '\0';
+    return GF_E_UNAVAILABLE;
+}
+
+Test(guard, probe_past_why_len_is_a_backend_fault)
+{
+    gf_backend_ops ops = *gf_backend_ref();
+    ops.probe = probe_past;
+    char why[512];
+    cr_assert_eq(gf_backend_available(&ops, why, sizeof why), GF_E_BACKEND);
+    cr_assert_str_eq(why, "probe: wrote 3 bytes (3 chars) past why (why_len = 512 bytes)");
+    ops.probe = probe_fits; /* the whole buffer used, within it: only unavailable */
+    cr_assert_eq(gf_backend_available(&ops, why, sizeof why), GF_E_UNAVAILABLE);
+    cr_assert_eq(strlen(why), 511);
+    gf_model_desc none = {0};
+    gf_engine *e = (gf_engine *)1;
+    ops.probe = probe_past;
+    cr_assert_eq(gf_engine_create(&ops, &none, NULL, &e), GF_E_BACKEND);
+    cr_assert_null(e);
+    cr_assert_str_eq(gf_error_msg(), "backend 'ref': probe: wrote 3 bytes (3 chars) past why (why_len = 512 bytes)");
 }
