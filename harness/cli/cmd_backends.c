@@ -11,7 +11,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: genfence backends [--backend PATH]... [--threads N] [--json]\n"
                "\n"
                "Lists the built-in backends (and any plugin paths given) with availability and the\n"
-               "reason when unavailable, library versions, threads and compute dtype.\n");
+               "reason when unavailable, library versions, threads, compute dtype and, when the backend\n"
+               "says, the weight and KV-cache types its options select (weights q8_0; kv f16).\n");
 }
 
 static void show(const char *name, long threads, int json, int first)
@@ -37,12 +38,26 @@ static void show(const char *name, long threads, int json, int first)
                info.threads);
         const char *lib = info.library ? info.library : "";
         gf_json_write_string(stdout, lib, strlen(lib));
+        if (avail && info.weights) {
+            printf(", \"weights\": ");
+            gf_json_write_string(stdout, info.weights, strlen(info.weights));
+        }
+        if (avail && info.kv_cache) {
+            printf(", \"kv_cache\": ");
+            gf_json_write_string(stdout, info.kv_cache, strlen(info.kv_cache));
+        }
         printf(", \"source\": ");
         gf_json_write_string(stdout, h.source, strlen(h.source));
         printf("}");
     } else if (avail) {
-        printf("%-10s available    %-5s threads %-3d %s%s%s\n", name, gf_dtype_str(info.dtype), info.threads,
+        printf("%-10s available    %-5s threads %-3d %s%s%s", name, gf_dtype_str(info.dtype), info.threads,
                info.library ? info.library : "", info.detail ? "; " : "", info.detail ? info.detail : "");
+        /* the weight and KV types the options select, when the backend says (ABI 2) */
+        if (info.weights)
+            printf("; weights %s", info.weights);
+        if (info.kv_cache)
+            printf("; kv %s", info.kv_cache);
+        printf("\n");
     } else {
         printf("%-10s unavailable  %s\n", name, why);
     }

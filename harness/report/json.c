@@ -181,6 +181,10 @@ static json_t *backend_json(const gf_backend_probe *b)
     json_object_set_new(o, "threads", json_integer(b->threads));
     json_object_set_new(o, "library", text(b->library));
     json_object_set_new(o, "detail", text(b->detail));
+    if (b->weights[0])
+        json_object_set_new(o, "weights", text(b->weights));
+    if (b->kv_cache[0])
+        json_object_set_new(o, "kv_cache", text(b->kv_cache));
     json_object_set_new(o, "source", text(b->source));
     json_object_set_new(o, "description", text(b->description));
     json_object_set_new(o, "sample_slot", json_boolean(b->has_sample));

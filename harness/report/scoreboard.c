@@ -68,10 +68,39 @@ static void column_of(const json_t *r, char *buf, size_t cap)
         snprintf(buf, cap, "%s", name);
 }
 
+/* The run's backend entry a result ran on (run.json "backends": matched by
+ * the name or path as requested, else by name), or NULL. */
+static const json_t *backend_entry(const json_t *doc, const json_t *r)
+{
+    const char *req = json_string_value(json_object_get(r, "backend_requested"));
+    const char *name = json_string_value(json_object_get(r, "backend"));
+    const json_t *bs = json_object_get(doc, "backends"), *b, *by_name = NULL;
+    size_t i;
+    json_array_foreach(bs, i, b) {
+        if (req && !strcmp(jstr(b, "requested"), req))
+            return b;
+        if (!by_name && name && !strcmp(jstr(b, "name"), name))
+            by_name = b;
+    }
+    return by_name;
+}
+
 typedef struct sb_col {
     char key[256];
     char types[128]; /* "weights q8_0, kv f16" or the dtype */
+    int typed;       /* types from: 0 the dtype, 1 the backend entry, 2 the statistical tier */
 } sb_col;
+
+/* A compute dtype's storage name, as the tier writes it (fp32 -> f32, tf32 -> f32). */
+static void storage_of(const char *t, char *buf, size_t cap)
+{
+    if (!strcmp(t, "tf32"))
+        snprintf(buf, cap, "f32");
+    else if (!strncmp(t, "fp", 2))
+        snprintf(buf, cap, "f%s", t + 2);
+    else
+        snprintf(buf, cap, "%s", t);
+}
 
 typedef struct sb_row {
     char id[256];
@@ -240,11 +269,22 @@ int gf_scoreboard_markdown(json_t *const *docs, const char *const *paths, size_t
                 snprintf(cols[c].key, sizeof cols[c].key, "%s", key);
             }
             const json_t *m = json_object_get(r, "metrics");
-            /* the statistical tier's record names the weight and KV types; else the dtype */
-            if (json_is_string(json_object_get(m, "weights")))
+            const json_t *be = backend_entry(docs[i], r);
+            /* the weight and KV types: the statistical tier's record (what it
+             * measured) first, else the backend entry (what gf_backend_info
+             * said at the probe; kv NULL = the compute dtype), else the dtype */
+            if (json_is_string(json_object_get(m, "weights"))) {
                 snprintf(cols[c].types, sizeof cols[c].types, "%s; weights %s, kv %s", jstr(r, "dtype"),
                          jstr(m, "weights"), jstr(m, "kv_cache"));
-            else if (!cols[c].types[0])
+                cols[c].typed = 2;
+            } else if (json_is_string(json_object_get(be, "weights")) && cols[c].typed < 2) {
+                char kv[32];
+                storage_of(json_is_string(json_object_get(be, "kv_cache")) ? jstr(be, "kv_cache") : jstr(r, "dtype"),
+                           kv, sizeof kv);
+                snprintf(cols[c].types, sizeof cols[c].types, "%s; weights %s, kv %s", jstr(r, "dtype"),
+                         jstr(be, "weights"), kv);
+                cols[c].typed = 1;
+            } else if (!cols[c].types[0])
                 snprintf(cols[c].types, sizeof cols[c].types, "%s", jstr(r, "dtype"));
             long w = find_row(rows, nr, jstr(r, "id"));
             if (w < 0) {

@@ -57,6 +57,10 @@ static json_t *probe_child(const void *arg)
             json_object_set_new(r, "threads", json_integer(info.threads));
             json_object_set_new(r, "library", json_string(info.library ? info.library : ""));
             json_object_set_new(r, "detail", json_string(info.detail ? info.detail : ""));
+            if (info.weights)
+                json_object_set_new(r, "weights", json_string(info.weights));
+            if (info.kv_cache)
+                json_object_set_new(r, "kv_cache", json_string(info.kv_cache));
         } else if (dst == GF_E_UNAVAILABLE || dst == GF_E_INVALID_ARG) {
             /* it probes but cannot run with these options (exec without a
              * client command): nothing can run on it. Other failures (a
@@ -143,6 +147,8 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
             copy_str(p->detail, sizeof p->detail, r, "detail");
             copy_str(p->source, sizeof p->source, r, "source");
             copy_str(p->description, sizeof p->description, r, "description");
+            copy_str(p->weights, sizeof p->weights, r, "weights");
+            copy_str(p->kv_cache, sizeof p->kv_cache, r, "kv_cache");
             p->has_sample = json_is_true(json_object_get(r, "has_sample"));
             json_int_t dt = json_integer_value(json_object_get(r, "dtype"));
             if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_TF32)

@@ -43,6 +43,7 @@ typedef struct gf_backend_probe {
     int engine_;    /* the pseudo-backend "engine": kinds that reach no slot of the
                        run's backends run once on it (never opened) */
     char library[256], detail[256], source[512], description[256];
+    char weights[32], kv_cache[32]; /* gf_backend_info's weight and KV types; "" = as given / compute dtype */
 } gf_backend_probe;
 
 typedef struct gf_job {

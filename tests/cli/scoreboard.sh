@@ -28,6 +28,53 @@ rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/run.out"; fail "the run exited $rc, expected 1 (the noisy backends fail)"; }
 
+# the weight / KV types a backend declares (gf_backend_info.weights, kv_cache):
+# `genfence backends` shows them, run.json's backend entry carries them
+"$GENFENCE" backends --backend "$B/libgenfence_test_faulty_ref_noise_q8_0.so" >"$tmp/backends.out" \
+  || fail "genfence backends exited $?"
+grep -F "libgenfence_test_faulty_ref_noise_q8_0.so available" "$tmp/backends.out" | grep -q '; weights q8_0$' \
+  || { cat "$tmp/backends.out"; fail "genfence backends does not show 'weights q8_0' for ref-noise-q8_0"; }
+grep -E '^ref +available' "$tmp/backends.out" | grep -q 'weights' \
+  && fail "genfence backends shows a weight type for ref, which declares none"
+"$GENFENCE" backends --json --backend "$B/libgenfence_test_faulty_ref_noise_q8_0.so" >"$tmp/backends.json"
+"$PY" - "$tmp/backends.json" "$tmp/rep/run.json" <<'PY' || fail "weights / kv_cache in the backend entries"
+import json, sys
+errors = []
+bs = {b["name"]: b for b in json.load(open(sys.argv[1]))}
+q = next((b for n, b in bs.items() if n.endswith("ref_noise_q8_0.so")), None)
+if not q or q.get("weights") != "q8_0" or "kv_cache" in q:
+    errors.append(f"backends --json: {q}")
+if "weights" in bs["ref"]:
+    errors.append(f"backends --json: ref has weights {bs['ref']['weights']!r}")
+run = {b["name"]: b for b in json.load(open(sys.argv[2]))["backends"]}
+if run.get("ref-noise-q8_0", {}).get("weights") != "q8_0":
+    errors.append(f"run.json backend entry ref-noise-q8_0: {run.get('ref-noise-q8_0')}")
+for n in ("ref", "ref-noise"):
+    if "weights" in run.get(n, {"weights": "?"}):
+        errors.append(f"run.json backend entry {n}: {run.get(n)}")
+if errors:
+    print("\n".join(errors), file=sys.stderr)
+    sys.exit(1)
+PY
+# the scoreboard's column type comes from either place: the backend entry alone
+# (the tier's metrics stripped) or the tier's record alone (the entry's stripped)
+"$PY" - "$tmp/rep/run.json" "$tmp/entry.json" "$tmp/tier.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+a = json.loads(json.dumps(doc))
+for r in a["results"]:
+    r.get("metrics", {}).pop("weights", None)
+json.dump(a, open(sys.argv[2], "w"))
+for b in doc["backends"]:
+    b.pop("weights", None)
+    b.pop("kv_cache", None)
+json.dump(doc, open(sys.argv[3], "w"))
+PY
+for v in entry tier; do
+  "$GENFENCE" scoreboard "$tmp/$v.json" | grep -q '| ref-noise-q8_0 (fp32; weights q8_0, kv f32) |' \
+    || fail "scoreboard: the q8_0 column lost its weight type when only the $v names it"
+done
+
 printf '## Findings\n\nhand-written text\n' >"$tmp/findings.md"
 "$GENFENCE" scoreboard "$tmp/rep/run.json" -o "$tmp/table.md" --include "$tmp/findings.md" \
   || fail "scoreboard exited $?"
