@@ -77,15 +77,11 @@ void gf_console_header(const gf_run_info *r)
            r->opts->threads == 1 ? "" : "s", r->opts->timeout_s);
     for (size_t i = 0; i < r->n_backends; i++) {
         const gf_backend_probe *b = &r->backends[i];
+        /* one that does not run is named once, in the summary's skip lines */
         if (b->available)
-            printf("  backend %-14s available   %s%s%s\n", b->name, b->library, b->detail[0] ? "; " : "", b->detail);
-        else if (b->unusable && b->explicit_)
-            printf("  backend %-14s CANNOT BE USED %s\n", b->requested, b->why);
-        else
-            printf("  backend %-14s unavailable %s%s\n", b->name, b->why,
-                   b->required           ? " (required)"
-                   : r->default_backends ? " (not run)"
-                                         : "");
+            printf("  backend %-14s available   %s%s%s%s%s%s%s\n", b->name, b->library, b->detail[0] ? "; " : "",
+                   b->detail, b->weights[0] ? "; weights " : "", b->weights, b->kv_cache[0] ? "; kv " : "",
+                   b->kv_cache);
     }
     fflush(stdout);
 }
@@ -171,14 +167,19 @@ void gf_console_summary(const gf_run_info *r)
     for (size_t i = 0; i < r->n_jobs; i++)
         on_engine += r->jobs[i].ran && r->jobs[i].backend && r->jobs[i].backend->engine_;
     printf("tested:");
+    size_t n_tested = 0;
     for (size_t b = 0; b < r->n_backends; b++) {
         size_t n = 0;
+        if (!r->backends[b].available) /* not tested: its skip line below */
+            continue;
         for (size_t i = 0; i < r->n_jobs; i++)
             n += r->jobs[i].ran && r->jobs[i].backend == &r->backends[b];
-        printf("%s %s on %zu case%s", b ? "," : "", r->backends[b].name, n, n == 1 ? "" : "s");
+        printf("%s %s on %zu case%s", n_tested++ ? "," : "", r->backends[b].name, n, n == 1 ? "" : "s");
     }
+    if (!n_tested && !on_engine)
+        printf(" nothing");
     if (on_engine)
-        printf("%s the engine alone on %zu (kinds that reach no slot of these backends)", r->n_backends ? ";" : "",
+        printf("%s the engine alone on %zu (kinds that reach no slot of these backends)", n_tested ? ";" : "",
                on_engine);
     printf("\n");
     /* every backend that did not run, named or not, -q included */

@@ -63,7 +63,7 @@ grep -q '^pass .*\[ref\]' "$tmp/out" || fail "ref did not run beside the unusabl
 "$GENFENCE" run --kind top_k_fence --no-report >"$tmp/out" || fail "default run exited $?"
 ! grep -Eq '^  backend exec ' "$tmp/out" || fail "exec (needs a command) is in the default list"
 ! grep -q '\[exec\]' "$tmp/out" || fail "a case ran on exec by default"
-if grep -Eq '^  backend cuda +unavailable' "$tmp/out"; then
+if grep -Eq '^backend cuda: unavailable here' "$tmp/out"; then
     "$GENFENCE" run --kind top_k_fence --no-report -q >"$tmp/out" || fail "default run -q exited $?"
     grep -Eq '^backend cuda: unavailable here, not run: ' "$tmp/out" || fail "-q summary does not say cuda was not run"
     set +e
