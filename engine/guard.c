@@ -364,7 +364,7 @@ void gf_desc_guard_release(gf_desc_guard *g)
 gf_status gf_desc_guard_take(gf_desc_guard *g, const gf_model_desc *d)
 {
     memset(g, 0, sizeof *g);
-    g->desc = *d;
+    memcpy(&g->desc, d, sizeof *d); /* padding too: the check compares the bytes */
     size_t L = d->weights.layers && d->config.n_layer > 0 ? (size_t)d->config.n_layer : 0;
     size_t n_t = desc_tensors(d, NULL, 0, NULL, 0), names_cap = n_t * 40 + 1;
     g->layers = malloc((L ? L : 1) * sizeof *g->layers);
