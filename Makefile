@@ -34,10 +34,11 @@ test: build
 # honest_*.sh, exec_faults.sh, guards.sh, report_integrity.sh ...), fuzz corpus
 # replay. Debug (asserts on) at -O2: at -O0 ref's forward is ~30x slower and a
 # case like cache.sherlock outlasts the 120 s watchdog. Tests labelled
-# no-sanitize are left out (tests/CMakeLists.txt: none today). A backend's
-# impossible malloc returns NULL as it does without ASan
-# (allocator_may_return_null: tests/backends huge-malloc) instead of aborting.
-ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0:allocator_may_return_null=1 \
+# no-sanitize are left out (tests/CMakeLists.txt: none today). The faulty
+# backends must die as they do without ASan: an impossible malloc returns NULL
+# (allocator_may_return_null: huge-malloc) and a segfault stays SIGSEGV
+# (handle_segv=0: probe-crash, ref-crash; ASan would turn it into SIGABRT).
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0:allocator_may_return_null=1:handle_segv=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O2" -DGENFENCE_SANITIZE=ON $(CMAKE_ARGS)
