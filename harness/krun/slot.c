@@ -6,6 +6,7 @@
 
 #include "genfence/engine.h"
 #include "krun.h"
+#include "utf8.h"
 
 void gf_k_note_sampler(gf_krun *k)
 {
@@ -99,7 +100,7 @@ void gf_k_slot_finish(gf_krun *k)
                      k->slot_unsupported, k->slot_declined);
         else
             snprintf(why, sizeof why, "present (not exercised: no sampling call of this case reached the slot)");
-        gf_k_metric_json(k, "backend_sample_slot", json_string(why));
+        gf_k_metric_json(k, "backend_sample_slot", gf_json_text(why));
         k->sample_ops = NULL;
         return;
     }
@@ -114,7 +115,7 @@ void gf_k_slot_finish(gf_krun *k)
     json_object_set_new(m, "mismatches", json_integer(k->slot_mismatches));
     json_object_set_new(m, "errors", json_integer(k->slot_errors));
     json_object_set_new(m, "declined", json_integer(k->slot_unsupported));
-    json_object_set_new(m, "first_difference", k->slot_first[0] ? json_string(k->slot_first) : json_null());
+    json_object_set_new(m, "first_difference", k->slot_first[0] ? gf_json_text(k->slot_first) : json_null());
     gf_k_metric_json(k, "backend_sample_slot", m);
     if (!k->slot_mismatches && !k->slot_errors)
         gf_k_check(k, 1, "backend sample slot equals engine sampler", "%lld calls, %lld rows: every token equal",

@@ -7,6 +7,7 @@
 
 #include "krun.h"
 #include "pool.h"
+#include "utf8.h"
 #include "registry.h"
 #include "runner.h"
 #include "sys.h"
@@ -34,17 +35,17 @@ static json_t *probe_child(const void *arg)
     if (st != GF_OK) { /* unknown name, missing file, refused table: unusable */
         json_object_set_new(r, "available", json_false());
         json_object_set_new(r, "unusable", json_true());
-        json_object_set_new(r, "why", json_string(gf_error_msg()));
+        json_object_set_new(r, "why", gf_json_text(gf_error_msg()));
         return r;
     }
     const gf_backend_ops *ops = h.ops;
-    json_object_set_new(r, "name", json_string(ops->name));
-    json_object_set_new(r, "description", json_string(ops->description ? ops->description : ""));
-    json_object_set_new(r, "source", json_string(h.source));
+    json_object_set_new(r, "name", gf_json_text(ops->name));
+    json_object_set_new(r, "description", gf_json_text(ops->description ? ops->description : ""));
+    json_object_set_new(r, "source", gf_json_text(h.source));
     char why[512] = "";
     st = gf_backend_available(ops, why, sizeof why);
     json_object_set_new(r, "available", json_boolean(st == GF_OK));
-    json_object_set_new(r, "why", json_string(why));
+    json_object_set_new(r, "why", gf_json_text(why));
     if (st != GF_OK && st != GF_E_UNAVAILABLE) /* it wrote outside why (engine/guard.c): broken, not absent */
         json_object_set_new(r, "unusable", json_true());
     if (st == GF_OK) {
@@ -55,12 +56,12 @@ static json_t *probe_child(const void *arg)
         if (dst == GF_OK) {
             json_object_set_new(r, "dtype", json_integer(info.dtype));
             json_object_set_new(r, "threads", json_integer(info.threads));
-            json_object_set_new(r, "library", json_string(info.library ? info.library : ""));
-            json_object_set_new(r, "detail", json_string(info.detail ? info.detail : ""));
+            json_object_set_new(r, "library", gf_json_text(info.library ? info.library : ""));
+            json_object_set_new(r, "detail", gf_json_text(info.detail ? info.detail : ""));
             if (info.weights)
-                json_object_set_new(r, "weights", json_string(info.weights));
+                json_object_set_new(r, "weights", gf_json_text(info.weights));
             if (info.kv_cache)
-                json_object_set_new(r, "kv_cache", json_string(info.kv_cache));
+                json_object_set_new(r, "kv_cache", gf_json_text(info.kv_cache));
         } else if (dst == GF_E_UNAVAILABLE || dst == GF_E_INVALID_ARG) {
             /* it probes but cannot run with these options (exec without a
              * client command): nothing can run on it. Other failures (a
@@ -72,7 +73,7 @@ static json_t *probe_child(const void *arg)
                      vendor[0] || gf_error_msg()[0] ? ": " : "", vendor[0] ? vendor : gf_error_msg());
             json_object_set_new(r, "available", json_false());
             json_object_set_new(r, "unusable", json_true());
-            json_object_set_new(r, "why", json_string(msg));
+            json_object_set_new(r, "why", gf_json_text(msg));
         }
     }
     /* after describe: a protocol client's sample slot is known once it has

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "session.h"
+#include "utf8.h"
 #include "genfence/sampler.h"
 
 enum { TRI_MAX_T = 96 };
@@ -197,7 +198,7 @@ static json_t *tri_child(const void *varg)
     if (st == GF_OK)
         st = gf_session_open(&test, a->model, a->backend, a->threads, 0);
     if (st != GF_OK) {
-        json_object_set_new(r, "error", json_string(gf_error_msg()));
+        json_object_set_new(r, "error", gf_json_text(gf_error_msg()));
         goto done;
     }
     const gf_model_config *cfg = gf_engine_config(ref.engine);
@@ -220,7 +221,7 @@ static json_t *tri_child(const void *varg)
     }
     st = run_probe(&test, tok, tokb, T, &o[1]);
     if (st != GF_OK) {
-        json_object_set_new(r, "error", json_string(gf_error_msg()));
+        json_object_set_new(r, "error", gf_json_text(gf_error_msg()));
         goto done;
     }
     /* every part against ref's uncached single-row forwards (the oracle) */
@@ -286,15 +287,15 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
                     json_object_set_new(r, "error",
                                         json_sprintf("timed out after %.0f s (the probe hung)", o->timeout_s));
                 else
-                    json_object_set_new(r, "error", json_string(why[i]));
+                    json_object_set_new(r, "error", gf_json_text(why[i]));
                 json_object_set_new(r, "status",
                                     json_string(timeout                          ? "timeout"
                                                 : !strncmp(why[i], "crashed", 7) ? "crash"
                                                                                  : "error"));
             }
-            json_object_set_new(r, "model", json_string(args[i].model));
-            json_object_set_new(r, "backend", json_string(args[i].name));
-            json_object_set_new(r, "backend_requested", json_string(args[i].backend));
+            json_object_set_new(r, "model", gf_json_text(args[i].model));
+            json_object_set_new(r, "backend", gf_json_text(args[i].name));
+            json_object_set_new(r, "backend_requested", gf_json_text(args[i].backend));
             json_array_append_new(out, r);
         }
     }
