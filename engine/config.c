@@ -47,8 +47,7 @@ static gf_status req_pos_int(const char *path, json_t *root, const char *key, in
     return GF_OK;
 }
 
-/* $name as a positive decimal integer, else dflt (the loader's caps). */
-static uint64_t env_limit(const char *name, uint64_t dflt)
+uint64_t gf_env_limit(const char *name, uint64_t dflt)
 {
     const char *e = getenv(name);
     if (e && *e) {
@@ -68,7 +67,7 @@ static uint64_t env_limit(const char *name, uint64_t dflt)
 static gf_status req_vocab(const char *path, json_t *root, int32_t *out)
 {
     gf_status s = req_pos_int(path, root, "vocab_size", out);
-    uint64_t cap = env_limit("GENFENCE_MAX_VOCAB", GF_MAX_VOCAB_DEFAULT);
+    uint64_t cap = gf_env_limit("GENFENCE_MAX_VOCAB", GF_MAX_VOCAB_DEFAULT);
     if (s == GF_OK && (uint64_t)*out > cap)
         return gf_error_set(GF_E_FORMAT,
                             "%s: vocab_size %d is over the limit of %llu (GENFENCE_MAX_VOCAB; set it higher to "

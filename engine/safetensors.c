@@ -12,6 +12,7 @@
  * the element conversions (gf_st_tensor_to_f32) and for the bytes the writer
  * copies; the 8-byte header length is decoded/encoded byte by byte. */
 #include "genfence/safetensors.h"
+#include "model_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,18 +38,6 @@
  * file anyway; the cap bounds what one claimed tensor makes the loader map,
  * convert and allocate. */
 #define GF_ST_MAX_TENSOR_BYTES_DEFAULT ((uint64_t)1 << 34)
-static uint64_t max_tensor_bytes(void)
-{
-    const char *e = getenv("GENFENCE_MAX_TENSOR_BYTES");
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (!errno && !*end && v > 0)
-            return (uint64_t)v;
-    }
-    return GF_ST_MAX_TENSOR_BYTES_DEFAULT;
-}
 
 struct gf_safetensors {
     char *path;
@@ -292,7 +281,7 @@ static gf_status parse_tensor(gf_safetensors *st, const char *name, json_t *entr
                             "%s: tensor '%.200s': shape %s has too many elements (the byte "
                             "size overflows 64 bits)",
                             path, name, shape_str(sbuf, sizeof sbuf, t->ndim, t->shape));
-    uint64_t cap = max_tensor_bytes();
+    uint64_t cap = gf_env_limit("GENFENCE_MAX_TENSOR_BYTES", GF_ST_MAX_TENSOR_BYTES_DEFAULT);
     if (nbytes > cap)
         return gf_error_set(GF_E_FORMAT,
                             "%s: tensor '%.200s': shape %s is %" PRIu64 " bytes, over the limit of %" PRIu64
