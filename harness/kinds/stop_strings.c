@@ -27,11 +27,8 @@
 #define STOP_MAX_BYTES 4096 /* stream bytes the single-split scheme covers */
 
 typedef struct stop_spec {
-    char *text;
-    int32_t *tokens;
-    size_t n_tokens;
-    long long n_sample, sample_seed, seed, splits; /* seed: the random splits' */
-    int sample;
+    gf_token_source src; /* text, tokens or sample: up to 1 << 16 tokens */
+    long long seed, splits; /* seed: the random splits' */
     char **stops;
     size_t n_stops;
     char *expect_text;
@@ -43,8 +40,7 @@ static void stop_free(void *p)
 {
     stop_spec *s = p;
     if (s) {
-        free(s->text);
-        free(s->tokens);
+        gf_token_source_free(&s->src);
         gf_y_strings_free(s->stops, s->n_stops);
         free(s->expect_text);
     }
@@ -59,29 +55,11 @@ static int parse_stop(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     if (!s)
         return -1;
     c->spec = s;
-    s->n_sample = 48;
-    s->sample_seed = 1337;
     s->seed = 1337;
     s->splits = 16;
-    int rt = gf_y_string(ctx, m, "text", 0, &s->text);
-    int bad = rt < 0;
-    int ri = gf_y_ints(ctx, m, "tokens", 0, 0, 2147483647LL, 1, &s->tokens, &s->n_tokens);
-    bad |= ri < 0;
-    const gf_ynode *sm = gf_y_get(ctx, m, "sample", 0);
-    if ((rt > 0) + (ri > 0) + (sm != NULL) > 1) {
-        gf_y_error(ctx, sm ? sm : gf_y_get(ctx, m, "tokens", 0), "give one of 'text', 'tokens' or 'sample'");
-        bad = 1;
-    } else if (sm) {
-        if (!gf_y_node_is_map(ctx, sm, "'sample'"))
-            return -1;
-        s->sample = 1;
-        bad |= gf_y_int(ctx, sm, "tokens", 0, 1, 1 << 16, &s->n_sample) < 0;
-        bad |= gf_y_int(ctx, sm, "seed", 0, 0, 0x7fffffffffffffffLL, &s->sample_seed) < 0;
-        gf_y_check_unknown(ctx, sm, "in 'sample' (known: tokens, seed)");
-    } else if (rt == 0 && ri == 0 && !bad) {
-        gf_y_error(ctx, m, "missing required key 'text' (or 'tokens' or 'sample')");
-        bad = 1;
-    }
+    int bad = gf_y_token_source(ctx, m, 1 << 16, &s->src);
+    if (bad < 0)
+        return -1;
     const gf_ynode *sn = gf_y_get(ctx, m, "stop", 0);
     int rs = gf_y_strings(ctx, m, "stop", GF_Y_REQUIRED, &s->stops, &s->n_stops);
     bad |= rs < 0;
@@ -102,35 +80,6 @@ static int parse_stop(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_int(ctx, m, "seed", 0, 0, 0x7fffffffffffffffLL, &s->seed) < 0;
     bad |= gf_y_enum(ctx, m, "matcher", 0, k_matchers, &s->naive) < 0;
     return bad ? -1 : 0;
-}
-
-/* Strict UTF-8 validity (no overlongs, surrogates or > U+10FFFF). */
-static int valid_utf8(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF)
-            len = 2;
-        else if (c >= 0xE0 && c <= 0xEF)
-            len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4)
-            len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else
-            return 0;
-        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t j = 2; j < len; j++)
-            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
-                return 0;
-        i += len;
-    }
-    return 1;
 }
 
 /* The reference cut: the first byte offset where any stop string starts
@@ -230,7 +179,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         w = matcher_feed(&m, piece, len, out, cap);
         if (w) {
             r->pieces++;
-            r->bad_pieces += !valid_utf8((const unsigned char *)out, w);
+            r->bad_pieces += !gf_bytes_valid_utf8((const unsigned char *)out, w);
             gf_buf_put(&r->out, out, w);
         }
         from = to;
@@ -240,7 +189,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         size_t w = matcher_feed(&m, dec, len, out, cap);
         if (w) {
             r->pieces++;
-            r->bad_pieces += !valid_utf8((const unsigned char *)out, w);
+            r->bad_pieces += !gf_bytes_valid_utf8((const unsigned char *)out, w);
             gf_buf_put(&r->out, out, w);
         }
     }
@@ -248,7 +197,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         size_t w = matcher_finish(&m, out, cap);
         if (w) {
             r->pieces++;
-            r->bad_pieces += !valid_utf8((const unsigned char *)out, w);
+            r->bad_pieces += !gf_bytes_valid_utf8((const unsigned char *)out, w);
             gf_buf_put(&r->out, out, w);
         }
     }
@@ -347,51 +296,11 @@ static void run_stop(const gf_case *c, gf_krun *k)
     int32_t *ids = NULL;
     size_t n = 0, *ends = NULL;
     gf_buf bytes = {0};
-    char *full = NULL, path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", c->model);
-    gf_status st = gf_tokenizer_load(path, &tok);
-    if (st != GF_OK) {
-        gf_k_error(k, "tokenizer: %s", gf_error_msg());
+    char *full = NULL;
+    gf_status st;
+    if (gf_token_source_open(&s->src, c->model, k, &tok, &ids, &n) < 0 ||
+        gf_token_bytes(tok, ids, n, k, &bytes, &ends) < 0)
         goto done;
-    }
-    const int32_t V = gf_tokenizer_vocab_size(tok);
-    if (s->sample) {
-        gf_k_seed(k, "sample", (uint64_t)s->sample_seed);
-        n = (size_t)s->n_sample;
-        ids = malloc(n * sizeof *ids);
-        for (size_t i = 0; ids && i < n; i++) {
-            int32_t id = (int32_t)(gf_rng_uniform((uint64_t)s->sample_seed, 0x73747265ULL, 0, (uint32_t)i) * V);
-            ids[i] = id >= V ? V - 1 : id;
-        }
-    } else if (s->tokens) {
-        for (size_t i = 0; i < s->n_tokens; i++)
-            if (s->tokens[i] >= V) {
-                gf_k_error(k, "'tokens' entry %zu is %d; the tokenizer has %d ids", i, s->tokens[i], V);
-                goto done;
-            }
-        n = s->n_tokens;
-        ids = malloc(n * sizeof *ids);
-        if (ids)
-            memcpy(ids, s->tokens, n * sizeof *ids);
-    } else if ((st = gf_tokenizer_encode(tok, s->text, strlen(s->text), &ids, &n)) != GF_OK) {
-        gf_k_error(k, "encode: %s", gf_error_msg());
-        goto done;
-    }
-    ends = malloc((n ? n : 1) * sizeof *ends);
-    if (!ids || !ends) {
-        gf_k_fail(k, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t len = 0;
-        const uint8_t *tb = gf_tokenizer_token_bytes(tok, ids[i], &len);
-        if (!tb) {
-            gf_k_error(k, "token %d has no bytes", ids[i]);
-            goto done;
-        }
-        gf_buf_put(&bytes, tb, len);
-        ends[i] = bytes.n;
-    }
     size_t full_len = 0;
     if ((st = gf_tokenizer_decode(tok, ids, n, &full, &full_len)) != GF_OK || bytes.oom) {
         gf_k_fail(k, "decode: %s", bytes.oom ? "out of memory" : gf_error_msg());
@@ -409,7 +318,7 @@ static void run_stop(const gf_case *c, gf_krun *k)
     const size_t cut_text = first_stop(full, full_len, s->stops, s->n_stops);
     const size_t cut_raw = first_stop(raw, bytes.n, s->stops, s->n_stops);
     const int stop_text = cut_text < full_len, stop_raw = cut_raw < bytes.n;
-    const int utf8 = valid_utf8((const unsigned char *)raw, bytes.n);
+    const int utf8 = gf_bytes_valid_utf8((const unsigned char *)raw, bytes.n);
     gf_k_metric_json(k, "expected_text", json_stringn(full, cut_text));
     gf_k_metric_int(k, "cut_byte", stop_text ? (long long)cut_text : -1);
     gf_k_metric_int(k, "bytes", (long long)bytes.n);

@@ -16,11 +16,7 @@
 #define STREAM_SHOWN_BYTES 4096
 
 typedef struct stream_spec {
-    char *text;
-    int32_t *tokens; /* an explicit token-id list (checked against the vocabulary at run time) */
-    size_t n_tokens;
-    long long n_sample, seed;
-    int sample;
+    gf_token_source src; /* text, tokens or sample: up to 1 << 20 tokens */
     int per_token; /* decoder: per_token (the naive, wrong way; for detection cases) */
     int expect_split;
 } stream_spec;
@@ -28,10 +24,8 @@ typedef struct stream_spec {
 static void stream_free(void *p)
 {
     stream_spec *s = p;
-    if (s) {
-        free(s->text);
-        free(s->tokens);
-    }
+    if (s)
+        gf_token_source_free(&s->src);
     free(s);
 }
 
@@ -43,27 +37,9 @@ static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     if (!s)
         return -1;
     c->spec = s;
-    s->n_sample = 48;
-    s->seed = 1337;
-    int rt = gf_y_string(ctx, m, "text", 0, &s->text);
-    int bad = rt < 0;
-    int ri = gf_y_ints(ctx, m, "tokens", 0, 0, 2147483647LL, 1, &s->tokens, &s->n_tokens);
-    bad |= ri < 0;
-    const gf_ynode *sm = gf_y_get(ctx, m, "sample", 0);
-    if ((rt > 0) + (ri > 0) + (sm != NULL) > 1) {
-        gf_y_error(ctx, sm ? sm : gf_y_get(ctx, m, "tokens", 0), "give one of 'text', 'tokens' or 'sample'");
-        bad = 1;
-    } else if (sm) {
-        if (!gf_y_node_is_map(ctx, sm, "'sample'"))
-            return -1;
-        s->sample = 1;
-        bad |= gf_y_int(ctx, sm, "tokens", 0, 1, 1 << 20, &s->n_sample) < 0;
-        bad |= gf_y_int(ctx, sm, "seed", 0, 0, 0x7fffffffffffffffLL, &s->seed) < 0;
-        gf_y_check_unknown(ctx, sm, "in 'sample' (known: tokens, seed)");
-    } else if (rt == 0 && ri == 0 && !bad) {
-        gf_y_error(ctx, m, "missing required key 'text' (or 'tokens' or 'sample')");
-        bad = 1;
-    }
+    int bad = gf_y_token_source(ctx, m, 1 << 20, &s->src);
+    if (bad < 0)
+        return -1;
     bad |= gf_y_enum(ctx, m, "decoder", 0, k_decoders, &s->per_token) < 0;
     bad |= gf_y_bool(ctx, m, "expect_split", 0, &s->expect_split) < 0;
     return bad ? -1 : 0;
@@ -78,46 +54,6 @@ static size_t count_fffd(const char *s, size_t n)
     return c;
 }
 
-/* Strict UTF-8 validity (no overlongs, surrogates or > U+10FFFF). */
-static int valid_utf8(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0)
-                lo = 0xA0;
-            if (c == 0xED)
-                hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0)
-                lo = 0x90;
-            if (c == 0xF4)
-                hi = 0x8F;
-        } else {
-            return 0;
-        }
-        if (i + len > n)
-            return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t j = 2; j < len; j++)
-            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
-                return 0;
-        i += len;
-    }
-    return 1;
-}
-
 static void run_stream(const gf_case *c, gf_krun *k)
 {
     const stream_spec *s = c->spec;
@@ -126,44 +62,10 @@ static void run_stream(const gf_case *c, gf_krun *k)
     size_t n = 0;
     gf_buf stream = {0}, bytes = {0}, naive = {0};
     char *full = NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", c->model);
-    gf_status st = gf_tokenizer_load(path, &tok);
-    if (st != GF_OK) {
-        gf_k_error(k, "tokenizer: %s", gf_error_msg());
+    size_t *ends = NULL;
+    gf_status st;
+    if (gf_token_source_open(&s->src, c->model, k, &tok, &ids, &n) < 0)
         goto done;
-    }
-    const int32_t V = gf_tokenizer_vocab_size(tok);
-    if (s->sample) {
-        gf_k_seed(k, "sample", (uint64_t)s->seed);
-        n = (size_t)s->n_sample;
-        ids = malloc(n * sizeof *ids);
-        for (size_t i = 0; ids && i < n; i++) {
-            double u = gf_rng_uniform((uint64_t)s->seed, 0x73747265ULL, 0, (uint32_t)i);
-            int32_t id = (int32_t)(u * V);
-            ids[i] = id >= V ? V - 1 : id;
-        }
-    } else if (s->tokens) {
-        for (size_t i = 0; i < s->n_tokens; i++)
-            if (s->tokens[i] >= V) {
-                gf_k_error(k, "'tokens' entry %zu is %d; the tokenizer has %d ids", i, s->tokens[i], V);
-                goto done;
-            }
-        n = s->n_tokens;
-        ids = malloc(n * sizeof *ids);
-        if (ids)
-            memcpy(ids, s->tokens, n * sizeof *ids);
-    } else {
-        st = gf_tokenizer_encode(tok, s->text, strlen(s->text), &ids, &n);
-        if (st != GF_OK) {
-            gf_k_error(k, "encode: %s", gf_error_msg());
-            goto done;
-        }
-    }
-    if (!ids) {
-        gf_k_fail(k, "out of memory");
-        goto done;
-    }
     /* at most GF_KEPT_SHOWN ids in the record (a sampled stream may be 1M tokens), with their count and a
      * hash of all of them (kept_list.h) */
     char ids_hex[65];
@@ -176,14 +78,11 @@ static void run_stream(const gf_case *c, gf_krun *k)
     gf_utf8_stream u8;
     gf_utf8_stream_init(&u8);
     int pieces = 0;
+    if (gf_token_bytes(tok, ids, n, k, &bytes, &ends) < 0)
+        goto done;
     for (size_t i = 0; i < n; i++) {
-        size_t len = 0;
-        const uint8_t *tb = gf_tokenizer_token_bytes(tok, ids[i], &len);
-        if (!tb) {
-            gf_k_error(k, "token %d has no bytes", ids[i]);
-            goto done;
-        }
-        gf_buf_put(&bytes, tb, len);
+        const size_t at = i ? ends[i - 1] : 0, len = ends[i] - at;
+        const uint8_t *tb = (const uint8_t *)(bytes.p ? bytes.p + at : ""); /* bytes.p: NULL while empty */
         char *one = NULL;
         size_t one_len = 0;
         if (gf_tokenizer_decode(tok, &ids[i], 1, &one, &one_len) == GF_OK)
@@ -213,7 +112,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
         gf_k_fail(k, "decode: %s", gf_error_msg());
         goto done;
     }
-    int valid = valid_utf8((const unsigned char *)bytes.p, bytes.n);
+    int valid = gf_bytes_valid_utf8((const unsigned char *)bytes.p, bytes.n);
     size_t repl_stream = count_fffd(stream.p ? stream.p : "", stream.n);
     size_t repl_naive = count_fffd(naive.p ? naive.p : "", naive.n);
     int equal = stream.n == full_len && (full_len == 0 || !memcmp(stream.p, full, full_len));
@@ -260,6 +159,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
 done:
     gf_tokenizer_free(tok);
     free(ids);
+    free(ends);
     free(full);
     gf_buf_free(&stream);
     gf_buf_free(&bytes);
