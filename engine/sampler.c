@@ -123,15 +123,9 @@ static int cmp_double_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* qsort has no context argument; sort (value, index) pairs instead. */
-typedef struct zi_pair {
-    double z;
-    int32_t i;
-} zi_pair;
-
-static int cmp_pair_desc(const void *a, const void *b)
+int gf_zi_cmp_desc(const void *a, const void *b)
 {
-    const zi_pair *x = a, *y = b;
+    const gf_zi *x = a, *y = b;
     if (x->z > y->z)
         return -1;
     if (x->z < y->z)
@@ -178,7 +172,7 @@ static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler
                 n++;
         if (n == 0) /* cannot happen: check_logits found a finite logit */
             return gf_error_set(GF_E_INTERNAL, "sampler: top-p found no candidates");
-        zi_pair *s = malloc((size_t)n * sizeof *s);
+        gf_zi *s = malloc((size_t)n * sizeof *s);
         if (s == NULL)
             return gf_error_set(GF_E_NOMEM, "sampler: top-p scratch for %d logits", (int)n);
         n = 0;
@@ -188,7 +182,7 @@ static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler
                 s[n].i = i;
                 n++;
             }
-        qsort(s, (size_t)n, sizeof *s, cmp_pair_desc);
+        qsort(s, (size_t)n, sizeof *s, gf_zi_cmp_desc);
         /* softmax in sorted order (subtract the max), then the exclusive
          * prefix sum: drop a token once the mass before it is >= p. */
         const double zmax = s[0].z;

@@ -12,21 +12,7 @@
 
 #include "sampler_internal.h"
 
-typedef struct zi {
-    double z;
-    int32_t i;
-} zi;
-
-/* descending z, equal z by ascending index */
-static int cmp_zi_desc(const void *a, const void *b)
-{
-    const zi *x = a, *y = b;
-    if (x->z > y->z)
-        return -1;
-    if (x->z < y->z)
-        return 1;
-    return (x->i > y->i) - (x->i < y->i);
-}
+typedef gf_zi zi;
 
 /* ascending key, equal keys by ascending index */
 static int cmp_zi_asc(const void *a, const void *b)
@@ -59,7 +45,7 @@ static int32_t sort_finite(chain_ctx *c)
             c->s[n].i = i;
             n++;
         }
-    qsort(c->s, (size_t)n, sizeof *c->s, cmp_zi_desc);
+    qsort(c->s, (size_t)n, sizeof *c->s, gf_zi_cmp_desc);
     c->n = n;
     return n;
 }

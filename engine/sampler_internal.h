@@ -4,6 +4,15 @@
 
 #include "genfence/sampler.h"
 
+/* A (value, index) pair: qsort has no context argument, so rows are sorted
+ * as pairs. gf_zi_cmp_desc: descending z, equal z by ascending index (the
+ * tie rule of every profile's sort; sampler.c). */
+typedef struct gf_zi {
+    double z;
+    int32_t i;
+} gf_zi;
+int gf_zi_cmp_desc(const void *a, const void *b);
+
 /* p->ext into *out, fields past its struct_size at their defaults (ext NULL:
  * the defaults). */
 gf_status gf_sampler_ext_load(const gf_sampler_params *p, gf_sampler_ext *out);
