@@ -45,3 +45,24 @@ gf_run_suite() {
     fi
     echo "ok   default suite on $be: $(tail -n 1 "$out")"
 }
+
+# gf_test_init NAME: the preamble every CLI test shares. Makes $tmp (removed
+# at exit, after the commands given to gf_on_exit, in reverse order) and
+# fail(), which prints "NAME: FAIL: ..." to stderr and exits 1.
+gf_test_init() {
+    GF_TEST_NAME=$1
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/gf-$1.XXXXXX")
+    GF_ON_EXIT=()
+    trap gf_test_cleanup EXIT
+}
+gf_on_exit() { GF_ON_EXIT+=("$1"); }
+gf_test_cleanup() {
+    local rc=$? i
+    for ((i = ${#GF_ON_EXIT[@]} - 1; i >= 0; i--)); do eval "${GF_ON_EXIT[$i]}" || true; done
+    [ -n "${tmp:-}" ] && rm -rf "$tmp"
+    exit $rc
+}
+fail() {
+    echo "${GF_TEST_NAME:-test}: FAIL: $*" >&2
+    exit 1
+}
