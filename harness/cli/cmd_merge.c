@@ -1,6 +1,7 @@
 /* genfence merge SHARD.json... -o OUT.json: the reports of `run --shard I/N`
  * (one per I, on one machine or many) joined into the report of the unsharded
  * run: results back in case order, the summary tallied again. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: genfence merge SHARD.json... -o OUT.json [--html FILE]\n"
+    fprintf(f, "usage: genfence merge SHARD.json... -o OUT.json [--junit FILE] [--html FILE]\n"
                "\n"
                "Joins the JSON reports of `genfence run --shard I/N` (every I from 1 to N, once)\n"
                "into one report equal to the unsharded run's, timings aside: results in case order\n"
@@ -25,7 +26,8 @@ static void usage(FILE *f)
                "the merged report lists them under \"merged_from\" (path, shard, started, seconds,\n"
                "machine). A single unsharded report is accepted as is (N = 1).\n"
                "\n"
-               "  -o, --output FILE   the merged report (written atomically)\n"
+               "  -o, --output FILE   the merged report (written atomically; its folder is created)\n"
+               "  --junit FILE        the merged run's JUnit XML (default: junit.xml beside OUT)\n"
                "  --html FILE         also the HTML report of the merged run\n"
                "\n"
                "exit status: that of the merged run (0 all passed, 1 a check failed, 2 an error), or\n"
@@ -65,39 +67,69 @@ static int by_case_order(const void *pa, const void *pb)
     return (ba > bb) - (ba < bb);
 }
 
-static json_t *summary_of(const json_t *results, json_int_t cases)
+static json_t *summary_of(const json_t *results, const json_t *backends, json_int_t cases, int as_declared)
 {
-    size_t by[GF_V_COUNT] = {0}, passed = 0, failed = 0, skipped = 0, req_skips = 0, i;
-    int exit_status = 0;
-    json_t *r;
+    size_t by[GF_V_COUNT] = {0}, req_skips = 0, unreached = 0, n_decl = 0, n_ok = 0, i, k;
+    gf_counts all = {0};
+    json_t *r, *b;
     json_array_foreach(results, i, r) {
         gf_verdict v;
         if (!gf_verdict_parse(jstr(r, "verdict"), &v))
             return NULL;
         int req = json_is_true(json_object_get(r, "backend_required"));
+        const json_t *d = json_object_get(r, "as_declared");
         by[v]++;
-        if (gf_verdict_passed(v))
-            passed++;
-        else if (gf_verdict_skipped(v, req))
-            skipped++;
-        else
-            failed++;
+        gf_counts_add(&all, v, req, json_is_boolean(d) ? json_is_true(d) : -1, 0);
         if (v == GF_V_SKIP && req)
             req_skips++;
-        exit_status = gf_exit_combine(exit_status, gf_verdict_exit(v, req));
+        gf_verdict ev; /* the runs judged against expect_verdict (tally.c) */
+        if (gf_verdict_parse(jstr(r, "expect_verdict"), &ev) && (v != GF_V_SKIP || ev == GF_V_SKIP)) {
+            n_decl++;
+            n_ok += v == ev;
+        }
+    }
+    json_t *groups = gf_report_groups(results, backends);
+    /* a required backend that no shard's case reached (tally.c's rule) */
+    json_array_foreach(json_object_get(groups, "by_backend"), k, b) {
+        if (json_is_true(json_object_get(b, "required")) && !json_integer_value(json_object_get(b, "reached")) &&
+            !json_integer_value(json_object_get(b, "runs"))) {
+            unreached++;
+            all.exit_status = gf_exit_combine(all.exit_status, 1);
+        }
     }
     json_t *s = json_object(), *byv = json_object();
-    json_object_set_new(s, "passed", json_integer((json_int_t)passed));
-    json_object_set_new(s, "failed", json_integer((json_int_t)failed));
-    json_object_set_new(s, "skipped", json_integer((json_int_t)skipped));
+    json_object_set_new(s, "passed", json_integer((json_int_t)all.passed));
+    json_object_set_new(s, "failed", json_integer((json_int_t)(all.failed + unreached)));
+    json_object_set_new(s, "skipped", json_integer((json_int_t)all.skipped));
     for (int v = 0; v < GF_V_COUNT; v++)
         json_object_set_new(byv, gf_verdict_str((gf_verdict)v), json_integer((json_int_t)by[v]));
     json_object_set_new(s, "by_verdict", byv);
     json_object_set_new(s, "required_skips", json_integer((json_int_t)req_skips));
     json_object_set_new(s, "cases", json_integer(cases));
     json_object_set_new(s, "runs", json_integer((json_int_t)json_array_size(results)));
-    json_object_set_new(s, "exit_status", json_integer(exit_status));
+    json_object_set_new(s, "exit_status", json_integer(all.exit_status));
+    json_object_update(s, groups);
+    json_decref(groups);
+    json_object_set_new(s, "required_unreached", json_integer((json_int_t)unreached));
+    json_object_set_new(s, "as_declared",
+                        as_declared ? json_pack("{s:I, s:I}", "runs", (json_int_t)n_decl, "as_declared", (json_int_t)n_ok)
+                                    : json_null());
     return s;
+}
+
+/* The folder of PATH created if missing; -1 with why said. */
+static int make_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (gf_report_mkdir_p(dir) != 0) {
+        gf_cli_error("merge: cannot create the folder %s for %s: %s", dir, path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* Shards must agree on what was run: genfence, case files, backends (by name and library). */
@@ -121,12 +153,13 @@ static const char *mismatch(const json_t *a, const json_t *b)
 
 int gf_cmd_merge(int argc, char **argv)
 {
-    enum { O_HTML = 256 };
+    enum { O_HTML = 256, O_JUNIT };
     static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                              {"html", required_argument, 0, O_HTML},
+                                             {"junit", required_argument, 0, O_JUNIT},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    const char *out = NULL, *html = NULL;
+    const char *out = NULL, *html = NULL, *junit = NULL;
     int c, rc = GF_EXIT_USAGE;
     optind = 1;
     opterr = 0;
@@ -134,6 +167,7 @@ int gf_cmd_merge(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case O_HTML: html = optarg; break;
+        case O_JUNIT: junit = optarg; break;
         case 'h': usage(stdout); return GF_EXIT_OK;
         default:
             gf_cli_error("merge: unknown or incomplete option '%s'", argv[optind - 1]);
@@ -236,7 +270,8 @@ int gf_cmd_merge(int argc, char **argv)
     json_t *sorted = json_array();
     for (size_t i = 0; i < nr; i++)
         json_array_append(sorted, (json_t *)rs[i]);
-    json_t *sum = summary_of(sorted, cases);
+    json_t *sum = summary_of(sorted, json_object_get(docs[0], "backends"), cases,
+                             json_is_true(json_object_get(json_object_get(docs[0], "options"), "as_declared")));
     if (!sum) {
         json_decref(sorted);
         gf_cli_error("merge: a result has an unknown verdict");
@@ -261,21 +296,34 @@ int gf_cmd_merge(int argc, char **argv)
     json_object_set_new(merged, "triangulation", json_array_size(tri) ? json_incref(tri) : json_null());
     json_object_set_new(merged, "summary", sum);
     json_object_set_new(merged, "merged_from", json_incref(from));
+    /* junit.xml beside the merged report unless --junit says where */
+    char junit_def[4096];
+    const char *oslash = strrchr(out, '/');
+    snprintf(junit_def, sizeof junit_def, "%.*sjunit.xml", oslash ? (int)(oslash - out + 1) : 0, out);
+    if (!junit)
+        junit = junit_def;
+    if (make_parent(out) != 0 || make_parent(junit) != 0 || (html && make_parent(html) != 0))
+        goto done;
     char *s = json_dumps(merged, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     if (!s || gf_write_atomic(out, s, strlen(s)) != 0) {
-        gf_cli_error("merge: cannot write %s", out);
+        gf_cli_error("merge: cannot write %s: %s", out, s ? strerror(errno) : "out of memory");
         free(s);
         goto done;
     }
     free(s);
-    if (html && gf_report_html_write_doc(merged, html) != 0) {
-        gf_cli_error("merge: cannot write %s", html);
+    if (gf_report_junit_write_doc(merged, junit) != 0) {
+        gf_cli_error("merge: cannot write %s: %s", junit, strerror(errno));
         goto done;
     }
-    printf("merged %zu report(s) of %d shard(s): %lld runs, %lld passed, %lld failed, %lld skipped -> %s\n", n, count,
+    if (html && gf_report_html_write_doc(merged, html) != 0) {
+        gf_cli_error("merge: cannot write %s: %s", html, strerror(errno));
+        goto done;
+    }
+    printf("merged %zu report(s) of %d shard(s): %lld runs, %lld passed, %lld failed, %lld skipped -> %s, %s%s%s\n", n, count,
            (long long)nr, (long long)json_integer_value(json_object_get(sum, "passed")),
            (long long)json_integer_value(json_object_get(sum, "failed")),
-           (long long)json_integer_value(json_object_get(sum, "skipped")), out);
+           (long long)json_integer_value(json_object_get(sum, "skipped")), out, junit, html ? ", " : "",
+           html ? html : "");
     rc = (int)json_integer_value(json_object_get(sum, "exit_status"));
 done:
     for (size_t i = 0; docs && i < n; i++)

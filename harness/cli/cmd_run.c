@@ -68,6 +68,8 @@ static void usage(FILE *f)
             "                           no child, no watchdog, no memory cap, so gdb and sanitizers\n"
             "                           see the backend directly; isolation is off (a crash kills\n"
             "                           genfence); docs/backends.md \"Debugging your backend\"\n"
+            "  --as-declared            judge each case that declares expect_verdict (cases/detect/)\n"
+            "                           by it: as declared counts as passed, another verdict as failed\n"
             "  -q, --quiet              print only failures and the summary\n"
             "  -h, --help               this help\n"
             "\n"
@@ -275,7 +277,8 @@ int gf_cmd_run(int argc, char **argv)
         O_PLAN,
         O_DURATIONS,
         O_RERUN,
-        O_INPROC
+        O_INPROC,
+        O_DECLARED
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -298,6 +301,7 @@ int gf_cmd_run(int argc, char **argv)
                                              {"rerun-failed", required_argument, 0, O_RERUN},
                                              {"in-process", no_argument, 0, O_INPROC},
                                              {"no-fork", no_argument, 0, O_INPROC},
+                                             {"as-declared", no_argument, 0, O_DECLARED},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     gf_run_opts o = {.jobs = 0,
@@ -368,6 +372,7 @@ int gf_cmd_run(int argc, char **argv)
         case O_NOREPORT: no_report = 1; break;
         case O_NOTRI: triangulate = 0; break;
         case O_PLAN: plan = 1; break;
+        case O_DECLARED: info.as_declared = 1; break;
         case O_DURATIONS:
             if (!gf_parse_int(optarg, 1, 1000000, &durations))
                 goto bad_value;

@@ -25,8 +25,14 @@ static double num(json_t *o, const char *key)
 
 void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap)
 {
+    gf_key_metrics(j->record ? json_object_get(j->record, "metrics") : NULL,
+                   j->record ? json_object_get(j->record, "checks") : NULL, buf, cap);
+}
+
+void gf_key_metrics(const json_t *mc, const json_t *checks_c, char *buf, size_t cap)
+{
     buf[0] = '\0';
-    json_t *m = j->record ? json_object_get(j->record, "metrics") : NULL;
+    json_t *m = (json_t *)mc;
     json_t *s = m ? json_object_get(m, "summary") : NULL;
     if (s && json_object_get(s, "steps")) {
         double d = num(s, "max_abs_delta"), mm = num(s, "min_margin"), sf = num(s, "safety_factor");
@@ -45,7 +51,7 @@ void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap)
             snprintf(buf, cap, "max|d| %.2e @%lld  margin %.2e  sf %s  ties %lld", d, step, mm, sfs, ties);
         return;
     }
-    json_t *checks = j->record ? json_object_get(j->record, "checks") : NULL;
+    const json_t *checks = checks_c;
     if (json_is_array(checks) && json_array_size(checks)) {
         size_t ok = 0, n = json_array_size(checks);
         for (size_t i = 0; i < n; i++)
@@ -88,7 +94,8 @@ void gf_console_header(const gf_run_info *r)
 
 void gf_console_line(const gf_run_info *r, const gf_job *j)
 {
-    int bad = gf_verdict_exit(j->verdict, gf_job_required(j)) != 0;
+    int bad = gf_job_exit(r, j) != 0, declared = gf_job_declared(r, j);
+    int raw_bad = gf_verdict_exit(j->verdict, gf_job_required(j)) != 0; /* as declared: still its reason and reproduce line */
     if (r->quiet && !bad)
         return;
     clear_progress(r);
@@ -96,7 +103,10 @@ void gf_console_line(const gf_run_info *r, const gf_job *j)
     gf_job_key_metrics(j, metrics, sizeof metrics);
     char who[512];
     snprintf(who, sizeof who, "%s [%s]", j->c->id, j->backend ? j->backend->name : "-");
-    printf("%-13s %-44s %-46s %6.2fs\n", gf_verdict_label(j->verdict), who, metrics, j->seconds);
+    printf("%-13s %-44s %-46s %6.2fs%s%s%s\n", gf_verdict_label(j->verdict), who, metrics, j->seconds,
+           declared == 1 ? "  as declared" : declared == 0 ? "  NOT AS DECLARED (declared " : "",
+           declared == 0 ? gf_verdict_str(j->c->expect_verdict) : "", declared == 0 ? ")" : "");
+    bad |= raw_bad;
     if (j->verdict == GF_V_PASS_NEAR_TIE || j->verdict == GF_V_SKIP || bad) {
         if (j->reason && j->reason[0])
             printf("    %s%s\n", j->reason, j->verdict == GF_V_SKIP && gf_job_required(j) ? " (required backend)" : "");
@@ -141,23 +151,109 @@ void gf_console_finished(gf_job *j, size_t done, size_t total, void *user)
     gf_console_line(r, j);
 }
 
+/* Each asked-for backend's own figures, then the engine alone's and the
+ * runs of no backend apart:
+ *   "mybackend: 11 passed, 0 failed, 14 skipped; engine alone: 115 passed, 0 failed, 0 skipped" */
+static void by_backend_line(const gf_run_info *r)
+{
+    char c[128];
+    int n = 0;
+    for (size_t b = 0; b < r->n_backends; b++) {
+        const gf_backend_probe *p = &r->backends[b];
+        gf_counts k = gf_run_counts_of(r, GF_GROUP_BACKEND, p);
+        if (!k.runs && !p->available)
+            continue; /* its "unavailable" line above */
+        gf_counts_format(&k, c, sizeof c);
+        printf("%s%s: %s%s", n++ ? "; " : "", p->name, c,
+               !gf_backend_unreached(r, p) ? ""
+               : p->required                ? " (reached no case: 1 failed, --require-backend)"
+                                            : " (reached no case)");
+    }
+    gf_counts e = gf_run_counts_of(r, GF_GROUP_ENGINE, NULL), none = gf_run_counts_of(r, GF_GROUP_NONE, NULL);
+    if (e.runs) {
+        gf_counts_format(&e, c, sizeof c);
+        printf("%sengine alone: %s", n++ ? "; " : "", c);
+    }
+    if (none.runs) {
+        gf_counts_format(&none, c, sizeof c);
+        printf("%sno backend matched the case: %s", n++ ? "; " : "", c);
+    }
+    if (n)
+        printf("\n");
+    for (size_t b = 0; b < r->n_backends; b++) {
+        const gf_backend_probe *p = &r->backends[b];
+        if ((p->explicit_ || p->required) && gf_backend_unreached(r, p))
+            printf("backend %s reached no case: every selected case ran on the engine alone or its backends filter "
+                   "excludes it%s\n",
+                   p->name, p->required ? "; it is required (--require-backend): counted as one failure" : "");
+    }
+}
+
+/* --as-declared, or cases that declare a verdict: did each get it? */
+static void declared_lines(const gf_run_info *r)
+{
+    size_t n = 0, ok = 0, not_run = 0;
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        const gf_job *j = &r->jobs[i];
+        if (!j->c->has_expect_verdict)
+            continue;
+        if (j->verdict == GF_V_SKIP && j->c->expect_verdict != GF_V_SKIP) {
+            not_run++;
+            continue;
+        }
+        n++;
+        ok += j->verdict == j->c->expect_verdict;
+    }
+    if (!n && !not_run)
+        return;
+    if (ok == n)
+        printf("as declared: %zu of %zu run%s of must-fail cases got the verdict their case declares (expect_verdict)",
+               ok, n, n == 1 ? "" : "s");
+    else
+        printf("not as declared: %zu of %zu run%s of must-fail cases got another verdict than their case declares "
+               "(expect_verdict)",
+               n - ok, n, n == 1 ? "" : "s");
+    if (not_run)
+        printf("; %zu not run (skipped: their backend was not named or is unavailable)", not_run);
+    printf("%s\n", r->as_declared ? "" : "; the exit status is the verdicts' (--as-declared: the declarations')");
+    if (ok != n)
+        for (size_t i = 0; i < r->n_jobs; i++) {
+            const gf_job *j = &r->jobs[i];
+            if (j->c->has_expect_verdict && j->verdict != j->c->expect_verdict &&
+                !(j->verdict == GF_V_SKIP && j->c->expect_verdict != GF_V_SKIP))
+                printf("  %s [%s]: %s, declared %s\n", j->c->id, j->backend ? j->backend->name : "-",
+                       gf_verdict_str(j->verdict), gf_verdict_str(j->c->expect_verdict));
+        }
+}
+
 void gf_console_summary(const gf_run_info *r)
 {
     clear_progress(r);
-    if (r->json_path || r->junit_path)
-        printf("reports: %s%s%s\n", r->json_path ? r->json_path : "", r->json_path && r->junit_path ? ", " : "",
-               r->junit_path ? r->junit_path : "");
+    if (r->json_path || r->junit_path) {
+        /* index.html is written beside run.json (json.c) */
+        const char *jp = r->json_path, *slash = jp ? strrchr(jp, '/') : NULL;
+        printf("reports: %s%s%s", jp ? jp : "", jp && r->junit_path ? ", " : "", r->junit_path ? r->junit_path : "");
+        if (jp)
+            printf(", %.*sindex.html", slash ? (int)(slash - jp + 1) : 0, jp);
+        printf("\n");
+    }
     /* a recap of the failures, in plan order, whatever scrolled by */
     size_t n_bad = 0;
     for (size_t i = 0; i < r->n_jobs; i++)
-        n_bad += gf_verdict_exit(r->jobs[i].verdict, gf_job_required(&r->jobs[i])) != 0;
+        n_bad += gf_job_exit(r, &r->jobs[i]) != 0;
     if (n_bad) {
         printf("failures (%zu):\n", n_bad);
         for (size_t i = 0; i < r->n_jobs; i++) {
             const gf_job *j = &r->jobs[i];
-            if (gf_verdict_exit(j->verdict, gf_job_required(j)) == 0)
+            if (gf_job_exit(r, j) == 0)
                 continue;
             const char *why = j->reason ? j->reason : "";
+            if (gf_job_declared(r, j) == 0) {
+                printf("  %-8s %s [%s]: not as declared (expect_verdict: %s): %.140s%s\n", gf_verdict_label(j->verdict),
+                       j->c->id, j->backend ? j->backend->name : "-", gf_verdict_str(j->c->expect_verdict), why,
+                       strlen(why) > 140 ? "..." : "");
+                continue;
+            }
             printf("  %-8s %s [%s]: %.160s%s\n", gf_verdict_label(j->verdict), j->c->id,
                    j->backend ? j->backend->name : "-", why, strlen(why) > 160 ? "..." : "");
         }
@@ -209,6 +305,9 @@ void gf_console_summary(const gf_run_info *r)
         printf("interrupted by %s: %zu run%s stopped, %zu not run (error in the report); exit %d\n",
                gf_report_signal_name(r->interrupted), stopped, stopped == 1 ? "" : "s", not_run, r->exit_status);
     }
+    declared_lines(r);
+    by_backend_line(r);
+    /* the line CI parses: the whole run (the line above splits it by backend) */
     printf("%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
     fflush(stdout);
 }

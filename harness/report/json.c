@@ -209,7 +209,9 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     if (c->has_expect_verdict)
         json_object_set_new(o, "expect_verdict", json_string(gf_verdict_str(c->expect_verdict)));
     json_object_set_new(o, "reason", text(j->reason));
-    json_object_set_new(o, "exit_status", json_integer(gf_verdict_exit(j->verdict, gf_job_required(j))));
+    if (gf_job_declared(r, j) >= 0) /* --as-declared: judged against expect_verdict */
+        json_object_set_new(o, "as_declared", json_boolean(gf_job_declared(r, j)));
+    json_object_set_new(o, "exit_status", json_integer(gf_job_exit(r, j)));
     json_object_set_new(o, "seconds", json_real(j->seconds));
     const char *smp = c->kind->uses_backend ? "engine (generation loop)" : "engine";
     json_t *rs = j->record ? json_object_get(json_object_get(j->record, "metrics"), "sampler") : NULL;
@@ -318,6 +320,7 @@ json_t *gf_report_json(const gf_run_info *r)
                         r->shard_n ? json_pack("{s:i, s:i}", "index", r->shard_i, "count", r->shard_n) : json_null());
     json_object_set_new(opts, "report_dir", str_or_null(r->report_dir));
     json_object_set_new(opts, "golden_dir", str_or_null(r->opts->golden_dir));
+    json_object_set_new(opts, "as_declared", json_boolean(r->as_declared));
     json_object_set_new(doc, "options", opts);
     json_object_set_new(doc, "environment", gf_report_environment(r));
     json_object_set_new(doc, "audit", audit_json(r));
@@ -345,6 +348,15 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(sum, "cases", json_integer((json_int_t)r->n_selected));
     json_object_set_new(sum, "runs", json_integer((json_int_t)r->n_jobs));
     json_object_set_new(sum, "exit_status", json_integer(r->exit_status));
+    /* each backend's own runs, the engine alone's and those of no backend apart */
+    json_t *groups = gf_report_groups(res, bs);
+    json_object_update(sum, groups);
+    json_decref(groups);
+    json_object_set_new(sum, "required_unreached", json_integer((json_int_t)r->required_unreached));
+    json_object_set_new(sum, "as_declared",
+                        r->as_declared ? json_pack("{s:I, s:I}", "runs", (json_int_t)r->n_declared, "as_declared",
+                                                   (json_int_t)r->n_as_declared)
+                                       : json_null());
     json_object_set_new(doc, "triangulation", r->triangulation ? json_incref(r->triangulation) : json_null());
     json_object_set_new(doc, "summary", sum);
     return doc;

@@ -59,7 +59,7 @@ static char *path_join(const char *a, const char *b)
 
 /* mkdir -p: the folder and any missing parents (GenfenceSuite.cmake gives
  * each test DIR/SUITE/ID@BACKEND). */
-static int mkdir_p(const char *dir)
+int gf_report_mkdir_p(const char *dir)
 {
     char *p = strdup(dir);
     if (!p) {
@@ -105,7 +105,7 @@ int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_
     memset(d, 0, sizeof *d);
     d->lock_fd = -1;
     why[0] = '\0';
-    if (mkdir_p(dir) != 0) {
+    if (gf_report_mkdir_p(dir) != 0) {
         snprintf(why, why_cap, "cannot create the report directory %s: %s", dir, strerror(errno));
         return -1;
     }

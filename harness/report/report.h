@@ -39,11 +39,44 @@ typedef struct gf_run_info {
     const char *report_dir; /* the report folder as given (options.report_dir); NULL: none */
     int interrupted;        /* SIGINT / SIGTERM stopped the run: the signal, else 0 */
     json_t *triangulation; /* triangulate.h; NULL when not run */
+    int as_declared;       /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
+    size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
+    size_t required_unreached;        /* --require-backend backends that no case reached */
 } gf_run_info;
 
+/* How one run counts: passed, skipped or failed (a required skip is failed;
+ * under --as-declared a run of a case with expect_verdict is passed when it
+ * got that verdict, failed when it got another, skipped when not run). */
+typedef enum gf_outcome { GF_OUT_PASSED, GF_OUT_SKIPPED, GF_OUT_FAILED } gf_outcome;
+/* declared: -1 not judged against expect_verdict, 1 as declared, 0 not. */
+gf_outcome gf_outcome_of(gf_verdict v, int req, int declared);
+int gf_outcome_exit(gf_verdict v, int req, int declared);
+typedef struct gf_counts {
+    size_t passed, failed, skipped, runs, reached; /* reached: a child ran it */
+    int exit_status;
+} gf_counts;
+void gf_counts_add(gf_counts *c, gf_verdict v, int req, int declared, int ran);
+/* "N passed, N failed, N skipped" */
+int gf_counts_format(const gf_counts *c, char *buf, size_t cap);
+/* The runs of one backend (b), of the engine alone, or of no backend (the
+ * case's backends filter matched none). */
+typedef enum gf_job_group { GF_GROUP_BACKEND, GF_GROUP_ENGINE, GF_GROUP_NONE } gf_job_group;
+gf_counts gf_run_counts_of(const gf_run_info *r, gf_job_group g, const gf_backend_probe *b);
+/* An available backend of the run that no case reached. */
+int gf_backend_unreached(const gf_run_info *r, const gf_backend_probe *b);
+/* The job judged against its case's expect_verdict (gf_outcome_of's declared). */
+int gf_job_declared(const gf_run_info *r, const gf_job *j);
+/* The exit status one job asks for (verdict, required, as declared). */
+int gf_job_exit(const gf_run_info *r, const gf_job *j);
+/* The summary's per-backend groups from a report's results and backends
+ * (json.c and merge): {"by_backend": [{backend, requested, passed, failed,
+ * skipped, runs, reached}], "engine_alone": {...}, "no_backend": {...}}. */
+json_t *gf_report_groups(const json_t *results, const json_t *backends);
+
 /* Count verdicts and derive the exit status (2 wins over 1 wins over 0; a
- * skip of a required backend counts as a failure; an interrupted run exits
- * 128 + the signal: 130 for SIGINT, 143 for SIGTERM). */
+ * skip of a required backend counts as a failure, and so does a required
+ * backend that no case reached; an interrupted run exits 128 + the signal:
+ * 130 for SIGINT, 143 for SIGTERM). */
 void gf_run_tally(gf_run_info *r);
 /* Is the job's backend required (--require-backend)? */
 int gf_job_required(const gf_job *j);
@@ -58,14 +91,19 @@ void gf_console_line(const gf_run_info *r, const gf_job *j);
 void gf_console_summary(const gf_run_info *r);
 /* "max|d| 2.1e-06 @12  margin 1.9e-02  sf 9.0e+03  ties 0" or "5/5 checks". */
 void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap);
+/* The same from a result's metrics and checks (JSON report). */
+void gf_key_metrics(const json_t *metrics, const json_t *checks, char *buf, size_t cap);
 
 /* ---- files ---- */
 json_t *gf_report_json(const gf_run_info *r);
 json_t *gf_report_environment(const gf_run_info *r);
 int gf_report_json_write(const gf_run_info *r, const char *path);
 int gf_report_junit_write(const gf_run_info *r, const char *path);
-/* HTML (html.c), from a JSON report: a self-contained page, no script, inline SVG. */
+/* JUnit from a JSON report (run's, or merge's): junit.c */
 struct gf_buf;
+int gf_report_junit_doc(const json_t *doc, struct gf_buf *out);
+int gf_report_junit_write_doc(const json_t *doc, const char *path);
+/* HTML (html.c), from a JSON report: a self-contained page, no script, inline SVG. */
 int gf_report_html_doc(const json_t *doc, struct gf_buf *out);
 int gf_report_html_write_doc(const json_t *doc, const char *path);
 /* genfence compare --html: cmp is compare's JSON document, a and b the two reports. */
@@ -84,6 +122,8 @@ typedef struct gf_report_dir {
     char *stage; /* DIR/.staging.PID: where this run writes */
     int lock_fd;
 } gf_report_dir;
+/* mkdir -p DIR; -1 with errno set. */
+int gf_report_mkdir_p(const char *dir);
 /* Create DIR if needed, lock it, make the staging folder; -1 with why set. */
 int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_cap);
 /* Artifact paths in the jobs' records: STAGE/... -> DIR/... (where they will be). */
