@@ -242,7 +242,28 @@ static void plots(gf_buf *b, const json_t *res, size_t idx)
 
 /* ---- tables ---- */
 
-static void matrix(gf_buf *b, const json_t *results, long *plot_of)
+/* The engine alone's runs (kinds that reach no slot of the run's backends). */
+static int engine_alone(const json_t *r)
+{
+    return !strcmp(jstr(r, "backend"), "engine") && !strcmp(jstr(r, "backend_requested"), "engine");
+}
+
+/* A cell's safety factor (margin / delta; the summary of model cases): a
+ * narrow pass (below 10) is marked. */
+static void cell_sf(gf_buf *b, const json_t *r)
+{
+    const json_t *s = json_object_get(json_object_get(r, "metrics"), "summary");
+    const json_t *sf = json_object_get(s, "safety_factor");
+    if (json_is_number(sf)) {
+        double v = json_number_value(sf);
+        gf_buf_printf(b, " <span class=\"sf%s\" title=\"safety factor: smallest margin / max |delta|\">sf %.2g</span>",
+                      v < 10 ? " narrow" : "", v);
+    } else if (*jstr(s, "safety_factor_reason") == '+')
+        gf_buf_puts(b, " <span class=\"sf\" title=\"max |delta| is 0\">sf inf</span>");
+}
+
+/* group: 0 the backends' runs, 1 the engine alone's */
+static void matrix(gf_buf *b, const json_t *results, long *plot_of, int group)
 {
     size_t nr = json_array_size(results), nc = 0, nb = 0;
     const char **cases = malloc((nr + 1) * sizeof *cases), **bks = malloc((nr + 1) * sizeof *bks);
@@ -255,6 +276,8 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of)
     for (size_t i = 0; i < nr; i++) {
         const json_t *r = json_array_get(results, i);
         const char *id = jstr(r, "id"), *bk = jstr(r, "backend");
+        if (engine_alone(r) != group)
+            continue;
         size_t k;
         for (k = 0; k < nc && strcmp(cases[k], id); k++)
             ;
@@ -264,6 +287,12 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of)
             ;
         if (k == nb)
             bks[nb++] = bk;
+    }
+    if (!nc) {
+        gf_buf_puts(b, "<p>none</p>\n");
+        free(cases);
+        free(bks);
+        return;
     }
     gf_buf_puts(b, "<table class=\"matrix\"><thead><tr><th>case</th>");
     for (size_t k = 0; k < nb; k++) {
@@ -280,13 +309,14 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of)
             gf_buf_puts(b, "<td>");
             for (size_t i = 0; i < json_array_size(results); i++) {
                 const json_t *r = json_array_get(results, i);
-                if (strcmp(jstr(r, "id"), cases[c]) || strcmp(jstr(r, "backend"), bks[k]))
+                if (strcmp(jstr(r, "id"), cases[c]) || strcmp(jstr(r, "backend"), bks[k]) || engine_alone(r) != group)
                     continue;
                 if (plot_of[i] >= 0)
                     gf_buf_printf(b, "<a href=\"#r%ld\">", plot_of[i]);
                 verdict_span(b, jstr(r, "verdict"));
                 if (plot_of[i] >= 0)
                     gf_buf_puts(b, "</a>");
+                cell_sf(b, r);
                 gf_buf_printf(b, " <small>%.2fs</small>", jnum(r, "seconds", 0));
             }
             gf_buf_puts(b, "</td>");
@@ -298,34 +328,175 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of)
     free(bks);
 }
 
-static void failures(gf_buf *b, const json_t *results)
+/* The step (and row, where the record names one) a failure is at: the first
+ * failing step of its comparisons, else the backend call a crash was in. */
+static void where(gf_buf *b, const json_t *r)
+{
+    const json_t *m = json_object_get(r, "metrics"), *cc = json_object_get(r, "crash_context");
+    double atol, thr;
+    long fd, fs;
+    comparison_marks(m, &atol, &thr, &fd, &fs);
+    long row = -1;
+    const char *key;
+    json_t *c;
+    json_object_foreach(json_object_get(m, "comparisons"), key, c) {
+        long rw = (long)jnum(c, "failing_row", jnum(c, "row", -1));
+        if (rw >= 0 && row < 0)
+            row = rw;
+    }
+    if (fs < 0 && json_is_object(cc))
+        fs = (long)jnum(cc, "step", -1);
+    if (row < 0 && json_is_object(cc))
+        row = (long)jnum(cc, "row", -1);
+    if (fs < 0 && row < 0)
+        return;
+    gf_buf_puts(b, "<br><span class=\"where\">");
+    if (fs >= 0)
+        gf_buf_printf(b, "step %ld", fs);
+    if (row >= 0)
+        gf_buf_printf(b, "%srow %ld", fs >= 0 ? ", " : "", row);
+    if (json_is_object(cc) && *jstr(cc, "call")) {
+        gf_buf_puts(b, " (in ");
+        esc(b, jstr(cc, "call"));
+        gf_buf_puts(b, ")");
+    }
+    gf_buf_puts(b, "</span>");
+}
+
+static void plots(gf_buf *b, const json_t *res, size_t idx);
+
+/* First on the page: each failure with its reason, where it is, its
+ * reproduce line and its plot (the first one's above the fold). */
+static void failures(gf_buf *b, const json_t *results, const long *plot_of)
 {
     size_t n = 0;
-    gf_buf_puts(b, "<h2 id=\"failures\">Failures</h2>\n<ol class=\"failures\">\n");
+    for (size_t i = 0; i < json_array_size(results); i++)
+        n += jnum(json_array_get(results, i), "exit_status", 0) != 0;
+    gf_buf_printf(b, "<h2 id=\"failures\">Failures (%zu)</h2>\n", n);
+    if (!n) {
+        gf_buf_puts(b, "<p>none</p>\n");
+        return;
+    }
+    gf_buf_puts(b, "<ol class=\"failures\">\n");
     for (size_t i = 0; i < json_array_size(results); i++) {
         const json_t *r = json_array_get(results, i);
         if (jnum(r, "exit_status", 0) == 0)
             continue;
-        n++;
-        gf_buf_puts(b, "<li><b>");
+        gf_buf_puts(b, "<li class=\"failure\"><b class=\"case\">");
         esc(b, jstr(r, "id"));
-        gf_buf_puts(b, "</b> on ");
-        esc(b, jstr(r, "backend"));
-        gf_buf_puts(b, " ");
+        gf_buf_puts(b, "</b> on <b class=\"backend\">");
+        esc(b, *jstr(r, "backend") ? jstr(r, "backend") : "(no backend)");
+        gf_buf_puts(b, "</b> ");
         verdict_span(b, jstr(r, "verdict"));
-        gf_buf_puts(b, "<br>");
+        if (json_is_false(json_object_get(r, "as_declared"))) {
+            gf_buf_puts(b, " <b>not as declared</b> (expect_verdict ");
+            esc(b, jstr(r, "expect_verdict"));
+            gf_buf_puts(b, ")");
+        }
+        gf_buf_puts(b, "<br><span class=\"reason\">");
         esc(b, jstr(r, "reason"));
+        gf_buf_puts(b, "</span>");
+        where(b, r);
         const char *rep = jstr(r, "reproduce");
         if (*rep) {
             gf_buf_puts(b, "<pre class=\"reproduce\">");
             esc(b, rep);
             gf_buf_puts(b, "</pre>");
         }
+        if (plot_of[i] >= 0)
+            plots(b, r, (size_t)plot_of[i]);
         gf_buf_puts(b, "</li>\n");
     }
     gf_buf_puts(b, "</ol>\n");
-    if (!n)
+}
+
+/* Then the skips, grouped by their reason. */
+static void skips(gf_buf *b, const json_t *results)
+{
+    size_t n = json_array_size(results), ns = 0;
+    for (size_t i = 0; i < n; i++)
+        ns += !strcmp(jstr(json_array_get(results, i), "verdict"), "skip") &&
+              jnum(json_array_get(results, i), "exit_status", 0) == 0;
+    gf_buf_printf(b, "<h2 id=\"skips\">Skips (%zu)</h2>\n", ns);
+    if (!ns) {
         gf_buf_puts(b, "<p>none</p>\n");
+        return;
+    }
+    gf_buf_puts(b, "<table class=\"skips\"><thead><tr><th>reason</th><th>runs</th><th>cases [backend]</th></tr></thead>"
+                   "<tbody>\n");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *r = json_array_get(results, i);
+        if (strcmp(jstr(r, "verdict"), "skip") || jnum(r, "exit_status", 0) != 0)
+            continue;
+        size_t k, first = 1, count = 0;
+        for (k = 0; k < i && first; k++) { /* one row per reason, at its first skip */
+            const json_t *o = json_array_get(results, k);
+            first = !(!strcmp(jstr(o, "verdict"), "skip") && jnum(o, "exit_status", 0) == 0 &&
+                      !strcmp(jstr(o, "reason"), jstr(r, "reason")));
+        }
+        if (!first)
+            continue;
+        for (k = i; k < n; k++) {
+            const json_t *o = json_array_get(results, k);
+            count += !strcmp(jstr(o, "verdict"), "skip") && jnum(o, "exit_status", 0) == 0 &&
+                     !strcmp(jstr(o, "reason"), jstr(r, "reason"));
+        }
+        gf_buf_puts(b, "<tr><td class=\"reason\">");
+        esc(b, jstr(r, "reason"));
+        gf_buf_printf(b, "</td><td>%zu</td><td>", count);
+        size_t shown = 0;
+        for (k = i; k < n && shown < 12; k++) {
+            const json_t *o = json_array_get(results, k);
+            if (strcmp(jstr(o, "verdict"), "skip") || jnum(o, "exit_status", 0) != 0 ||
+                strcmp(jstr(o, "reason"), jstr(r, "reason")))
+                continue;
+            gf_buf_puts(b, shown++ ? ", " : "");
+            esc(b, jstr(o, "id"));
+            gf_buf_puts(b, " [");
+            esc(b, *jstr(o, "backend") ? jstr(o, "backend") : "-");
+            gf_buf_puts(b, "]");
+        }
+        if (count > shown)
+            gf_buf_printf(b, " and %zu more", count - shown);
+        gf_buf_puts(b, "</td></tr>\n");
+    }
+    gf_buf_puts(b, "</tbody></table>\n");
+}
+
+/* Then triangulation: every other backend against ref, per model and part. */
+static void triangulation(gf_buf *b, const json_t *tri)
+{
+    static const char *const parts[] = {"forward", "cached", "chunked", "padded", "padded_cached"};
+    gf_buf_puts(b, "<h2 id=\"triangulation\">Triangulation (max |delta| against ref)</h2>\n");
+    if (!json_is_array(tri) || !json_array_size(tri)) {
+        gf_buf_puts(b, "<p>not run in this run (it needs two or more backends on model cases; --no-triangulate "
+                       "turns it off)</p>\n");
+        return;
+    }
+    gf_buf_puts(b, "<table class=\"triangulation\"><thead><tr><th>model</th><th>backend</th>");
+    for (size_t p = 0; p < sizeof parts / sizeof *parts; p++)
+        gf_buf_printf(b, "<th>%s</th>", parts[p]);
+    gf_buf_puts(b, "<th>note</th></tr></thead><tbody>\n");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tri, i, t) {
+        gf_buf_puts(b, "<tr><td>");
+        esc(b, jstr(t, "model"));
+        gf_buf_puts(b, "</td><td>");
+        esc(b, jstr(t, "backend"));
+        gf_buf_puts(b, "</td>");
+        for (size_t p = 0; p < sizeof parts / sizeof *parts; p++) {
+            double d = jnum(json_object_get(t, parts[p]), "max_abs_delta", NAN);
+            if (isnan(d))
+                gf_buf_puts(b, "<td>-</td>");
+            else
+                gf_buf_printf(b, "<td>%.2e</td>", d);
+        }
+        gf_buf_puts(b, "<td>");
+        esc(b, *jstr(t, "error") ? jstr(t, "error") : jstr(t, "status"));
+        gf_buf_puts(b, "</td></tr>\n");
+    }
+    gf_buf_puts(b, "</tbody></table>\n");
 }
 
 static int by_seconds_desc(const void *a, const void *b)
@@ -367,7 +538,10 @@ static const char k_style[] =
     ".v{padding:0 4px;border-radius:3px;font-weight:bold}.v-pass{background:#c8efc8}"
     ".v-pass-near-tie{background:#e6f2a2}.v-skip{background:#e4e4e4}.v-fail,.v-crash,.v-timeout{background:#f6b3b3}"
     ".v-stale,.v-error{background:#f7d08a}pre{background:#f4f4f4;padding:4px;white-space:pre-wrap}"
-    "svg.plot{border:1px solid #ddd;margin:2px}section.case{margin:1em 0}small{color:#666}";
+    "svg.plot{border:1px solid #ddd;margin:2px}section.case{margin:.3em 0}small{color:#666}h1{font-size:20px;margin:0}"
+    "h2{font-size:17px;margin:.6em 0 .3em}p.meta{font-size:12px;color:#555;margin:.2em 0}.sf{font-size:11px;color:#555}"
+    ".sf.narrow{color:#a00;font-weight:bold}li.failure{margin-bottom:.6em}.reason{font-family:monospace}"
+    ".where{color:#a00}pre.reproduce{margin:.2em 0;font-size:11px}";
 
 int gf_report_html_doc(const json_t *doc, gf_buf *b)
 {
@@ -383,7 +557,7 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     gf_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                    "<title>genfence report</title><style>");
     gf_buf_puts(b, k_style);
-    gf_buf_puts(b, "</style></head><body>\n<h1>genfence report</h1>\n<p>genfence ");
+    gf_buf_puts(b, "</style></head><body>\n<h1>genfence report</h1>\n<p class=\"meta\">genfence ");
     esc(b, jstr(gv, "version"));
     gf_buf_puts(b, " (commit ");
     esc(b, jstr(gv, "commit"));
@@ -401,20 +575,46 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     gf_buf_printf(b, ", %lld CPUs, %lld jobs x %lld threads</p>\n",
                   (long long)jnum(env, "nproc", 0), (long long)jnum(env, "jobs", 0),
                   (long long)jnum(env, "threads_per_job", 0));
-    gf_buf_printf(b, "<p class=\"summary\"><b>%lld passed, %lld failed, %lld skipped</b> (%lld runs of %lld cases); "
-                     "exit status %lld</p>\n",
+    /* the backends' own figures first, the engine alone's apart */
+    gf_buf_puts(b, "<p class=\"summary\">");
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(sum, "by_backend"), i, g) {
+        gf_buf_puts(b, i ? "; <b>" : "<b>");
+        esc(b, jstr(g, "backend"));
+        gf_buf_printf(b, ": %lld passed, %lld failed, %lld skipped</b>", (long long)jnum(g, "passed", 0),
+                      (long long)jnum(g, "failed", 0), (long long)jnum(g, "skipped", 0));
+        if (jnum(g, "runs", 0) == 0)
+            gf_buf_puts(b, " (reached no case)");
+    }
+    const json_t *eng = json_object_get(sum, "engine_alone"), *none = json_object_get(sum, "no_backend");
+    if (jnum(eng, "runs", 0) > 0)
+        gf_buf_printf(b, "; engine alone (no backend slot): %lld passed, %lld failed, %lld skipped",
+                      (long long)jnum(eng, "passed", 0), (long long)jnum(eng, "failed", 0),
+                      (long long)jnum(eng, "skipped", 0));
+    if (jnum(none, "runs", 0) > 0)
+        gf_buf_printf(b, "; no backend matched: %lld skipped", (long long)jnum(none, "skipped", 0));
+    gf_buf_printf(b, "<br>all: %lld passed, %lld failed, %lld skipped (%lld runs of %lld cases); exit status %lld</p>\n",
                   (long long)jnum(sum, "passed", 0), (long long)jnum(sum, "failed", 0),
                   (long long)jnum(sum, "skipped", 0), (long long)jnum(sum, "runs", 0),
                   (long long)jnum(sum, "cases", 0), (long long)jnum(sum, "exit_status", 0));
-    gf_buf_puts(b, "<h2 id=\"matrix\">Verdicts (case x backend)</h2>\n");
-    matrix(b, results, plot_of);
-    failures(b, results);
-    gf_buf_printf(b, "<h2 id=\"plots\">Per-step plots (%ld)</h2>\n", np);
-    for (size_t i = 0; i < n; i++)
-        if (plot_of[i] >= 0)
-            plots(b, json_array_get(results, i), (size_t)plot_of[i]);
-    if (!np)
-        gf_buf_puts(b, "<p>no model case with per-step data in this run</p>\n");
+    failures(b, results, plot_of);
+    skips(b, results);
+    triangulation(b, json_object_get(doc, "triangulation"));
+    gf_buf_puts(b, "<h2 id=\"matrix\">Verdicts (case x backend; sf: safety factor, margin / max |delta|)</h2>\n");
+    matrix(b, results, plot_of, 0);
+    gf_buf_puts(b, "<h2 id=\"matrix-engine\">The engine alone (kinds that reach no slot of the run's backends: they test "
+                   "no backend)</h2>\n");
+    matrix(b, results, plot_of, 1);
+    size_t np_rest = 0;
+    for (size_t k = 0; k < n; k++)
+        np_rest += plot_of[k] >= 0 && jnum(json_array_get(results, k), "exit_status", 0) == 0;
+    gf_buf_printf(b, "<h2 id=\"plots\">Per-step plots of the other runs (%zu)</h2>\n", np_rest);
+    for (size_t k = 0; k < n; k++)
+        if (plot_of[k] >= 0 && jnum(json_array_get(results, k), "exit_status", 0) == 0)
+            plots(b, json_array_get(results, k), (size_t)plot_of[k]);
+    if (!np_rest)
+        gf_buf_puts(b, "<p>none (failures show theirs above)</p>\n");
     durations(b, results);
     gf_buf_puts(b, "</body></html>\n");
     free(plot_of);

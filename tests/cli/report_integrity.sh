@@ -3,7 +3,7 @@
 #  1. text that is not valid UTF-8 (a backend's error text, its stderr, whose
 #     kept tail is cut at a byte offset) is repaired (\xNN), never dropped:
 #     the failure reason survives in run.json and junit.xml, both valid
-#     (python's json, xmllint against tests/support/junit.xsd);
+#     (python's json, xmllint against the public junit-10.xsd);
 #     tests/backends/faulty_text.c (ref-bad-text). Before: run.json had an
 #     empty reason and no stderr_tail, junit.xml did not parse.
 # (sections 2.. below: the report directory's lock, replacement and interruption)
@@ -14,6 +14,8 @@ PY=${GF_PYTHON:-python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "report_integrity: FAIL: $*" >&2; exit 1; }
+XSD=$(bash "$GF_SRC/tools/setup/setup_junit_xsd.sh" --print-path) # the public junit-10.xsd (tests/cli/honest_junit.sh)
+[[ -f "$XSD" ]] || fail "no $XSD: run tools/setup/setup.sh (or tools/setup/setup_junit_xsd.sh) once"
 command -v xmllint >/dev/null || fail "xmllint not installed (apt-get install libxml2-utils)"
 cd "$GF_SRC"
 B="$GF_BUILD/tests/backends"
@@ -38,7 +40,7 @@ rc=$?
 set -e
 cat "$tmp/out1"
 [[ $rc -eq 1 ]] || fail "bad text: exit $rc, want 1 (a backend failure)"
-xmllint --noout --schema "$GF_SRC/tests/support/junit.xsd" "$tmp/r1/junit.xml" || fail "junit.xml does not validate"
+xmllint --noout --schema "$XSD" "$tmp/r1/junit.xml" || fail "junit.xml does not validate"
 "$PY" - "$tmp/r1" <<'PY' || fail "bad text: the reason did not survive"
 import json, os, sys
 import xml.etree.ElementTree as ET
@@ -142,7 +144,7 @@ interrupt_run() { # $1: signal name without SIG, $2: expected exit status
     local left
     left=$(find "$R" -name '*.tmp*' -o -name '.staging.*')
     [[ -z "$left" ]] || fail "SIG$1: left behind: $left"
-    xmllint --noout --schema "$GF_SRC/tests/support/junit.xsd" "$R/junit.xml" || fail "SIG$1: junit.xml does not validate"
+    xmllint --noout --schema "$XSD" "$R/junit.xml" || fail "SIG$1: junit.xml does not validate"
     "$PY" - "$R" "SIG$1" "$2" <<'PY' || fail "SIG$1: the interrupted report"
 import json, os, sys
 rep, sig, status = sys.argv[1], sys.argv[2], int(sys.argv[3])

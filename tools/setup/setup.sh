@@ -45,6 +45,10 @@ PY
     touch "$stamp"
 fi
 
+# The public junit-10.xsd (from the pinned pytest sdist) that tests/cli/honest_junit.sh
+# validates junit.xml against: tools/setup/setup_junit_xsd.sh
+bash tools/setup/setup_junit_xsd.sh
+
 # llama.cpp for the llamacpp backend module (docs/llamacpp.md): the llama.cpp
 # bundled in the pinned llama-cpp-python sdist, library targets only, built once
 # per machine into a cache keyed by version. GENFENCE_LLAMACPP=0 skips it.
