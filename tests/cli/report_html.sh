@@ -4,6 +4,13 @@
 # per-step plots (two <svg> per model case with per-step data), the failure
 # list with reproduce lines and the durations; a screenshot is kept under
 # $GF_BUILD/test-artifacts/report_html/.
+# Issue 25 item 4: the page opens with the failures (case, backend, reason,
+# step, plot), then the skips with their reasons, then triangulation, then the
+# matrix (cells with the safety factor; the engine alone's cases in a table of
+# their own); at 1400x900 the first failure's reason and plot are above the
+# fold (measured in chromium on a copy of the page with a probe script, and a
+# screenshot at that size in the artifacts). Before, the page opened with the
+# matrix and the failures started below it.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 browser=$(command -v chromium || command -v chromium-browser || true)
@@ -20,8 +27,8 @@ fail() { echo "report_html: $*"; exit 1; }
 bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
 cd "$GF_SRC"
 set +e
-"$GENFENCE" run cases/golden.yaml cases/generation.yaml --filter '^(golden\.greedy\.sherlock|cache\.sherlock|eos\.rows)$' \
-    --backend ref --backend "$bad" --report-dir "$tmp/rep" > "$tmp/out.txt" 2>&1
+"$GENFENCE" run cases/golden.yaml cases/generation.yaml --filter '^(golden\.greedy\.sherlock|cache\.sherlock|eos\.rows|top_k\.fence)$' \
+    cases/sampler.yaml --backend ref --backend "$bad" --report-dir "$tmp/rep" > "$tmp/out.txt" 2>&1
 rc=$?
 set -e
 [ "$rc" = 1 ] || { cat "$tmp/out.txt"; fail "exit status $rc, expected 1 (the bad backend fails cache.sherlock)"; }
@@ -55,6 +62,37 @@ grep -q 'class="first-divergence"\|class="failing-step"' "$tmp/dom.html" || fail
 grep -q 'class="reproduce">[^<]*genfence run .*--backend' "$tmp/dom.html" || fail "no reproduce line in the failure list"
 grep -q 'id="durations"' "$tmp/dom.html" || fail "no durations"
 grep -q '<span class="v v-fail">fail</span>' "$tmp/dom.html" || fail "no failing verdict in the matrix"
+# the order of the page: failures, skips, triangulation, the matrix, the engine alone's
+"${GF_PYTHON:-python3}" - "$tmp/dom.html" <<'PY' || fail "the page's sections are out of order"
+import re, sys
+dom = open(sys.argv[1]).read()
+ids = ["failures", "skips", "triangulation", "matrix", "matrix-engine", "durations"]
+at = [dom.find(f'id="{i}"') for i in ids]
+assert all(a >= 0 for a in at), dict(zip(ids, at))
+assert at == sorted(at), dict(zip(ids, at))
+fail_part = dom[at[0]:at[1]]
+assert "cache.sherlock" in fail_part and "exceeds atol" in fail_part, fail_part[:400]
+assert "<svg" in fail_part, "the failure's plot is not in the failure list"
+assert re.search(r'class="where">step \d+', fail_part), "the failing step is not named in the failure list"
+m = re.search(r'<table class="matrix">.*?</table>', dom[at[3]:at[4]], re.S).group(0)
+assert re.search(r'class="sf( narrow)?"[^>]*>sf ', m), "no safety factor in the matrix cells"
+eng = dom[at[4]:at[5]]
+assert "top_k.fence" in eng and "top_k.fence" not in m, "the engine alone's case is not apart from the backends' matrix"
+summ = re.search(r'<p class="summary">(.*?)</p>', dom, re.S).group(1)
+assert re.search(r"ref: \d+ passed", summ) and "engine alone" in summ, summ
+PY
+# above the fold at 1400x900: a copy of the page with a probe that writes the
+# first failure's reason and plot rectangles into the DOM chromium dumps
+sed 's#</body>#<script>var r=document.querySelector("li.failure .reason").getBoundingClientRect(),p=document.querySelector("li.failure svg").getBoundingClientRect();document.body.insertAdjacentHTML("beforeend","<pre id=fold>"+[Math.round(r.bottom),Math.round(p.bottom),window.innerHeight,window.innerWidth].join(" ")+"</pre>")</script></body>#' \
+    "$html" > "$tmp/probe.html"
+chrome "file://$tmp/probe.html" "$tmp/probe.dom" "$tmp/probe.log" --window-size=1400,900 --dump-dom || fail "chromium failed on the probe page"
+read -r rb pb ih iw < <(sed -n 's#.*<pre id="fold">\([0-9 ]*\)</pre>.*#\1#p' "$tmp/probe.dom")
+[ -n "${ih:-}" ] || { cat "$tmp/probe.log"; fail "the fold probe wrote nothing"; }
+echo "at ${iw}x${ih}: the first failure's reason ends at y=$rb, its plot at y=$pb"
+[ "$rb" -le "$ih" ] && [ "$pb" -le "$ih" ] || fail "the first failure's reason (y=$rb) or plot (y=$pb) is below the fold ($ih)"
+chrome "file://$html" /dev/null "$tmp/fold.log" --hide-scrollbars --window-size=1400,900 \
+    --screenshot="$art/first_screen_1400x900.png" || { cat "$tmp/fold.log"; fail "no 1400x900 screenshot"; }
+[ -s "$art/first_screen_1400x900.png" ] || fail "empty 1400x900 screenshot"
 # near ties and the first divergence are drawn where the record has them: the
 # same report with one ref margin put below the near-tie threshold and a first
 # divergence at step 7, rendered again (merge of one unsharded report --html)
