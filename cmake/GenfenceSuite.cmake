@@ -19,10 +19,78 @@
 # `backends:` filter allows, the test NAME/<case id>@<backend>:
 #   genfence run CASES --filter '^<id>$' --backend <backend> --report-dir REPORT_DIR/<id>@<backend> ARGS
 # labelled genfence, NAME, backend:<backend>, kind:<kind>, tag:<tag>... and
-# LABELS. A skip (backend unavailable on this machine) is a CTest skip. The
-# case files are configure dependencies: editing one reconfigures.
+# LABELS. <backend> is the name the backend registers (a plugin given by
+# path: ref-bad-cache, not libgenfence_test_ref_bad_cache.so). A case whose
+# kind reaches no backend slot (`genfence list --json`: "reaches": "none")
+# runs once, on the engine alone: one test NAME/<id>@engine labelled engine.
+# After genfence's output each test prints CTest's <DartMeasurement> lines
+# from its report (max_abs_delta, min_margin, safety_factor, kl_divergence,
+# where the case measured them), so CDash plots them. A skip (backend
+# unavailable on this machine) is a CTest skip. The case files are configure
+# dependencies: editing one reconfigures.
 # Needs CMake 3.19 (string(JSON)).
 cmake_minimum_required(VERSION 3.19)
+
+# Script mode (the tests' command): run genfence, then print the report's
+# measurements for CDash; exit 1 when genfence did not exit 0.
+if(CMAKE_SCRIPT_MODE_FILE AND GENFENCE_SUITE_RUN)
+  string(REPLACE "@gf-arg@" ";" _args "${GF_ARGS}")
+  file(REMOVE "${GF_REPORT}") # a report left by an earlier run is not this run's
+  execute_process(COMMAND "${GF_EXE}" ${_args} RESULT_VARIABLE _rc)
+  if(EXISTS "${GF_REPORT}")
+    file(READ "${GF_REPORT}" _doc)
+    string(JSON _n ERROR_VARIABLE _e LENGTH "${_doc}" results)
+    if(NOT _e AND _n GREATER 0)
+      math(EXPR _last "${_n} - 1")
+      foreach(_i RANGE ${_last})
+        foreach(_m "summary;max_abs_delta;max_abs_delta" "summary;min_margin;min_margin"
+                   "summary;safety_factor;safety_factor" "statistical;kld_mean;kl_divergence")
+          list(GET _m 0 _part)
+          list(GET _m 1 _key)
+          list(GET _m 2 _name)
+          string(JSON _t ERROR_VARIABLE _e TYPE "${_doc}" results ${_i} metrics ${_part} ${_key})
+          if(NOT _e AND _t STREQUAL "NUMBER")
+            string(JSON _v GET "${_doc}" results ${_i} metrics ${_part} ${_key})
+            message("<DartMeasurement name=\"${_name}\" type=\"numeric/double\">${_v}</DartMeasurement>")
+          elseif(NOT _e AND _t STREQUAL "NULL")
+            # +inf (a safety factor when max |delta| is 0) has no JSON number: said as text, not plotted
+            string(JSON _why ERROR_VARIABLE _e2 GET "${_doc}" results ${_i} metrics ${_part} ${_key}_reason)
+            if(NOT _e2 AND _why MATCHES "^\\+inf")
+              message("<DartMeasurement name=\"${_name}\" type=\"text/string\">inf</DartMeasurement>")
+            endif()
+          endif()
+        endforeach()
+      endforeach()
+    endif()
+  endif()
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "genfence exited ${_rc}")
+  endif()
+  return()
+endif()
+
+set(_GENFENCE_SUITE_FILE "${CMAKE_CURRENT_LIST_FILE}")
+
+# The name a backend registers (a plugin given by path: `genfence backends
+# --json` says; its file name when it cannot be opened here).
+function(_genfence_backend_name exe b wd out)
+  get_filename_component(n "${b}" NAME)
+  if(b MATCHES "/" OR b MATCHES "\\.so$")
+    execute_process(COMMAND "${exe}" backends --json --backend "${b}" WORKING_DIRECTORY "${wd}"
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE js ERROR_QUIET)
+    if(rc EQUAL 0)
+      string(JSON len ERROR_VARIABLE e LENGTH "${js}")
+      if(NOT e AND len GREATER 0)
+        math(EXPR last "${len} - 1")
+        string(JSON rn ERROR_VARIABLE e GET "${js}" ${last} registered_name)
+        if(NOT e AND rn)
+          set(n "${rn}")
+        endif()
+      endif()
+    endif()
+  endif()
+  set(${out} "${n}" PARENT_SCOPE)
+endfunction()
 
 if(NOT GENFENCE_EXECUTABLE)
   find_program(GENFENCE_EXECUTABLE genfence HINTS "${CMAKE_CURRENT_LIST_DIR}/../../../bin")
@@ -107,6 +175,8 @@ function(genfence_add_suite)
         endforeach()
       endif()
       string(REGEX REPLACE "([][.^$*+?(){}|\\\\])" "\\\\\\1" id_re "${id}")
+      string(JSON reach ERROR_VARIABLE _e GET "${json}" ${i} reaches)
+      set(engine_done FALSE)
       foreach(b IN LISTS GS_BACKENDS)
         # a backend given by path is matched against the case's filter as that path
         list(FIND deny "${b}" d)
@@ -114,13 +184,34 @@ function(genfence_add_suite)
         if(NOT d EQUAL -1 OR (allow_pos AND a EQUAL -1))
           continue()
         endif()
-        get_filename_component(bname "${b}" NAME)
+        if(reach STREQUAL "none")
+          # a kind that reaches no backend slot (stream_decode, left_padding_positions) runs once, on the
+          # engine alone: one test labelled engine, not one per backend labelled with a backend it never touches
+          if(engine_done)
+            continue()
+          endif()
+          set(engine_done TRUE)
+          set(bname engine)
+          set(blabel engine)
+        else()
+          string(MAKE_C_IDENTIFIER "${b}" bk)
+          if(NOT DEFINED _gf_bn_${bk}) # once per backend
+            _genfence_backend_name("${exe}" "${b}" "${GS_WORKING_DIRECTORY}" _gf_bn_${bk})
+          endif()
+          set(bname "${_gf_bn_${bk}}")
+          set(blabel "backend:${bname}")
+        endif()
         set(test "${GS_NAME}/${id}@${bname}")
+        set(rdir "${GS_REPORT_DIR}/${id}@${bname}")
+        set(run_args run ${GS_CASES} --filter "^${id_re}$" --backend "${b}" --report-dir "${rdir}" ${GS_ARGS})
+        string(REPLACE ";" "@gf-arg@" run_joined "${run_args}")
+        # through this file in script mode: genfence's output as is, then <DartMeasurement> lines (max |delta|,
+        # smallest margin, safety factor, KL) from the run's report, which CTest hands to CDash to plot
         add_test(NAME "${test}"
-                 COMMAND "${exe}" run ${GS_CASES} --filter "^${id_re}$" --backend "${b}"
-                         --report-dir "${GS_REPORT_DIR}/${id}@${bname}" ${GS_ARGS}
+                 COMMAND "${CMAKE_COMMAND}" -DGENFENCE_SUITE_RUN=1 "-DGF_EXE=${exe}" "-DGF_ARGS=${run_joined}"
+                         "-DGF_REPORT=${rdir}/run.json" -P "${_GENFENCE_SUITE_FILE}"
                  WORKING_DIRECTORY "${GS_WORKING_DIRECTORY}")
-        set_tests_properties("${test}" PROPERTIES LABELS "${labels};backend:${bname}" TIMEOUT ${GS_TIMEOUT}
+        set_tests_properties("${test}" PROPERTIES LABELS "${labels};${blabel}" TIMEOUT ${GS_TIMEOUT}
                              SKIP_REGULAR_EXPRESSION "(^|\n)skip +${id_re} \\[")
         math(EXPR added "${added} + 1")
       endforeach()

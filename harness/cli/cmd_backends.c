@@ -19,6 +19,7 @@ static void show(const char *name, long threads, int json, int first)
 {
     gf_backend_handle h;
     gf_status st = gf_registry_open(name, &h);
+    int opened = st == GF_OK;
     char why[512] = "";
     gf_backend_info info = {.struct_size = sizeof info};
     int avail = 0;
@@ -48,6 +49,11 @@ static void show(const char *name, long threads, int json, int first)
         }
         printf(", \"source\": ");
         gf_json_write_string(stdout, h.source, strlen(h.source));
+        if (opened) { /* the name it registers (a plugin given by path): GenfenceSuite.cmake's test names */
+            const char *rn = h.ops && h.ops->name ? h.ops->name : "";
+            printf(", \"registered_name\": ");
+            gf_json_write_string(stdout, rn, strlen(rn));
+        }
         printf("}");
     } else if (avail) {
         printf("%-10s available    %-5s threads %-3d %s%s%s", name, gf_dtype_str(info.dtype), info.threads,

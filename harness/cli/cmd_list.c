@@ -11,6 +11,7 @@
 #include "golden_generation.h"
 #include "genfence/sampler.h"
 #include "hash.h"
+#include "kinds.h"
 #include "sampler_keys.h"
 
 /* 1 when the kind's case map is a word in keys, a comma-separated list */
@@ -253,6 +254,12 @@ int gf_cmd_list(int argc, char **argv)
             char hex[65];
             json_object_set(o, "case", k->tree ? k->tree : json_null());
             json_object_set_new(o, "case_hash", gf_case_hash_of(k, hex) == GF_OK ? json_string(hex) : json_null());
+            /* which backend slot the kind reaches: "model", "sample" (a backend's sampler slot, where it has
+             * one) or "none" (the engine alone); cmake/GenfenceSuite.cmake labels the engine's cases by it */
+            gf_kind_reach reach = gf_kind_reaches(k->kind);
+            json_object_set_new(o, "reaches", json_string(reach == GF_KIND_REACHES_MODEL    ? "model"
+                                                          : reach == GF_KIND_REACHES_SAMPLE ? "sample"
+                                                                                            : "none"));
             if (k->model) {
                 json_object_set_new(o, "model_dir", json_string(k->model));
                 const char *mh = model_hash_cached(&mh_cache, k->model);

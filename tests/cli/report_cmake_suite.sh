@@ -2,7 +2,12 @@
 # cmake/GenfenceSuite.cmake: a tiny project using genfence_add_suite gets one
 # CTest test per (case, backend) the cases' backends filters allow, with
 # labels; the tests run: a pass passes, a failing backend fails, an
-# unavailable backend is a CTest skip.
+# unavailable backend is a CTest skip. Issue 25: a plugin's tests are named by
+# its registered name (ref-bad-cache, before: libgenfence_test_ref_bad_cache.so);
+# a case that reaches no backend slot is one test NAME/<id>@engine labelled
+# engine (before: one per backend, labelled with a backend it never touches);
+# each test prints <DartMeasurement> lines (max |delta|, margin, safety factor)
+# for CDash.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
@@ -44,29 +49,46 @@ $extra
 EOF2
 cmake -S "$tmp/proj" -B "$tmp/b" > "$tmp/cfg.txt" 2>&1 || { cat "$tmp/cfg.txt"; fail "configure failed"; }
 cat "$tmp/cfg.txt" | grep "genfence suite"
-n_sampler=$(cd "$GF_SRC" && "$GENFENCE" list --json cases/sampler.yaml |
-    "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert all(not c["backends"] for c in d); print(len(d))')
-[ "$n_sampler" -gt 1 ] || fail "sampler.yaml lists $n_sampler cases"
+read -r n_sampler n_engine < <(cd "$GF_SRC" && "$GENFENCE" list --json cases/sampler.yaml |
+    "$PY" -c 'import json,sys; d=json.load(sys.stdin); assert all(not c["backends"] for c in d); e=sum(c["reaches"]=="none" for c in d); print(len(d)-e, e)')
+[ "$n_sampler" -gt 1 ] || fail "sampler.yaml lists $n_sampler cases that reach a backend"
+[ "$n_engine" -ge 1 ] || fail "sampler.yaml has no engine-alone case (left_padding_positions): the engine part tests nothing"
 count() { ctest --test-dir "$tmp/b" -N "$@" | sed -n 's/^Total Tests: //p'; }
-# every sampler case on both backends, ck.only_ref on ref only, ck.not_ref on the bad one only
-want=$((2 * n_sampler + 2))
+# every sampler case that reaches a backend on both backends, an engine-alone one once, ck.only_ref on ref only,
+# ck.not_ref on the bad one only
+want=$((2 * n_sampler + n_engine + 2))
 got=$(count -R '^fences/')
 [ "$got" = "$want" ] || { ctest --test-dir "$tmp/b" -N; fail "$got tests in suite fences, expected $want"; }
 [ "$(count -R '^gen/')" = 2 ] || fail "suite gen: not 2 tests"
 ctest --test-dir "$tmp/b" -N > "$tmp/list.txt" # (a file: grep -q on a pipe can SIGPIPE ctest under pipefail)
 grep -q "fences/ck.only_ref@ref$" "$tmp/list.txt" || fail "no fences/ck.only_ref@ref"
-grep -q "fences/ck.not_ref@libgenfence_test_ref_bad_cache.so$" "$tmp/list.txt" || fail "no ck.not_ref on the bad backend"
-if grep -Eq "ck.only_ref@libgenfence|ck.not_ref@ref$" "$tmp/list.txt"; then fail "a case's backends filter ignored"; fi
+grep -q "fences/ck.not_ref@ref-bad-cache$" "$tmp/list.txt" || fail "no ck.not_ref on the bad backend by its registered name"
+if grep -q "@libgenfence" "$tmp/list.txt"; then fail "a plugin's tests named by its path, not its registered name"; fi
+if grep -Eq "ck.only_ref@ref-bad-cache|ck.not_ref@ref$" "$tmp/list.txt"; then fail "a case's backends filter ignored"; fi
+grep -q "fences/left_padding.positions@engine$" "$tmp/list.txt" || fail "no engine test for left_padding.positions"
+if grep -Eq "left_padding.positions@ref" "$tmp/list.txt"; then fail "an engine-alone case named for a backend"; fi
+[ "$(count -L '^engine$' -R '^fences/')" = "$n_engine" ] || fail "label engine"
+if [ "$(count -L '^backend:' -R '^fences/left_padding')" != 0 ]; then fail "an engine-alone case labelled with a backend"; fi
 # labels
 [ "$(count -L '^backend:ref$' -R '^fences/')" = $((n_sampler + 1)) ] || fail "label backend:ref"
+[ "$(count -L '^backend:ref-bad-cache$' -R '^fences/')" = $((n_sampler + 1)) ] || fail "label backend:ref-bad-cache"
 [ "$(count -L '^tag:mine$')" = 1 ] || fail "label tag:mine"
 [ "$(count -L '^kind:top_k_fence$' -R '^fences/ck\.')" = 2 ] || fail "label kind:"
 [ "$(count -L '^nightly$')" = "$want" ] || fail "LABELS not applied"
 # they run: ref passes, the bad backend fails cache.sherlock
-ctest --test-dir "$tmp/b" -R '^(fences/ck\.only_ref@ref|gen/cache\.sherlock@ref)$' --output-on-failure > "$tmp/ok.txt" 2>&1 ||
-    { cat "$tmp/ok.txt"; fail "passing tests failed under ctest"; }
+ctest --test-dir "$tmp/b" -R '^(fences/ck\.only_ref@ref|gen/cache\.sherlock@ref|fences/left_padding\.positions@engine)$' \
+    --output-on-failure -V > "$tmp/ok.txt" 2>&1 || { cat "$tmp/ok.txt"; fail "passing tests failed under ctest"; }
+# CDash measurements from the model case's report (ctest -V shows the test's output)
+# (on ref the sides are identical: the safety factor is +inf, said as text)
+for m in max_abs_delta min_margin safety_factor; do
+    grep -Eq "<DartMeasurement name=\"$m\" type=\"(numeric/double\">[-+0-9.eE]+|text/string\">inf)</DartMeasurement>" "$tmp/ok.txt" ||
+        { cat "$tmp/ok.txt"; fail "no DartMeasurement $m"; }
+done
+# and CTest took them (its Test.xml with -T Test): the measurement under the test's results
+ctest --test-dir "$tmp/b" -R '^gen/cache\.sherlock@ref$' -T Test > "$tmp/t.txt" 2>&1 || { cat "$tmp/t.txt"; fail "ctest -T Test"; }
+grep -q 'name="max_abs_delta"' "$tmp"/b/Testing/*/Test.xml || fail "CTest's Test.xml has no max_abs_delta measurement"
 set +e
-ctest --test-dir "$tmp/b" -R '^gen/cache\.sherlock@libgenfence' > "$tmp/bad.txt" 2>&1
+ctest --test-dir "$tmp/b" -R '^gen/cache\.sherlock@ref-bad-cache$' > "$tmp/bad.txt" 2>&1
 rc=$?
 set -e
 [ "$rc" != 0 ] || { cat "$tmp/bad.txt"; fail "the bad backend's failure passed under ctest"; }
