@@ -21,8 +21,10 @@
 # labelled genfence, NAME, backend:<backend>, kind:<kind>, tag:<tag>... and
 # LABELS. <backend> is the name the backend registers (a plugin given by
 # path: ref-bad-cache, not libgenfence_test_ref_bad_cache.so). A case whose
-# kind reaches no backend slot (`genfence list --json`: "reaches": "none")
-# runs once, on the engine alone: one test NAME/<id>@engine labelled engine.
+# kind reaches no slot of a backend (`genfence list --json`: "reaches":
+# "none", or "sample" on a backend without a sampler slot, `genfence
+# backends --json`: "sample_slot") runs on the engine alone there: one test
+# NAME/<id>@engine labelled engine, whichever backends it stands for.
 # After genfence's output each test prints CTest's <DartMeasurement> lines
 # from its report (max_abs_delta, min_margin, safety_factor, kl_divergence,
 # where the case measured them), so CDash plots them. A skip (backend
@@ -71,25 +73,52 @@ endif()
 
 set(_GENFENCE_SUITE_FILE "${CMAKE_CURRENT_LIST_FILE}")
 
-# The name a backend registers (a plugin given by path: `genfence backends
-# --json` says; its file name when it cannot be opened here).
-function(_genfence_backend_name exe b wd out)
-  get_filename_component(n "${b}" NAME)
-  if(b MATCHES "/" OR b MATCHES "\\.so$")
-    execute_process(COMMAND "${exe}" backends --json --backend "${b}" WORKING_DIRECTORY "${wd}"
-                    RESULT_VARIABLE rc OUTPUT_VARIABLE js ERROR_QUIET)
-    if(rc EQUAL 0)
-      string(JSON len ERROR_VARIABLE e LENGTH "${js}")
-      if(NOT e AND len GREATER 0)
-        math(EXPR last "${len} - 1")
-        string(JSON rn ERROR_VARIABLE e GET "${js}" ${last} registered_name)
-        if(NOT e AND rn)
-          set(n "${rn}")
-        endif()
-      endif()
+# What `genfence backends --json --backend B...` says of each BACKENDS entry:
+# the name it registers (a plugin given by path: its registry name; its file
+# name when it cannot be opened here) in _gf_bn_<id> and whether it has a
+# sampler slot (1, 0, or empty: unknown) in _gf_bs_<id>, <id> the entry as a
+# C identifier.
+function(_genfence_backend_facts exe wd)
+  set(_gf_bargs)
+  foreach(_b IN LISTS ARGN)
+    list(APPEND _gf_bargs --backend "${_b}")
+  endforeach()
+  execute_process(COMMAND "${exe}" backends --json ${_gf_bargs} WORKING_DIRECTORY "${wd}"
+                  RESULT_VARIABLE _gf_rc OUTPUT_VARIABLE _gf_js ERROR_QUIET)
+  set(_gf_len 0)
+  if(_gf_rc EQUAL 0)
+    string(JSON _gf_len ERROR_VARIABLE _gf_e LENGTH "${_gf_js}")
+    if(_gf_e)
+      set(_gf_len 0)
     endif()
   endif()
-  set(${out} "${n}" PARENT_SCOPE)
+  foreach(_b IN LISTS ARGN)
+    string(MAKE_C_IDENTIFIER "${_b}" _bk)
+    get_filename_component(_gf_bn_${_bk} "${_b}" NAME)
+    set(_gf_bs_${_bk} "")
+    if(_gf_len GREATER 0)
+      math(EXPR _gf_last "${_gf_len} - 1")
+      foreach(_k RANGE ${_gf_last}) # the last entry of that name: the one given with --backend
+        string(JSON _nm ERROR_VARIABLE _gf_e GET "${_gf_js}" ${_k} name)
+        if(NOT _gf_e AND _nm STREQUAL _b)
+          string(JSON _rn ERROR_VARIABLE _gf_e GET "${_gf_js}" ${_k} registered_name)
+          if(NOT _gf_e AND _rn)
+            set(_gf_bn_${_bk} "${_rn}")
+          endif()
+          string(JSON _ss ERROR_VARIABLE _gf_e GET "${_gf_js}" ${_k} sample_slot)
+          if(NOT _gf_e)
+            if(_ss)
+              set(_gf_bs_${_bk} 1)
+            else()
+              set(_gf_bs_${_bk} 0)
+            endif()
+          endif()
+        endif()
+      endforeach()
+    endif()
+    set(_gf_bn_${_bk} "${_gf_bn_${_bk}}" PARENT_SCOPE)
+    set(_gf_bs_${_bk} "${_gf_bs_${_bk}}" PARENT_SCOPE)
+  endforeach()
 endfunction()
 
 if(NOT GENFENCE_EXECUTABLE)
@@ -144,6 +173,7 @@ function(genfence_add_suite)
     message(FATAL_ERROR "genfence_add_suite(${GS_NAME}): `genfence list --json ${GS_CASES}` failed (${rc}):\n${err}")
   endif()
   string(JSON n LENGTH "${json}")
+  _genfence_backend_facts("${exe}" "${GS_WORKING_DIRECTORY}" ${GS_BACKENDS})
   set(added 0)
   if(n GREATER 0)
     math(EXPR last "${n} - 1")
@@ -184,9 +214,11 @@ function(genfence_add_suite)
         if(NOT d EQUAL -1 OR (allow_pos AND a EQUAL -1))
           continue()
         endif()
-        if(reach STREQUAL "none")
-          # a kind that reaches no backend slot (stream_decode, left_padding_positions) runs once, on the
-          # engine alone: one test labelled engine, not one per backend labelled with a backend it never touches
+        string(MAKE_C_IDENTIFIER "${b}" bk)
+        if(reach STREQUAL "none" OR (reach STREQUAL "sample" AND "${_gf_bs_${bk}}" STREQUAL "0"))
+          # a kind that reaches no slot of this backend (stream_decode, left_padding_positions; the sampler
+          # kinds on a backend without a sampler slot) runs on the engine alone: one test labelled engine,
+          # not one per backend labelled with a backend it never touches
           if(engine_done)
             continue()
           endif()
@@ -194,10 +226,6 @@ function(genfence_add_suite)
           set(bname engine)
           set(blabel engine)
         else()
-          string(MAKE_C_IDENTIFIER "${b}" bk)
-          if(NOT DEFINED _gf_bn_${bk}) # once per backend
-            _genfence_backend_name("${exe}" "${b}" "${GS_WORKING_DIRECTORY}" _gf_bn_${bk})
-          endif()
           set(bname "${_gf_bn_${bk}}")
           set(blabel "backend:${bname}")
         endif()

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "genfence/engine.h"
 #include "commands.h"
 
 static void usage(FILE *f)
@@ -53,6 +54,7 @@ static void show(const char *name, long threads, int json, int first)
             const char *rn = h.ops && h.ops->name ? h.ops->name : "";
             printf(", \"registered_name\": ");
             gf_json_write_string(stdout, rn, strlen(rn));
+            printf(", \"sample_slot\": %s", h.ops && gf_backend_has_sample(h.ops) ? "true" : "false");
         }
         printf("}");
     } else if (avail) {

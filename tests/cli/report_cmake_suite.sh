@@ -12,6 +12,7 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
+slot="$GF_BUILD/tests/backends/libgenfence_test_sample_ok.so" # ref-sample: ref with a (correct) sampler slot
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "report_cmake_suite: $*"; exit 1; }
@@ -41,7 +42,7 @@ cmake_minimum_required(VERSION 3.19)
 project(gf_suite_user NONE)
 enable_testing()
 include("$GF_SRC/cmake/GenfenceSuite.cmake")
-genfence_add_suite(NAME fences CASES cases/sampler.yaml "$tmp/proj/filtered.yaml" BACKENDS ref "$bad"
+genfence_add_suite(NAME fences CASES cases/sampler.yaml "$tmp/proj/filtered.yaml" BACKENDS ref "$slot"
                    GENFENCE "$GENFENCE" WORKING_DIRECTORY "$GF_SRC" LABELS nightly)
 genfence_add_suite(NAME gen CASES cases/generation.yaml FILTER [[^cache\\.sherlock\$]] BACKENDS ref "$bad"
                    GENFENCE "$GENFENCE" WORKING_DIRECTORY "$GF_SRC")
@@ -54,29 +55,33 @@ read -r n_sampler n_engine < <(cd "$GF_SRC" && "$GENFENCE" list --json cases/sam
 [ "$n_sampler" -gt 1 ] || fail "sampler.yaml lists $n_sampler cases that reach a backend"
 [ "$n_engine" -ge 1 ] || fail "sampler.yaml has no engine-alone case (left_padding_positions): the engine part tests nothing"
 count() { ctest --test-dir "$tmp/b" -N "$@" | sed -n 's/^Total Tests: //p'; }
-# every sampler case that reaches a backend on both backends, an engine-alone one once, ck.only_ref on ref only,
-# ck.not_ref on the bad one only
+# ref has no sampler slot: there the sampler cases run on the engine alone (one NAME/ID@engine test each,
+# labelled engine); ref-sample has one: a test each on it. The engine-alone kinds (left_padding) once on the
+# engine. ck.only_ref ([ref]): on the engine only; ck.not_ref (["!ref"]): on ref-sample only.
 want=$((2 * n_sampler + n_engine + 2))
 got=$(count -R '^fences/')
 [ "$got" = "$want" ] || { ctest --test-dir "$tmp/b" -N; fail "$got tests in suite fences, expected $want"; }
 [ "$(count -R '^gen/')" = 2 ] || fail "suite gen: not 2 tests"
 ctest --test-dir "$tmp/b" -N > "$tmp/list.txt" # (a file: grep -q on a pipe can SIGPIPE ctest under pipefail)
-grep -q "fences/ck.only_ref@ref$" "$tmp/list.txt" || fail "no fences/ck.only_ref@ref"
-grep -q "fences/ck.not_ref@ref-bad-cache$" "$tmp/list.txt" || fail "no ck.not_ref on the bad backend by its registered name"
+grep -q "fences/ck.only_ref@engine$" "$tmp/list.txt" || fail "no fences/ck.only_ref@engine"
+grep -q "fences/ck.not_ref@ref-sample$" "$tmp/list.txt" || fail "no ck.not_ref on ref-sample by its registered name"
+grep -q "gen/cache.sherlock@ref-bad-cache$" "$tmp/list.txt" || fail "no cache.sherlock on ref-bad-cache by its registered name"
 if grep -q "@libgenfence" "$tmp/list.txt"; then fail "a plugin's tests named by its path, not its registered name"; fi
-if grep -Eq "ck.only_ref@ref-bad-cache|ck.not_ref@ref$" "$tmp/list.txt"; then fail "a case's backends filter ignored"; fi
+if grep -Eq "ck.only_ref@ref-sample|ck.not_ref@engine" "$tmp/list.txt"; then fail "a case's backends filter ignored"; fi
+if grep -Eq "fences/.*@ref$" "$tmp/list.txt"; then fail "a sampler case named for ref, which has no sampler slot"; fi
 grep -q "fences/left_padding.positions@engine$" "$tmp/list.txt" || fail "no engine test for left_padding.positions"
-if grep -Eq "left_padding.positions@ref" "$tmp/list.txt"; then fail "an engine-alone case named for a backend"; fi
-[ "$(count -L '^engine$' -R '^fences/')" = "$n_engine" ] || fail "label engine"
-if [ "$(count -L '^backend:' -R '^fences/left_padding')" != 0 ]; then fail "an engine-alone case labelled with a backend"; fi
+grep -q "fences/top_k.fence@engine$" "$tmp/list.txt" || fail "no engine test for top_k.fence (ref has no sampler slot)"
+grep -q "fences/top_k.fence@ref-sample$" "$tmp/list.txt" || fail "no top_k.fence on ref-sample's sampler slot"
 # labels
-[ "$(count -L '^backend:ref$' -R '^fences/')" = $((n_sampler + 1)) ] || fail "label backend:ref"
-[ "$(count -L '^backend:ref-bad-cache$' -R '^fences/')" = $((n_sampler + 1)) ] || fail "label backend:ref-bad-cache"
+[ "$(count -L '^engine$' -R '^fences/')" = $((n_sampler + n_engine + 1)) ] || fail "label engine"
+[ "$(count -L '^backend:ref$' -R '^fences/')" = 0 ] || fail "a sampler case labelled backend:ref, which it never touches"
+[ "$(count -L '^backend:ref-sample$' -R '^fences/')" = $((n_sampler + 1)) ] || fail "label backend:ref-sample"
+[ "$(count -L '^backend:ref-bad-cache$' -R '^gen/')" = 1 ] || fail "label backend:ref-bad-cache"
 [ "$(count -L '^tag:mine$')" = 1 ] || fail "label tag:mine"
 [ "$(count -L '^kind:top_k_fence$' -R '^fences/ck\.')" = 2 ] || fail "label kind:"
 [ "$(count -L '^nightly$')" = "$want" ] || fail "LABELS not applied"
 # they run: ref passes, the bad backend fails cache.sherlock
-ctest --test-dir "$tmp/b" -R '^(fences/ck\.only_ref@ref|gen/cache\.sherlock@ref|fences/left_padding\.positions@engine)$' \
+ctest --test-dir "$tmp/b" -R '^(fences/ck\.only_ref@engine|fences/ck\.not_ref@ref-sample|gen/cache\.sherlock@ref|fences/left_padding\.positions@engine)$' \
     --output-on-failure -V > "$tmp/ok.txt" 2>&1 || { cat "$tmp/ok.txt"; fail "passing tests failed under ctest"; }
 # CDash measurements from the model case's report (ctest -V shows the test's output)
 # (on ref the sides are identical: the safety factor is +inf, said as text)
