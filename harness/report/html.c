@@ -210,19 +210,22 @@ static void comparison_marks(const json_t *metrics, double *atol, double *thr, l
 
 static int has_plot(const json_t *res) { return json_is_array(json_object_get(json_object_get(res, "metrics"), "step_max_delta")); }
 
-static void plots(gf_buf *b, const json_t *res, size_t idx)
+static void plots(gf_buf *b, const json_t *res, size_t idx, int heading)
 {
     const json_t *m = json_object_get(res, "metrics");
     double atol, thr;
     long fd, fs;
     comparison_marks(m, &atol, &thr, &fd, &fs);
-    gf_buf_printf(b, "<section class=\"case\" id=\"r%zu\"><h3>", idx);
-    esc(b, jstr(res, "id"));
-    gf_buf_puts(b, " on ");
-    esc(b, jstr(res, "backend"));
-    gf_buf_puts(b, " ");
-    verdict_span(b, jstr(res, "verdict"));
-    gf_buf_puts(b, "</h3>\n");
+    gf_buf_printf(b, "<section class=\"case\" id=\"r%zu\">", idx);
+    if (heading) { /* (in the failure list the item above names it) */
+        gf_buf_puts(b, "<h3>");
+        esc(b, jstr(res, "id"));
+        gf_buf_puts(b, " on ");
+        esc(b, jstr(res, "backend"));
+        gf_buf_puts(b, " ");
+        verdict_span(b, jstr(res, "verdict"));
+        gf_buf_puts(b, "</h3>\n");
+    }
     if (fd >= 0)
         gf_buf_printf(b, "<p class=\"divergence\">first divergence (tokens differ): step %ld</p>\n", fd);
     if (fs >= 0)
@@ -363,7 +366,7 @@ static void where(gf_buf *b, const json_t *r)
     gf_buf_puts(b, "</span>");
 }
 
-static void plots(gf_buf *b, const json_t *res, size_t idx);
+static void plots(gf_buf *b, const json_t *res, size_t idx, int heading);
 
 /* First on the page: each failure with its reason, where it is, its
  * reproduce line and its plot (the first one's above the fold). */
@@ -404,7 +407,7 @@ static void failures(gf_buf *b, const json_t *results, const long *plot_of)
             gf_buf_puts(b, "</pre>");
         }
         if (plot_of[i] >= 0)
-            plots(b, r, (size_t)plot_of[i]);
+            plots(b, r, (size_t)plot_of[i], 0);
         gf_buf_puts(b, "</li>\n");
     }
     gf_buf_puts(b, "</ol>\n");
@@ -612,7 +615,7 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     gf_buf_printf(b, "<h2 id=\"plots\">Per-step plots of the other runs (%zu)</h2>\n", np_rest);
     for (size_t k = 0; k < n; k++)
         if (plot_of[k] >= 0 && jnum(json_array_get(results, k), "exit_status", 0) == 0)
-            plots(b, json_array_get(results, k), (size_t)plot_of[k]);
+            plots(b, json_array_get(results, k), (size_t)plot_of[k], 1);
     if (!np_rest)
         gf_buf_puts(b, "<p>none (failures show theirs above)</p>\n");
     durations(b, results);
