@@ -1,5 +1,9 @@
 /* The sampler: temperature -> top-k -> top-p -> exponential race
- * (include/genfence/sampler.h, docs/sampler.md, docs/random.md).
+ * (include/genfence/sampler.h, docs/sampler.md, docs/random.md), and the
+ * entry points of every profile: gf_sample, gf_sample_row, the filter and
+ * probs. The top of the three sampler files: the rules are
+ * sampler_profile.c's (gf_sampler_validate), a profile's chain
+ * sampler_chain.c's.
  *
  * All arithmetic is in double on float logits. Scratch memory is malloc'd per
  * call and freed on every path; there is no global mutable state. */
@@ -22,41 +26,6 @@ gf_sampler_params gf_sampler_greedy(void)
     p.seed = 0;
     p.ext = NULL;
     return p;
-}
-
-gf_status gf_sampler_validate(const gf_sampler_params *p)
-{
-    if (p == NULL)
-        return gf_error_set(GF_E_INVALID_ARG, "sampler params: NULL");
-    if (p->ext) { /* a profile: its own rules (sampler_profile.c); seed's include the base ones */
-        gf_sampler_ext e;
-        gf_status st = gf_sampler_ext_load(p, &e);
-        if (st == GF_OK && e.profile == GF_PROFILE_SEED)
-            st = gf_sampler_validate_base(p);
-        return st == GF_OK ? gf_sampler_ext_validate(p, &e) : st;
-    }
-    return gf_sampler_validate_base(p);
-}
-
-gf_status gf_sampler_validate_base(const gf_sampler_params *p)
-{
-    if (isnan(p->temperature))
-        return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got NaN");
-    if (isinf(p->temperature))
-        return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got %s",
-                            p->temperature > 0 ? "inf" : "-inf");
-    if (p->temperature < 0.0)
-        return gf_error_set(GF_E_INVALID_ARG, "temperature must be a finite number >= 0, got %.17g",
-                            p->temperature);
-    if (p->use_top_k && p->top_k < 1)
-        return gf_error_set(GF_E_INVALID_ARG, "top_k must be >= 1, got %d", (int)p->top_k);
-    if (p->use_top_p) {
-        if (isnan(p->top_p))
-            return gf_error_set(GF_E_INVALID_ARG, "top_p must lie in (0, 1], got NaN");
-        if (!(p->top_p > 0.0 && p->top_p <= 1.0))
-            return gf_error_set(GF_E_INVALID_ARG, "top_p must lie in (0, 1], got %.17g", p->top_p);
-    }
-    return GF_OK;
 }
 
 /* Logits: V >= 1, no NaN, no +inf, at least one finite (-inf = excluded). */
@@ -121,16 +90,6 @@ static int cmp_double_desc(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x < y) - (x > y);
-}
-
-int gf_zi_cmp_desc(const void *a, const void *b)
-{
-    const gf_zi *x = a, *y = b;
-    if (x->z > y->z)
-        return -1;
-    if (x->z < y->z)
-        return 1;
-    return (x->i > y->i) - (x->i < y->i);
 }
 
 /* Steps 1-3 for a non-greedy temperature: z = logits / T, then top-k, then
@@ -371,4 +330,35 @@ gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
     free(z);
     free(u);
     return st;
+}
+
+gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                        int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                        gf_sample_result *out)
+{
+    if (!p || !p->ext)
+        return gf_sample(logits, V, p, seq_id, step, out);
+    gf_sampler_ext e;
+    gf_status st = gf_sampler_ext_load(p, &e);
+    if (st != GF_OK)
+        return st;
+    e.history = tokens;
+    e.n_history = n_tokens;
+    e.n_prompt = n_prompt;
+    if (e.eos_id < 0)
+        e.eos_id = eos_id;
+    gf_sampler_params q = *p;
+    q.ext = &e;
+    return gf_sample(logits, V, &q, seq_id, step, out);
+}
+
+int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token)
+{
+    gf_sampler_ext e;
+    if (!p || !p->ext || gf_sampler_ext_load(p, &e) != GF_OK)
+        return 0;
+    for (int32_t i = 0; i < e.n_stop_ids; i++)
+        if (e.stop_ids[i] == token)
+            return 1;
+    return 0;
 }

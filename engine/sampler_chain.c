@@ -2,7 +2,9 @@
  * docs/sampler.md "Profiles" and "Filters"): logit bias, the min_new_tokens
  * EOS ban, penalties over the history, temperature, top-k, top-p, min-p,
  * typical-p, in the profile's order, each with that engine's rule. The draw
- * (the Philox race) is sampler.c's for every profile.
+ * (the Philox race) is sampler.c's for every profile. Between the two other
+ * sampler files: it reads the profile's names and extension
+ * (sampler_profile.c), sampler.c calls it.
  *
  * All arithmetic is in double. z (V) holds the working logits; a dropped
  * token is -inf. Scratch is malloc'd per call and freed on every path. */
@@ -13,6 +15,16 @@
 #include "sampler_internal.h"
 
 typedef gf_zi zi;
+
+int gf_zi_cmp_desc(const void *a, const void *b)
+{
+    const gf_zi *x = a, *y = b;
+    if (x->z > y->z)
+        return -1;
+    if (x->z < y->z)
+        return 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
 
 /* ascending key, equal keys by ascending index */
 static int cmp_zi_asc(const void *a, const void *b)

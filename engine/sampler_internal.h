@@ -1,4 +1,6 @@
-/* Shared by engine/sampler.c, sampler_profile.c and sampler_chain.c. */
+/* Shared by the three sampler files, in their order: sampler_profile.c
+ * (names, the field table, the extension and its rules) <- sampler_chain.c
+ * (a profile's chain) <- sampler.c (gf_sample and the other entry points). */
 #ifndef GENFENCE_ENGINE_SAMPLER_INTERNAL_H
 #define GENFENCE_ENGINE_SAMPLER_INTERNAL_H
 
@@ -6,23 +8,19 @@
 
 /* A (value, index) pair: qsort has no context argument, so rows are sorted
  * as pairs. gf_zi_cmp_desc: descending z, equal z by ascending index (the
- * tie rule of every profile's sort; sampler.c). */
+ * tie rule of every profile's sort; sampler_chain.c). */
 typedef struct gf_zi {
     double z;
     int32_t i;
 } gf_zi;
 int gf_zi_cmp_desc(const void *a, const void *b);
 
-/* p->ext into *out, fields past its struct_size at their defaults (ext NULL:
- * the defaults). */
+/* sampler_profile.c: p->ext into *out, fields past its struct_size at their
+ * defaults (ext NULL: the defaults); the plain test of gf_sampler_params_plain. */
 gf_status gf_sampler_ext_load(const gf_sampler_params *p, gf_sampler_ext *out);
-/* The argument rules of e->profile (docs/sampler.md). */
-gf_status gf_sampler_ext_validate(const gf_sampler_params *p, const gf_sampler_ext *e);
 int gf_sampler_ext_is_plain(const gf_sampler_ext *e);
-/* The seed's own checks of temperature, top_k and top_p (sampler.c). */
-gf_status gf_sampler_validate_base(const gf_sampler_params *p);
 
-/* The chain for a params with an extension (already validated): z (V) the
+/* sampler_chain.c: the chain for a params with an extension (already validated): z (V) the
  * final filtered, scaled logits (-inf where dropped). *greedy is set when
  * the choice is the argmax (then res holds it, z is one-hot at its value);
  * *poisoned when a vllm row had NaN/+inf/all -inf (res->token the valid id

@@ -1,15 +1,45 @@
-/* Sampler profiles: names, defaults, the versioned extension and the
- * per-profile argument semantics (include/genfence/sampler.h,
- * docs/sampler.md "Profiles"). The chain itself is engine/sampler_chain.c. */
+/* Sampler profiles: names, the field table, defaults, the versioned
+ * extension and every argument rule (include/genfence/sampler.h and
+ * sampler_fields.h, docs/sampler.md "Profiles"). The lowest of the three
+ * sampler files: sampler_chain.c runs the profile's chain, sampler.c draws
+ * and validates through gf_sampler_validate here. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "genfence/sampler.h"
+#include "genfence/sampler_fields.h"
 #include "sampler_internal.h"
 
 static const char *const k_profiles[GF_PROFILE_COUNT] = {"seed", "hf", "llamacpp", "vllm"};
-static const char *const k_stages[] = {NULL, "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"};
+static const char *const k_stages[] = {
+#define STAGE_NAME_(ID, v, name) [v] = name,
+    GF_SAMPLER_STAGE_LIST(STAGE_NAME_)
+#undef STAGE_NAME_
+};
+#define N_STAGES ((int)(sizeof k_stages / sizeof k_stages[0]))
+
+const gf_sampler_field gf_sampler_fields[GF_SF_COUNT] = {
+#define FIELD_(ID, nm, ty, wh, mem, aux_, dv, rlo, rhi, stg, rc, fl, flg, hlp, c_any, c_seed, c_hf, c_lc, c_vl)     \
+    [GF_SFI_##ID] = {.name = nm,                                                                                       \
+                    .type = ty,                                                                                       \
+                    .in_ext = GF_SF_IN_EXT_##wh,                                                    \
+                    .off = offsetof(GF_SF_STRUCT_##wh, mem),                                                          \
+                    .aux = offsetof(GF_SF_STRUCT_##wh, aux_),                                                         \
+                    .def = dv,                                                                                        \
+                    .lo = rlo,                                                                                        \
+                    .hi = rhi,                                                                                        \
+                    .stage = stg,                                                                                     \
+                    .rec = rc,                                                                                        \
+                    .flags = fl,                                                                                      \
+                    .flag = flg,                                                                                      \
+                    .help = hlp,                                                                                      \
+                    .any = c_any,                                                                                     \
+                    .by_profile = {c_seed, c_hf, c_lc, c_vl}},
+    GF_SAMPLER_FIELD_LIST(FIELD_)
+#undef FIELD_
+};
 
 const char *gf_sampler_profile_name(int profile)
 {
@@ -26,15 +56,109 @@ int gf_sampler_profile_from_name(const char *name)
 
 const char *gf_sampler_stage_name(int stage)
 {
-    return stage >= GF_STAGE_PENALTIES && stage <= GF_STAGE_TEMPERATURE ? k_stages[stage] : NULL;
+    return stage > 0 && stage < N_STAGES ? k_stages[stage] : NULL;
 }
 
 int gf_sampler_stage_from_name(const char *name)
 {
-    for (int i = GF_STAGE_PENALTIES; name && i <= GF_STAGE_TEMPERATURE; i++)
-        if (!strcmp(name, k_stages[i]))
+    for (int i = 1; name && i < N_STAGES; i++)
+        if (k_stages[i] && !strcmp(name, k_stages[i]))
             return i;
     return -1;
+}
+
+static void join(char *buf, size_t cap, const char *const *names, int n, const char *last_sep)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0, k = 0; i < n; i++) {
+        if (!names[i])
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s", k == 0 ? "" : i == n - 1 ? last_sep : ", ", names[i]);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+        k++;
+    }
+}
+
+const char *gf_sampler_profile_list(const char *last_sep)
+{
+    static char comma[128], other[128];
+    char *buf = !strcmp(last_sep, ", ") ? comma : other;
+    join(buf, sizeof comma, k_profiles, GF_PROFILE_COUNT, last_sep);
+    return buf;
+}
+
+const char *gf_sampler_stage_list(void)
+{
+    static char buf[256];
+    join(buf, sizeof buf, k_stages, N_STAGES, ", ");
+    return buf;
+}
+
+/* ---- a field's storage ---- */
+
+void *gf_sf_at(const gf_sampler_field *f, gf_sampler_params *p, gf_sampler_ext *e, size_t off)
+{
+    return (char *)(f->in_ext ? (void *)e : (void *)p) + off;
+}
+
+const void *gf_sf_cat(const gf_sampler_field *f, const gf_sampler_params *p, const gf_sampler_ext *e, size_t off)
+{
+    return (const char *)(f->in_ext ? (const void *)e : (const void *)p) + off;
+}
+
+#define I32(f, p, e, o) (*(const int32_t *)gf_sf_cat(f, p, e, o))
+#define F64(f, p, e, o) (*(const double *)gf_sf_cat(f, p, e, o))
+
+int32_t gf_sf_count(const gf_sampler_field *f, const gf_sampler_params *p, const gf_sampler_ext *e)
+{
+    switch (f->type) {
+    case GF_SF_CHAIN:
+    case GF_SF_BIAS:
+    case GF_SF_IDS: return I32(f, p, e, f->aux);
+    default: return 0;
+    }
+}
+
+int gf_sf_is_default(const gf_sampler_field *f, const gf_sampler_params *p, const gf_sampler_ext *e)
+{
+    switch (f->type) {
+    case GF_SF_REAL: return F64(f, p, e, f->off) == f->def;
+    case GF_SF_REAL_OPT:
+    case GF_SF_INT_OPT: return !I32(f, p, e, f->aux);
+    case GF_SF_INT:
+    case GF_SF_PROFILE:
+    case GF_SF_PROMPT_LEN: return I32(f, p, e, f->off) == (int32_t)f->def;
+    case GF_SF_SEED: return *(const uint64_t *)gf_sf_cat(f, p, e, f->off) == 0;
+    case GF_SF_CHAIN:
+    case GF_SF_BIAS:
+    case GF_SF_IDS: return gf_sf_count(f, p, e) == 0;
+    }
+    return 1;
+}
+
+void gf_sf_reset(const gf_sampler_field *f, gf_sampler_params *p, gf_sampler_ext *e)
+{
+    switch (f->type) {
+    case GF_SF_REAL: *(double *)gf_sf_at(f, p, e, f->off) = f->def; break;
+    case GF_SF_REAL_OPT:
+        *(double *)gf_sf_at(f, p, e, f->off) = f->def;
+        *(int32_t *)gf_sf_at(f, p, e, f->aux) = 0;
+        break;
+    case GF_SF_INT_OPT:
+        *(int32_t *)gf_sf_at(f, p, e, f->off) = (int32_t)f->def;
+        *(int32_t *)gf_sf_at(f, p, e, f->aux) = 0;
+        break;
+    case GF_SF_INT:
+    case GF_SF_PROFILE:
+    case GF_SF_PROMPT_LEN: *(int32_t *)gf_sf_at(f, p, e, f->off) = (int32_t)f->def; break;
+    case GF_SF_SEED: *(uint64_t *)gf_sf_at(f, p, e, f->off) = 0; break;
+    case GF_SF_CHAIN:
+    case GF_SF_BIAS:
+    case GF_SF_IDS: *(int32_t *)gf_sf_at(f, p, e, f->aux) = 0; break;
+    }
 }
 
 gf_sampler_ext gf_sampler_ext_defaults(void)
@@ -42,13 +166,9 @@ gf_sampler_ext gf_sampler_ext_defaults(void)
     gf_sampler_ext e;
     memset(&e, 0, sizeof e);
     e.struct_size = (uint32_t)sizeof e;
-    e.profile = GF_PROFILE_SEED;
-    e.min_p = 0.0;
-    e.typical_p = 1.0;
-    e.repetition_penalty = 1.0;
-    e.penalty_last_n = -1;
-    e.min_tokens_to_keep = 1;
-    e.eos_id = -1;
+    for (int i = 0; i < GF_SF_COUNT; i++)
+        if (gf_sampler_fields[i].in_ext)
+            gf_sf_reset(&gf_sampler_fields[i], NULL, &e);
     return e;
 }
 
@@ -72,11 +192,15 @@ int gf_sampler_params_profile(const gf_sampler_params *p)
     return p->ext->profile;
 }
 
+/* Seed, every filter at its default; min_new_tokens bans nothing without an eos id. */
 int gf_sampler_ext_is_plain(const gf_sampler_ext *e)
 {
-    return e->profile == GF_PROFILE_SEED && e->n_chain == 0 && !e->use_min_p && !e->use_typical_p &&
-           e->repetition_penalty == 1.0 && e->frequency_penalty == 0.0 && e->presence_penalty == 0.0 &&
-           e->min_tokens_to_keep <= 1 && e->n_bias == 0 && (e->min_new_tokens == 0 || e->eos_id < 0);
+    if (e->profile != GF_PROFILE_SEED || (e->min_new_tokens != 0 && e->eos_id >= 0))
+        return 0;
+    for (int i = 0; i < GF_SF_COUNT; i++)
+        if ((gf_sampler_fields[i].flags & GF_SF_FILTER) && !gf_sf_is_default(&gf_sampler_fields[i], NULL, e))
+            return 0;
+    return 1;
 }
 
 int gf_sampler_params_plain(const gf_sampler_params *p)
@@ -89,79 +213,110 @@ int gf_sampler_params_plain(const gf_sampler_params *p)
     return gf_sampler_ext_is_plain(&e);
 }
 
-gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
-                        int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
-                        gf_sample_result *out)
-{
-    if (!p || !p->ext)
-        return gf_sample(logits, V, p, seq_id, step, out);
-    gf_sampler_ext e;
-    gf_status st = gf_sampler_ext_load(p, &e);
-    if (st != GF_OK)
-        return st;
-    e.history = tokens;
-    e.n_history = n_tokens;
-    e.n_prompt = n_prompt;
-    if (e.eos_id < 0)
-        e.eos_id = eos_id;
-    gf_sampler_params q = *p;
-    q.ext = &e;
-    return gf_sample(logits, V, &q, seq_id, step, out);
-}
-
-int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token)
-{
-    gf_sampler_ext e;
-    if (!p || !p->ext || gf_sampler_ext_load(p, &e) != GF_OK)
-        return 0;
-    for (int32_t i = 0; i < e.n_stop_ids; i++)
-        if (e.stop_ids[i] == token)
-            return 1;
-    return 0;
-}
+/* ---- validation: the table's rules ---- */
 
 #define BAD(...) return gf_error_set(GF_E_INVALID_ARG, __VA_ARGS__)
 
-static gf_status validate_common(const gf_sampler_ext *e, const char *pn)
+/* One rule over value v under profile pr: GF_OK or its message. */
+static gf_status check(const gf_sf_check *c, double v, int pr)
 {
-    if (e->n_bias < 0 || (e->n_bias > 0 && !e->bias))
-        BAD("%s: logit_bias: %d entries, pointer %s", pn, (int)e->n_bias, e->bias ? "set" : "NULL");
-    for (int32_t i = 0; i < e->n_bias; i++) {
-        if (e->bias[i].token < 0)
-            BAD("%s: logit_bias token %d is negative", pn, (int)e->bias[i].token);
-        if (isnan(e->bias[i].bias) || (isinf(e->bias[i].bias) && e->bias[i].bias > 0))
-            BAD("%s: logit_bias for token %d is %s (a finite number or -inf)", pn, (int)e->bias[i].token,
-                isnan(e->bias[i].bias) ? "NaN" : "+inf");
-        for (int32_t j = 0; j < i; j++)
-            if (e->bias[j].token == e->bias[i].token)
-                BAD("%s: logit_bias names token %d twice", pn, (int)e->bias[i].token);
+    if (!c->msg)
+        return GF_OK;
+    int ok = isnan(v) ? (c->flags & GF_SFC_NAN_OK) != 0
+                      : ((c->flags & GF_SFC_LO_OPEN) ? v > c->lo : v >= c->lo) &&
+                            ((c->flags & GF_SFC_HI_OPEN) ? v < c->hi : v <= c->hi);
+    if (ok)
+        return GF_OK;
+    char val[64] = "";
+    switch (c->flags & GF_SFC_V_MASK) {
+    case GF_SFC_V_NANWORD:
+        if (isnan(v)) {
+            snprintf(val, sizeof val, "NaN");
+            break;
+        }
+        /* fall through */
+    case GF_SFC_V_G17: snprintf(val, sizeof val, "%.17g", v); break;
+    case GF_SFC_V_G: snprintf(val, sizeof val, "%g", v); break;
+    case GF_SFC_V_D: snprintf(val, sizeof val, "%d", (int)v); break;
+    case GF_SFC_V_PROFILE: snprintf(val, sizeof val, "%s", gf_sampler_profile_name(pr)); break;
+    default: break;
     }
-    if (e->n_history < 0 || (e->n_history > 0 && !e->history))
-        BAD("%s: history: %d ids, pointer %s", pn, (int)e->n_history, e->history ? "set" : "NULL");
-    for (int32_t i = 0; i < e->n_history; i++)
-        if (e->history[i] < 0)
-            BAD("%s: history[%d] = %d is negative", pn, (int)i, (int)e->history[i]);
-    if (e->n_prompt < 0 || e->n_prompt > e->n_history)
-        BAD("%s: history_prompt %d must lie in [0, %d] (the history's length)", pn, (int)e->n_prompt,
-            (int)e->n_history);
-    if (e->min_new_tokens < 0)
-        BAD("%s: min_new_tokens must be >= 0, got %d", pn, (int)e->min_new_tokens);
-    if (e->eos_id < -1)
-        BAD("%s: eos_id must be >= 0 (or -1: none), got %d", pn, (int)e->eos_id);
-    if (e->n_stop_ids < 0 || (e->n_stop_ids > 0 && !e->stop_ids))
-        BAD("%s: stop_token_ids: %d ids, pointer %s", pn, (int)e->n_stop_ids, e->stop_ids ? "set" : "NULL");
-    for (int32_t i = 0; i < e->n_stop_ids; i++)
-        if (e->stop_ids[i] < 0)
-            BAD("%s: stop_token_ids[%d] = %d is negative", pn, (int)i, (int)e->stop_ids[i]);
-    if (!isfinite(e->frequency_penalty))
-        BAD("%s: frequency_penalty must be finite, got %g", pn, e->frequency_penalty);
-    if (!isfinite(e->presence_penalty))
-        BAD("%s: presence_penalty must be finite, got %g", pn, e->presence_penalty);
-    if (e->penalty_last_n < -1)
-        BAD("%s: penalty_last_n must be >= -1 (-1: the whole history), got %d", pn, (int)e->penalty_last_n);
-    if (e->n_chain != 0 && e->profile != GF_PROFILE_LLAMACPP)
-        BAD("%s: an explicit chain is llamacpp's (its order is configurable); %s has a fixed order", pn, pn);
-    return GF_OK;
+    char msg[512];
+    const char *pct = strstr(c->msg, "%s");
+    if (pct)
+        snprintf(msg, sizeof msg, "%.*s%s%s", (int)(pct - c->msg), c->msg, val, pct + 2);
+    else
+        snprintf(msg, sizeof msg, "%s", c->msg);
+    if (c->flags & GF_SFC_PREFIX)
+        BAD("%s: %s", gf_sampler_profile_name(pr), msg);
+    BAD("%s", msg);
+}
+
+/* The value a field's rules read: the number, or a list's count. */
+static double rule_value(const gf_sampler_field *f, const gf_sampler_params *p, const gf_sampler_ext *e)
+{
+    switch (f->type) {
+    case GF_SF_REAL:
+    case GF_SF_REAL_OPT: return F64(f, p, e, f->off);
+    case GF_SF_INT:
+    case GF_SF_INT_OPT:
+    case GF_SF_PROFILE:
+    case GF_SF_PROMPT_LEN: return (double)I32(f, p, e, f->off);
+    case GF_SF_CHAIN:
+    case GF_SF_BIAS:
+    case GF_SF_IDS: return (double)gf_sf_count(f, p, e);
+    case GF_SF_SEED: return 0.0;
+    }
+    return 0.0;
+}
+
+/* rules apply to an optional only when it is on */
+static gf_status field_rule(const gf_sampler_field *f, const gf_sf_check *c, const gf_sampler_params *p,
+                            const gf_sampler_ext *e, int pr)
+{
+    if ((f->type == GF_SF_REAL_OPT || f->type == GF_SF_INT_OPT) && !I32(f, p, e, f->aux))
+        return GF_OK;
+    return check(c, rule_value(f, p, e), pr);
+}
+
+/* What the type itself demands of the lists and the prompt length. */
+static gf_status field_shape(const gf_sampler_field *f, const gf_sampler_ext *e, const char *pn)
+{
+    const int32_t n = gf_sf_count(f, NULL, e);
+    switch (f->type) {
+    case GF_SF_BIAS: {
+        const gf_logit_bias *b = *(const gf_logit_bias *const *)gf_sf_cat(f, NULL, e, f->off);
+        if (n < 0 || (n > 0 && !b))
+            BAD("%s: %s: %d entries, pointer %s", pn, f->name, (int)n, b ? "set" : "NULL");
+        for (int32_t i = 0; i < n; i++) {
+            if (b[i].token < 0)
+                BAD("%s: %s token %d is negative", pn, f->name, (int)b[i].token);
+            if (isnan(b[i].bias) || (isinf(b[i].bias) && b[i].bias > 0))
+                BAD("%s: %s for token %d is %s (a finite number or -inf)", pn, f->name, (int)b[i].token,
+                    isnan(b[i].bias) ? "NaN" : "+inf");
+            for (int32_t j = 0; j < i; j++)
+                if (b[j].token == b[i].token)
+                    BAD("%s: %s names token %d twice", pn, f->name, (int)b[i].token);
+        }
+        return GF_OK;
+    }
+    case GF_SF_IDS: {
+        const int32_t *ids = *(const int32_t *const *)gf_sf_cat(f, NULL, e, f->off);
+        if (n < 0 || (n > 0 && !ids))
+            BAD("%s: %s: %d ids, pointer %s", pn, f->name, (int)n, ids ? "set" : "NULL");
+        for (int32_t i = 0; i < n; i++)
+            if (ids[i] < 0)
+                BAD("%s: %s[%d] = %d is negative", pn, f->name, (int)i, (int)ids[i]);
+        return GF_OK;
+    }
+    case GF_SF_PROMPT_LEN: {
+        const int32_t v = *(const int32_t *)gf_sf_cat(f, NULL, e, f->off);
+        if (v < 0 || v > e->n_history)
+            BAD("%s: %s %d must lie in [0, %d] (the history's length)", pn, f->name, (int)v, (int)e->n_history);
+        return GF_OK;
+    }
+    default: return GF_OK;
+    }
 }
 
 static int chain_has(const gf_sampler_ext *e, int stage)
@@ -172,6 +327,8 @@ static int chain_has(const gf_sampler_ext *e, int stage)
     return 0;
 }
 
+/* llamacpp's chain: known stages, each once, temperature in it, and the
+ * stage of every field that is set (the table's `stage`). */
 static gf_status validate_llamacpp_chain(const gf_sampler_params *p, const gf_sampler_ext *e)
 {
     if (e->n_chain == 0)
@@ -187,119 +344,51 @@ static gf_status validate_llamacpp_chain(const gf_sampler_params *p, const gf_sa
     }
     if (!chain_has(e, GF_STAGE_TEMPERATURE))
         BAD("llamacpp: chain lacks 'temperature' (llama.cpp's dist would sample at temperature 1)");
-    const struct { int set, stage; } need[] = {
-        {p->use_top_k, GF_STAGE_TOP_K},
-        {p->use_top_p, GF_STAGE_TOP_P},
-        {e->use_min_p, GF_STAGE_MIN_P},
-        {e->use_typical_p, GF_STAGE_TYPICAL_P},
-        {e->repetition_penalty != 1.0 || e->frequency_penalty != 0.0 || e->presence_penalty != 0.0,
-         GF_STAGE_PENALTIES},
-    };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (need[i].set && !chain_has(e, need[i].stage))
-            BAD("llamacpp: '%s' is set but not in the chain", gf_sampler_stage_name(need[i].stage));
+    for (int i = 0; i < GF_SF_COUNT; i++) {
+        const gf_sampler_field *f = &gf_sampler_fields[i];
+        if (f->stage && !gf_sf_is_default(f, p, e) && !chain_has(e, f->stage))
+            BAD("llamacpp: '%s' is set but not in the chain", gf_sampler_stage_name(f->stage));
+    }
     return GF_OK;
 }
 
-static gf_status validate_temperature(double T, int profile)
+/* The rules in this order: under seed the params' own fields first (all a
+ * params without an extension has); then, with an extension, every
+ * profile's rules and the lists' shapes, the profile's rules, and
+ * llamacpp's chain. */
+gf_status gf_sampler_validate(const gf_sampler_params *p)
 {
-    switch (profile) {
-    case GF_PROFILE_HF:
-        if (!(T > 0))
-            BAD("hf: temperature (=%.17g) has to be a strictly positive float (HF's TemperatureLogitsWarper "
-                "raises; greedy is do_sample=False)", T);
-        return GF_OK;
-    case GF_PROFILE_LLAMACPP:
-        if (isnan(T))
-            BAD("llamacpp: temperature is NaN (llama.cpp would divide every logit by it)");
-        return GF_OK; /* <= 0: greedy at its place in the chain; +inf: uniform */
-    case GF_PROFILE_VLLM:
-        if (isnan(T) || isinf(T)) /* SamplingParams: "a non-negative finite number" */
-            BAD("vllm: temperature must be a non-negative finite number, got %s", isnan(T) ? "NaN" : T > 0 ? "inf" : "-inf");
-        if (T < 0)
-            BAD("vllm: temperature must be a non-negative finite number, got %.17g", T);
-        return GF_OK;
-    default:
-        return GF_OK;
-    }
-}
-
-gf_status gf_sampler_ext_validate(const gf_sampler_params *p, const gf_sampler_ext *e)
-{
-    const int pr = e->profile;
+    if (p == NULL)
+        return gf_error_set(GF_E_INVALID_ARG, "sampler params: NULL");
+    gf_sampler_ext ext;
+    gf_status st = gf_sampler_ext_load(p, &ext);
+    if (st != GF_OK)
+        return st;
+    const gf_sampler_ext *e = p->ext ? &ext : NULL;
+    const int pr = e ? e->profile : GF_PROFILE_SEED;
+    for (int i = 0; pr == GF_PROFILE_SEED && i < GF_SF_COUNT && st == GF_OK; i++)
+        if (!gf_sampler_fields[i].in_ext)
+            st = field_rule(&gf_sampler_fields[i], &gf_sampler_fields[i].by_profile[GF_PROFILE_SEED], p, e, pr);
+    if (st != GF_OK || !e)
+        return st;
     const char *pn = gf_sampler_profile_name(pr);
     if (!pn)
-        BAD("sampler profile %d is not one of seed, hf, llamacpp, vllm", (int)pr);
-    gf_status st = validate_common(e, pn);
-    if (st != GF_OK)
-        return st;
-    st = validate_temperature(p->temperature, pr);
-    if (st != GF_OK)
-        return st;
-    switch (pr) {
-    case GF_PROFILE_SEED:
-        if (e->use_min_p && !(e->min_p >= 0.0 && e->min_p <= 1.0))
-            BAD("seed: min_p must lie in [0, 1], got %.17g", e->min_p);
-        if (e->use_typical_p && !(e->typical_p > 0.0 && e->typical_p <= 1.0))
-            BAD("seed: typical_p must lie in (0, 1], got %.17g", e->typical_p);
-        if (!(e->repetition_penalty > 0.0) || isinf(e->repetition_penalty))
-            BAD("seed: repetition_penalty must be a finite number > 0, got %.17g", e->repetition_penalty);
-        if (e->min_tokens_to_keep < 1)
-            BAD("seed: min_tokens_to_keep must be >= 1, got %d", (int)e->min_tokens_to_keep);
-        return GF_OK;
-    case GF_PROFILE_HF:
-        if (p->use_top_k && p->top_k < 0)
-            BAD("hf: top_k has to be a strictly positive integer (0: off), got %d", (int)p->top_k);
-        if (p->use_top_p && p->top_p < 0)
-            BAD("hf: top_p has to be a float in [0, 1] (>= 1 and NaN: off), got %.17g", p->top_p);
-        if (e->use_min_p && !(e->min_p >= 0.0 && e->min_p <= 1.0))
-            BAD("hf: min_p has to be a float in the [0, 1] interval, got %.17g", e->min_p);
-        if (e->use_typical_p && e->typical_p <= 0)
-            BAD("hf: typical_p has to be a float > 0 (>= 1 and NaN: off), got %.17g", e->typical_p);
-        if (!(e->repetition_penalty > 0.0))
-            BAD("hf: repetition_penalty has to be a strictly positive float, got %.17g", e->repetition_penalty);
-        if (e->frequency_penalty != 0.0)
-            BAD("hf: transformers has no frequency_penalty (got %g)", e->frequency_penalty);
-        if (e->presence_penalty != 0.0)
-            BAD("hf: transformers has no presence_penalty (got %g)", e->presence_penalty);
-        if (e->penalty_last_n != -1)
-            BAD("hf: repetition_penalty covers the whole history; penalty_last_n is llamacpp's");
-        if (e->min_tokens_to_keep < 1)
-            BAD("hf: min_tokens_to_keep has to be a positive integer, got %d", (int)e->min_tokens_to_keep);
-        return GF_OK;
-    case GF_PROFILE_LLAMACPP:
-        /* min_p: any value. llama.cpp's min-p keeps the top max(1, min_keep)
-         * when fewer pass (p > 1: none but the top); NaN passes every
-         * comparison's negation, so it keeps all; <= 0 is off. */
-        if (!(e->repetition_penalty > 0.0) || isinf(e->repetition_penalty))
-            BAD("llamacpp: repeat penalty must be a finite number > 0 (1: off), got %.17g", e->repetition_penalty);
-        if (e->min_tokens_to_keep < 0)
-            BAD("llamacpp: min_keep must be >= 0, got %d", (int)e->min_tokens_to_keep);
-        if (e->min_new_tokens != 0)
-            BAD("llamacpp: llama.cpp's sampler has no min_new_tokens (ban EOS with logit_bias)");
-        return validate_llamacpp_chain(p, e);
-    case GF_PROFILE_VLLM:
-        if (p->use_top_k && p->top_k < -1)
-            BAD("vllm: top_k must be -1 or 0 (disable) or at least 1, got %d", (int)p->top_k);
-        if (p->use_top_p && !(p->top_p > 0.0 && p->top_p <= 1.0))
-            BAD("vllm: top_p must be in (0, 1], got %.17g", p->top_p);
-        if (e->use_min_p && !(e->min_p >= 0.0 && e->min_p <= 1.0))
-            BAD("vllm: min_p must be in [0, 1], got %.17g", e->min_p);
-        if (e->use_typical_p)
-            BAD("vllm: vLLM has no typical_p");
-        if (!(e->repetition_penalty > 0.0) || isinf(e->repetition_penalty))
-            BAD("vllm: repetition_penalty must be greater than zero, got %.17g", e->repetition_penalty);
-        if (!(e->frequency_penalty >= -2.0 && e->frequency_penalty <= 2.0))
-            BAD("vllm: frequency_penalty must be in [-2, 2], got %g", e->frequency_penalty);
-        if (!(e->presence_penalty >= -2.0 && e->presence_penalty <= 2.0))
-            BAD("vllm: presence_penalty must be in [-2, 2], got %g", e->presence_penalty);
-        if (e->penalty_last_n != -1)
-            BAD("vllm: penalties cover the whole prompt and output; penalty_last_n is llamacpp's");
-        if (e->min_tokens_to_keep != 1)
-            BAD("vllm: vLLM has no min_tokens_to_keep (got %d)", (int)e->min_tokens_to_keep);
-        return GF_OK;
+        BAD("sampler profile %d is not one of %s", (int)pr, gf_sampler_profile_list(", "));
+    for (int i = 0; i < GF_SF_COUNT && st == GF_OK; i++) {
+        const gf_sampler_field *f = &gf_sampler_fields[i];
+        if (f->in_ext)
+            st = field_shape(f, e, pn);
+        if (st == GF_OK)
+            st = field_rule(f, &f->any, p, e, pr);
     }
-    return GF_OK;
+    for (int i = 0; i < GF_SF_COUNT && st == GF_OK; i++) {
+        const gf_sampler_field *f = &gf_sampler_fields[i];
+        if (pr != GF_PROFILE_SEED || f->in_ext)
+            st = field_rule(f, &f->by_profile[pr], p, e, pr);
+    }
+    if (st == GF_OK && pr == GF_PROFILE_LLAMACPP)
+        st = validate_llamacpp_chain(p, e);
+    return st;
 }
 
 /* ---- the semantics table (genfence list --profiles, docs/sampler.md) ---- */

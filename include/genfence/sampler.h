@@ -76,16 +76,20 @@ const char *gf_sampler_profile_name(int profile);
 int gf_sampler_profile_from_name(const char *name);
 
 /* Chain stages (llamacpp's `chain` orders them; logit bias and the
- * min_new_tokens EOS ban always come first). */
+ * min_new_tokens EOS ban always come first): X(ID, value, name). */
+#define GF_SAMPLER_STAGE_LIST(X)                                                                                       \
+    X(PENALTIES, 1, "penalties")                                                                                       \
+    X(TOP_K, 2, "top_k")                                                                                               \
+    X(TYPICAL_P, 3, "typical_p")                                                                                       \
+    X(TOP_P, 4, "top_p")                                                                                               \
+    X(MIN_P, 5, "min_p")                                                                                               \
+    X(TEMPERATURE, 6, "temperature")
 typedef enum gf_sampler_stage {
-    GF_STAGE_PENALTIES = 1,
-    GF_STAGE_TOP_K = 2,
-    GF_STAGE_TYPICAL_P = 3,
-    GF_STAGE_TOP_P = 4,
-    GF_STAGE_MIN_P = 5,
-    GF_STAGE_TEMPERATURE = 6,
+#define GF_STAGE_ENUM_(ID, v, name) GF_STAGE_##ID = v,
+    GF_SAMPLER_STAGE_LIST(GF_STAGE_ENUM_)
+#undef GF_STAGE_ENUM_
 } gf_sampler_stage;
-#define GF_SAMPLER_MAX_CHAIN 6
+#define GF_SAMPLER_MAX_CHAIN 6 /* the capacity of gf_sampler_ext.chain (part of its layout) */
 /* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"; NULL otherwise. */
 const char *gf_sampler_stage_name(int stage);
 int gf_sampler_stage_from_name(const char *name); /* -1 if unknown */
