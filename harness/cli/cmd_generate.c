@@ -46,22 +46,9 @@ static void usage(FILE *f)
                "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
                "                         against each prompt alone; exit 1 on an unexcused mismatch\n"
                "\n"
-               "Sampler profiles and filters (docs/sampler.md; the rules of the case keys):\n"
-               "  --profile NAME         seed (default), hf, llamacpp or vllm: whose argument\n"
-               "                         semantics and chain order (genfence list --profiles)\n"
-               "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"
-               "                         top_p, min_p, temperature (each set filter must be in it,\n"
-               "                         the default top-k 40 and top-p 0.95 too: or give none)\n"
-               "  --min-p P|none         keep p_i >= P * p_max (default none)\n"
-               "  --typical-p P|none     locally typical sampling (default none)\n"
-               "  --repetition-penalty R over the history: prompt and generated ids (default 1: off)\n"
-               "  --frequency-penalty F  z -= F * count (default 0)\n"
-               "  --presence-penalty P   z -= P once seen (default 0)\n"
-               "  --penalty-last-n N     llamacpp: the last N ids count (-1 all, 0 off; default -1)\n"
-               "  --min-tokens-to-keep N (default 1; llamacpp's min_keep may be 0)\n"
-               "  --logit-bias ID:B,...  add B to token ID's logit (-inf bans it); repeatable\n"
-               "  --min-new-tokens N     ban the eos id (vllm: and the stop ids) before N new tokens\n"
-               "  --stop-token-ids A,B   stop after any of these ids (stop_reason stop_token_id)\n"
+               "Sampler profiles and filters (docs/sampler.md; the rules of the case keys):\n");
+    gf_gen_sampler_help(f);
+    fprintf(f,
                "  --stop STRING          stop the text exactly before STRING (repeatable; the first\n"
                "                         in the text wins; UTF-8 safe, in --stream and the final\n"
                "                         text alike; stop_reason stop_string; tokens: up to the one\n"
@@ -536,28 +523,11 @@ int gf_cmd_generate(int argc, char **argv)
         O_BACKEND,
         O_THREADS
     };
-    static const struct option longopts[] = {{"model", required_argument, 0, 'm'},
+    static const struct option own_head[] = {{"model", required_argument, 0, 'm'},
                                              {"prompt", required_argument, 0, 'p'},
                                              {"tokens", required_argument, 0, O_TOKENS},
-                                             {"max-new-tokens", required_argument, 0, O_MAXNEW},
-                                             {"temperature", required_argument, 0, GS_TEMPERATURE},
-                                             {"top-k", required_argument, 0, GS_TOP_K},
-                                             {"top-p", required_argument, 0, GS_TOP_P},
-                                             {"seed", required_argument, 0, GS_SEED},
-                                             {"profile", required_argument, 0, GS_PROFILE},
-                                             {"chain", required_argument, 0, GS_CHAIN},
-                                             {"min-p", required_argument, 0, GS_MIN_P},
-                                             {"typical-p", required_argument, 0, GS_TYPICAL_P},
-                                             {"repetition-penalty", required_argument, 0, GS_REPETITION},
-                                             {"frequency-penalty", required_argument, 0, GS_FREQUENCY},
-                                             {"presence-penalty", required_argument, 0, GS_PRESENCE},
-                                             {"penalty-last-n", required_argument, 0, GS_LAST_N},
-                                             {"min-tokens-to-keep", required_argument, 0, GS_MIN_KEEP},
-                                             {"logit-bias", required_argument, 0, GS_BIAS},
-                                             {"min-new-tokens", required_argument, 0, GS_MIN_NEW},
-                                             {"stop-token-ids", required_argument, 0, GS_STOP_IDS},
-                                             {"stop", required_argument, 0, GS_STOP},
-                                             {"eos-id", required_argument, 0, O_EOS},
+                                             {"max-new-tokens", required_argument, 0, O_MAXNEW}};
+    static const struct option own_tail[] = {{"eos-id", required_argument, 0, O_EOS},
                                              {"no-eos", no_argument, 0, O_NOEOS},
                                              {"no-cache", no_argument, 0, O_NOCACHE},
                                              {"on-limit", required_argument, 0, O_LIMIT},
@@ -569,6 +539,13 @@ int gf_cmd_generate(int argc, char **argv)
                                              {"threads", required_argument, 0, O_THREADS},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
+    /* generate's own, then the sampler's flags (the field table's, gen_sampler.h), then the rest */
+    struct option longopts[sizeof own_head / sizeof own_head[0] + GF_GEN_SAMPLER_MAX_OPTS +
+                           sizeof own_tail / sizeof own_tail[0]];
+    size_t nopt = sizeof own_head / sizeof own_head[0];
+    memcpy(longopts, own_head, sizeof own_head);
+    nopt += gf_gen_sampler_longopts(longopts + nopt, GF_GEN_SAMPLER_MAX_OPTS);
+    memcpy(longopts + nopt, own_tail, sizeof own_tail);
     gen_opts o = {.backend = "ref", .threads = 1};
     o.gp = gf_generate_defaults();
     o.gp.sampler.temperature = 0.8;

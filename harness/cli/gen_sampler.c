@@ -8,27 +8,31 @@
 
 #include "cli.h"
 
-static const char *const k_flags[GS_END - GS_TEMPERATURE] = {"--temperature",
-                                                             "--top-k",
-                                                             "--top-p",
-                                                             "--seed",
-                                                             "--profile",
-                                                             "--chain",
-                                                             "--min-p",
-                                                             "--typical-p",
-                                                             "--repetition-penalty",
-                                                             "--frequency-penalty",
-                                                             "--presence-penalty",
-                                                             "--penalty-last-n",
-                                                             "--min-tokens-to-keep",
-                                                             "--logit-bias",
-                                                             "--min-new-tokens",
-                                                             "--stop-token-ids",
-                                                             "--stop"};
-
 const char *gf_gen_sampler_flag(int code)
 {
-    return code >= GS_TEMPERATURE && code < GS_END ? k_flags[code - GS_TEMPERATURE] : "?";
+    if (code == GS_STOP)
+        return "--stop";
+    if (code >= GS_TEMPERATURE && code < GS_STOP && gf_sampler_fields[code - GS_TEMPERATURE].flag)
+        return gf_sampler_fields[code - GS_TEMPERATURE].flag;
+    return "?";
+}
+
+size_t gf_gen_sampler_longopts(struct option *out, size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < GF_SF_COUNT && n < cap; i++)
+        if (gf_sampler_fields[i].flag)
+            out[n++] = (struct option){gf_sampler_fields[i].flag + 2, required_argument, 0, GS_CODE(i)};
+    if (n < cap)
+        out[n++] = (struct option){"stop", required_argument, 0, GS_STOP};
+    return n;
+}
+
+void gf_gen_sampler_help(FILE *f)
+{
+    for (int i = 0; i < GF_SF_COUNT; i++)
+        if (gf_sampler_fields[i].flag && gf_sampler_fields[i].help)
+            fputs(gf_sampler_fields[i].help, f);
 }
 
 void gf_gen_sampler_init(gf_gen_sampler *gs)
@@ -41,8 +45,8 @@ void gf_gen_sampler_clear(gf_gen_sampler *gs)
 {
     if (!gs)
         return;
-    free(gs->bias);
-    free(gs->stop_ids);
+    for (int i = 0; i < GF_SF_COUNT; i++)
+        free(gs->owned[i]);
     free(gs->stops);
     gf_gen_sampler_init(gs);
 }
@@ -69,9 +73,7 @@ static int parse_chain(gf_gen_sampler *gs, const char *arg)
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int st = gf_sampler_stage_from_name(tok);
         if (st < 0) {
-            gf_cli_error("generate: --chain: unknown chain stage '%s'; known: penalties, top_k, typical_p, top_p, "
-                         "min_p, temperature",
-                         tok);
+            gf_cli_error("generate: --chain: unknown chain stage '%s'; known: %s", tok, gf_sampler_stage_list());
             rc = -1;
             break;
         }
@@ -83,9 +85,8 @@ static int parse_chain(gf_gen_sampler *gs, const char *arg)
     }
     free(copy);
     if (rc == 0 && (n == 0 || n > GF_SAMPLER_MAX_CHAIN)) {
-        gf_cli_error("generate: --chain '%s' has %s stages (1..%d of penalties, top_k, typical_p, top_p, min_p, "
-                     "temperature)",
-                     arg, n ? "too many" : "no", GF_SAMPLER_MAX_CHAIN);
+        gf_cli_error("generate: --chain '%s' has %s stages (1..%d of %s)", arg, n ? "too many" : "no",
+                     GF_SAMPLER_MAX_CHAIN, gf_sampler_stage_list());
         rc = -1;
     }
     if (rc == 0)
@@ -99,10 +100,10 @@ static int parse_bias(gf_gen_sampler *gs, const char *arg)
     size_t items = 1;
     for (const char *p = arg; *p; p++)
         items += *p == ',';
-    gf_logit_bias *nb = realloc(gs->bias, ((size_t)gs->e.n_bias + items) * sizeof *nb);
+    gf_logit_bias *nb = realloc(gs->owned[GF_SFI_LOGIT_BIAS], ((size_t)gs->e.n_bias + items) * sizeof *nb);
     if (!nb)
         BADV("generate: out of memory");
-    gs->bias = nb;
+    gs->owned[GF_SFI_LOGIT_BIAS] = nb;
     char *copy = strdup(arg);
     if (!copy)
         BADV("generate: out of memory");
@@ -136,29 +137,31 @@ static int parse_bias(gf_gen_sampler *gs, const char *arg)
         item = comma ? comma + 1 : item + strlen(item);
     }
     free(copy);
-    gs->e.bias = gs->bias;
+    gs->e.bias = nb;
     return rc;
 }
 
-static int parse_stop_ids(gf_gen_sampler *gs, const char *arg)
+/* "A,B,...": appended to the field's ids (repeatable). */
+static int parse_ids(gf_gen_sampler *gs, const gf_sampler_field *f, const char *arg)
 {
     int32_t *ids = NULL;
     size_t n = 0;
     if (gf_parse_ids(arg, &ids, &n) != GF_OK || n == 0) {
-        gf_cli_error("generate: --stop-token-ids: %s", n == 0 && ids ? "no ids" : gf_error_msg());
+        gf_cli_error("generate: %s: %s", f->flag, n == 0 && ids ? "no ids" : gf_error_msg());
         free(ids);
         return -1;
     }
-    int32_t *all = realloc(gs->stop_ids, ((size_t)gs->e.n_stop_ids + n) * sizeof *all);
+    int32_t *count = gf_sf_at(f, NULL, &gs->e, f->aux);
+    int32_t *all = realloc(gs->owned[f - gf_sampler_fields], ((size_t)*count + n) * sizeof *all);
     if (!all) {
         free(ids);
         BADV("generate: out of memory");
     }
-    memcpy(all + gs->e.n_stop_ids, ids, n * sizeof *ids);
+    memcpy(all + *count, ids, n * sizeof *ids);
     free(ids);
-    gs->stop_ids = all;
-    gs->e.n_stop_ids += (int32_t)n;
-    gs->e.stop_ids = all;
+    gs->owned[f - gf_sampler_fields] = all;
+    *count += (int32_t)n;
+    *(const int32_t **)gf_sf_at(f, NULL, &gs->e, f->off) = all;
     return 0;
 }
 
@@ -169,57 +172,7 @@ int gf_gen_sampler_option(gf_gen_sampler *gs, int code, const char *arg)
     long v;
     double d;
     gf_gen_sampler_mark(gs, code);
-    gs->any_ext |= code != GS_STOP; /* stop strings are generate's, not the sampler's */
-    switch (code) {
-    case GS_PROFILE: {
-        int pr = gf_sampler_profile_from_name(arg);
-        if (pr < 0)
-            BADV("generate: --profile: unknown sampler profile '%s'; known: seed, hf, llamacpp, vllm", arg);
-        e->profile = pr;
-        return 0;
-    }
-    case GS_CHAIN: return parse_chain(gs, arg);
-    case GS_MIN_P:
-    case GS_TYPICAL_P: {
-        int32_t *use = code == GS_MIN_P ? &e->use_min_p : &e->use_typical_p;
-        double *val = code == GS_MIN_P ? &e->min_p : &e->typical_p;
-        if (!strcmp(arg, "none")) {
-            *use = 0;
-            return 0;
-        }
-        if (!gf_parse_double(arg, &d))
-            break;
-        *use = 1;
-        *val = d;
-        return 0;
-    }
-    case GS_REPETITION:
-    case GS_FREQUENCY:
-    case GS_PRESENCE:
-        if (!gf_parse_double(arg, &d))
-            break;
-        *(code == GS_REPETITION  ? &e->repetition_penalty
-          : code == GS_FREQUENCY ? &e->frequency_penalty
-                                 : &e->presence_penalty) = d;
-        return 0;
-    case GS_LAST_N:
-        if (!gf_parse_int(arg, -1, 2147483647L, &v))
-            break;
-        e->penalty_last_n = (int32_t)v;
-        return 0;
-    case GS_MIN_KEEP:
-        if (!gf_parse_int(arg, 0, 2147483647L, &v))
-            break;
-        e->min_tokens_to_keep = (int32_t)v;
-        return 0;
-    case GS_MIN_NEW:
-        if (!gf_parse_int(arg, 0, 2147483647L, &v))
-            break;
-        e->min_new_tokens = (int32_t)v;
-        return 0;
-    case GS_BIAS: return parse_bias(gs, arg);
-    case GS_STOP_IDS: return parse_stop_ids(gs, arg);
-    case GS_STOP: {
+    if (code == GS_STOP) { /* stop strings are generate's, not the sampler's */
         if (!*arg)
             BADV("generate: --stop: a stop string must not be empty");
         const char **ns = realloc(gs->stops, (gs->n_stops + 1) * sizeof *ns);
@@ -229,34 +182,62 @@ int gf_gen_sampler_option(gf_gen_sampler *gs, int code, const char *arg)
         ns[gs->n_stops++] = arg;
         return 0;
     }
-    default: BADV("generate: internal: %d is not a sampler flag", code);
+    if (code < GS_FIRST_EXT || code >= GS_STOP || !gf_sampler_fields[code - GS_TEMPERATURE].flag)
+        BADV("generate: internal: %d is not a sampler flag", code);
+    gs->any_ext = 1;
+    const gf_sampler_field *f = &gf_sampler_fields[code - GS_TEMPERATURE];
+    void *val = gf_sf_at(f, NULL, e, f->off);
+    switch (f->type) {
+    case GF_SF_PROFILE: {
+        int pr = gf_sampler_profile_from_name(arg);
+        if (pr < 0)
+            BADV("generate: %s: unknown sampler profile '%s'; known: %s", flag, arg, gf_sampler_profile_list(", "));
+        *(int32_t *)val = pr;
+        return 0;
+    }
+    case GF_SF_CHAIN: return parse_chain(gs, arg);
+    case GF_SF_REAL_OPT:
+        if (!strcmp(arg, "none")) {
+            *(int32_t *)gf_sf_at(f, NULL, e, f->aux) = 0;
+            return 0;
+        }
+        if (!gf_parse_double(arg, &d))
+            break;
+        *(int32_t *)gf_sf_at(f, NULL, e, f->aux) = 1;
+        *(double *)val = d;
+        return 0;
+    case GF_SF_REAL:
+        if (!gf_parse_double(arg, &d))
+            break;
+        *(double *)val = d;
+        return 0;
+    case GF_SF_INT:
+        if (!gf_parse_int(arg, (long)f->lo, (long)f->hi, &v))
+            break;
+        *(int32_t *)val = (int32_t)v;
+        return 0;
+    case GF_SF_BIAS: return parse_bias(gs, arg);
+    case GF_SF_IDS: return parse_ids(gs, f, arg);
+    default: BADV("generate: internal: %s has no reader", flag);
     }
     BADV("generate: bad value '%s' for %s", arg, flag);
 }
 
-/* p and e with flag `code` back at its default. */
+/* p and e with flag `code` back at its default: the params' from d
+ * (generate's defaults), the extension's from the table. */
 static void revert(int code, gf_sampler_params *p, gf_sampler_ext *e, const gf_sampler_params *d)
 {
-    const gf_sampler_ext de = gf_sampler_ext_defaults();
-    switch (code) {
-    case GS_TEMPERATURE: p->temperature = d->temperature; break;
-    case GS_TOP_K: p->use_top_k = d->use_top_k, p->top_k = d->top_k; break;
-    case GS_TOP_P: p->use_top_p = d->use_top_p, p->top_p = d->top_p; break;
-    case GS_SEED: p->seed = d->seed; break;
-    case GS_PROFILE: e->profile = de.profile; break;
-    case GS_CHAIN: e->n_chain = 0; break;
-    case GS_MIN_P: e->use_min_p = 0; break;
-    case GS_TYPICAL_P: e->use_typical_p = 0; break;
-    case GS_REPETITION: e->repetition_penalty = de.repetition_penalty; break;
-    case GS_FREQUENCY: e->frequency_penalty = de.frequency_penalty; break;
-    case GS_PRESENCE: e->presence_penalty = de.presence_penalty; break;
-    case GS_LAST_N: e->penalty_last_n = de.penalty_last_n; break;
-    case GS_MIN_KEEP: e->min_tokens_to_keep = de.min_tokens_to_keep; break;
-    case GS_BIAS: e->n_bias = 0; break;
-    case GS_MIN_NEW: e->min_new_tokens = 0; break;
-    case GS_STOP_IDS: e->n_stop_ids = 0; break;
-    default: break;
+    const gf_sampler_field *f = &gf_sampler_fields[code - GS_TEMPERATURE];
+    if (f->in_ext) {
+        gf_sf_reset(f, p, e);
+        return;
     }
+    memcpy(gf_sf_at(f, p, e, f->off), gf_sf_cat(f, d, NULL, f->off),
+           f->type == GF_SF_REAL || f->type == GF_SF_REAL_OPT ? sizeof(double)
+           : f->type == GF_SF_SEED                            ? sizeof(uint64_t)
+                                                              : sizeof(int32_t));
+    if (f->type == GF_SF_REAL_OPT || f->type == GF_SF_INT_OPT)
+        *(int32_t *)gf_sf_at(f, p, e, f->aux) = *(const int32_t *)gf_sf_cat(f, d, NULL, f->aux);
 }
 
 int gf_gen_sampler_check(gf_gen_sampler *gs, gf_sampler_params *p, const gf_sampler_params *defaults)
@@ -271,7 +252,7 @@ int gf_gen_sampler_check(gf_gen_sampler *gs, gf_sampler_params *p, const gf_samp
     char flags[512] = "";
     size_t used = 0;
     for (int code = GS_TEMPERATURE; code < GS_END; code++) {
-        if (!gs->set[code - GS_TEMPERATURE] || code == GS_STOP)
+        if (code == GS_STOP || !gs->set[code - GS_TEMPERATURE])
             continue;
         gf_sampler_params q = *p;
         gf_sampler_ext f = gs->e;

@@ -9,38 +9,32 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include <getopt.h>
 
 #include "genfence/sampler.h"
+#include "genfence/sampler_fields.h"
 
-/* Option codes (getopt_long's val) of the flags; GS_TEMPERATURE .. GS_SEED
- * are cmd_generate's own, marked with gf_gen_sampler_mark so an invalid
- * sampler can name them too. */
+/* Option codes (getopt_long's val): GS_CODE(GF_SFI_X) for field X of the
+ * field table (genfence/sampler_fields.h) that has a flag, GS_STOP for
+ * --stop (generate's, not the sampler's). GS_TEMPERATURE .. GS_SEED are
+ * cmd_generate's own (generate's defaults), marked with
+ * gf_gen_sampler_mark so an invalid sampler can name them too. */
+#define GS_CODE(field) (512 + (int)(field))
 enum {
-    GS_TEMPERATURE = 512,
-    GS_TOP_K,
-    GS_TOP_P,
-    GS_SEED,
-    GS_PROFILE,
-    GS_CHAIN,
-    GS_MIN_P,
-    GS_TYPICAL_P,
-    GS_REPETITION,
-    GS_FREQUENCY,
-    GS_PRESENCE,
-    GS_LAST_N,
-    GS_MIN_KEEP,
-    GS_BIAS,
-    GS_MIN_NEW,
-    GS_STOP_IDS,
-    GS_STOP,
+    GS_TEMPERATURE = GS_CODE(GF_SFI_TEMPERATURE),
+    GS_TOP_K = GS_CODE(GF_SFI_TOP_K),
+    GS_TOP_P = GS_CODE(GF_SFI_TOP_P),
+    GS_SEED = GS_CODE(GF_SFI_SEED),
+    GS_FIRST_EXT = GS_CODE(GF_SFI_PROFILE),
+    GS_STOP = GS_CODE(GF_SF_COUNT),
     GS_END
 };
-#define GS_FIRST_EXT GS_PROFILE
 
 typedef struct gf_gen_sampler {
     gf_sampler_ext e;    /* the extension (params.ext once any GS_FIRST_EXT.. flag is given) */
-    gf_logit_bias *bias; /* (n_bias) owned */
-    int32_t *stop_ids;   /* (n_stop_ids) owned */
+    void *owned[GF_SF_COUNT]; /* the lists' storage (logit bias, ids) by field */
     const char **stops;  /* (n_stops) borrowed from argv */
     size_t n_stops;
     int any_ext; /* a flag of the extension was given */
@@ -70,5 +64,13 @@ int gf_gen_sampler_check_model(const gf_gen_sampler *gs, int32_t V, int32_t eos_
 
 /* The flag's name ("--min-p") of a code. */
 const char *gf_gen_sampler_flag(int code);
+
+/* The getopt_long entries of every flag (the table's, then --stop) into
+ * out (cap entries at least GF_GEN_SAMPLER_MAX_OPTS); returns how many. */
+#define GF_GEN_SAMPLER_MAX_OPTS (GF_SF_COUNT + 1)
+size_t gf_gen_sampler_longopts(struct option *out, size_t cap);
+
+/* The --help lines of the extension's flags, in table order. */
+void gf_gen_sampler_help(FILE *f);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "genfence/sampler.h"
+#include "genfence/sampler_fields.h"
 #include "krun.h"
 #include "sampler_keys.h"
 
@@ -14,24 +15,29 @@ const gf_stop_reason gf_stop_values[] = {GF_STOP_EOS, GF_STOP_LENGTH, GF_STOP_CO
 
 /* ---- sampler profiles and filters (docs/sampler.md, docs/cases.md) ----
  *
- * The extension of a case's sampler lives as long as the process: cases are
- * loaded once and their specs copy gf_sampler_params by value, so each block
- * is kept on a list (reachable, never freed) instead of being owned by a
- * kind's spec. */
+ * Every key is a row of the field table (genfence/sampler_fields.h), read by
+ * its type. The extension of a case's sampler lives as long as the process:
+ * cases are loaded once and their specs copy gf_sampler_params by value, so
+ * each block (and the lists it points to) is kept on a list (reachable,
+ * never freed) instead of being owned by a kind's spec. */
 typedef struct ext_block {
     struct ext_block *next;
     gf_sampler_ext e;
-    gf_logit_bias *bias;
-    int32_t *history, *stop_ids;
 } ext_block;
 static ext_block *g_ext_blocks;
 
-static const char *const k_sampler_ext_keys[] = {
-    "profile", "chain", "min_p", "typical_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
-    "penalty_last_n", "min_tokens_to_keep", "logit_bias", "history", "history_prompt", "min_new_tokens",
-    "stop_token_ids", NULL};
+static const char *k_sampler_ext_keys[GF_SF_COUNT + 1];
 
-const char *const *gf_sampler_ext_keys(void) { return k_sampler_ext_keys; }
+const char *const *gf_sampler_ext_keys(void)
+{
+    if (!k_sampler_ext_keys[0]) {
+        size_t n = 0;
+        for (int i = 0; i < GF_SF_COUNT; i++)
+            if (gf_sampler_fields[i].flags & GF_SF_EXT_KEY)
+                k_sampler_ext_keys[n++] = gf_sampler_fields[i].name;
+    }
+    return k_sampler_ext_keys;
+}
 
 int gf_y_profiles(gf_cctx *ctx, const gf_ynode *map, uint32_t *mask, int *first)
 {
@@ -42,7 +48,7 @@ int gf_y_profiles(gf_cctx *ctx, const gf_ynode *map, uint32_t *mask, int *first)
         return 0;
     size_t cnt = n->type == GF_YN_SEQ ? n->n : 1;
     if (cnt == 0) {
-        gf_y_error(ctx, n, "'profile' is an empty list (give seed, hf, llamacpp or vllm)");
+        gf_y_error(ctx, n, "'profile' is an empty list (give %s)", gf_sampler_profile_list(" or "));
         return -1;
     }
     for (size_t i = 0; i < cnt; i++) {
@@ -52,7 +58,7 @@ int gf_y_profiles(gf_cctx *ctx, const gf_ynode *map, uint32_t *mask, int *first)
             return -1;
         int pr = gf_sampler_profile_from_name(name);
         if (pr < 0) {
-            gf_y_error(ctx, it, "unknown sampler profile '%s'; known: seed, hf, llamacpp, vllm", name);
+            gf_y_error(ctx, it, "unknown sampler profile '%s'; known: %s", name, gf_sampler_profile_list(", "));
             free(name);
             return -1;
         }
@@ -68,18 +74,41 @@ int gf_y_profiles(gf_cctx *ctx, const gf_ynode *map, uint32_t *mask, int *first)
     return 1;
 }
 
-/* min_p / typical_p: a number, or null (off). */
+/* A number, or null (off). */
 static int y_opt_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int32_t *use, double *v)
 {
     const gf_ynode *n = gf_y_get(ctx, map, key, 0);
-    if (!n || gf_yscalar_resolve(n).type == GF_YS_NULL)
+    if (!n)
         return 0;
+    if (gf_yscalar_resolve(n).type == GF_YS_NULL) {
+        *use = 0;
+        return 0;
+    }
     char what[64];
     snprintf(what, sizeof what, "'%s'", key);
     if (gf_y_node_double(ctx, n, what, v) < 0)
         return -1;
     *use = 1;
     return 1;
+}
+
+/* An integer in the field's range, or null (off). */
+static int y_opt_int(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, int32_t *use, int32_t *v)
+{
+    const gf_ynode *n = gf_y_get(ctx, map, f->name, 0);
+    if (!n)
+        return 0;
+    if (gf_yscalar_resolve(n).type == GF_YS_NULL) {
+        *use = 0;
+        return 0;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "'%s'", f->name);
+    long long x = 0;
+    int bad = gf_y_node_int(ctx, n, what, (long long)f->lo, (long long)f->hi, &x) < 0;
+    *use = 1;
+    *v = (int32_t)x;
+    return bad ? -1 : 1;
 }
 
 static int y_chain(gf_cctx *ctx, const gf_ynode *map, gf_sampler_ext *e)
@@ -90,8 +119,8 @@ static int y_chain(gf_cctx *ctx, const gf_ynode *map, gf_sampler_ext *e)
     if (!gf_y_node_is_seq(ctx, n, "'chain'"))
         return -1;
     if (n->n == 0 || n->n > GF_SAMPLER_MAX_CHAIN) {
-        gf_y_error(ctx, n, "'chain' has %zu stages (1..%d of penalties, top_k, typical_p, top_p, min_p, temperature)",
-                   n->n, GF_SAMPLER_MAX_CHAIN);
+        gf_y_error(ctx, n, "'chain' has %zu stages (1..%d of %s)", n->n, GF_SAMPLER_MAX_CHAIN,
+                   gf_sampler_stage_list());
         return -1;
     }
     for (size_t i = 0; i < n->n; i++) {
@@ -100,8 +129,7 @@ static int y_chain(gf_cctx *ctx, const gf_ynode *map, gf_sampler_ext *e)
             return -1;
         int st = gf_sampler_stage_from_name(name);
         if (st < 0) {
-            gf_y_error(ctx, n->items[i],
-                       "unknown chain stage '%s'; known: penalties, top_k, typical_p, top_p, min_p, temperature", name);
+            gf_y_error(ctx, n->items[i], "unknown chain stage '%s'; known: %s", name, gf_sampler_stage_list());
             free(name);
             return -1;
         }
@@ -112,20 +140,22 @@ static int y_chain(gf_cctx *ctx, const gf_ynode *map, gf_sampler_ext *e)
     return 1;
 }
 
-static int y_bias(gf_cctx *ctx, const gf_ynode *map, ext_block *b)
+static int y_bias(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, gf_sampler_ext *e)
 {
-    const gf_ynode *n = gf_y_get(ctx, map, "logit_bias", 0);
+    const gf_ynode *n = gf_y_get(ctx, map, f->name, 0);
     if (!n)
         return 0;
     if (!gf_y_node_is_map(ctx, n, "'logit_bias' (token id: bias)"))
         return -1;
-    b->bias = calloc(n->n ? n->n : 1, sizeof *b->bias);
-    if (!b->bias)
+    gf_logit_bias *bias = calloc(n->n ? n->n : 1, sizeof *bias);
+    if (!bias)
         return -1;
+    e->bias = bias; /* kept with the block */
     for (size_t i = 0; i < n->n; i++) {
         long long tok;
         double v;
-        if (gf_y_node_int(ctx, n->items[2 * i], "'logit_bias' token id", 0, 2147483647LL, &tok) < 0 ||
+        if (gf_y_node_int(ctx, n->items[2 * i], "'logit_bias' token id", (long long)f->lo, (long long)f->hi, &tok) <
+                0 ||
             gf_y_node_double(ctx, n->items[2 * i + 1], "'logit_bias' bias", &v) < 0)
             return -1;
         if (isnan(v) || v == INFINITY) {
@@ -133,12 +163,59 @@ static int y_bias(gf_cctx *ctx, const gf_ynode *map, ext_block *b)
                        isnan(v) ? "NaN" : "+inf");
             return -1;
         }
-        b->bias[i].token = (int32_t)tok;
-        b->bias[i].bias = (float)v;
+        bias[i].token = (int32_t)tok;
+        bias[i].bias = (float)v;
     }
-    b->e.bias = b->bias;
-    b->e.n_bias = (int32_t)n->n;
+    e->n_bias = (int32_t)n->n;
     return 1;
+}
+
+/* One field of the table from map into p / e: 1 read, 0 absent, -1 error. */
+static int y_field(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, gf_sampler_params *p,
+                   gf_sampler_ext *e)
+{
+    void *v = gf_sf_at(f, p, e, f->off);
+    long long x;
+    int r;
+    switch (f->type) {
+    case GF_SF_REAL: return gf_y_double(ctx, map, f->name, 0, v);
+    case GF_SF_REAL_OPT: return y_opt_double(ctx, map, f->name, gf_sf_at(f, p, e, f->aux), v);
+    case GF_SF_INT_OPT: return y_opt_int(ctx, map, f, gf_sf_at(f, p, e, f->aux), v);
+    case GF_SF_INT:
+    case GF_SF_PROMPT_LEN:
+        r = gf_y_int(ctx, map, f->name, 0, (long long)f->lo, (long long)f->hi, &x);
+        if (r > 0)
+            *(int32_t *)v = (int32_t)x;
+        if (r > 0 && f->type == GF_SF_PROMPT_LEN && e->n_prompt > e->n_history) {
+            gf_y_error(ctx, gf_y_get(ctx, map, f->name, 0), "'%s' %d exceeds the %d ids of 'history'", f->name,
+                       (int)e->n_prompt, (int)e->n_history);
+            return -1;
+        }
+        return r;
+    case GF_SF_SEED:
+        r = gf_y_int(ctx, map, f->name, 0, 0, 0x7fffffffffffffffLL, &x);
+        if (r > 0)
+            *(uint64_t *)v = (uint64_t)x;
+        return r;
+    case GF_SF_PROFILE: {
+        uint32_t mask;
+        int first;
+        r = gf_y_profiles(ctx, map, &mask, &first);
+        *(int32_t *)v = first;
+        return r;
+    }
+    case GF_SF_CHAIN: return y_chain(ctx, map, e);
+    case GF_SF_BIAS: return y_bias(ctx, map, f, e);
+    case GF_SF_IDS: {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        r = gf_y_ints(ctx, map, f->name, 0, (long long)f->lo, (long long)f->hi, 0, &ids, &n);
+        *(const int32_t **)v = ids; /* kept with the block */
+        *(int32_t *)gf_sf_at(f, p, e, f->aux) = (int32_t)n;
+        return r;
+    }
+    }
+    return 0;
 }
 
 /* The extension keys of map into a new block (NULL with *rc 0 when the case
@@ -147,9 +224,10 @@ static ext_block *y_sampler_ext(gf_cctx *ctx, const gf_ynode *map, int *rc)
 {
     *rc = 0;
     int any = 0;
-    for (size_t k = 0; k_sampler_ext_keys[k]; k++)
-        for (size_t i = 0; map && map->type == GF_YN_MAP && i < map->n; i++)
-            if (map->items[2 * i]->value && !strcmp(map->items[2 * i]->value, k_sampler_ext_keys[k]))
+    for (int k = 0; k < GF_SF_COUNT; k++)
+        for (size_t i = 0; (gf_sampler_fields[k].flags & GF_SF_EXT_KEY) && map && map->type == GF_YN_MAP && i < map->n;
+             i++)
+            if (map->items[2 * i]->value && !strcmp(map->items[2 * i]->value, gf_sampler_fields[k].name))
                 any = 1;
     if (!any)
         return NULL;
@@ -161,52 +239,9 @@ static ext_block *y_sampler_ext(gf_cctx *ctx, const gf_ynode *map, int *rc)
     b->e = gf_sampler_ext_defaults();
     gf_sampler_ext *e = &b->e;
     int bad = 0;
-    uint32_t mask;
-    int first;
-    bad |= gf_y_profiles(ctx, map, &mask, &first) < 0;
-    e->profile = first;
-    bad |= y_chain(ctx, map, e) < 0;
-    bad |= y_opt_double(ctx, map, "min_p", &e->use_min_p, &e->min_p) < 0;
-    bad |= y_opt_double(ctx, map, "typical_p", &e->use_typical_p, &e->typical_p) < 0;
-    bad |= gf_y_double(ctx, map, "repetition_penalty", 0, &e->repetition_penalty) < 0;
-    bad |= gf_y_double(ctx, map, "frequency_penalty", 0, &e->frequency_penalty) < 0;
-    bad |= gf_y_double(ctx, map, "presence_penalty", 0, &e->presence_penalty) < 0;
-    long long v;
-    int r = gf_y_int(ctx, map, "penalty_last_n", 0, -1, 2147483647LL, &v);
-    bad |= r < 0;
-    if (r > 0)
-        e->penalty_last_n = (int32_t)v;
-    r = gf_y_int(ctx, map, "min_tokens_to_keep", 0, 0, 2147483647LL, &v);
-    bad |= r < 0;
-    if (r > 0)
-        e->min_tokens_to_keep = (int32_t)v;
-    bad |= y_bias(ctx, map, b) < 0;
-    size_t n = 0;
-    r = gf_y_ints(ctx, map, "history", 0, 0, 2147483647LL, 0, &b->history, &n);
-    bad |= r < 0;
-    e->history = b->history;
-    e->n_history = (int32_t)n;
-    r = gf_y_int(ctx, map, "history_prompt", 0, 0, 2147483647LL, &v);
-    bad |= r < 0;
-    if (r > 0)
-        e->n_prompt = (int32_t)v;
-    if (r > 0 && e->n_prompt > e->n_history) {
-        gf_y_error(ctx, gf_y_get(ctx, map, "history_prompt", 0), "'history_prompt' %d exceeds the %d ids of 'history'",
-                   (int)e->n_prompt, (int)e->n_history);
-        bad = 1;
-    }
-    r = gf_y_int(ctx, map, "min_new_tokens", 0, 0, 2147483647LL, &v);
-    bad |= r < 0;
-    if (r > 0)
-        e->min_new_tokens = (int32_t)v;
-    r = gf_y_int(ctx, map, "eos_id", 0, 0, 2147483647LL, &v);
-    bad |= r < 0;
-    if (r > 0)
-        e->eos_id = (int32_t)v;
-    n = 0;
-    bad |= gf_y_ints(ctx, map, "stop_token_ids", 0, 0, 2147483647LL, 0, &b->stop_ids, &n) < 0;
-    e->stop_ids = b->stop_ids;
-    e->n_stop_ids = (int32_t)n;
+    for (int k = 0; k < GF_SF_COUNT; k++)
+        if (gf_sampler_fields[k].in_ext)
+            bad |= y_field(ctx, map, &gf_sampler_fields[k], NULL, e) < 0;
     if (!bad && e->min_new_tokens > 0 && e->eos_id < 0 && e->n_stop_ids == 0) {
         gf_y_error(ctx, gf_y_get(ctx, map, "min_new_tokens", 0), "'min_new_tokens' needs 'eos_id' (the token it bans)");
         bad = 1;
@@ -226,35 +261,9 @@ int gf_y_sampler_raw(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p)
         bad = 1;
     if (eb)
         p->ext = &eb->e;
-    bad |= gf_y_double(ctx, map, "temperature", 0, &p->temperature) < 0;
-    const gf_ynode *k = gf_y_get(ctx, map, "top_k", 0);
-    if (k) {
-        if (gf_yscalar_resolve(k).type == GF_YS_NULL) {
-            p->use_top_k = 0;
-        } else {
-            long long v;
-            if (gf_y_node_int(ctx, k, "'top_k'", -2147483647LL, 2147483647LL, &v) < 0)
-                bad = 1;
-            p->use_top_k = 1;
-            p->top_k = (int32_t)v;
-        }
-    }
-    const gf_ynode *tp = gf_y_get(ctx, map, "top_p", 0);
-    if (tp) {
-        if (gf_yscalar_resolve(tp).type == GF_YS_NULL) {
-            p->use_top_p = 0;
-        } else {
-            if (gf_y_node_double(ctx, tp, "'top_p'", &p->top_p) < 0)
-                bad = 1;
-            p->use_top_p = 1;
-        }
-    }
-    long long seed;
-    int rc = gf_y_int(ctx, map, "seed", 0, 0, 0x7fffffffffffffffLL, &seed);
-    if (rc < 0)
-        bad = 1;
-    else if (rc > 0)
-        p->seed = (uint64_t)seed;
+    for (int k = 0; k < GF_SF_COUNT; k++)
+        if (!gf_sampler_fields[k].in_ext)
+            bad |= y_field(ctx, map, &gf_sampler_fields[k], p, NULL) < 0;
     return bad ? -1 : 0;
 }
 
@@ -277,57 +286,63 @@ static json_t *ids_json(const int32_t *v, int32_t n)
     return a;
 }
 
+/* One field into the record o (by the table's rec rule). */
+static void field_json(json_t *o, const gf_sampler_field *f, const gf_sampler_params *p, const gf_sampler_ext *e)
+{
+    if (f->rec == GF_SF_REC_NEVER || (f->rec == GF_SF_REC_SET && gf_sf_is_default(f, p, e)))
+        return;
+    if (f->rec == GF_SF_REC_WITH_HISTORY && e->n_history == 0)
+        return;
+    const void *v = gf_sf_cat(f, p, e, f->off);
+    const int32_t n = gf_sf_count(f, p, e);
+    switch (f->type) {
+    case GF_SF_REAL: gf_json_set_number(o, f->name, *(const double *)v, NULL); break;
+    case GF_SF_REAL_OPT:
+        if (*(const int32_t *)gf_sf_cat(f, p, e, f->aux))
+            gf_json_set_number(o, f->name, *(const double *)v, NULL);
+        else
+            json_object_set_new(o, f->name, json_null());
+        break;
+    case GF_SF_INT_OPT:
+        json_object_set_new(o, f->name,
+                            *(const int32_t *)gf_sf_cat(f, p, e, f->aux) ? json_integer(*(const int32_t *)v)
+                                                                        : json_null());
+        break;
+    case GF_SF_INT:
+    case GF_SF_PROMPT_LEN: json_object_set_new(o, f->name, json_integer(*(const int32_t *)v)); break;
+    case GF_SF_SEED: json_object_set_new(o, f->name, json_integer((json_int_t) * (const uint64_t *)v)); break;
+    case GF_SF_PROFILE:
+        json_object_set_new(o, f->name, json_string(gf_sampler_profile_name(*(const int32_t *)v)));
+        break;
+    case GF_SF_CHAIN: {
+        json_t *c = json_array();
+        for (int32_t i = 0; i < n; i++)
+            json_array_append_new(c, json_string(gf_sampler_stage_name(((const int32_t *)v)[i])));
+        json_object_set_new(o, f->name, c);
+        break;
+    }
+    case GF_SF_BIAS: {
+        const gf_logit_bias *bias = *(const gf_logit_bias *const *)v;
+        json_t *b = json_object();
+        for (int32_t i = 0; i < n; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", (int)bias[i].token);
+            gf_json_set_number(b, key, bias[i].bias, NULL);
+        }
+        json_object_set_new(o, f->name, b);
+        break;
+    }
+    case GF_SF_IDS: json_object_set_new(o, f->name, ids_json(*(const int32_t *const *)v, n)); break;
+    }
+}
+
 json_t *gf_sampler_json(const gf_sampler_params *p)
 {
     json_t *o = json_object();
-    if (p->ext) {
-        const gf_sampler_ext *e = p->ext;
-        json_object_set_new(o, "profile", json_string(gf_sampler_profile_name(e->profile)));
-        if (e->n_chain > 0) {
-            json_t *c = json_array();
-            for (int32_t i = 0; i < e->n_chain; i++)
-                json_array_append_new(c, json_string(gf_sampler_stage_name(e->chain[i])));
-            json_object_set_new(o, "chain", c);
-        }
-        if (e->use_min_p)
-            gf_json_set_number(o, "min_p", e->min_p, NULL);
-        if (e->use_typical_p)
-            gf_json_set_number(o, "typical_p", e->typical_p, NULL);
-        if (e->repetition_penalty != 1.0)
-            gf_json_set_number(o, "repetition_penalty", e->repetition_penalty, NULL);
-        if (e->frequency_penalty != 0.0)
-            gf_json_set_number(o, "frequency_penalty", e->frequency_penalty, NULL);
-        if (e->presence_penalty != 0.0)
-            gf_json_set_number(o, "presence_penalty", e->presence_penalty, NULL);
-        if (e->penalty_last_n != -1)
-            json_object_set_new(o, "penalty_last_n", json_integer(e->penalty_last_n));
-        if (e->min_tokens_to_keep != 1)
-            json_object_set_new(o, "min_tokens_to_keep", json_integer(e->min_tokens_to_keep));
-        if (e->n_bias > 0) {
-            json_t *b = json_object();
-            for (int32_t i = 0; i < e->n_bias; i++) {
-                char key[16];
-                snprintf(key, sizeof key, "%d", (int)e->bias[i].token);
-                gf_json_set_number(b, key, e->bias[i].bias, NULL);
-            }
-            json_object_set_new(o, "logit_bias", b);
-        }
-        if (e->n_history > 0) {
-            json_object_set_new(o, "history", ids_json(e->history, e->n_history));
-            json_object_set_new(o, "history_prompt", json_integer(e->n_prompt));
-        }
-        if (e->min_new_tokens > 0)
-            json_object_set_new(o, "min_new_tokens", json_integer(e->min_new_tokens));
-        if (e->n_stop_ids > 0)
-            json_object_set_new(o, "stop_token_ids", ids_json(e->stop_ids, e->n_stop_ids));
-    }
-    gf_json_set_number(o, "temperature", p->temperature, NULL);
-    json_object_set_new(o, "top_k", p->use_top_k ? json_integer(p->top_k) : json_null());
-    if (p->use_top_p)
-        gf_json_set_number(o, "top_p", p->top_p, NULL);
-    else
-        json_object_set_new(o, "top_p", json_null());
-    json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
+    for (int pass = 1; pass >= 0; pass--) /* the extension's fields, then the params' */
+        for (int k = 0; k < GF_SF_COUNT; k++)
+            if (gf_sampler_fields[k].in_ext == pass && (!pass || p->ext))
+                field_json(o, &gf_sampler_fields[k], p, p->ext);
     return o;
 }
 
