@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "genfence/sampler_fields.h"
 #include "hash.h"
 
 static const char *const k_required_meta[] = {"format",  "generator", "generator_version", "model_hash",
@@ -355,50 +356,146 @@ static json_t *ids(const int32_t *v, int32_t n)
     return a;
 }
 
-/* The extension's every field (a NULL ext writes none of them, so the
- * sampler of every golden made before profiles reads as it did). Disabled
- * filters are null; the arrays are empty when unset. */
-static void ext_json(json_t *o, const gf_sampler_ext *e)
+/* One field of the table, whatever its value: disabled optionals are null,
+ * empty lists empty (the record of goldens keeps every field). */
+static json_t *field_json(const gf_sampler_field *f, const gf_sampler_params *p, const gf_sampler_ext *e)
 {
-    const char *pn = gf_sampler_profile_name(e->profile);
-    json_object_set_new(o, "profile", pn ? json_string(pn) : json_integer(e->profile));
-    json_t *chain = json_array();
-    for (int32_t i = 0; i < e->n_chain && i < GF_SAMPLER_MAX_CHAIN; i++) {
-        const char *sn = gf_sampler_stage_name(e->chain[i]);
-        json_array_append_new(chain, sn ? json_string(sn) : json_integer(e->chain[i]));
+    const void *v = gf_sf_cat(f, p, e, f->off);
+    const int32_t n = gf_sf_count(f, p, e);
+    const int32_t *use = f->type == GF_SF_REAL_OPT || f->type == GF_SF_INT_OPT ? gf_sf_cat(f, p, e, f->aux) : NULL;
+    switch (f->type) {
+    case GF_SF_REAL: return num(*(const double *)v);
+    case GF_SF_REAL_OPT: return *use ? num(*(const double *)v) : json_null();
+    case GF_SF_INT_OPT: return *use ? json_integer(*(const int32_t *)v) : json_null();
+    case GF_SF_INT:
+    case GF_SF_PROMPT_LEN: return json_integer(*(const int32_t *)v);
+    case GF_SF_SEED: return json_integer((json_int_t) * (const uint64_t *)v);
+    case GF_SF_PROFILE: {
+        const char *pn = gf_sampler_profile_name(*(const int32_t *)v);
+        return pn ? json_string(pn) : json_integer(*(const int32_t *)v);
     }
-    json_object_set_new(o, "chain", chain);
-    json_object_set_new(o, "min_p", e->use_min_p ? num(e->min_p) : json_null());
-    json_object_set_new(o, "typical_p", e->use_typical_p ? num(e->typical_p) : json_null());
-    json_object_set_new(o, "repetition_penalty", num(e->repetition_penalty));
-    json_object_set_new(o, "frequency_penalty", num(e->frequency_penalty));
-    json_object_set_new(o, "presence_penalty", num(e->presence_penalty));
-    json_object_set_new(o, "penalty_last_n", json_integer(e->penalty_last_n));
-    json_object_set_new(o, "min_tokens_to_keep", json_integer(e->min_tokens_to_keep));
-    json_t *bias = json_object();
-    for (int32_t i = 0; e->bias && i < e->n_bias; i++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", (int)e->bias[i].token);
-        json_object_set_new(bias, key, num(e->bias[i].bias));
+    case GF_SF_CHAIN: {
+        json_t *chain = json_array();
+        for (int32_t i = 0; i < n && i < GF_SAMPLER_MAX_CHAIN; i++) {
+            const char *sn = gf_sampler_stage_name(((const int32_t *)v)[i]);
+            json_array_append_new(chain, sn ? json_string(sn) : json_integer(((const int32_t *)v)[i]));
+        }
+        return chain;
     }
-    json_object_set_new(o, "logit_bias", bias);
-    json_object_set_new(o, "history", ids(e->history, e->n_history));
-    json_object_set_new(o, "history_prompt", json_integer(e->n_prompt));
-    json_object_set_new(o, "min_new_tokens", json_integer(e->min_new_tokens));
-    json_object_set_new(o, "eos_id", json_integer(e->eos_id));
-    json_object_set_new(o, "stop_token_ids", ids(e->stop_ids, e->n_stop_ids));
+    case GF_SF_BIAS: {
+        const gf_logit_bias *b = *(const gf_logit_bias *const *)v;
+        json_t *bias = json_object();
+        for (int32_t i = 0; b && i < n; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", (int)b[i].token);
+            json_object_set_new(bias, key, num(b[i].bias));
+        }
+        return bias;
+    }
+    case GF_SF_IDS: return ids(*(const int32_t *const *)v, n);
+    }
+    return json_null();
 }
 
 char *gf_golden_sampler_json(const gf_sampler_params *p)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "temperature", json_real(p->temperature));
-    json_object_set_new(o, "top_k", p->use_top_k ? json_integer(p->top_k) : json_null());
-    json_object_set_new(o, "top_p", p->use_top_p ? json_real(p->top_p) : json_null());
-    json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
-    if (p->ext)
-        ext_json(o, p->ext);
+    for (int k = 0; k < GF_SF_COUNT; k++) /* a NULL ext writes none of its fields: the four of every older golden */
+        if (!gf_sampler_fields[k].in_ext || p->ext)
+            json_object_set_new(o, gf_sampler_fields[k].name, field_json(&gf_sampler_fields[k], p, p->ext));
     char *s = gf_canonical_json(o);
     json_decref(o);
     return s;
+}
+
+/* Canonical JSON (docs/goldens.md) into jansson: its bare NaN / Infinity /
+ * -Infinity (which JSON lacks) become {"$float": ...} as in a case tree,
+ * then json_loads. NULL unless s is an object whose canonical form is s. */
+static json_t *canonical_load(const char *s)
+{
+    static const char *const words[] = {"-Infinity", "Infinity", "NaN"};
+    size_t len = strlen(s), cap = len * 4 + 1, o = 0;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+    int in_str = 0;
+    for (size_t i = 0; i < len;) {
+        if (in_str) {
+            if (s[i] == '\\' && s[i + 1])
+                t[o++] = s[i++];
+            else if (s[i] == '"')
+                in_str = 0;
+            t[o++] = s[i++];
+            continue;
+        }
+        size_t w = 0;
+        while (w < 3 && strncmp(s + i, words[w], strlen(words[w])))
+            w++;
+        if (w < 3) {
+            o += (size_t)snprintf(t + o, cap - o, "{\"$float\":\"%s\"}", words[w]);
+            i += strlen(words[w]);
+            continue;
+        }
+        in_str = s[i] == '"';
+        t[o++] = s[i++];
+    }
+    t[o] = '\0';
+    json_t *v = json_loads(t, 0, NULL);
+    free(t);
+    char *back = json_is_object(v) ? gf_canonical_json(v) : NULL;
+    int ok = back && !strcmp(back, s);
+    free(back);
+    if (!ok) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* at most 200 bytes of a value's canonical text */
+static void value_text(const json_t *v, char *buf, size_t cap)
+{
+    char *s = gf_canonical_json(v);
+    snprintf(buf, cap, "%.200s", s ? s : "?");
+    free(s);
+}
+
+int gf_golden_sampler_diff(const char *stored, const char *now, char *diff, size_t cap)
+{
+    json_t *a = canonical_load(stored), *b = canonical_load(now);
+    int rc = a && b ? 0 : -1;
+    size_t n = rc ? 0 : json_object_size(a) + json_object_size(b), k = 0;
+    const char **keys = rc ? NULL : malloc((n ? n : 1) * sizeof *keys);
+    if (!rc && !keys)
+        rc = -1;
+    const char *key;
+    json_t *val;
+    if (!rc) {
+        json_object_foreach(a, key, val) keys[k++] = key;
+        json_object_foreach(b, key, val) if (!json_object_get(a, key)) keys[k++] = key;
+        qsort(keys, k, sizeof *keys, cmp_str);
+    }
+    for (size_t i = 0; !rc && i < k; i++) { /* the first field, in key order, where they differ */
+        const json_t *va = json_object_get(a, keys[i]), *vb = json_object_get(b, keys[i]);
+        char ta[256] = "", tb[256] = "";
+        if (va)
+            value_text(va, ta, sizeof ta);
+        if (vb)
+            value_text(vb, tb, sizeof tb);
+        if (va && vb && !strcmp(ta, tb))
+            continue;
+        if (!vb)
+            snprintf(diff, cap, "'%s' is %s in the golden, absent in the case's sampler", keys[i], ta);
+        else if (!va)
+            snprintf(diff, cap, "'%s' is absent in the golden, %s in the case's sampler", keys[i], tb);
+        else
+            snprintf(diff, cap, "'%s' is %s in the golden, %s in the case's sampler", keys[i], ta, tb);
+        rc = 1;
+    }
+    free(keys);
+    json_decref(a);
+    json_decref(b);
+    return rc;
 }

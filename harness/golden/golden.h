@@ -69,7 +69,14 @@ gf_status gf_golden_write(const char *path, const gf_golden_row *rows, int32_t n
  * with p->ext set, also its profile, chain, filters, penalties, bias,
  * history and EOS/stop fields (a NULL ext: exactly the four keys, as every
  * golden before profiles). Non-finite values as the canonical JSON's bare
- * NaN / Infinity. malloc'd. */
+ * NaN / Infinity. malloc'd. Every field of the sampler field table
+ * (genfence/sampler_fields.h). */
 char *gf_golden_sampler_json(const gf_sampler_params *p);
+
+/* The first field, in key order, where two sampler records differ (a key
+ * only one side has counts), into diff as "'KEY' is A in the golden, B in
+ * the case's sampler" (or "absent"); 0 equal, 1 differ, -1 when either is
+ * not a canonical JSON object. */
+int gf_golden_sampler_diff(const char *stored, const char *now, char *diff, size_t cap);
 
 #endif

@@ -105,99 +105,6 @@ void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t ca
              re, out, c->file, dir ? "" : " (`make goldens` remakes those of cases/golden.yaml)", re, out, c->file);
 }
 
-/* ---- the golden's sampler record against the case's sampler ---- */
-
-/* One member of a canonical JSON object (docs/goldens.md: no whitespace,
- * keys sorted): *pos at a key's opening quote; the key and the raw value text
- * out, *pos past the value and its comma. 1 read, 0 at the closing brace,
- * -1 not canonical. */
-static int canon_member(const char *s, size_t *pos, const char **key, size_t *key_len, const char **val,
-                        size_t *val_len)
-{
-    size_t i = *pos;
-    if (s[i] == '}')
-        return 0;
-    if (s[i] != '"')
-        return -1;
-    size_t k0 = ++i;
-    for (; s[i] && s[i] != '"'; i++)
-        if (s[i] == '\\' && s[i + 1])
-            i++;
-    if (s[i] != '"' || s[i + 1] != ':')
-        return -1;
-    *key = s + k0;
-    *key_len = i - k0;
-    i += 2;
-    size_t v0 = i;
-    int depth = 0, in_str = 0;
-    for (; s[i]; i++) {
-        char ch = s[i];
-        if (in_str) {
-            if (ch == '\\' && s[i + 1])
-                i++;
-            else if (ch == '"')
-                in_str = 0;
-        } else if (ch == '"') {
-            in_str = 1;
-        } else if (ch == '{' || ch == '[') {
-            depth++;
-        } else if (ch == '}' || ch == ']') {
-            if (depth == 0)
-                break;
-            depth--;
-        } else if (ch == ',' && depth == 0) {
-            break;
-        }
-    }
-    if (!s[i] || in_str || i == v0)
-        return -1;
-    *val = s + v0;
-    *val_len = i - v0;
-    *pos = s[i] == ',' ? i + 1 : i;
-    return 1;
-}
-
-/* The first field where two canonical sampler records differ (a key only one
- * side has counts), written to diff; 0 equal, 1 differ, -1 one is not a
- * canonical object. */
-static int sampler_record_diff(const char *stored, const char *now, char *diff, size_t cap)
-{
-    size_t a = 1, b = 1;
-    if (stored[0] != '{' || now[0] != '{')
-        return -1;
-    for (;;) {
-        const char *ka = NULL, *kb = NULL, *va = NULL, *vb = NULL;
-        size_t kla = 0, klb = 0, vla = 0, vlb = 0;
-        int ra = canon_member(stored, &a, &ka, &kla, &va, &vla);
-        int rb = canon_member(now, &b, &kb, &klb, &vb, &vlb);
-        if (ra < 0 || rb < 0)
-            return -1;
-        if (ra == 0 && rb == 0)
-            return 0;
-        int c = ra == 0 ? 1 : rb == 0 ? -1 : 0;
-        if (!c) {
-            c = memcmp(ka, kb, kla < klb ? kla : klb);
-            if (!c)
-                c = kla < klb ? -1 : kla > klb ? 1 : 0;
-        }
-        if (c < 0) { /* only the golden has it */
-            snprintf(diff, cap, "'%.*s' is %.*s in the golden, absent in the case's sampler", (int)kla, ka,
-                     (int)(vla > 200 ? 200 : vla), va);
-            return 1;
-        }
-        if (c > 0) {
-            snprintf(diff, cap, "'%.*s' is absent in the golden, %.*s in the case's sampler", (int)klb, kb,
-                     (int)(vlb > 200 ? 200 : vlb), vb);
-            return 1;
-        }
-        if (vla != vlb || memcmp(va, vb, vla)) {
-            snprintf(diff, cap, "'%.*s' is %.*s in the golden, %.*s in the case's sampler", (int)kla, ka,
-                     (int)(vla > 200 ? 200 : vla), va, (int)(vlb > 200 ? 200 : vlb), vb);
-            return 1;
-        }
-    }
-}
-
 /* ---- the run ---- */
 
 typedef struct capture {
@@ -320,7 +227,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
             gf_k_fail(k, "out of memory");
             goto done;
         }
-        int r = sampler_record_diff(g_sampler ? g_sampler : "", now, diff, sizeof diff);
+        int r = gf_golden_sampler_diff(g_sampler ? g_sampler : "", now, diff, sizeof diff);
         if (r < 0)
             snprintf(diff, sizeof diff, "the golden's sampler record %.200s is not a canonical JSON object",
                      g_sampler ? g_sampler : "(none)");
