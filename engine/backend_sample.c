@@ -10,6 +10,7 @@
 
 #include "engine_trace.h"
 #include "guard.h"
+#include "sampler_internal.h"
 
 gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
                             int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
@@ -58,10 +59,11 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
         free(z);
         return gf_error_set(GF_E_NOMEM, "out of memory");
     }
-    /* the slot gets only what gf_sample accepts: the filter validates the
-     * logits (NaN, +inf, all -inf, temperature overflow) exactly as it does */
+    /* the slot gets only what gf_sample accepts: the filter checks the
+     * logits (NaN, +inf, all -inf, temperature overflow) exactly as it does
+     * (the params were validated once, above) */
     for (int32_t b = 0; b < B && st == GF_OK; b++) {
-        st = gf_sampler_filter(logits + (size_t)b * V, V, p, z);
+        st = gf_sampler_filter_valid(logits + (size_t)b * V, V, p, z);
         if (st != GF_OK)
             gf_error_prefix(st, "backend '%s' sample, row %d", name, b);
         gf_rng_uniforms(p->seed, seq_ids ? seq_ids[b] : (uint64_t)b, step, V, u + (size_t)b * V);

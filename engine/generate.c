@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampler_internal.h" /* gf_sample_row_valid: validated once, at the top */
+
 const char *gf_stop_reason_str(gf_stop_reason r)
 {
     switch (r) {
@@ -278,7 +280,7 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         memcpy(s.finished_before, s.finished, (size_t)B);
         for (int32_t b = 0; b < B; b++) {
             uint64_t seq_id = p->seq_ids ? p->seq_ids[b] : (uint64_t)b;
-            st = gf_sample_row(s.logits + (size_t)b * V, V, &p->sampler, g->tokens[b], g->n_tokens[b], g->prompt_len[b],
+            st = gf_sample_row_valid(s.logits + (size_t)b * V, V, &p->sampler, g->tokens[b], g->n_tokens[b], g->prompt_len[b],
                                p->eos_id, seq_id, (uint64_t)step, &s.results[b]); /* history: the row's tokens */
             if (st != GF_OK) {
                 gf_error_prefix(st, "generate: row %d, step %d", b, step);

@@ -171,11 +171,11 @@ static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler
 /* A params with an extension: validated, then the profile's chain
  * (sampler_chain.c). */
 static gf_status chain_impl(const float *logits, int32_t V, const gf_sampler_params *p, double *z,
-                            int *greedy, int *poisoned, gf_sample_result *res)
+                            int *greedy, int *poisoned, gf_sample_result *res, int valid)
 {
     gf_sampler_ext e;
     gf_status st = gf_sampler_ext_load(p, &e);
-    if (st == GF_OK)
+    if (st == GF_OK && !valid)
         st = gf_sampler_validate(p);
     if (st != GF_OK)
         return st;
@@ -185,12 +185,12 @@ static gf_status chain_impl(const float *logits, int32_t V, const gf_sampler_par
 }
 
 static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_params *p,
-                             double *z, int32_t *kept, gf_sample_result *greedy)
+                             double *z, int32_t *kept, gf_sample_result *greedy, int valid)
 {
     if (p && p->ext) {
         int g = 0, poisoned = 0;
         gf_sample_result r;
-        gf_status st = chain_impl(logits, V, p, z, &g, &poisoned, &r);
+        gf_status st = chain_impl(logits, V, p, z, &g, &poisoned, &r, valid);
         if (st == GF_OK) {
             *kept = 0;
             for (int32_t i = 0; i < V; i++)
@@ -200,7 +200,7 @@ static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_pa
         }
         return st;
     }
-    gf_status st = gf_sampler_validate(p);
+    gf_status st = valid ? GF_OK : gf_sampler_validate(p);
     if (st != GF_OK)
         return st;
     st = check_logits(logits, V);
@@ -226,14 +226,20 @@ gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_par
                             double *z_out)
 {
     int32_t kept;
-    return filter_impl(logits, V, p, z_out, &kept, NULL);
+    return filter_impl(logits, V, p, z_out, &kept, NULL, 0);
+}
+
+gf_status gf_sampler_filter_valid(const float *logits, int32_t V, const gf_sampler_params *p, double *z_out)
+{
+    int32_t kept;
+    return filter_impl(logits, V, p, z_out, &kept, NULL, 1);
 }
 
 gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p,
                            double *probs_out)
 {
     int32_t kept;
-    gf_status st = filter_impl(logits, V, p, probs_out, &kept, NULL);
+    gf_status st = filter_impl(logits, V, p, probs_out, &kept, NULL, 0);
     if (st != GF_OK)
         return st;
     double zmax = -INFINITY;
@@ -269,7 +275,7 @@ void gf_sampler_race(const double *z, const double *u, int32_t V, gf_sample_resu
 
 /* gf_sample under a profile: the chain, then the same race. */
 static gf_status sample_chain(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id,
-                              uint64_t step, gf_sample_result *out)
+                              uint64_t step, gf_sample_result *out, int valid)
 {
     if (V < 1 || logits == NULL)
         return gf_error_set(GF_E_INVALID_ARG, logits ? "vocabulary size V must be >= 1, got %d" : "logits: NULL",
@@ -283,7 +289,7 @@ static gf_status sample_chain(const float *logits, int32_t V, const gf_sampler_p
     }
     int greedy = 0, poisoned = 0;
     gf_sample_result r;
-    gf_status st = chain_impl(logits, V, p, z, &greedy, &poisoned, &r);
+    gf_status st = chain_impl(logits, V, p, z, &greedy, &poisoned, &r, valid);
     if (st == GF_OK) {
         if (greedy || poisoned) {
             *out = r;
@@ -297,14 +303,16 @@ static gf_status sample_chain(const float *logits, int32_t V, const gf_sampler_p
     return st;
 }
 
-gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
-                    uint64_t seq_id, uint64_t step, gf_sample_result *out)
+/* valid: p has passed gf_sampler_validate (the caller's entry point did it
+ * once; the rules are not re-read per row and step) */
+static gf_status sample_impl(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id,
+                             uint64_t step, gf_sample_result *out, int valid)
 {
     if (out == NULL)
         return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL result");
     if (p && p->ext)
-        return sample_chain(logits, V, p, seq_id, step, out);
-    gf_status st = gf_sampler_validate(p);
+        return sample_chain(logits, V, p, seq_id, step, out, valid);
+    gf_status st = valid ? GF_OK : gf_sampler_validate(p);
     if (st != GF_OK)
         return st;
     st = check_logits(logits, V);
@@ -332,12 +340,18 @@ gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
     return st;
 }
 
-gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
-                        int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
-                        gf_sample_result *out)
+gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id, uint64_t step,
+                    gf_sample_result *out)
+{
+    return sample_impl(logits, V, p, seq_id, step, out, 0);
+}
+
+static gf_status row_impl(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                          int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                          gf_sample_result *out, int valid)
 {
     if (!p || !p->ext)
-        return gf_sample(logits, V, p, seq_id, step, out);
+        return sample_impl(logits, V, p, seq_id, step, out, valid);
     gf_sampler_ext e;
     gf_status st = gf_sampler_ext_load(p, &e);
     if (st != GF_OK)
@@ -349,9 +363,22 @@ gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params 
         e.eos_id = eos_id;
     gf_sampler_params q = *p;
     q.ext = &e;
-    return gf_sample(logits, V, &q, seq_id, step, out);
+    return sample_impl(logits, V, &q, seq_id, step, out, valid);
 }
 
+gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                        int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                        gf_sample_result *out)
+{
+    return row_impl(logits, V, p, tokens, n_tokens, n_prompt, eos_id, seq_id, step, out, 0);
+}
+
+gf_status gf_sample_row_valid(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                              int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                              gf_sample_result *out)
+{
+    return row_impl(logits, V, p, tokens, n_tokens, n_prompt, eos_id, seq_id, step, out, 1);
+}
 int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token)
 {
     gf_sampler_ext e;

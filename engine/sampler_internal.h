@@ -28,4 +28,13 @@ int gf_sampler_ext_is_plain(const gf_sampler_ext *e);
 gf_status gf_sampler_chain_run(const float *logits, int32_t V, const gf_sampler_params *p, const gf_sampler_ext *e,
                                double *z, int *greedy, int *poisoned, gf_sample_result *res);
 
+/* sampler.c: gf_sampler_filter and gf_sample_row for params the caller has
+ * already passed through gf_sampler_validate once (gf_backend_sample,
+ * gf_generate): the same work without reading the rules again for every
+ * row and step. The logits are checked as always. */
+gf_status gf_sampler_filter_valid(const float *logits, int32_t V, const gf_sampler_params *p, double *z_out);
+gf_status gf_sample_row_valid(const float *logits, int32_t V, const gf_sampler_params *p, const int32_t *tokens,
+                              int32_t n_tokens, int32_t n_prompt, int32_t eos_id, uint64_t seq_id, uint64_t step,
+                              gf_sample_result *out);
+
 #endif

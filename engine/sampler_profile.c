@@ -220,7 +220,7 @@ int gf_sampler_params_plain(const gf_sampler_params *p)
 /* One rule over value v under profile pr: GF_OK or its message. */
 static gf_status check(const gf_sf_check *c, double v, int pr)
 {
-    if (!c->msg)
+    if (!c->msg || (c->except & GF_PROFILE_BIT(pr)))
         return GF_OK;
     int ok = isnan(v) ? (c->flags & GF_SFC_NAN_OK) != 0
                       : ((c->flags & GF_SFC_LO_OPEN) ? v > c->lo : v >= c->lo) &&

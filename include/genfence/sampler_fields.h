@@ -72,9 +72,11 @@ typedef struct gf_sf_check {
     double lo, hi;
     unsigned flags;
     const char *msg;
+    uint32_t except; /* GF_PROFILE_BIT()s the rule does not apply to (an `any` rule) */
 } gf_sf_check;
-#define GF_SFC(lo, hi, flags, msg) {(lo), (hi), (flags), (msg)}
-#define GF_SFC_NONE {0, 0, 0, NULL}
+#define GF_SFC(lo, hi, flags, msg) {(lo), (hi), (flags), (msg), 0}
+#define GF_SFC_EXCEPT(profiles, lo, hi, flags, msg) {(lo), (hi), (flags), (msg), (profiles)}
+#define GF_SFC_NONE {0, 0, 0, NULL, 0}
 
 /* rec: how gf_sampler_json (a run record, generate --json) writes it. */
 enum {
@@ -132,7 +134,7 @@ enum {
       "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"                             \
       "                         top_p, min_p, temperature (each set filter must be in it,\n"                            \
       "                         the default top-k 40 and top-p 0.95 too: or give none)\n",                              \
-      GF_SFC_NONE, GF_SF_FIXED_ORDER, GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SF_FIXED_ORDER)                                \
+      GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                \
     X(MIN_P, "min_p", GF_SF_REAL_OPT, E, min_p, use_min_p, 0.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_MIN_P, GF_SF_REC_SET,  \
       GF_SF_EXT_KEY | GF_SF_FILTER, "--min-p", "  --min-p P|none         keep p_i >= P * p_max (default none)\n",       \
       GF_SFC_NONE, GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p must lie in [0, 1], got %s"),                                 \
@@ -209,8 +211,8 @@ enum {
 
 /* the shared rules of two rows above */
 #define GF_SF_FIXED_ORDER                                                                                              \
-    GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_PROFILE,                                                                 \
-           "an explicit chain is llamacpp's (its order is configurable); %s has a fixed order")
+    GF_SFC_EXCEPT(GF_PROFILE_BIT(GF_PROFILE_LLAMACPP), 0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_PROFILE,                     \
+                  "an explicit chain is llamacpp's (its order is configurable); %s has a fixed order")
 #define GF_SF_FINITE(msg) GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_G, msg)
 
 typedef enum gf_sf_id { /* GF_SFI_TEMPERATURE ... */
