@@ -353,9 +353,11 @@ static gf_status validate_llamacpp_chain(const gf_sampler_params *p, const gf_sa
 }
 
 /* The rules in this order: under seed the params' own fields first (all a
- * params without an extension has); then, with an extension, every
- * profile's rules and the lists' shapes, the profile's rules, and
- * llamacpp's chain. */
+ * params without an extension has); then, with an extension, the lists'
+ * shapes and every profile's rules on numbers, every profile's rules on
+ * lists (an explicit chain is llamacpp's), the profile's own rules, and
+ * llamacpp's chain: the order of the code before the table, wherever two
+ * rules a case or flag can break meet. */
 gf_status gf_sampler_validate(const gf_sampler_params *p)
 {
     if (p == NULL)
@@ -374,13 +376,15 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
     const char *pn = gf_sampler_profile_name(pr);
     if (!pn)
         BAD("sampler profile %d is not one of %s", (int)pr, gf_sampler_profile_list(", "));
-    for (int i = 0; i < GF_SF_COUNT && st == GF_OK; i++) {
-        const gf_sampler_field *f = &gf_sampler_fields[i];
-        if (f->in_ext)
-            st = field_shape(f, e, pn);
-        if (st == GF_OK)
-            st = field_rule(f, &f->any, p, e, pr);
-    }
+    for (int pass = 0; pass < 2; pass++) /* the numbers' every-profile rules, then the lists' (chain) */
+        for (int i = 0; i < GF_SF_COUNT && st == GF_OK; i++) {
+            const gf_sampler_field *f = &gf_sampler_fields[i];
+            const int list = f->type == GF_SF_CHAIN || f->type == GF_SF_BIAS || f->type == GF_SF_IDS;
+            if (pass == 0 && f->in_ext)
+                st = field_shape(f, e, pn);
+            if (st == GF_OK && pass == list)
+                st = field_rule(f, &f->any, p, e, pr);
+        }
     for (int i = 0; i < GF_SF_COUNT && st == GF_OK; i++) {
         const gf_sampler_field *f = &gf_sampler_fields[i];
         if (pr != GF_PROFILE_SEED || f->in_ext)
