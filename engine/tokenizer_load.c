@@ -1,8 +1,9 @@
-/* Loading a byte-level BPE tokenizer: tokenizer.json (Hugging Face) or
- * vocab.json + merges.txt (GPT-2 release layout); building the vocab and
- * merge hash maps, the added tokens (with HF's id rules) and the PCRE2
- * pre-tokenization pattern. Encoding, decoding, the byte<->unicode alphabet
- * and the map lookups live in tokenizer.c. */
+/* Loading a BPE tokenizer: tokenizer.json (Hugging Face) or vocab.json +
+ * merges.txt (GPT-2 release layout); the file's size cap; building the vocab
+ * and merge hash maps and the added tokens (with HF's id rules); the
+ * components are parsed by their own files (tokenizer_normalizer.c,
+ * tokenizer_pretok.c, tokenizer_decoder.c). Encoding, the byte<->unicode
+ * alphabet and the map lookups live in tokenizer.c. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,19 +11,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "model_internal.h"
 #include "tokenizer_internal.h"
 
 #define GF_TOK_MAX_IDS (1 << 24) /* refuse vocabularies beyond 16M ids */
 
-/* GPT-2's pre-tokenization regex, with \s spelled out as Unicode White_Space.
- * Hugging Face runs `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
- * through Oniguruma, whose \s is exactly White_Space; PCRE2's \s under UCP
- * also matches U+180E (MONGOLIAN VOWEL SEPARATOR), which HF treats as a
- * symbol, so the class is written out. (Checked over every code point.) */
-#define GF_WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-static const char k_split_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" GF_WS "\\p{L}\\p{N}]+"
-    "|[" GF_WS "]+(?![^" GF_WS "])|[" GF_WS "]+";
+/* tokenizer.json's size cap: jansson needs about 50 times the file's size
+ * (a 200 MB file took 10 GB), so a file over the cap is refused before it is
+ * read. Real tokenizers are 2-35 MB. */
+#define GF_TOK_MAX_FILE_DEFAULT ((uint64_t)64 << 20)
 /* Rust regex's Unicode \w (used by HF for single_word added tokens). */
 static const char k_word_pattern[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
 static const char k_word_pattern_fallback[] = "[\\p{L}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
@@ -95,26 +92,6 @@ static gf_status build_strmap(gf_tokenizer *t, size_t count)
     return GF_OK;
 }
 
-/* Convert a vocab string (byte-level alphabet) to the bytes it stands for.
- * Like HF's ByteLevel decoder: a string with any character outside the
- * alphabet stands for its own UTF-8 bytes. out has room for len bytes. */
-static size_t token_string_bytes(const char *s, size_t len, uint8_t *out)
-{
-    size_t i = 0, o = 0;
-    while (i < len) {
-        size_t cl;
-        uint32_t cp = gf_utf8_get((const uint8_t *)s + i, len - i, &cl);
-        int b = gf_tok_cp_to_byte(cp);
-        if (b < 0) {
-            memcpy(out, s, len);
-            return len;
-        }
-        out[o++] = (uint8_t)b;
-        i += cl;
-    }
-    return o;
-}
-
 static gf_status add_vocab_entry(gf_tokenizer *t, const char *s, size_t len, int32_t id,
                                  const char *where)
 {
@@ -127,16 +104,7 @@ static gf_status add_vocab_entry(gf_tokenizer *t, const char *s, size_t len, int
     if (st)
         return st;
     t->str_len[id] = (uint32_t)len;
-    uint8_t stackbuf[256];
-    uint8_t *buf = len <= sizeof stackbuf ? stackbuf : malloc(len);
-    if (!buf)
-        return gf_error_set(GF_E_NOMEM, "out of memory");
-    size_t nb = token_string_bytes(t->arena + t->str_off[id], len, buf);
-    st = arena_add(t, buf, nb, &t->bytes_off[id]);
-    t->bytes_len[id] = (uint32_t)nb;
-    if (buf != stackbuf)
-        free(buf);
-    return st;
+    return GF_OK;
 }
 
 /* Iterate a JSON object's keys with their lengths (keys may hold "\u0000"). */
@@ -441,21 +409,52 @@ static gf_status load_added(gf_tokenizer *t, json_t *added, const char *path)
                                 declared, hf_id);
         if (same) { /* same content again: HF keeps the id, takes the new flags */
             char *keep = same->content;
+            size_t keep_len = same->len;
             *same = tk;
             same->content = keep;
+            same->len = keep_len;
         } else {
             tk.content = malloc(len + 1);
             if (!tk.content)
                 return gf_error_set(GF_E_NOMEM, "out of memory");
             memcpy(tk.content, content, len + 1);
             t->added[t->n_added++] = tk;
-            gf_status st = arena_add(t, content, len, &t->bytes_off[declared]);
-            if (st)
-                return st;
-            t->bytes_len[declared] = (uint32_t)len;
+            if (t->str_off[declared] == GF_TOK_NONE) { /* the string decode reads */
+                gf_status st = arena_add(t, content, len, &t->str_off[declared]);
+                if (st)
+                    return st;
+                t->str_len[declared] = (uint32_t)len;
+            }
         }
         need_word_re |= tk.single_word;
     }
+    /* HF matches normalized=true tokens in the normalized text, by their
+     * normalized content */
+    gf_tok_buf nb = {0};
+    for (size_t i = 0; i < t->n_added && t->n_norm; i++) {
+        gf_tok_added *a = &t->added[i];
+        if (!a->normalized)
+            continue;
+        gf_status st = gf_tok_normalize(t, a->content, a->len, &nb);
+        char *c = st ? NULL : malloc(nb.n + 1);
+        if (!c) {
+            free(nb.p);
+            return st ? st : gf_error_set(GF_E_NOMEM, "out of memory");
+        }
+        memcpy(c, nb.p, nb.n + 1);
+        free(a->content);
+        a->content = c;
+        a->len = nb.n;
+    }
+    free(nb.p);
+    size_t kept = 0; /* a token that normalizes to "" can never match */
+    for (size_t i = 0; i < t->n_added; i++) {
+        if (t->added[i].len)
+            t->added[kept++] = t->added[i];
+        else
+            free(t->added[i].content);
+    }
+    t->n_added = kept;
     gf_status st = matchset_build(t, &t->match_raw, 0);
     if (!st)
         st = matchset_build(t, &t->match_norm, 1);
@@ -477,10 +476,15 @@ static gf_status load_added(gf_tokenizer *t, json_t *added, const char *path)
 
 static gf_status finish(gf_tokenizer *t)
 {
-    for (int b = 0; b < 256; b++) {
+    for (uint32_t cp = 0; cp < GF_TOK_CHAR_TABLE; cp++) {
         char s[4];
-        size_t n = gf_utf8_put(gf_tok_byte_to_cp((uint8_t)b), s);
-        t->byte_id[b] = gf_tok_strmap_get(t, s, n);
+        size_t n = gf_utf8_put(cp, s);
+        t->char_id[cp] = gf_tok_strmap_get(t, s, n);
+    }
+    for (int b = 0; b < 256; b++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", b);
+        t->byte_fb_id[b] = gf_tok_strmap_get(t, s, 6);
     }
     if (!t->match_raw.order) { /* no added tokens (vocab.json + merges.txt) */
         gf_status st = matchset_build(t, &t->match_raw, 0);
@@ -489,45 +493,57 @@ static gf_status finish(gf_tokenizer *t)
         if (st)
             return st;
     }
-    int err;
-    PCRE2_SIZE eo;
-    t->split_re = pcre2_compile((PCRE2_SPTR)k_split_pattern, PCRE2_ZERO_TERMINATED,
-                                PCRE2_UTF | PCRE2_UCP, &err, &eo, NULL);
-    if (!t->split_re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(err, msg, sizeof msg);
-        return gf_error_set(GF_E_INTERNAL, "PCRE2 rejects the split pattern at %zu: %s",
-                            (size_t)eo, (const char *)msg);
-    }
-    (void)pcre2_jit_compile(t->split_re, PCRE2_JIT_COMPLETE); /* optional speed-up */
-    return GF_OK;
+    return gf_tok_token_bytes_build(t);
 }
 
+/* Read and parse a JSON file under the tokenizer's size cap, with a reason
+ * for every failure (jansson's own message is empty when it runs out of
+ * memory). */
 static gf_status load_json_file(const char *path, json_t **root)
 {
+    *root = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gf_error_set(GF_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return gf_error_set(GF_E_IO, "cannot read '%s': not a regular file", path);
+    }
+    uint64_t cap = gf_env_limit("GENFENCE_MAX_TOKENIZER_BYTES", GF_TOK_MAX_FILE_DEFAULT);
+    if ((uint64_t)sb.st_size > cap) {
+        fclose(f);
+        return gf_error_set(GF_E_FORMAT, "%s: %lld bytes, over the limit of %llu for a tokenizer "
+                            "file (GENFENCE_MAX_TOKENIZER_BYTES; set it higher to load it)", path,
+                            (long long)sb.st_size, (unsigned long long)cap);
+    }
+    size_t size = (size_t)sb.st_size;
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        fclose(f);
+        return gf_error_set(GF_E_NOMEM, "cannot read '%s': out of memory for its %zu bytes", path,
+                            size);
+    }
+    size_t got = fread(buf, 1, size, f);
+    int err = ferror(f);
+    fclose(f);
+    if (err || got != size) {
+        free(buf);
+        return gf_error_set(GF_E_IO, "cannot read '%s': %s", path,
+                            err ? strerror(errno) : "the file changed size while it was read");
+    }
     json_error_t je;
-    *root = json_load_file(path, 0, &je);
+    *root = json_loadb(buf, size, 0, &je);
+    free(buf);
     if (*root)
         return GF_OK;
+    if (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory parsing its %zu bytes of JSON (the "
+                            "parser needs about 50 times the file's size)", path, size);
     if (je.line < 0)
-        return gf_error_set(GF_E_IO, "cannot read '%s': %s", path, je.text);
+        return gf_error_set(GF_E_FORMAT, "%s: %s", path, je.text);
     return gf_error_set(GF_E_FORMAT, "%s: line %d, column %d: %s", path, je.line, je.column,
                         je.text);
-}
-
-/* Components other than the model must be ones whose effect we reproduce. */
-static gf_status check_component(json_t *root, const char *key, const char *allowed,
-                                 const char *path)
-{
-    json_t *c = json_object_get(root, key);
-    if (!c || json_is_null(c))
-        return GF_OK;
-    const char *type = json_string_value(json_object_get(c, "type"));
-    if (allowed && type && !strcmp(type, allowed))
-        return GF_OK;
-    return gf_error_set(GF_E_UNSUPPORTED, "%s: %s of type '%s' is not supported (%s%s)", path,
-                        key, type ? type : "?", allowed ? "only null or " : "only null",
-                        allowed ? allowed : "");
 }
 
 static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char *path)
@@ -545,7 +561,7 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
     if (type && !json_is_string(type))
         return gf_error_set(GF_E_FORMAT, "%s: model.type is not a string", path);
     if (type && strcmp(json_string_value(type), "BPE"))
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: model type '%s' is not supported (only BPE)",
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: model: type '%s' is not supported (only BPE)",
                             path, json_string_value(type));
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     if (!json_is_object(vocab))
@@ -563,21 +579,20 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
                                 k_affixes[i]);
     }
     t->ignore_merges = get_bool(model, "ignore_merges", 0);
+    t->byte_fallback = get_bool(model, "byte_fallback", 0);
+    t->fuse_unk = get_bool(model, "fuse_unk", 0);
+    json_t *unk = json_object_get(model, "unk_token");
+    if (unk && !json_is_null(unk) && !json_is_string(unk))
+        return gf_error_set(GF_E_FORMAT, "%s: model.unk_token is not a string", path);
 
-    gf_status st = check_component(root, "normalizer", NULL, path);
+    /* every component is checked before the vocabulary is built */
+    gf_status st = gf_tok_normalizer_parse(t, json_object_get(root, "normalizer"), path);
     if (!st)
-        st = check_component(root, "post_processor", "ByteLevel", path);
+        st = gf_tok_pretokenizer_parse(t, json_object_get(root, "pre_tokenizer"), path);
     if (!st)
-        st = check_component(root, "decoder", "ByteLevel", path);
+        st = gf_tok_decoder_parse(t, json_object_get(root, "decoder"), path);
     if (st)
         return st;
-    json_t *pre = json_object_get(root, "pre_tokenizer");
-    const char *pre_type = json_string_value(json_object_get(pre, "type"));
-    if (!pre_type || strcmp(pre_type, "ByteLevel"))
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: pre_tokenizer must be ByteLevel (got %s)", path,
-                            pre_type ? pre_type : "none");
-    t->add_prefix_space = get_bool(pre, "add_prefix_space", 1);
-    t->use_regex = get_bool(pre, "use_regex", 1);
 
     json_t *added = json_object_get(root, "added_tokens");
     json_t *no_added = NULL;
@@ -603,6 +618,15 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
     if (!st)
         st = load_added(t, added, path);
     json_decref(no_added);
+    t->unk_id = -1;
+    if (!st && json_is_string(unk)) {
+        t->unk_id = gf_tok_strmap_get(t, json_string_value(unk), json_string_length(unk));
+        if (t->unk_id < 0)
+            st = gf_error_set(GF_E_FORMAT, "%s: model.unk_token '%s' is not in the vocabulary",
+                              path, json_string_value(unk));
+    }
+    if (!st) /* its template names ids, so after the vocabulary */
+        st = gf_tok_post_parse(t, json_object_get(root, "post_processor"), path);
     return st;
 }
 
@@ -625,8 +649,19 @@ static gf_status load_vocab_merges(gf_tokenizer *t, const char *vocab_path, cons
     json_decref(vocab);
     if (!st)
         st = load_merges_txt(t, merges_path);
-    t->add_prefix_space = 0;
-    t->use_regex = 1;
+    /* HF's BPE.from_file + ByteLevel(add_prefix_space=False) + its decoder */
+    json_t *pre = json_pack("{s:s, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0,
+                            "use_regex", 1);
+    json_t *dec = json_pack("{s:s}", "type", "ByteLevel");
+    if (!st && (!pre || !dec))
+        st = gf_error_set(GF_E_NOMEM, "out of memory");
+    if (!st)
+        st = gf_tok_pretokenizer_parse(t, pre, merges_path);
+    if (!st)
+        st = gf_tok_decoder_parse(t, dec, merges_path);
+    json_decref(pre);
+    json_decref(dec);
+    t->unk_id = -1;
     return st;
 }
 
@@ -712,7 +747,7 @@ void gf_tokenizer_free(gf_tokenizer *t)
     free(t->added);
     free(t->match_raw.order);
     free(t->match_norm.order);
-    pcre2_code_free(t->split_re);
+    gf_tok_components_free(t);
     pcre2_code_free(t->word_re);
     free(t);
 }

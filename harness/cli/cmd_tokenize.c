@@ -1,6 +1,7 @@
 /* genfence tokenize: text -> ids, or ids -> text (one-shot or streamed). */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: genfence tokenize --tokenizer PATH (--text TEXT | --file FILE | --decode IDS)\n"
-               "                         [--json] [--stream] [--help]\n"
+    fprintf(f, "usage: genfence tokenize --tokenizer PATH (--text TEXT | --file FILE | --decode IDS |\n"
+               "                         --jsonl FILE | --decode-jsonl FILE)\n"
+               "                         [--special] [--json] [--stream] [--help]\n"
                "\n"
-               "Byte-level BPE (GPT-2 family), id-for-id with Hugging Face tokenizers.\n"
+               "BPE tokenizers as tokenizer.json describes them (normalizer, pre-tokenizer,\n"
+               "model, post-processor, decoder), id-for-id with Hugging Face tokenizers.\n"
                "\n"
                "  --tokenizer PATH  tokenizer.json, a directory holding it, or a directory\n"
                "                    holding vocab.json + merges.txt\n"
@@ -21,6 +24,13 @@ static void usage(FILE *f)
                "  --file FILE       encode the bytes of FILE ('-' for standard input)\n"
                "  --decode IDS      decode comma-separated ids (e.g. 464,2068); prints the text\n"
                "                    (invalid UTF-8 becomes U+FFFD, as Python's errors=\"replace\")\n"
+               "  --jsonl FILE      encode each line of FILE, a JSON string; prints one JSON array\n"
+               "                    of ids per line ({\"error\": ...} for a line that fails)\n"
+               "  --decode-jsonl FILE  decode each line of FILE, a JSON array of ids; prints\n"
+               "                    {\"text\": ...} (or {\"error\": ...}) per line\n"
+               "  --special         encode with the post-processor's special tokens (e.g. a BOS),\n"
+               "                    as Hugging Face's encode(text) does by default; without it,\n"
+               "                    encode(text, add_special_tokens=False)\n"
                "  --stream          with --decode: decode token by token through the incremental\n"
                "                    UTF-8 decoder, writing each chunk as soon as it is complete\n"
                "  --json            encode: a JSON array of ids; decode: {\"text\": ...}; with\n"
@@ -69,11 +79,13 @@ static int read_all(const char *path, char **buf_out, size_t *len_out)
     return 1;
 }
 
+static int g_special; /* --special: add_special_tokens */
+
 static int do_encode(const gf_tokenizer *tok, const char *text, size_t len, int json)
 {
     int32_t *ids;
     size_t n;
-    if (gf_tokenizer_encode(tok, text, len, &ids, &n) != GF_OK) {
+    if (gf_tokenizer_encode_ex(tok, text, len, g_special, &ids, &n) != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
         return GF_EXIT_USAGE;
     }
@@ -202,17 +214,107 @@ static int do_decode(const gf_tokenizer *tok, const char *list, int json, int st
     return rc;
 }
 
+static void print_error_line(const char *msg)
+{
+    fputs("{\"error\": ", stdout);
+    gf_json_write_string(stdout, msg, strlen(msg));
+    puts("}");
+}
+
+/* One JSON value per line of FILE: a string to encode, or (decode) an array
+ * of ids; one output line each. Exit 2 when a line failed (its output line
+ * says why), after all of them. */
+static int do_jsonl(const gf_tokenizer *tok, const char *path, int decode)
+{
+    char *buf;
+    size_t len;
+    if (!read_all(path, &buf, &len))
+        return GF_EXIT_USAGE;
+    int rc = GF_EXIT_OK;
+    size_t line_no = 0;
+    for (size_t pos = 0; pos < len;) {
+        char *line = buf + pos, *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl != NULL);
+        line_no++;
+        if (ll == 0)
+            continue;
+        json_error_t je;
+        json_t *v = json_loadb(line, ll, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        char msg[512];
+        if (!v || (!decode && !json_is_string(v)) || (decode && !json_is_array(v))) {
+            snprintf(msg, sizeof msg, "%s: line %zu: expected a JSON %s", path, line_no,
+                     decode ? "array of ids" : "string");
+            print_error_line(msg);
+            json_decref(v);
+            rc = GF_EXIT_USAGE;
+            continue;
+        }
+        if (!decode) {
+            int32_t *ids;
+            size_t n;
+            if (gf_tokenizer_encode_ex(tok, json_string_value(v), json_string_length(v), g_special,
+                                       &ids, &n) != GF_OK) {
+                print_error_line(gf_error_msg());
+                rc = GF_EXIT_USAGE;
+            } else {
+                putchar('[');
+                for (size_t i = 0; i < n; i++)
+                    printf("%s%d", i ? ", " : "", ids[i]);
+                puts("]");
+                free(ids);
+            }
+            json_decref(v);
+            continue;
+        }
+        size_t n = json_array_size(v);
+        int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+        int ok = ids != NULL;
+        for (size_t i = 0; ok && i < n; i++) {
+            json_t *e = json_array_get(v, i);
+            ok = json_is_integer(e) && json_integer_value(e) >= INT32_MIN &&
+                 json_integer_value(e) <= INT32_MAX;
+            if (ok)
+                ids[i] = (int32_t)json_integer_value(e);
+        }
+        char *text;
+        size_t tl;
+        if (!ok) {
+            snprintf(msg, sizeof msg, "%s: line %zu: expected a JSON array of ids", path, line_no);
+            print_error_line(msg);
+            rc = GF_EXIT_USAGE;
+        } else if (gf_tokenizer_decode(tok, ids, n, &text, &tl) != GF_OK) {
+            print_error_line(gf_error_msg());
+            rc = GF_EXIT_USAGE;
+        } else {
+            fputs("{\"text\": ", stdout);
+            gf_json_write_string(stdout, text, tl);
+            puts("}");
+            free(text);
+        }
+        free(ids);
+        json_decref(v);
+    }
+    free(buf);
+    return rc;
+}
+
 int gf_cmd_tokenize(int argc, char **argv)
 {
     static const struct option longopts[] = {{"tokenizer", required_argument, 0, 't'},
                                              {"text", required_argument, 0, 'x'},
                                              {"file", required_argument, 0, 'f'},
                                              {"decode", required_argument, 0, 'd'},
+                                             {"jsonl", required_argument, 0, 'l'},
+                                             {"decode-jsonl", required_argument, 0, 'L'},
+                                             {"special", no_argument, 0, 'p'},
                                              {"json", no_argument, 0, 'j'},
                                              {"stream", no_argument, 0, 's'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    const char *tok_path = NULL, *text = NULL, *file = NULL, *decode = NULL;
+    const char *tok_path = NULL, *text = NULL, *file = NULL, *decode = NULL, *jsonl = NULL,
+               *decode_jsonl = NULL;
+    g_special = 0;
     int json = 0, stream = 0, c;
     optind = 1;
     opterr = 0;
@@ -222,6 +324,9 @@ int gf_cmd_tokenize(int argc, char **argv)
         case 'x': text = optarg; break;
         case 'f': file = optarg; break;
         case 'd': decode = optarg; break;
+        case 'l': jsonl = optarg; break;
+        case 'L': decode_jsonl = optarg; break;
+        case 'p': g_special = 1; break;
         case 'j': json = 1; break;
         case 's': stream = 1; break;
         case 'h': usage(stdout); return GF_EXIT_OK;
@@ -240,8 +345,9 @@ int gf_cmd_tokenize(int argc, char **argv)
         why = "unexpected argument";
     else if (!tok_path)
         why = "--tokenizer is required";
-    else if ((text != NULL) + (file != NULL) + (decode != NULL) != 1)
-        why = "give exactly one of --text, --file, --decode";
+    else if ((text != NULL) + (file != NULL) + (decode != NULL) + (jsonl != NULL) +
+                 (decode_jsonl != NULL) != 1)
+        why = "give exactly one of --text, --file, --decode, --jsonl, --decode-jsonl";
     else if (stream && !decode)
         why = "--stream goes with --decode";
     if (why) {
@@ -259,7 +365,9 @@ int gf_cmd_tokenize(int argc, char **argv)
         return GF_EXIT_USAGE;
     }
     int rc;
-    if (decode) {
+    if (jsonl || decode_jsonl) {
+        rc = do_jsonl(tok, jsonl ? jsonl : decode_jsonl, decode_jsonl != NULL);
+    } else if (decode) {
         rc = do_decode(tok, decode, json, stream);
     } else if (text) {
         rc = do_encode(tok, text, strlen(text), json);

@@ -1,10 +1,9 @@
-/* Byte-level BPE tokenizer (GPT-2 family), compatible with Hugging Face's.
+/* BPE tokenizer, id-for-id with Hugging Face tokenizers (docs/tokenizer.md).
  *
- * Loaded from a tokenizer.json (model type BPE, ByteLevel pre-tokenizer;
- * merges as "a b" strings or ["a", "b"] pairs; added tokens matched before
- * pre-tokenization) or from a directory holding vocab.json + merges.txt (plain
- * BPE, no special-token matching). Pre-tokenization: GPT-2's split regex, run
- * by PCRE2 in UTF mode. */
+ * Loaded from a tokenizer.json (model type BPE with its normalizer,
+ * pre-tokenizer, post-processor and decoder: the layouts of GPT-2, Llama 2/3,
+ * Mistral, Qwen2, SmolLM2) or from a directory holding vocab.json +
+ * merges.txt (plain byte-level BPE, no special-token matching). */
 #ifndef GENFENCE_TOKENIZER_H
 #define GENFENCE_TOKENIZER_H
 
@@ -25,20 +24,28 @@ gf_status gf_tokenizer_load(const char *path, gf_tokenizer **tok_out);
 void gf_tokenizer_free(gf_tokenizer *tok);                /* NULL-safe */
 int32_t gf_tokenizer_vocab_size(const gf_tokenizer *tok);
 
-/* Encode len bytes of UTF-8 text. *ids_out is malloc'd (caller frees), NULL on
- * failure. Invalid UTF-8 input is GF_E_INVALID_ARG with its byte offset. */
+/* Encode len bytes of UTF-8 text (HF's encode(text, add_special_tokens=False)).
+ * *ids_out is malloc'd (caller frees), NULL on failure. Invalid UTF-8 input is
+ * GF_E_INVALID_ARG with its byte offset. */
 gf_status gf_tokenizer_encode(const gf_tokenizer *tok, const char *text, size_t len,
                               int32_t **ids_out, size_t *n_out);
+/* The same; add_special_tokens = 1 also applies the post-processor's
+ * template (e.g. Llama 3's BOS), as HF's encode(text) does by default. */
+gf_status gf_tokenizer_encode_ex(const gf_tokenizer *tok, const char *text, size_t len,
+                                 int add_special_tokens, int32_t **ids_out, size_t *n_out);
 
-/* The raw bytes of one token (not NUL-terminated); NULL if id is out of range. */
+/* The bytes one token stands for in the middle of a text (not NUL-terminated):
+ * the decoder's per-token steps (byte alphabet, <0xXX> byte fallback, the
+ * Metaspace/Replace mapping); NULL if id is out of range. */
 const uint8_t *gf_tokenizer_token_bytes(const gf_tokenizer *tok, int32_t id, size_t *len_out);
 
 /* id of an exact token string (e.g. "<|endoftext|>"), -1 if absent. */
 int32_t gf_tokenizer_token_id(const gf_tokenizer *tok, const char *token);
 
-/* Decode ids to UTF-8 (invalid byte sequences replaced by U+FFFD as Python's
- * errors="replace" does). *text_out malloc'd, NUL-terminated. Out-of-range
- * ids are GF_E_INVALID_ARG. */
+/* Decode ids to UTF-8 through the tokenizer's decoder, as HF's
+ * decode(ids, skip_special_tokens=False) (ByteLevel: invalid byte sequences
+ * replaced by U+FFFD as Python's errors="replace" does). *text_out malloc'd,
+ * NUL-terminated. Out-of-range ids are GF_E_INVALID_ARG. */
 gf_status gf_tokenizer_decode(const gf_tokenizer *tok, const int32_t *ids, size_t n,
                               char **text_out, size_t *len_out);
 

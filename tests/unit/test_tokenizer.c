@@ -586,17 +586,25 @@ Test(tokenizer, unknown_model_type)
 
 Test(tokenizer, unsupported_components)
 {
-    /* components whose effect genfence does not reproduce are refused, not ignored */
-    char *s = replace_once(k_tiny_strings, "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}");
-    LOAD_ERROR(write_file("norm.json", s), GF_E_UNSUPPORTED, "normalizer", "NFC");
+    /* components whose effect genfence does not reproduce are refused, not
+     * ignored, naming the component's place and its type */
+    char *s = replace_once(k_tiny_strings, "\"normalizer\": null",
+                           "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": "
+                           "[{\"type\": \"NFC\"}, {\"type\": \"Foo\"}]}");
+    LOAD_ERROR(write_file("norm.json", s), GF_E_UNSUPPORTED,
+               "norm.json: normalizer.normalizers[1]: type 'Foo' is not supported");
     free(s);
     s = replace_once(k_tiny_strings, "\"type\": \"ByteLevel\", \"add_prefix_space\": false",
-                     "\"type\": \"Whitespace\"");
-    LOAD_ERROR(write_file("pre.json", s), GF_E_UNSUPPORTED, "pre_tokenizer", "Whitespace");
+                     "\"type\": \"BertPreTokenizer\"");
+    LOAD_ERROR(write_file("pre.json", s), GF_E_UNSUPPORTED, "pre_tokenizer: type 'BertPreTokenizer'");
     free(s);
     s = replace_once(k_tiny_strings, "\"post_processor\": null",
-                     "\"post_processor\": {\"type\": \"TemplateProcessing\"}");
-    LOAD_ERROR(write_file("post.json", s), GF_E_UNSUPPORTED, "post_processor");
+                     "\"post_processor\": {\"type\": \"RobertaProcessing\"}");
+    LOAD_ERROR(write_file("post.json", s), GF_E_UNSUPPORTED, "post_processor: type 'RobertaProcessing'");
+    free(s);
+    s = replace_once(k_tiny_strings, "\"decoder\": {\"type\": \"ByteLevel\"",
+                     "\"decoder\": {\"type\": \"WordPiece\"");
+    LOAD_ERROR(write_file("dec.json", s), GF_E_UNSUPPORTED, "decoder: type 'WordPiece'");
     free(s);
     s = replace_once(k_tiny_strings, "\"dropout\": null", "\"dropout\": 0.1");
     LOAD_ERROR(write_file("drop.json", s), GF_E_UNSUPPORTED, "dropout");

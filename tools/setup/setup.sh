@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 APT_PKGS=(build-essential cmake pkg-config git
-          libjansson-dev libpcre2-dev libyaml-dev libcriterion-dev
+          libjansson-dev libpcre2-dev libutf8proc-dev libyaml-dev libcriterion-dev
           libopenblas-dev libdnnl-dev
           python3 python3-venv python3-torch python3-numpy
           chromium libxml2-utils)  # chromium: the HTML report test renders index.html headless; xmllint: the JUnit schema test
