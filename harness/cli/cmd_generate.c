@@ -671,11 +671,16 @@ int gf_cmd_generate(int argc, char **argv)
     if (gf_gen_sampler_check(&o.gs, &o.gp.sampler, &defaults) < 0)
         goto out;
     gf_session s;
-    gf_status st = gf_session_open(&s, o.model, o.backend, o.threads, o.prompt || o.batch || o.gs.n_stops);
+    /* ids only (--tokens): the text is printed when tokenizer.json loads */
+    gf_status st = gf_session_open(&s, o.model, o.backend, o.threads,
+                                   o.prompt || o.batch || o.gs.n_stops ? GF_SESSION_TOK_REQUIRED
+                                                                       : GF_SESSION_TOK_IF_USABLE);
     if (st != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
         goto out;
     }
+    if (s.tok_error[0])
+        fprintf(stderr, "genfence: note: the text is not printed: %s\n", s.tok_error);
     if (!o.eos_set)
         o.gp.eos_id = o.no_eos ? -1 : gf_engine_config(s.engine)->eos_id;
     if (gf_gen_sampler_check_model(&o.gs, gf_engine_config(s.engine)->vocab_size, o.gp.eos_id) < 0) {

@@ -10,24 +10,30 @@
 
 #include "parse.h"
 
-gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads, int need_tokenizer)
+gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads, int tokenizer)
 {
     memset(s, 0, sizeof *s);
-    gf_status st = gf_model_load(dir, &s->model);
-    if (st != GF_OK)
-        return st;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        fclose(f);
-        st = gf_tokenizer_load(path, &s->tok);
+    gf_status st = GF_OK;
+    if (tokenizer != GF_SESSION_TOK_NONE) { /* before the weights: a refused one costs no model load */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            fclose(f);
+            st = gf_tokenizer_load(path, &s->tok);
+            if (st != GF_OK && tokenizer == GF_SESSION_TOK_IF_USABLE) {
+                snprintf(s->tok_error, sizeof s->tok_error, "%s", gf_error_msg());
+                st = GF_OK;
+            }
+        } else if (tokenizer == GF_SESSION_TOK_REQUIRED) {
+            st = gf_error_set(GF_E_IO, "%s: no tokenizer.json (needed for text prompts)", dir);
+        }
         if (st != GF_OK)
             goto fail;
-    } else if (need_tokenizer) {
-        st = gf_error_set(GF_E_IO, "%s: no tokenizer.json (needed for text prompts)", dir);
-        goto fail;
     }
+    st = gf_model_load(dir, &s->model);
+    if (st != GF_OK)
+        goto fail;
     st = gf_registry_open(backend, &s->backend);
     if (st != GF_OK)
         goto fail;

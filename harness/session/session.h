@@ -15,14 +15,23 @@
  * backend and engine. */
 typedef struct gf_session {
     gf_model *model;
-    gf_tokenizer *tok; /* NULL if the directory has no tokenizer */
+    gf_tokenizer *tok; /* NULL if not loaded (not asked for, absent or unusable) */
+    char tok_error[512]; /* GF_SESSION_TOK_IF_USABLE: why it was not loaded ("" if absent) */
     gf_backend_handle backend;
     gf_engine *engine;
 } gf_session;
 
-/* Opens dir (config.json, model.safetensors, tokenizer.json if present) on
- * the named backend with `threads`. need_tokenizer: fail if absent. */
-gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads, int need_tokenizer);
+/* What a command needs of dir/tokenizer.json. It is read before the weights,
+ * so a refused one costs no model load. */
+enum {
+    GF_SESSION_TOK_NONE = 0,      /* ids only: not read at all */
+    GF_SESSION_TOK_REQUIRED = 1,  /* text prompts: absent or refused is an error */
+    GF_SESSION_TOK_IF_USABLE = 2, /* text output if it loads; else tok NULL, tok_error why */
+};
+
+/* Opens dir (config.json, model.safetensors, tokenizer.json as `tokenizer`
+ * says) on the named backend with `threads`. */
+gf_status gf_session_open(gf_session *s, const char *dir, const char *backend, int32_t threads, int tokenizer);
 void gf_session_close(gf_session *s);
 
 /* Text or "1,2,3" ids into tokens (text needs the tokenizer). */

