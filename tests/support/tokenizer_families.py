@@ -235,7 +235,8 @@ def write_refs(d, tok, texts, rng):
 
 
 def real(out, path):
-    texts = [json.loads(l) for l in open(os.path.join(out, "..", "texts.jsonl"), encoding="utf-8").read().split("\n")[:-1]]
+    texts_path = os.path.join(os.path.dirname(os.path.abspath(out)), "texts.jsonl")
+    texts = [json.loads(l) for l in open(texts_path, encoding="utf-8").read().split("\n")[:-1]]
     os.makedirs(out, exist_ok=True)
     n, nd = write_refs(out, Tokenizer.from_file(path), texts, random.Random(7))
     print(f"{path}: {n} ids, {len(texts)} texts, {nd} id lists to decode")
