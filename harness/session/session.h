@@ -24,9 +24,10 @@ typedef struct gf_session {
 /* What a command needs of dir/tokenizer.json. It is read before the weights,
  * so a refused one costs no model load. */
 enum {
-    GF_SESSION_TOK_NONE = 0,      /* ids only: not read at all */
-    GF_SESSION_TOK_REQUIRED = 1,  /* text prompts: absent or refused is an error */
-    GF_SESSION_TOK_IF_USABLE = 2, /* text output if it loads; else tok NULL, tok_error why */
+    GF_SESSION_TOK_IF_PRESENT = 0, /* read when present (a case's text prompt); refused is an error */
+    GF_SESSION_TOK_REQUIRED = 1,   /* text prompts: absent or refused is an error */
+    GF_SESSION_TOK_IF_USABLE = 2,  /* text output if it loads; else tok NULL, tok_error why */
+    GF_SESSION_TOK_NONE = 3,       /* ids only: not read at all */
 };
 
 /* Opens dir (config.json, model.safetensors, tokenizer.json as `tokenizer`
