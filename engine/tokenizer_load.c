@@ -561,7 +561,7 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
     if (type && !json_is_string(type))
         return gf_error_set(GF_E_FORMAT, "%s: model.type is not a string", path);
     if (type && strcmp(json_string_value(type), "BPE"))
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: model: type '%s' is not supported (only BPE)",
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: model type '%s' is not supported (only BPE)",
                             path, json_string_value(type));
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     if (!json_is_object(vocab))

@@ -129,7 +129,7 @@ def main():
         j["added_tokens"][0]["id"] = 99999
     tok("added_token_id_out_of_range.json", added)
     tok("empty_vocab.json", lambda j: (j["model"].update(vocab={}, merges=[]), j.update(added_tokens=[])))
-    tok("normalizer_unsupported.json", lambda j: j.update(normalizer={"type": "NFKC"}))
+    tok("normalizer_unsupported.json", lambda j: j.update(normalizer={"type": "Precompiled", "precompiled_charsmap": ""}))
 
     # ---- goldens (each a directory: case.yaml naming golden.safetensors) ----
     import hashlib
