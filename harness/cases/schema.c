@@ -7,10 +7,112 @@
 
 #include "case_internal.h"
 
+/* ---- the key census (gf_kind_keys) ---- */
+
+#define CENSUS_MAX 128
+
+struct gf_key_census {
+    const gf_ynode *map; /* the case map the parse is given */
+    char *asked[CENSUS_MAX], *refused[CENSUS_MAX];
+    size_t n_asked, n_refused;
+};
+
+static int census_has(char *const *v, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i], key))
+            return 1;
+    return 0;
+}
+
+static void census_add(char **v, size_t *n, const char *key)
+{
+    if (*n < CENSUS_MAX && !census_has(v, *n, key) && (v[*n] = strdup(key)) != NULL)
+        (*n)++;
+}
+
+static void census_note(gf_cctx *ctx, const gf_ynode *map, const char *key, int refused)
+{
+    gf_key_census *c = ctx ? ctx->census : NULL;
+    if (!c || map != c->map)
+        return;
+    if (refused)
+        census_add(c->refused, &c->n_refused, key);
+    else
+        census_add(c->asked, &c->n_asked, key);
+}
+
+int gf_kind_keys(const gf_kind_def *k, const char *const *only_of, const char *const *except, char *buf, size_t cap)
+{
+    gf_key_census census;
+    memset(&census, 0, sizeof census);
+    gf_ynode map;
+    memset(&map, 0, sizeof map);
+    map.type = GF_YN_MAP;
+    map.line = map.col = 1;
+    census.map = &map;
+    gf_cctx ctx = {.file = "(keys)", .root = ".", .census = &census};
+    gf_case c;
+    memset(&c, 0, sizeof c);
+    c.id = (char *)"keys";
+    c.kind = k;
+    c.file = (char *)"(keys)";
+    k->parse(&ctx, &map, &c); /* on an empty map: errors expected, and dropped */
+    if (k->free_spec)
+        k->free_spec(c.spec);
+    for (size_t i = 0; i < ctx.n_errors; i++)
+        free(ctx.errors[i]);
+    free(ctx.errors);
+    int n = 0;
+    size_t used = 0;
+    if (cap)
+        buf[0] = '\0';
+    size_t n_order = 0;
+    if (only_of)
+        while (only_of[n_order])
+            n_order++;
+    for (size_t i = 0; i < (only_of ? n_order : census.n_asked); i++) {
+        const char *key = only_of ? only_of[i] : census.asked[i];
+        if (!census_has(census.asked, census.n_asked, key) || census_has(census.refused, census.n_refused, key))
+            continue;
+        int skip = 0;
+        for (const char *const *e = except; e && *e && !skip; e++)
+            skip = !strcmp(*e, key);
+        if (skip)
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s", n ? ", " : "", key);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+        n++;
+    }
+    for (size_t i = 0; i < census.n_asked; i++)
+        free(census.asked[i]);
+    for (size_t i = 0; i < census.n_refused; i++)
+        free(census.refused[i]);
+    return n;
+}
+
+const gf_ynode *gf_y_refuse(gf_cctx *ctx, const gf_ynode *map, const char *key)
+{
+    census_note(ctx, map, key, 1);
+    if (!map || map->type != GF_YN_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++) {
+        const gf_ynode *k = map->items[2 * i];
+        if (k->type == GF_YN_SCALAR && !strcmp(k->value, key)) {
+            map->used[i] = 1; /* the caller reports it, not again as an unknown key */
+            return k;
+        }
+    }
+    return NULL;
+}
+
 /* ---- schema getters ---- */
 
 const gf_ynode *gf_y_get(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags)
 {
+    census_note(ctx, map, key, 0);
     if (!map || map->type != GF_YN_MAP)
         return NULL;
     for (size_t i = 0; i < map->n; i++) {
