@@ -16,9 +16,9 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "run_plan_rerun: FAIL: $*" >&2; exit 1; }
+# shellcheck source=../support/test_lib.sh
+source "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init run_plan_rerun
 cd "$GF_SRC"
 N="$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_noise.so"
 [[ -f $N ]] || fail "test backend $N not built"
