@@ -66,7 +66,8 @@ static void usage(FILE *f)
             "  --rerun-failed RUN.json  only the (case, backend) pairs that did not pass (fail, stale,\n"
             "                           crash, timeout, error) in that earlier report, on the backends\n"
             "                           they ran on there (NAME:CONFIG and --require-backend kept);\n"
-            "                           --backend narrows them to the pairs of the named backends\n"
+            "                           --backend narrows them to the pairs of the named backends;\n"
+            "                           without PATHS, from the case files they came from\n"
             "  --maxfail N              start no (case, backend) run after N of them failed (fail,\n"
             "                           stale, crash, timeout, error); the rest are skips saying so\n"
             "  -x, --exitfirst          --maxfail 1\n"
@@ -398,8 +399,15 @@ static int limit_takes(const gf_kind_def **seen, long *count, size_t *n_seen, si
 static int select_cases(const run_cli *cli, gf_case_set *set, const gf_case ***sel, size_t *n_sel)
 {
     gf_case_filter cf;
+    /* --rerun-failed without paths: the case files the failing pairs came from */
+    const char *const *paths = cli->paths;
+    size_t n_paths = cli->n_paths;
+    if (!n_paths && cli->rerun.n_files) {
+        paths = (const char *const *)cli->rerun.files;
+        n_paths = cli->rerun.n_files;
+    }
     if (gf_case_select_load("run", "; nothing was run", cli->filter, cli->kinds.v, cli->kinds.n, cli->tags.v,
-                            cli->tags.n, cli->paths, cli->n_paths, &cf, set) < 0)
+                            cli->tags.n, paths, n_paths, &cf, set) < 0)
         return GF_EXIT_USAGE;
     const gf_case **v = calloc(set->n ? set->n : 1, sizeof *v);
     const gf_kind_def *seen[256];

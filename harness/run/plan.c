@@ -26,6 +26,21 @@ void gf_job_decide(gf_job *j, gf_verdict v, const char *fmt, ...)
 
 /* ---- --rerun-failed ---- */
 
+/* w appended to (*v, *n) unless there: its index, or -1 out of memory. */
+static long add_word(char ***v, size_t *n, const char *w)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*v)[i], w))
+            return (long)i;
+    char **g = realloc(*v, (*n + 1) * sizeof *g);
+    if (!g)
+        return -1;
+    *v = g;
+    if (!(g[*n] = strdup(w)))
+        return -1;
+    return (long)(*n)++;
+}
+
 static int passed(const char *v) { return !strcmp(v, "pass") || !strcmp(v, "pass-near-tie") || !strcmp(v, "skip"); }
 
 int gf_rerun_load(gf_rerun *r, const char *path, char *why, size_t cap)
@@ -74,26 +89,27 @@ int gf_rerun_load(gf_rerun *r, const char *path, char *why, size_t cap)
             json_object_set_new(per, be, json_true());
             r->n_pairs++;
         }
+        const char *file = json_string_value(json_object_get(x, "file"));
+        if (file && add_word(&r->files, &r->n_files, file) < 0) {
+            snprintf(why, cap, "--rerun-failed %s: out of memory", path);
+            json_decref(doc);
+            gf_rerun_free(r);
+            return -1;
+        }
         if (!strcmp(be, "engine") || !strcmp(be, "-"))
             continue;
-        size_t k;
-        for (k = 0; k < r->n_backends && strcmp(r->backends[k], be); k++)
-            ;
-        if (k == r->n_backends) {
-            char **g = realloc(r->backends, (k + 1) * sizeof *g);
-            int *q = g ? realloc(r->required, (k + 1) * sizeof *q) : NULL;
-            if (g)
-                r->backends = g;
-            if (q)
-                r->required = q;
-            if (!g || !q || !(r->backends[k] = strdup(be))) {
-                snprintf(why, cap, "--rerun-failed %s: out of memory", path);
-                json_decref(doc);
-                gf_rerun_free(r);
-                return -1;
-            }
+        size_t before = r->n_backends;
+        long k = add_word(&r->backends, &r->n_backends, be);
+        int *q = k >= 0 && r->n_backends > before ? realloc(r->required, r->n_backends * sizeof *q) : NULL;
+        if (q) {
+            r->required = q;
             r->required[k] = 0;
-            r->n_backends++;
+        }
+        if (k < 0 || (r->n_backends > before && !q)) {
+            snprintf(why, cap, "--rerun-failed %s: out of memory", path);
+            json_decref(doc);
+            gf_rerun_free(r);
+            return -1;
         }
         r->required[k] |= json_is_true(json_object_get(x, "backend_required"));
     }
@@ -108,6 +124,9 @@ void gf_rerun_free(gf_rerun *r)
         free(r->backends[i]);
     free(r->backends);
     free(r->required);
+    for (size_t i = 0; i < r->n_files; i++)
+        free(r->files[i]);
+    free(r->files);
     memset(r, 0, sizeof *r);
 }
 

@@ -27,6 +27,8 @@ typedef struct gf_rerun {
     int *required;       /* each one's --require-backend in that run */
     size_t n_backends;
     size_t n_pairs;
+    char **files; /* the case files of the failing pairs, as that run named them, first seen first */
+    size_t n_files;
 } gf_rerun;
 
 /* Read a run.json; 0, or -1 with a message (gf_cli-style, on stderr). */

@@ -111,7 +111,12 @@ rc=0
 "$GENFENCE" run -q --rerun-failed "$tmp/r1/run.json" --backend ref --no-report >"$tmp/r3.out" 2>&1 || rc=$?
 [[ $rc == 2 ]] && grep -q "none of the 1 (case, backend) pair(s) that did not pass" "$tmp/r3.out" \
   || { cat "$tmp/r3.out"; fail "--rerun-failed narrowed to ref (which passed) exited $rc"; }
-echo "ok   3: --rerun-failed reruns the failing plugin's pair and fails; --backend ref narrows it away"
+# without PATHS: the case files the failing pairs came from (cases/detect, not the default suite)
+"$GENFENCE" run --rerun-failed "$tmp/detect/run.json" --plan >"$tmp/r4.out" 2>&1 || { cat "$tmp/r4.out"; fail "--rerun-failed of the detect run"; }
+want=$("$PY" -c 'import json, sys; print(sum(x["verdict"] not in ("pass", "pass-near-tie", "skip") for x in json.load(open(sys.argv[1]))["results"]))' "$tmp/detect/run.json")
+grep -q "^plan: $want (case, backend) pairs over [0-9]* cases: $want to run" "$tmp/r4.out" \
+  || { tail -3 "$tmp/r4.out"; fail "--rerun-failed of the detect run does not plan its $want failing pairs"; }
+echo "ok   3: --rerun-failed reruns the failing plugin's pair and fails; --backend ref narrows it away; the detect run's $want failing pairs come back from their own case files"
 
 # 4. --maxfail, -x, --limit
 for opt in "--maxfail 2" "-x"; do
