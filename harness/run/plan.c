@@ -63,7 +63,8 @@ int gf_rerun_load(gf_rerun *r, const char *path, char *why, size_t cap)
     r->pairs = json_object();
     size_t i;
     json_t *x;
-    json_array_foreach(res, i, x) {
+    json_array_foreach(res, i, x)
+    {
         const char *id = json_string_value(json_object_get(x, "id"));
         const char *v = json_string_value(json_object_get(x, "verdict"));
         if (!id || !v) {

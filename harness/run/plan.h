@@ -22,9 +22,9 @@
  * report, and the backends they ran on (as requested, options included). */
 typedef struct gf_rerun {
     const char *path;
-    json_t *pairs;       /* {id: {backend_requested: true}} */
-    char **backends;     /* the failing pairs' backends (not "engine"), first seen first */
-    int *required;       /* each one's --require-backend in that run */
+    json_t *pairs;   /* {id: {backend_requested: true}} */
+    char **backends; /* the failing pairs' backends (not "engine"), first seen first */
+    int *required;   /* each one's --require-backend in that run */
     size_t n_backends;
     size_t n_pairs;
     char **files; /* the case files of the failing pairs, as that run named them, first seen first */

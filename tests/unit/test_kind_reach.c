@@ -96,8 +96,7 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
                      k->name, reach_name(k->reaches), calls, first);
         if (!calls && k->reaches == GF_KIND_REACHES_SAMPLE)
             snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
-                     "%s declares it reaches the sample slot, but none of its %zu cases called it\n", k->name,
-                     n_cases);
+                     "%s declares it reaches the sample slot, but none of its %zu cases called it\n", k->name, n_cases);
     }
     gf_case_set_free(&set);
     cr_assert(!errors[0], "%s", errors);
