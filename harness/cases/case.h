@@ -176,11 +176,20 @@ struct gf_kind_def {
 };
 
 /* The keys kind k's parse asks of a case (its own keys, the loader's common
- * ones not included), in the order it asks, comma-separated into buf (""
- * when none); the keys the kind refuses (gf_y_refuse) are left out. With
- * only_of (NULL-terminated), only those keys, in only_of's order; with
- * except, none of those. Returns how many. */
-int gf_kind_keys(const gf_kind_def *k, const char *const *only_of, const char *const *except, char *buf, size_t cap);
+ * ones not included), found by running it on an empty map, in the order it
+ * asks them, comma-separated into buf ("" when none); the keys the kind
+ * refuses (gf_y_refuse) are left out. Returns how many.
+ *   GF_KEYS_ALL          every key it takes;
+ *   GF_KEYS_PLAIN        the keys it reads whatever else the case holds;
+ *   GF_KEYS_CONDITIONAL  the keys a reader reads only when the case names
+ *                        one of them (the sampler-profile keys,
+ *                        harness/krun/keys.c: such a reader asks
+ *                        gf_y_census_all and reads them all when it says 1). */
+typedef enum gf_kind_keys_which { GF_KEYS_ALL, GF_KEYS_PLAIN, GF_KEYS_CONDITIONAL } gf_kind_keys_which;
+int gf_kind_keys(const gf_kind_def *k, gf_kind_keys_which which, char *buf, size_t cap);
+/* In gf_kind_keys's second census: 1, and a reader that reads a group of
+ * keys only when one of them is present reads them all. */
+int gf_y_census_all(const gf_cctx *ctx);
 
 /* The kind called name in a NULL-terminated list, or NULL. */
 const gf_kind_def *gf_kind_lookup(const gf_kind_def *const *kinds, const char *name);

@@ -309,11 +309,13 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         for (size_t i = 0; m->type == GF_YN_MAP && i < m->n; i++)
             unknown |= !m->used[i];
         if (unknown) { /* the kind's keys (a census of its parse) only for the message */
-            char where[2048], keys[1536];
-            gf_kind_keys(c.kind, NULL, NULL, keys, sizeof keys);
+            char where[3072], keys[1024], more[1024];
+            gf_kind_keys(c.kind, GF_KEYS_PLAIN, keys, sizeof keys);
+            gf_kind_keys(c.kind, GF_KEYS_CONDITIONAL, more, sizeof more);
             snprintf(where, sizeof where,
-                     "for kind '%s' (its keys: id, kind, description, tags, backends, expect_verdict%s%s%s)",
-                     c.kind->name, c.kind->needs != GF_KIND_NEEDS_NOTHING ? ", model" : "", keys[0] ? ", " : "", keys);
+                     "for kind '%s' (its keys: id, kind, description, tags, backends, expect_verdict%s%s%s%s%s)",
+                     c.kind->name, c.kind->needs != GF_KIND_NEEDS_NOTHING ? ", model" : "", keys[0] ? ", " : "", keys,
+                     more[0] ? "; with a sampler-profile key also: " : "", more);
             gf_y_check_unknown(ctx, m, where);
         }
     }

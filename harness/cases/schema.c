@@ -13,6 +13,7 @@
 
 struct gf_key_census {
     const gf_ynode *map; /* the case map the parse is given */
+    int all;             /* the conditional readers read too (gf_y_census_all) */
     char *asked[CENSUS_MAX], *refused[CENSUS_MAX];
     size_t n_asked, n_refused;
 };
@@ -42,16 +43,17 @@ static void census_note(gf_cctx *ctx, const gf_ynode *map, const char *key, int 
         census_add(c->asked, &c->n_asked, key);
 }
 
-int gf_kind_keys(const gf_kind_def *k, const char *const *only_of, const char *const *except, char *buf, size_t cap)
+/* One census of k's parse on an empty map; all: the conditional readers too. */
+static void census_run(const gf_kind_def *k, int all, gf_key_census *census)
 {
-    gf_key_census census;
-    memset(&census, 0, sizeof census);
+    memset(census, 0, sizeof *census);
     gf_ynode map;
     memset(&map, 0, sizeof map);
     map.type = GF_YN_MAP;
     map.line = map.col = 1;
-    census.map = &map;
-    gf_cctx ctx = {.file = "(keys)", .root = ".", .census = &census};
+    census->map = &map;
+    census->all = all;
+    gf_cctx ctx = {.file = "(keys)", .root = ".", .census = census};
     gf_case c;
     memset(&c, 0, sizeof c);
     c.id = (char *)"keys";
@@ -63,22 +65,34 @@ int gf_kind_keys(const gf_kind_def *k, const char *const *only_of, const char *c
     for (size_t i = 0; i < ctx.n_errors; i++)
         free(ctx.errors[i]);
     free(ctx.errors);
+    census->map = NULL;
+}
+
+static void census_free(gf_key_census *c)
+{
+    for (size_t i = 0; i < c->n_asked; i++)
+        free(c->asked[i]);
+    for (size_t i = 0; i < c->n_refused; i++)
+        free(c->refused[i]);
+}
+
+int gf_y_census_all(const gf_cctx *ctx) { return ctx && ctx->census && ctx->census->all; }
+
+int gf_kind_keys(const gf_kind_def *k, gf_kind_keys_which which, char *buf, size_t cap)
+{
+    gf_key_census plain, all;
+    census_run(k, 0, &plain);
+    census_run(k, 1, &all);
     int n = 0;
     size_t used = 0;
     if (cap)
         buf[0] = '\0';
-    size_t n_order = 0;
-    if (only_of)
-        while (only_of[n_order])
-            n_order++;
-    for (size_t i = 0; i < (only_of ? n_order : census.n_asked); i++) {
-        const char *key = only_of ? only_of[i] : census.asked[i];
-        if (!census_has(census.asked, census.n_asked, key) || census_has(census.refused, census.n_refused, key))
+    for (size_t i = 0; i < all.n_asked; i++) { /* in the order the parse asks them */
+        const char *key = all.asked[i];
+        if (census_has(all.refused, all.n_refused, key))
             continue;
-        int skip = 0;
-        for (const char *const *e = except; e && *e && !skip; e++)
-            skip = !strcmp(*e, key);
-        if (skip)
+        int is_plain = census_has(plain.asked, plain.n_asked, key);
+        if ((which == GF_KEYS_PLAIN && !is_plain) || (which == GF_KEYS_CONDITIONAL && is_plain))
             continue;
         int w = snprintf(buf + used, cap - used, "%s%s", n ? ", " : "", key);
         if (w < 0 || (size_t)w >= cap - used)
@@ -86,10 +100,8 @@ int gf_kind_keys(const gf_kind_def *k, const char *const *only_of, const char *c
         used += (size_t)w;
         n++;
     }
-    for (size_t i = 0; i < census.n_asked; i++)
-        free(census.asked[i]);
-    for (size_t i = 0; i < census.n_refused; i++)
-        free(census.refused[i]);
+    census_free(&plain);
+    census_free(&all);
     return n;
 }
 

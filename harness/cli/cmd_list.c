@@ -12,7 +12,6 @@
 #include "genfence/sampler.h"
 #include "hash.h"
 #include "kinds.h"
-#include "sampler_keys.h"
 
 static void usage(FILE *f)
 {
@@ -167,13 +166,13 @@ int gf_cmd_list(int argc, char **argv)
     if (list_kinds) {
         for (const gf_kind_def *const *k = gf_kinds(); *k; k++) {
             /* the keys its parse asks for (gf_kind_keys): its own, then the
-             * sampler-profile keys (sampler_keys.h) it takes */
+             * sampler-profile keys (sampler_keys.h) it takes with a profile */
             char own[1024], more[1024];
-            gf_kind_keys(*k, NULL, gf_sampler_ext_keys(), own, sizeof own);
+            gf_kind_keys(*k, GF_KEYS_PLAIN, own, sizeof own);
             printf("%-24s %s\n%-24s   keys: %s%s%s\n", (*k)->name, (*k)->summary, "",
                    (*k)->needs != GF_KIND_NEEDS_NOTHING ? "model" : "",
                    (*k)->needs != GF_KIND_NEEDS_NOTHING && own[0] ? ", " : "", own);
-            if (gf_kind_keys(*k, gf_sampler_ext_keys(), NULL, more, sizeof more))
+            if (gf_kind_keys(*k, GF_KEYS_CONDITIONAL, more, sizeof more))
                 printf("%-24s   sampler keys: %s (docs/sampler.md; genfence list --profiles)\n", "", more);
         }
         rc = GF_EXIT_OK;

@@ -108,14 +108,23 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
 Test(kinds, keys_are_what_the_parse_asks)
 {
     char buf[1024];
-    gf_kind_keys(&gf_kind_top_p_fence, NULL, NULL, buf, sizeof buf);
+    gf_kind_keys(&gf_kind_top_p_fence, GF_KEYS_ALL, buf, sizeof buf);
     cr_assert(strstr(buf, "probs") && strstr(buf, "expect") && strstr(buf, "min_p"), "%s", buf);
-    cr_assert(!strstr(buf, "repetition_penalty") && !strstr(buf, "top_k") && !strstr(buf, "logit_bias"), "%s", buf);
-    gf_kind_keys(&gf_kind_distribution_match, NULL, NULL, buf, sizeof buf);
+    cr_assert(!strstr(buf, "repetition_penalty") && !strstr(buf, "top_k") && !strstr(buf, "logit_bias") &&
+                  !strstr(buf, "eos_id"),
+              "%s", buf);
+    gf_kind_keys(&gf_kind_top_p_fence, GF_KEYS_CONDITIONAL, buf, sizeof buf);
+    cr_assert_str_eq(buf, "profile, chain, min_p, typical_p, min_tokens_to_keep");
+    gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_ALL, buf, sizeof buf);
     cr_assert_str_eq(buf, "goldens, prompts, steps, gate, thresholds");
-    const char *only[] = {"thresholds", "steps", "no_such_key", NULL};
-    cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, only, NULL, buf, sizeof buf), 2);
-    cr_assert_str_eq(buf, "thresholds, steps");
+    cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_CONDITIONAL, buf, sizeof buf), 0);
+    /* eos_id: read by the sampler reader only beside a profile key, by eos itself always */
+    gf_kind_keys(&gf_kind_sampling_distribution, GF_KEYS_PLAIN, buf, sizeof buf);
+    cr_assert(!strstr(buf, "eos_id") && strstr(buf, "draws"), "%s", buf);
+    gf_kind_keys(&gf_kind_sampling_distribution, GF_KEYS_CONDITIONAL, buf, sizeof buf);
+    cr_assert(strstr(buf, "eos_id") && strstr(buf, "profile"), "%s", buf);
+    gf_kind_keys(&gf_kind_eos, GF_KEYS_PLAIN, buf, sizeof buf);
+    cr_assert(strstr(buf, "eos_id"), "%s", buf);
     for (const gf_kind_def *const *k = gf_kinds(); *k; k++)
-        cr_assert(gf_kind_keys(*k, NULL, NULL, buf, sizeof buf) > 0, "%s asks for no key", (*k)->name);
+        cr_assert(gf_kind_keys(*k, GF_KEYS_ALL, buf, sizeof buf) > 0, "%s asks for no key", (*k)->name);
 }
