@@ -55,11 +55,14 @@ const char *gf_ynode_type_name(const gf_ynode *n); /* "a mapping", "a string", .
 
 /* ---- reading a mapping against a schema ---- */
 
+typedef struct gf_key_census gf_key_census;
+
 typedef struct gf_cctx {
     const char *file;         /* path as given */
     char **errors;            /* "FILE:LINE:COL: message" */
     size_t n_errors, cap;
     const char *root;         /* repository root for relative model paths */
+    gf_key_census *census;    /* gf_kind_keys: records the keys a parse asks of the case map; NULL otherwise */
 } gf_cctx;
 
 /* Record "FILE:LINE:COL: message" at node n (or at line/col 0 if n is NULL). */
@@ -107,6 +110,12 @@ int gf_y_strings(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, 
                  size_t *n_out);
 void gf_y_strings_free(char **v, size_t n);
 
+/* A key the kind refuses although a shared reader it calls would read it
+ * (a fence takes no penalties): its key node when present (marked read, for
+ * the caller's own error), else NULL. gf_kind_keys leaves it out of the
+ * kind's keys. */
+const gf_ynode *gf_y_refuse(gf_cctx *ctx, const gf_ynode *map, const char *key);
+
 /* Errors for every key of map that the schema did not read ("unknown key 'x'
  * for kind K; known: a, b"). */
 void gf_y_check_unknown(gf_cctx *ctx, const gf_ynode *map, const char *where);
@@ -122,21 +131,65 @@ typedef struct gf_kind_def gf_kind_def;
 typedef struct gf_case gf_case;
 typedef struct gf_krun gf_krun;     /* harness/krun: the run of one (case, backend) */
 
-enum { GF_KIND_NO_MODEL = 0, GF_KIND_MODEL_TOKENIZER = 1, GF_KIND_MODEL_REQUIRED = 2 };
+/* What a kind needs from the case: nothing, a model directory for its
+ * tokenizer only, or a model it loads (the loader requires / refuses the
+ * `model` key accordingly). */
+typedef enum gf_kind_needs {
+    GF_KIND_NEEDS_NOTHING = 0,
+    GF_KIND_NEEDS_TOKENIZER,
+    GF_KIND_NEEDS_MODEL,
+} gf_kind_needs;
+
+/* Which backend slots a kind's run reaches: none (the engine's own code:
+ * stream_decode, left_padding_positions ...), only the sample slot (the
+ * sampler kinds, when the backend has one), or the model slots (model_load,
+ * cache_*, forward; the child opens model + backend, gf_session_open, and the
+ * sample slot when the backend has one). `genfence run` runs a kind on a
+ * backend only where the backend has what it reaches; the rest runs once, on
+ * the engine. A kind that calls a slot it does not declare fails
+ * tests/unit/test_kind_reach.c. */
+typedef enum gf_kind_reach {
+    GF_KIND_REACHES_NONE = 0,
+    GF_KIND_REACHES_SAMPLE,
+    GF_KIND_REACHES_MODEL,
+} gf_kind_reach;
 
 struct gf_kind_def {
     const char *name;
     const char *summary;
-    int uses_backend;         /* 1: the child opens model + backend (gf_session_open) */
-    int model;                /* GF_KIND_NO_MODEL / _MODEL_TOKENIZER (model for its tokenizer) / _REQUIRED */
-    const char *keys;         /* the kind's own keys, for messages: "probs, logits, expect" */
-    /* Read the kind's keys from map into c->spec; 0 ok, -1 error (recorded). */
+    gf_kind_needs needs;
+    gf_kind_reach reaches;
+    /* Read the kind's keys from map into c->spec; 0 ok, -1 error (recorded).
+     * Its keys are the ones it asks for (gf_kind_keys): every key reader it
+     * may call on map must be called on an empty map too. */
     int (*parse)(gf_cctx *ctx, const gf_ynode *map, gf_case *c);
     void (*free_spec)(void *spec);
     /* Run in the child; results go into k. */
     void (*run)(const gf_case *c, gf_krun *k);
+    /* The statistical tier (harness/run/plan.c). defers_to_statistical: the
+     * kind judges token equality against a fp32 reference, so a backend with
+     * lower-precision weights is skipped where a statistical case judges
+     * them. judges_weights (the statistical kind): does case c have
+     * thresholds for the weight type? */
+    int defers_to_statistical;
+    int (*judges_weights)(const gf_case *c, const char *weights);
 };
 
+/* The keys kind k's parse asks of a case (its own keys, the loader's common
+ * ones not included), found by running it on an empty map, in the order it
+ * asks them, comma-separated into buf ("" when none); the keys the kind
+ * refuses (gf_y_refuse) are left out. Returns how many.
+ *   GF_KEYS_ALL          every key it takes;
+ *   GF_KEYS_PLAIN        the keys it reads whatever else the case holds;
+ *   GF_KEYS_CONDITIONAL  the keys a reader reads only when the case names
+ *                        one of them (the sampler-profile keys,
+ *                        harness/krun/keys.c: such a reader asks
+ *                        gf_y_census_all and reads them all when it says 1). */
+typedef enum gf_kind_keys_which { GF_KEYS_ALL, GF_KEYS_PLAIN, GF_KEYS_CONDITIONAL } gf_kind_keys_which;
+int gf_kind_keys(const gf_kind_def *k, gf_kind_keys_which which, char *buf, size_t cap);
+/* In gf_kind_keys's second census: 1, and a reader that reads a group of
+ * keys only when one of them is present reads them all. */
+int gf_y_census_all(const gf_cctx *ctx);
 
 /* The kind called name in a NULL-terminated list, or NULL. */
 const gf_kind_def *gf_kind_lookup(const gf_kind_def *const *kinds, const char *name);

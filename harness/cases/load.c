@@ -289,7 +289,7 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         gf_y_error(ctx, gf_y_get(ctx, m, "backends", 0), "'backends' is empty (omit it to allow every backend)");
     if (c.kind) {
         const gf_ynode *mn = gf_y_get(ctx, m, "model", 0);
-        if (c.kind->model == GF_KIND_NO_MODEL) {
+        if (c.kind->needs == GF_KIND_NEEDS_NOTHING) {
             if (mn)
                 gf_y_error(ctx, mn, "kind '%s' takes no 'model'", c.kind->name);
         } else if (!mn) {
@@ -305,10 +305,19 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         }
         if (c.kind->parse(ctx, m, &c) < 0 && ctx->n_errors == errors_before)
             gf_y_error(ctx, m, "invalid case");
-        char where[512];
-        snprintf(where, sizeof where, "for kind '%s' (its keys: id, kind, description, tags, backends, expect_verdict%s%s%s)",
-                 c.kind->name, c.kind->model ? ", model" : "", c.kind->keys[0] ? ", " : "", c.kind->keys);
-        gf_y_check_unknown(ctx, m, where);
+        int unknown = 0;
+        for (size_t i = 0; m->type == GF_YN_MAP && i < m->n; i++)
+            unknown |= !m->used[i];
+        if (unknown) { /* the kind's keys (a census of its parse) only for the message */
+            char where[3072], keys[1024], more[1024];
+            gf_kind_keys(c.kind, GF_KEYS_PLAIN, keys, sizeof keys);
+            gf_kind_keys(c.kind, GF_KEYS_CONDITIONAL, more, sizeof more);
+            snprintf(where, sizeof where,
+                     "for kind '%s' (its keys: id, kind, description, tags, backends, expect_verdict%s%s%s%s%s)",
+                     c.kind->name, c.kind->needs != GF_KIND_NEEDS_NOTHING ? ", model" : "", keys[0] ? ", " : "", keys,
+                     more[0] ? "; with a sampler-profile key also: " : "", more);
+            gf_y_check_unknown(ctx, m, where);
+        }
     }
     free(kind);
     if (ctx->n_errors == errors_before && c.id && c.kind) {

@@ -7,10 +7,124 @@
 
 #include "case_internal.h"
 
+/* ---- the key census (gf_kind_keys) ---- */
+
+#define CENSUS_MAX 128
+
+struct gf_key_census {
+    const gf_ynode *map; /* the case map the parse is given */
+    int all;             /* the conditional readers read too (gf_y_census_all) */
+    char *asked[CENSUS_MAX], *refused[CENSUS_MAX];
+    size_t n_asked, n_refused;
+};
+
+static int census_has(char *const *v, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i], key))
+            return 1;
+    return 0;
+}
+
+static void census_add(char **v, size_t *n, const char *key)
+{
+    if (*n < CENSUS_MAX && !census_has(v, *n, key) && (v[*n] = strdup(key)) != NULL)
+        (*n)++;
+}
+
+static void census_note(gf_cctx *ctx, const gf_ynode *map, const char *key, int refused)
+{
+    gf_key_census *c = ctx ? ctx->census : NULL;
+    if (!c || map != c->map)
+        return;
+    if (refused)
+        census_add(c->refused, &c->n_refused, key);
+    else
+        census_add(c->asked, &c->n_asked, key);
+}
+
+/* One census of k's parse on an empty map; all: the conditional readers too. */
+static void census_run(const gf_kind_def *k, int all, gf_key_census *census)
+{
+    memset(census, 0, sizeof *census);
+    gf_ynode map;
+    memset(&map, 0, sizeof map);
+    map.type = GF_YN_MAP;
+    map.line = map.col = 1;
+    census->map = &map;
+    census->all = all;
+    gf_cctx ctx = {.file = "(keys)", .root = ".", .census = census};
+    gf_case c;
+    memset(&c, 0, sizeof c);
+    c.id = (char *)"keys";
+    c.kind = k;
+    c.file = (char *)"(keys)";
+    k->parse(&ctx, &map, &c); /* on an empty map: errors expected, and dropped */
+    if (k->free_spec)
+        k->free_spec(c.spec);
+    for (size_t i = 0; i < ctx.n_errors; i++)
+        free(ctx.errors[i]);
+    free(ctx.errors);
+    census->map = NULL;
+}
+
+static void census_free(gf_key_census *c)
+{
+    for (size_t i = 0; i < c->n_asked; i++)
+        free(c->asked[i]);
+    for (size_t i = 0; i < c->n_refused; i++)
+        free(c->refused[i]);
+}
+
+int gf_y_census_all(const gf_cctx *ctx) { return ctx && ctx->census && ctx->census->all; }
+
+int gf_kind_keys(const gf_kind_def *k, gf_kind_keys_which which, char *buf, size_t cap)
+{
+    gf_key_census plain, all;
+    census_run(k, 0, &plain);
+    census_run(k, 1, &all);
+    int n = 0;
+    size_t used = 0;
+    if (cap)
+        buf[0] = '\0';
+    for (size_t i = 0; i < all.n_asked; i++) { /* in the order the parse asks them */
+        const char *key = all.asked[i];
+        if (census_has(all.refused, all.n_refused, key))
+            continue;
+        int is_plain = census_has(plain.asked, plain.n_asked, key);
+        if ((which == GF_KEYS_PLAIN && !is_plain) || (which == GF_KEYS_CONDITIONAL && is_plain))
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s", n ? ", " : "", key);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+        n++;
+    }
+    census_free(&plain);
+    census_free(&all);
+    return n;
+}
+
+const gf_ynode *gf_y_refuse(gf_cctx *ctx, const gf_ynode *map, const char *key)
+{
+    census_note(ctx, map, key, 1);
+    if (!map || map->type != GF_YN_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++) {
+        const gf_ynode *k = map->items[2 * i];
+        if (k->type == GF_YN_SCALAR && !strcmp(k->value, key)) {
+            map->used[i] = 1; /* the caller reports it, not again as an unknown key */
+            return k;
+        }
+    }
+    return NULL;
+}
+
 /* ---- schema getters ---- */
 
 const gf_ynode *gf_y_get(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags)
 {
+    census_note(ctx, map, key, 0);
     if (!map || map->type != GF_YN_MAP)
         return NULL;
     for (size_t i = 0; i < map->n; i++) {

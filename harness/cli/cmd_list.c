@@ -12,56 +12,6 @@
 #include "genfence/sampler.h"
 #include "hash.h"
 #include "kinds.h"
-#include "sampler_keys.h"
-
-/* 1 when the kind's case map is a word in keys, a comma-separated list */
-static int listed(const char *keys, const char *key)
-{
-    const size_t n = strlen(key);
-    for (const char *p = keys; (p = strstr(p, key)) != NULL; p += n)
-        if ((p == keys || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-            return 1;
-    return 0;
-}
-
-/* The sampler-profile keys (sampler_keys.h) kind k takes at the case level
- * and its own keys line does not name: each key is offered to the kind's
- * parser alone, and taken unless the loader calls it unknown for the kind.
- * Writes them comma-separated into buf; returns how many. */
-static int sampler_keys_of(const gf_kind_def *k, char *buf, size_t cap)
-{
-    static const gf_kind_def *one[2];
-    one[0] = k;
-    one[1] = NULL;
-    int n = 0;
-    size_t used = 0;
-    buf[0] = '\0';
-    for (const char *const *key = gf_sampler_ext_keys(); *key; key++) {
-        if (listed(k->keys, *key))
-            continue;
-        char text[256];
-        snprintf(text, sizeof text, "cases:\n  - id: probe\n    kind: %s\n    %s: null\n", k->name, *key);
-        gf_case_set set;
-        memset(&set, 0, sizeof set);
-        gf_cases_load_text(one, text, strlen(text), "probe.yaml", ".", &set);
-        /* refused: an error at the key itself (line 4, column 5: "unknown key",
-         * or a kind's own "'KEY' is not a fence key"); errors at the case
-         * (missing keys) or at the value (null) are no refusal of the key */
-        int taken = 1;
-        for (size_t i = 0; i < set.n_errors; i++)
-            if (!strncmp(set.errors[i], "probe.yaml:4:5:", 15))
-                taken = 0;
-        gf_case_set_free(&set);
-        if (!taken)
-            continue;
-        int w = snprintf(buf + used, cap - used, "%s%s", n ? ", " : "", *key);
-        if (w < 0 || (size_t)w >= cap - used)
-            break;
-        used += (size_t)w;
-        n++;
-    }
-    return n;
-}
 
 static void usage(FILE *f)
 {
@@ -215,10 +165,14 @@ int gf_cmd_list(int argc, char **argv)
     }
     if (list_kinds) {
         for (const gf_kind_def *const *k = gf_kinds(); *k; k++) {
-            printf("%-24s %s\n%-24s   keys: %s%s\n", (*k)->name, (*k)->summary, "", (*k)->model ? "model, " : "",
-                   (*k)->keys);
-            char more[512];
-            if (sampler_keys_of(*k, more, sizeof more))
+            /* the keys its parse asks for (gf_kind_keys): its own, then the
+             * sampler-profile keys (sampler_keys.h) it takes with a profile */
+            char own[1024], more[1024];
+            gf_kind_keys(*k, GF_KEYS_PLAIN, own, sizeof own);
+            printf("%-24s %s\n%-24s   keys: %s%s%s\n", (*k)->name, (*k)->summary, "",
+                   (*k)->needs != GF_KIND_NEEDS_NOTHING ? "model" : "",
+                   (*k)->needs != GF_KIND_NEEDS_NOTHING && own[0] ? ", " : "", own);
+            if (gf_kind_keys(*k, GF_KEYS_CONDITIONAL, more, sizeof more))
                 printf("%-24s   sampler keys: %s (docs/sampler.md; genfence list --profiles)\n", "", more);
         }
         rc = GF_EXIT_OK;
@@ -256,7 +210,7 @@ int gf_cmd_list(int argc, char **argv)
             json_object_set_new(o, "case_hash", gf_case_hash_of(k, hex) == GF_OK ? json_string(hex) : json_null());
             /* which backend slot the kind reaches: "model", "sample" (a backend's sampler slot, where it has
              * one) or "none" (the engine alone); cmake/GenfenceSuite.cmake labels the engine's cases by it */
-            gf_kind_reach reach = gf_kind_reaches(k->kind);
+            gf_kind_reach reach = k->kind->reaches;
             json_object_set_new(o, "reaches", json_string(reach == GF_KIND_REACHES_MODEL    ? "model"
                                                           : reach == GF_KIND_REACHES_SAMPLE ? "sample"
                                                                                             : "none"));

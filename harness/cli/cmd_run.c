@@ -2,7 +2,6 @@
  * own child, report. docs/harness.md. */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +13,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "kinds.h"
-#include "krun.h"
+#include "plan.h"
 #include "registry.h"
 #include "report.h"
 #include "runner.h"
@@ -28,7 +27,7 @@ static void usage(FILE *f)
             "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
             "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
-            "                    [--rerun-failed RUN.json] [--in-process]\n"
+            "                    [--rerun-failed RUN.json] [--maxfail N | -x] [--limit N] [--in-process]\n"
             "\n"
             "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -60,10 +59,19 @@ static void usage(FILE *f)
             "  --no-triangulate         skip the probe that compares every other backend with ref\n"
             "                           (run when two or more backends run model cases)\n"
             "  --plan                   print every (case, backend) this run would do, and why any is\n"
-            "                           skipped or an error, then stop (backends are probed, nothing runs)\n"
+            "                           skipped or an error, then stop (backends are probed, nothing runs);\n"
+            "                           exit 2 if any pair is an error, 1 if a --require-backend one\n"
+            "                           would skip, else 0\n"
             "  --durations N            after the summary, list the N slowest (case, backend) runs\n"
-            "  --rerun-failed RUN.json  only the cases that did not pass (fail, stale, crash, timeout,\n"
-            "                           error) in that earlier report, on this run's backends\n"
+            "  --rerun-failed RUN.json  only the (case, backend) pairs that did not pass (fail, stale,\n"
+            "                           crash, timeout, error) in that earlier report, on the backends\n"
+            "                           they ran on there (NAME:CONFIG and --require-backend kept);\n"
+            "                           --backend narrows them to the pairs of the named backends;\n"
+            "                           without PATHS, from the case files they came from\n"
+            "  --maxfail N              start no (case, backend) run after N of them failed (fail,\n"
+            "                           stale, crash, timeout, error); the rest are skips saying so\n"
+            "  -x, --exitfirst          --maxfail 1\n"
+            "  --limit N                only the first N cases of each kind (after the filters)\n"
             "  --in-process, --no-fork  run every probe and case in this process, one after another:\n"
             "                           no child, no watchdog, no memory cap, so gdb and sanitizers\n"
             "                           see the backend directly; isolation is off (a crash kills\n"
@@ -123,7 +131,7 @@ static json_t *run_triangulation(const gf_run_info *info, const gf_run_opts *o)
     const gf_backend_probe *seen[64];
     for (size_t i = 0; i < info->n_jobs; i++) {
         const gf_job *j = &info->jobs[i];
-        if (!j->ran || !j->backend || !j->c->model || !j->c->kind->uses_backend)
+        if (!j->ran || !j->backend || !j->c->model || j->c->kind->reaches != GF_KIND_REACHES_MODEL)
             continue;
         size_t k;
         for (k = 0; k < n_models && strcmp(models[k], j->c->model); k++)
@@ -152,86 +160,6 @@ static void on_finished(gf_job *j, size_t done, size_t total, void *user)
     gf_console_finished(j, done, total, user);
 }
 
-/* A verdict decided without a child (a skip or an error), with its reason. */
-static void job_decide(gf_job *j, gf_verdict v, const char *fmt, ...)
-{
-    va_list ap, ap2;
-    va_start(ap, fmt);
-    va_copy(ap2, ap);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    j->verdict = v;
-    j->decided = 1;
-    j->reason = len >= 0 ? malloc((size_t)len + 1) : NULL;
-    if (j->reason)
-        vsnprintf(j->reason, (size_t)len + 1, fmt, ap2);
-    va_end(ap2);
-}
-
-/* --rerun-failed: the ids of results in a run.json whose verdict is not
- * pass, pass-near-tie or skip, as {id: true}; NULL (message given) if the
- * file is not a genfence report. */
-static json_t *failed_ids(const char *path)
-{
-    json_error_t err;
-    json_t *doc = json_load_file(path, 0, &err);
-    json_t *res = doc ? json_object_get(doc, "results") : NULL;
-    if (!doc || !json_is_array(res)) {
-        if (!doc)
-            if (err.line > 0)
-                gf_cli_error("run: --rerun-failed %s:%d:%d: %s", path, err.line, err.column, err.text);
-            else
-                gf_cli_error("run: --rerun-failed %s", err.text);
-        else
-            gf_cli_error("run: --rerun-failed %s: not a genfence run report (no \"results\" array)", path);
-        json_decref(doc);
-        return NULL;
-    }
-    json_t *ids = json_object();
-    size_t i;
-    json_t *r;
-    json_array_foreach(res, i, r) {
-        const char *id = json_string_value(json_object_get(r, "id"));
-        const char *v = json_string_value(json_object_get(r, "verdict"));
-        if (!id || !v) {
-            gf_cli_error("run: --rerun-failed %s: result %zu has no id or verdict", path, i);
-            json_decref(ids);
-            ids = NULL;
-            break;
-        }
-        if (strcmp(v, "pass") && strcmp(v, "pass-near-tie") && strcmp(v, "skip"))
-            json_object_set_new(ids, id, json_true());
-    }
-    json_decref(doc);
-    return ids;
-}
-
-/* --plan: one line per (case, backend) and what would happen to it. */
-static void print_plan(const gf_job *jobs, size_t n_jobs, const gf_backend_probe *bs, size_t n_bs, size_t n_cases)
-{
-    size_t n_run = 0, n_skip = 0, n_err = 0;
-    for (size_t b = 0; b < n_bs; b++)
-        if (!bs[b].explicit_ && !bs[b].available)
-            printf("plan: backend %s not in this run: %s\n", bs[b].requested, bs[b].why);
-    for (size_t i = 0; i < n_jobs; i++) {
-        const gf_job *j = &jobs[i];
-        const char *be = j->backend ? j->backend->requested : "-";
-        if (!j->decided) {
-            n_run++;
-            printf("plan: run   %-44s [%s]%s\n", j->c->id, be,
-                   j->backend && j->backend->engine_ ? "  (reaches no backend slot: once, on the engine)" : "");
-        } else if (j->verdict == GF_V_ERROR) {
-            n_err++;
-            printf("plan: error %-44s [%s]  %s\n", j->c->id, be, j->reason ? j->reason : "");
-        } else {
-            n_skip++;
-            printf("plan: skip  %-44s [%s]  %s\n", j->c->id, be, j->reason ? j->reason : "");
-        }
-    }
-    printf("plan: %zu (case, backend) pairs over %zu cases: %zu to run, %zu skipped, %zu errors; nothing was run\n",
-           n_jobs, n_cases, n_run, n_skip, n_err);
-}
-
 static int by_seconds_desc(const void *a, const void *b)
 {
     const gf_job *x = *(const gf_job *const *)a, *y = *(const gf_job *const *)b;
@@ -257,7 +185,30 @@ static void print_durations(gf_job *jobs, size_t n_jobs, size_t n)
     free(v);
 }
 
-int gf_cmd_run(int argc, char **argv)
+/* What the command line asked for. */
+typedef struct run_cli {
+    gf_run_opts o;
+    strv backends, required, kinds, tags;
+    const char *filter;
+    int no_report, oversubscribe, quiet, shard_i, shard_n, triangulate, plan, as_declared;
+    long durations, limit;
+    gf_rerun rerun; /* --rerun-failed (rerun.pairs NULL: none) */
+    const char *const *paths;
+    size_t n_paths;
+} run_cli;
+
+static void run_cli_free(run_cli *cli)
+{
+    gf_rerun_free(&cli->rerun);
+    free(cli->backends.v);
+    free(cli->required.v);
+    free(cli->kinds.v);
+    free(cli->tags.v);
+}
+
+/* The options into cli: -1 to go on, else the exit status (--help, a bad
+ * option: the message given). */
+static int parse_options(int argc, char **argv, run_cli *cli)
 {
     enum {
         O_BACKEND = 256,
@@ -278,6 +229,8 @@ int gf_cmd_run(int argc, char **argv)
         O_DURATIONS,
         O_RERUN,
         O_INPROC,
+        O_MAXFAIL,
+        O_LIMIT,
         O_DECLARED
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
@@ -301,29 +254,12 @@ int gf_cmd_run(int argc, char **argv)
                                              {"rerun-failed", required_argument, 0, O_RERUN},
                                              {"in-process", no_argument, 0, O_INPROC},
                                              {"no-fork", no_argument, 0, O_INPROC},
+                                             {"maxfail", required_argument, 0, O_MAXFAIL},
+                                             {"exitfirst", no_argument, 0, 'x'},
+                                             {"limit", required_argument, 0, O_LIMIT},
                                              {"as-declared", no_argument, 0, O_DECLARED},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    gf_run_opts o = {.jobs = 0,
-                     .threads = 1,
-                     .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
-                     .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
-                     .report_dir = "reports"};
-    gf_run_info info;
-    memset(&info, 0, sizeof info);
-    info.started = time(NULL);
-    info.argc = argc - 1;
-    info.argv = argv + 1;
-    double t0 = gf_now_s();
-    strv backends = {0}, required = {0}, kinds = {0}, tags = {0};
-    const char *filter = NULL;
-    int no_report = 0, oversubscribe = 0, quiet = 0, shard_i = 0, shard_n = 0, triangulate = 1;
-    int plan = 0;
-    long durations = 0;
-    json_t *rerun = NULL; /* ids that did not pass in --rerun-failed's report: {id: true} */
-    const char *rerun_path = NULL;
-    int rc = GF_EXIT_USAGE;
-    gf_report_dir rd = {.lock_fd = -1}; /* the locked report folder (outdir.c) */
     long v;
     double d;
     int c;
@@ -331,7 +267,7 @@ int gf_cmd_run(int argc, char **argv)
     opterr = 0;
     int li = -1;
     char optname[64];
-    while ((c = getopt_long(argc, argv, "j:qh", longopts, &li)) != -1) {
+    while ((c = getopt_long(argc, argv, "j:qxh", longopts, &li)) != -1) {
         /* the option's own name for messages (argv[optind - 1] is its value
          * when the value is a separate word: "bad value '4/3' for 4/3") */
         if (li >= 0)
@@ -340,71 +276,81 @@ int gf_cmd_run(int argc, char **argv)
             snprintf(optname, sizeof optname, "-%c", c);
         li = -1;
         switch (c) {
-        case O_BACKEND: strv_push(&backends, optarg); break;
-        case O_REQUIRE: strv_push(&required, optarg); break;
-        case O_FILTER: filter = optarg; break;
-        case O_KIND: strv_push(&kinds, optarg); break;
-        case O_TAG: strv_push(&tags, optarg); break;
+        case O_BACKEND: strv_push(&cli->backends, optarg); break;
+        case O_REQUIRE: strv_push(&cli->required, optarg); break;
+        case O_FILTER: cli->filter = optarg; break;
+        case O_KIND: strv_push(&cli->kinds, optarg); break;
+        case O_TAG: strv_push(&cli->tags, optarg); break;
         case 'j':
             if (!gf_parse_int(optarg, 1, 4096, &v))
                 goto bad_value;
-            o.jobs = (int)v;
+            cli->o.jobs = (int)v;
             break;
         case O_THREADS:
             if (!gf_parse_int(optarg, 1, 4096, &v))
                 goto bad_value;
-            o.threads = (int)v;
+            cli->o.threads = (int)v;
             break;
         case O_TIMEOUT:
             if (!gf_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d))
                 goto bad_value;
-            o.timeout_s = d;
+            cli->o.timeout_s = d;
             break;
         case O_MEM:
-            if (!gf_parse_size(optarg, &o.memory_limit))
+            if (!gf_parse_size(optarg, &cli->o.memory_limit))
                 goto bad_value;
             break;
         case O_SHARD:
-            if (!gf_shard_parse(optarg, &shard_i, &shard_n))
+            if (!gf_shard_parse(optarg, &cli->shard_i, &cli->shard_n))
                 goto bad_value;
             break;
-        case O_REPORT: o.report_dir = optarg; break;
-        case O_NOREPORT: no_report = 1; break;
-        case O_NOTRI: triangulate = 0; break;
-        case O_PLAN: plan = 1; break;
-        case O_DECLARED: info.as_declared = 1; break;
+        case O_REPORT: cli->o.report_dir = optarg; break;
+        case O_NOREPORT: cli->no_report = 1; break;
+        case O_NOTRI: cli->triangulate = 0; break;
+        case O_PLAN: cli->plan = 1; break;
         case O_DURATIONS:
-            if (!gf_parse_int(optarg, 1, 1000000, &durations))
+            if (!gf_parse_int(optarg, 1, 1000000, &cli->durations))
                 goto bad_value;
             break;
-        case O_RERUN:
-            json_decref(rerun);
-            rerun_path = optarg;
-            if (!(rerun = failed_ids(optarg)))
-                goto out;
+        case O_MAXFAIL:
+            if (!gf_parse_int(optarg, 1, 1000000000, &v))
+                goto bad_value;
+            cli->o.maxfail = (int)v;
             break;
-        case O_OVER: oversubscribe = 1; break;
+        case 'x': cli->o.maxfail = 1; break;
+        case O_LIMIT:
+            if (!gf_parse_int(optarg, 1, 1000000000, &cli->limit))
+                goto bad_value;
+            break;
+        case O_RERUN: {
+            char why[1024];
+            gf_rerun_free(&cli->rerun);
+            if (gf_rerun_load(&cli->rerun, optarg, why, sizeof why) != 0) {
+                gf_cli_error("run: %s", why);
+                return GF_EXIT_USAGE;
+            }
+            break;
+        }
+        case O_OVER: cli->oversubscribe = 1; break;
         case O_INPROC: gf_runner_in_process(1); break;
         case O_GOLDEN_DIR: {
             struct stat sb;
             if (stat(optarg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
                 gf_cli_error("run: --golden-dir %s is not a directory", optarg);
-                goto out;
+                return GF_EXIT_USAGE;
             }
-            o.golden_dir = optarg;
+            cli->o.golden_dir = optarg;
             break;
         }
-        case 'q': quiet = 1; break;
-        case 'h':
-            usage(stdout);
-            rc = GF_EXIT_OK;
-            goto out;
+        case O_DECLARED: cli->as_declared = 1; break;
+        case 'q': cli->quiet = 1; break;
+        case 'h': usage(stdout); return GF_EXIT_OK;
         default: /* one line: which option, and where the help is */
             if (optopt == 'j')
                 gf_cli_error("run: option -%c needs a value (genfence run --help)", optopt);
             else
                 gf_cli_error("run: unknown or incomplete option '%s' (genfence run --help)", argv[optind - 1]);
-            goto out;
+            return GF_EXIT_USAGE;
         }
         continue;
     bad_value:
@@ -412,156 +358,211 @@ int gf_cmd_run(int argc, char **argv)
             gf_cli_error("run: bad value '%s' for --shard: want I/N with 1 <= I <= N", optarg);
         else if (c == 'j' || c == O_THREADS)
             gf_cli_error("run: bad value '%s' for %s: want an integer from 1 to 4096", optarg, optname);
+        else if (c == O_MAXFAIL || c == O_LIMIT)
+            gf_cli_error("run: bad value '%s' for %s: want a positive integer", optarg, optname);
         else
             gf_cli_error("run: bad value '%s' for %s", optarg, optname);
-        goto out;
+        return GF_EXIT_USAGE;
     }
+    cli->paths = (const char *const *)(argv + optind);
+    cli->n_paths = (size_t)(argc - optind);
     int cores = gf_cpu_count();
-    if (o.jobs == 0) /* default: fill the cores, never oversubscribe them */
-        o.jobs = cores / o.threads > 0 ? cores / o.threads : 1;
-    if (!oversubscribe && (long)o.jobs * o.threads > cores) {
+    if (cli->o.jobs == 0) /* default: fill the cores, never oversubscribe them */
+        cli->o.jobs = cores / cli->o.threads > 0 ? cores / cli->o.threads : 1;
+    if (!cli->oversubscribe && (long)cli->o.jobs * cli->o.threads > cores) {
         gf_cli_error("run: -j %d x --threads %d = %ld exceeds the %d cores this process may use; "
                      "lower them or pass --oversubscribe",
-                     o.jobs, o.threads, (long)o.jobs * o.threads, cores);
-        goto out;
+                     cli->o.jobs, cli->o.threads, (long)cli->o.jobs * cli->o.threads, cores);
+        return GF_EXIT_USAGE;
     }
+    return -1;
+}
 
-    /* cases */
+/* --limit: the first n cases of each kind, over the cases the filters kept. */
+static int limit_takes(const gf_kind_def **seen, long *count, size_t *n_seen, size_t cap, const gf_kind_def *k, long n)
+{
+    size_t i;
+    for (i = 0; i < *n_seen && seen[i] != k; i++)
+        ;
+    if (i == *n_seen) {
+        if (*n_seen == cap)
+            return 1;
+        seen[i] = k;
+        count[i] = 0;
+        (*n_seen)++;
+    }
+    return count[i]++ < n;
+}
+
+/* The cases the filters, --rerun-failed, --limit and --shard keep into
+ * (*sel, *n_sel); -1 to go on, else the exit status (message given). */
+static int select_cases(const run_cli *cli, gf_case_set *set, const gf_case ***sel, size_t *n_sel)
+{
     gf_case_filter cf;
-    gf_case_set set;
-    if (gf_case_select_load("run", "; nothing was run", filter, kinds.v, kinds.n, tags.v, tags.n,
-                            (const char *const *)(argv + optind), (size_t)(argc - optind), &cf, &set) < 0)
-        goto out;
-    const gf_case **sel = calloc(set.n ? set.n : 1, sizeof *sel);
-    size_t n_sel = 0, n_matched = 0;
-    for (size_t i = 0; sel && i < set.n; i++) {
-        if (!gf_case_filter_match(&cf, &set.cases[i]))
-            continue;
-        if (rerun && !json_object_get(rerun, set.cases[i].id))
-            continue;
-        if (!gf_shard_takes(&n_matched, shard_i, shard_n))
-            continue;
-        sel[n_sel++] = &set.cases[i];
+    /* --rerun-failed without paths: the case files the failing pairs came from */
+    const char *const *paths = cli->paths;
+    size_t n_paths = cli->n_paths;
+    if (!n_paths && cli->rerun.n_files) {
+        paths = (const char *const *)cli->rerun.files;
+        n_paths = cli->rerun.n_files;
     }
-    if (!shard_n)
-        n_matched = n_sel;
+    if (gf_case_select_load("run", "; nothing was run", cli->filter, cli->kinds.v, cli->kinds.n, cli->tags.v,
+                            cli->tags.n, paths, n_paths, &cf, set) < 0)
+        return GF_EXIT_USAGE;
+    const gf_case **v = calloc(set->n ? set->n : 1, sizeof *v);
+    const gf_kind_def *seen[256];
+    long count[256];
+    size_t n = 0, n_matched = 0, n_seen = 0;
+    for (size_t i = 0; v && i < set->n; i++) {
+        if (!gf_case_filter_match(&cf, &set->cases[i]))
+            continue;
+        if (cli->rerun.pairs && !gf_rerun_has_case(&cli->rerun, set->cases[i].id))
+            continue;
+        if (cli->limit && !limit_takes(seen, count, &n_seen, 256, set->cases[i].kind, cli->limit))
+            continue;
+        if (!gf_shard_takes(&n_matched, cli->shard_i, cli->shard_n))
+            continue;
+        v[n++] = &set->cases[i];
+    }
+    if (!cli->shard_n)
+        n_matched = n;
     gf_case_filter_free(&cf);
-    if (n_matched == 0 && rerun) {
-        if (json_object_size(rerun))
+    *sel = v;
+    *n_sel = n;
+    if (n_matched)
+        return -1;
+    if (cli->rerun.pairs) {
+        if (cli->rerun.n_pairs) {
             gf_cli_error("run: none of the %zu case(s) that did not pass in %s is among the selected cases",
-                         json_object_size(rerun), rerun_path);
-        else {
-            printf("run: every case passed in %s; nothing to rerun\n", rerun_path);
-            rc = GF_EXIT_OK;
+                         json_object_size(cli->rerun.pairs), cli->rerun.path);
+            return GF_EXIT_USAGE;
         }
-        free(sel);
-        gf_case_set_free(&set);
-        goto out;
+        printf("run: every case passed in %s; nothing to rerun\n", cli->rerun.path);
+        return GF_EXIT_OK;
     }
-    if (n_matched == 0) {
-        if (set.n)
-            gf_cli_error("run: no case matches the filters");
-        else if (argc > optind) /* name where it looked: the paths, and whether any file was read */
-            gf_cli_error("run: no case found in %s%s (%zu case file%s read)", argv[optind], argc - optind > 1 ? " ..." : "",
-                         set.n_files, set.n_files == 1 ? "" : "s");
-        else
-            gf_cli_error("run: no case found in the default suite (%zu case file%s read)", set.n_files,
-                         set.n_files == 1 ? "" : "s");
-        free(sel);
-        gf_case_set_free(&set);
-        goto out;
-    }
+    if (set->n)
+        gf_cli_error("run: no case matches the filters");
+    else if (cli->n_paths) /* name where it looked: the paths, and whether any file was read */
+        gf_cli_error("run: no case found in %s%s (%zu case file%s read)", cli->paths[0], cli->n_paths > 1 ? " ..." : "",
+                     set->n_files, set->n_files == 1 ? "" : "s");
+    else
+        gf_cli_error("run: no case found in the default suite (%zu case file%s read)", set->n_files,
+                     set->n_files == 1 ? "" : "s");
+    return GF_EXIT_USAGE;
+}
 
-    /* backends: as asked, else every built-in name (kept when available) */
-    gf_backend_probe *bs = NULL;
-    size_t n_bs = 0;
-    for (size_t i = 0; i < backends.n; i++)
-        add_backend(&bs, &n_bs, backends.v[i], 0);
-    for (size_t i = 0; i < required.n; i++)
-        add_backend(&bs, &n_bs, required.v[i], 1);
-    info.default_backends = n_bs == 0;
-    if (info.default_backends)
+/* The backends: as asked; else --rerun-failed's (the failing pairs' own,
+ * required as they were); else every built-in name (kept when available). */
+static void select_backends(const run_cli *cli, gf_backend_probe **bs, size_t *n_bs, int *default_backends)
+{
+    for (size_t i = 0; i < cli->backends.n; i++)
+        add_backend(bs, n_bs, cli->backends.v[i], 0);
+    for (size_t i = 0; i < cli->required.n; i++)
+        add_backend(bs, n_bs, cli->required.v[i], 1);
+    if (*n_bs == 0)
+        for (size_t i = 0; i < cli->rerun.n_backends; i++)
+            add_backend(bs, n_bs, cli->rerun.backends[i], cli->rerun.required[i]);
+    *default_backends = *n_bs == 0;
+    if (*default_backends)
         for (const char *const *nm = gf_registry_names(); *nm; nm++) {
             if (gf_registry_on_request(*nm))
                 continue; /* needs NAME:CONFIG (exec): only when named */
-            add_backend(&bs, &n_bs, *nm, 0);
-            bs[n_bs - 1].explicit_ = 0;
+            add_backend(bs, n_bs, *nm, 0);
+            (*bs)[*n_bs - 1].explicit_ = 0;
         }
+}
+
+/* Write run.json and junit.xml in the staging folder, then move them over
+ * the old report at once; info's paths are set when that worked. */
+static void write_reports(gf_run_info *info, gf_report_dir *rd, char *json_path, char *junit_path, size_t cap)
+{
+    gf_report_dir_rebase(rd, info->jobs, info->n_jobs); /* (each job's already, as it finished) */
+    snprintf(json_path, cap, "%s/run.json", rd->stage);
+    snprintf(junit_path, cap, "%s/junit.xml", rd->stage);
+    int ok = 1;
+    if (gf_report_json_write(info, json_path) != 0 || gf_report_junit_write(info, junit_path) != 0) {
+        gf_cli_error("run: cannot write the report in %s: %s; the previous report is kept", rd->stage,
+                     strerror(errno));
+        ok = 0;
+    } else if (gf_report_dir_commit(rd) != 0) {
+        gf_cli_error("run: cannot move the report into %s: %s", rd->dir, strerror(errno));
+        ok = 0;
+    }
+    snprintf(json_path, cap, "%s/run.json", rd->dir);
+    snprintf(junit_path, cap, "%s/junit.xml", rd->dir);
+    if (ok) {
+        info->json_path = json_path;
+        info->junit_path = junit_path;
+    }
+}
+
+/* options -> cases -> backends (probed) -> plan -> run -> reports */
+int gf_cmd_run(int argc, char **argv)
+{
+    run_cli cli = {.o = {.jobs = 0,
+                         .threads = 1,
+                         .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
+                         .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
+                         .report_dir = "reports"},
+                   .triangulate = 1};
+    gf_run_info info;
+    memset(&info, 0, sizeof info);
+    info.started = time(NULL);
+    info.argc = argc - 1;
+    info.argv = argv + 1;
+    double t0 = gf_now_s();
+    gf_run_opts *o = &cli.o;
+    gf_report_dir rd = {.lock_fd = -1}; /* the locked report folder (outdir.c) */
+    gf_case_set set;
+    memset(&set, 0, sizeof set);
+    const gf_case **sel = NULL;
+    size_t n_sel = 0;
+    gf_backend_probe *bs = NULL;
+    size_t n_bs = 0;
+    gf_plan plan;
+    memset(&plan, 0, sizeof plan);
+    int rc = parse_options(argc, argv, &cli);
+    if (rc >= 0)
+        goto out;
+    if ((rc = select_cases(&cli, &set, &sel, &n_sel)) >= 0)
+        goto done;
+
+    /* backends, probed in children */
+    select_backends(&cli, &bs, &n_bs, &info.default_backends);
     if (gf_runner_is_in_process())
         printf("run: --in-process: isolation is off: every case runs in this process, one at a time, with no "
                "watchdog or memory cap; a crash or hang in a backend stops genfence\n");
-    gf_runner_probe(bs, n_bs, &o);
+    gf_runner_probe(bs, n_bs, o);
 
-    /* jobs: case-major. A kind runs on a backend only where it reaches one of
-     * the backend's slots (gf_kind_reaches); where it reaches none of an
-     * available backend's, it runs once, on the engine (not a pass of that
-     * backend). */
-    static gf_backend_probe engine = {.requested = (char *)"engine", .name = (char *)"engine", .available = 1, .engine_ = 1};
-    engine.dtype = GF_COMPUTE_F32;
-    engine.threads = o.threads;
-    snprintf(engine.source, sizeof engine.source, "the engine's own code (no backend slot)");
-    gf_job *jobs = calloc(n_sel * (n_bs + 2) + 1, sizeof *jobs);
-    size_t n_jobs = 0;
-    for (size_t i = 0; jobs && i < n_sel; i++) {
-        size_t before = n_jobs;
-        gf_kind_reach reach = gf_kind_reaches(sel[i]->kind);
-        int on_engine = 0;
-        for (size_t b = 0; b < n_bs; b++) {
-            if (bs[b].available && !bs[b].unusable && reach != GF_KIND_REACHES_MODEL &&
-                !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample)) {
-                if (gf_case_backend_allowed(sel[i], bs[b].requested, bs[b].name))
-                    on_engine = 1; /* nothing of this backend is tested: the engine run stands for it */
-                continue;
-            }
-            if (!bs[b].explicit_ && !bs[b].available)
-                continue; /* default mode: only what runs here */
-            /* a named backend that cannot be used is an error on every case:
-             * its real name (for the cases' backends filter) is unknown */
-            if (!bs[b].unusable && !gf_case_backend_allowed(sel[i], bs[b].requested, bs[b].name))
-                continue;
-            gf_job *j = &jobs[n_jobs];
-            j->c = sel[i];
-            j->backend = &bs[b];
-            j->index = n_jobs++;
-            if (bs[b].unusable)
-                job_decide(j, GF_V_ERROR, "backend '%s' cannot be used: %s", bs[b].requested, bs[b].why);
-            else if (!bs[b].available)
-                job_decide(j, GF_V_SKIP, "backend unavailable: %s", bs[b].why);
-        }
-        if (on_engine) {
-            gf_job *j = &jobs[n_jobs];
-            j->c = sel[i];
-            j->backend = &engine;
-            j->index = n_jobs++;
-        }
-        if (n_jobs == before) {
-            gf_job *j = &jobs[n_jobs];
-            j->c = sel[i];
-            j->index = n_jobs++;
-            char buf[1024] = "";
-            for (size_t k = 0; k < sel[i]->n_backends; k++) {
-                strncat(buf, k ? ", " : "", sizeof buf - strlen(buf) - 1);
-                strncat(buf, sel[i]->backends[k], sizeof buf - strlen(buf) - 1);
-            }
-            job_decide(j, GF_V_SKIP, "no selected backend matches the case's backends filter [%s]", buf);
-        }
-    }
-
-    if (plan) {
-        print_plan(jobs, n_jobs, bs, n_bs, n_sel);
-        rc = GF_EXIT_OK;
+    /* the plan: every (case, backend), run, skip or error (plan.h) */
+    rc = GF_EXIT_USAGE;
+    if (gf_plan_build(&plan, sel, n_sel, bs, n_bs, set.kinds, o->threads, cli.rerun.pairs ? &cli.rerun : NULL) != 0) {
+        gf_cli_error("run: out of memory; nothing was run");
         goto done;
     }
+    if (cli.rerun.pairs && plan.n_jobs == 0) {
+        gf_cli_error("run: none of the %zu (case, backend) pair(s) that did not pass in %s is on this run's "
+                     "backends; nothing was run",
+                     cli.rerun.n_pairs, cli.rerun.path);
+        goto done;
+    }
+    if (cli.plan) {
+        gf_plan_print(&plan);
+        rc = gf_plan_exit_status(&plan);
+        goto done;
+    }
+    gf_job *jobs = plan.jobs;
+    size_t n_jobs = plan.n_jobs;
 
-    info.opts = &o;
-    info.filter = filter;
-    info.kinds = kinds.v;
-    info.n_kinds = kinds.n;
-    info.tags = tags.v;
-    info.n_tags = tags.n;
-    info.shard_i = shard_i;
-    info.shard_n = shard_n;
-    info.oversubscribe = oversubscribe;
+    info.opts = o;
+    info.filter = cli.filter;
+    info.kinds = cli.kinds.v;
+    info.n_kinds = cli.kinds.n;
+    info.tags = cli.tags.v;
+    info.n_tags = cli.tags.n;
+    info.shard_i = cli.shard_i;
+    info.shard_n = cli.shard_n;
+    info.oversubscribe = cli.oversubscribe;
     info.backends = bs;
     info.n_backends = n_bs;
     info.jobs = jobs;
@@ -569,22 +570,23 @@ int gf_cmd_run(int argc, char **argv)
     info.cases = &set;
     info.n_selected = n_sel;
     info.tty = isatty(STDOUT_FILENO);
-    info.quiet = quiet;
-    if (no_report)
-        o.report_dir = NULL;
-    info.report_dir = o.report_dir;
-    if (o.report_dir) { /* locked for the run; the new report is staged until complete */
+    info.quiet = cli.quiet;
+    info.as_declared = cli.as_declared;
+    if (cli.no_report)
+        o->report_dir = NULL;
+    info.report_dir = o->report_dir;
+    if (o->report_dir) { /* locked for the run; the new report is staged until complete */
         char why[1024];
-        if (gf_report_dir_open(&rd, o.report_dir, why, sizeof why) != 0) {
+        if (gf_report_dir_open(&rd, o->report_dir, why, sizeof why) != 0) {
             gf_cli_error("run: %s; nothing was run", why);
-            rc = GF_EXIT_USAGE;
             goto done;
         }
-        o.report_dir = rd.stage; /* the children write their failing-step logits there */
+        o->report_dir = rd.stage; /* the children write their failing-step logits there */
         if (!gf_runner_is_in_process()) /* in-process: a signal stops genfence as usual */
             gf_report_catch_signals();
     }
 
+    /* the run: the plan's undecided pairs, each in its own child */
     gf_console_header(&info);
     for (size_t i = 0; i < n_jobs; i++)
         if (jobs[i].decided)
@@ -592,64 +594,50 @@ int gf_cmd_run(int argc, char **argv)
     g_report_dir = rd.stage ? &rd : NULL;
     gf_run_hooks hooks = {.started = gf_console_started, .finished = on_finished, .user = &info};
     if (!gf_report_signal_seen())
-        gf_runner_run(jobs, n_jobs, &o, &hooks);
+        gf_runner_run(jobs, n_jobs, o, &hooks);
     info.interrupted = gf_runner_interrupted() ? gf_runner_interrupted() : gf_report_signal_seen();
     for (size_t i = 0; info.interrupted && i < n_jobs; i++)
         if (!jobs[i].decided) { /* the signal came before the pool started */
-            job_decide(&jobs[i], GF_V_ERROR, "not run: the run was interrupted (%s)",
-                       gf_report_signal_name(info.interrupted));
+            gf_job_decide(&jobs[i], GF_V_ERROR, "not run: the run was interrupted (%s)",
+                          gf_report_signal_name(info.interrupted));
             jobs[i].interrupted = 1;
         }
+    size_t n_not_run = 0;
+    for (size_t i = 0; i < n_jobs; i++)
+        if (jobs[i].not_run) { /* --maxfail: skips that say so */
+            gf_console_line(&info, &jobs[i]);
+            n_not_run++;
+        }
+    if (n_not_run)
+        printf("run: --maxfail %d reached: %zu (case, backend) run%s not started (skips, each saying so)\n",
+               o->maxfail, n_not_run, n_not_run == 1 ? "" : "s");
     gf_run_tally(&info);
-    if (triangulate && !info.interrupted)
-        info.triangulation = run_triangulation(&info, &o);
+    if (cli.triangulate && !info.interrupted)
+        info.triangulation = run_triangulation(&info, o);
     gf_triangulation_print(info.triangulation, jobs, n_jobs, 1e-4);
     info.seconds = gf_now_s() - t0;
 
+    /* the reports */
     char json_path[4096], junit_path[4096];
-    if (rd.stage) { /* written in the staging folder, then moved over the old report at once */
-        gf_report_dir_rebase(&rd, jobs, n_jobs); /* (each job's already, as it finished) */
-        snprintf(json_path, sizeof json_path, "%s/run.json", rd.stage);
-        snprintf(junit_path, sizeof junit_path, "%s/junit.xml", rd.stage);
-        int ok = 1;
-        if (gf_report_json_write(&info, json_path) != 0 || gf_report_junit_write(&info, junit_path) != 0) {
-            gf_cli_error("run: cannot write the report in %s: %s; the previous report is kept", rd.stage,
-                         strerror(errno));
-            ok = 0;
-        } else if (gf_report_dir_commit(&rd) != 0) {
-            gf_cli_error("run: cannot move the report into %s: %s", rd.dir, strerror(errno));
-            ok = 0;
-        }
-        snprintf(json_path, sizeof json_path, "%s/run.json", rd.dir);
-        snprintf(junit_path, sizeof junit_path, "%s/junit.xml", rd.dir);
-        if (ok) {
-            info.json_path = json_path;
-            info.junit_path = junit_path;
-        }
-    }
+    if (rd.stage)
+        write_reports(&info, &rd, json_path, junit_path, sizeof json_path);
     gf_report_dir_close(&rd);
     g_report_dir = NULL;
     gf_console_summary(&info);
-    if (durations)
-        print_durations(jobs, n_jobs, (size_t)durations);
+    if (cli.durations)
+        print_durations(jobs, n_jobs, (size_t)cli.durations);
     rc = info.exit_status;
 
     json_decref(info.triangulation);
 done:
     gf_report_dir_close(&rd);
-    for (size_t i = 0; i < n_jobs; i++)
-        gf_job_clear(&jobs[i]);
-    free(jobs);
+    gf_plan_free(&plan);
     for (size_t b = 0; b < n_bs; b++)
         gf_backend_probe_clear(&bs[b]);
     free(bs);
     free(sel);
     gf_case_set_free(&set);
 out:
-    json_decref(rerun);
-    free(backends.v);
-    free(required.v);
-    free(kinds.v);
-    free(tags.v);
+    run_cli_free(&cli);
     return rc;
 }

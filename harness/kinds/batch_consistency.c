@@ -106,9 +106,8 @@ done:
 const gf_kind_def gf_kind_batch_consistency = {
     .name = "batch_consistency",
     .summary = "a left-padded greedy batch equals each prompt run alone (cached and uncached)",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompts, max_new_tokens, modes, atol, gate",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
     .parse = parse_batch,
     .free_spec = batch_free,
     .run = run_batch,

@@ -274,9 +274,8 @@ static void run_cache(const gf_case *c, gf_krun *k)
 const gf_kind_def gf_kind_cache_equals_recompute = {
     .name = "cache_equals_recompute",
     .summary = "greedy cached decode teacher-forced against the uncached forward, every step",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompt, prompt_tokens, steps, atol, gate, prefill_chunks",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
     .parse = parse_cache,
     .free_spec = cache_free,
     .run = run_cache,

@@ -302,9 +302,8 @@ done:
 const gf_kind_def gf_kind_context_limit = {
     .name = "context_limit",
     .summary = "a full cache stops (or raises) with the last token kept; uncached generation slides",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompt_tokens, prompt, max_new_tokens, expect, on_limit, uncached",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
     .parse = parse_limit,
     .free_spec = limit_free,
     .run = run_limit,

@@ -11,7 +11,6 @@
  * thresholds of the backend's weight type (info.weights, else its dtype):
  * KL mean, p99, max, top-1 agreement, |delta p| max. The usual max |delta|,
  * reference margins and near ties are in the summary beside them. */
-#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,49 +220,13 @@ static const char *threshold_key(const char *w, const char *kv)
     return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w;
 }
 
-int gf_stat_defer(const gf_case *c, gf_krun *k)
+/* judges_weights (case.h): the plan skips token-equality kinds on weights
+ * a statistical case has thresholds for (harness/run/plan.c). */
+static int dm_judges_weights(const gf_case *c, const char *weights)
 {
-    gf_backend_info info;
-    gf_backend_options o = gf_registry_options(&k->session->backend, k->threads);
-    if (gf_backend_describe(gf_engine_ops(k->session->engine), &o, &info) != GF_OK || !info.weights ||
-        !strcmp(info.weights, "f32"))
-        return 0;
-    char w[64], kv[64];
-    gf_stat_backend_types(k, w, sizeof w, kv, sizeof kv);
-    /* the distribution_match case on this model in cases/statistical*.yaml
-     * (only those files, so that an error elsewhere in the suite does not
-     * hide it), if it has thresholds for these weights */
-    char id[256] = "";
-    char *root = gf_case_root_for(NULL, c->file), *dir = root ? gf_case_default_dir(root) : NULL;
-    char pattern[4096];
-    glob_t gl;
-    memset(&gl, 0, sizeof gl);
-    snprintf(pattern, sizeof pattern, "%s/statistical*.yaml", dir ? dir : "");
-    if (dir && c->model && glob(pattern, 0, NULL, &gl) == 0) {
-        gf_case_set set;
-        memset(&set, 0, sizeof set);
-        if (gf_cases_load(gf_kinds(), (const char *const *)gl.gl_pathv, gl.gl_pathc, root, &set) == GF_OK)
-            for (size_t i = 0; i < set.n && !id[0]; i++) {
-                dm_thr t;
-                int from_case;
-                if (set.cases[i].kind == &gf_kind_distribution_match && set.cases[i].model &&
-                    !strcmp(set.cases[i].model, c->model) &&
-                    thresholds_for(set.cases[i].spec, threshold_key(w, kv), &t, &from_case))
-                    snprintf(id, sizeof id, "%s", set.cases[i].id);
-            }
-        gf_case_set_free(&set);
-    }
-    globfree(&gl);
-    free(dir);
-    free(root);
-    if (!id[0]) { /* nothing would judge it statistically: token equality it is */
-        gf_k_metric_json(k, "statistical_tier",
-                         json_sprintf("no distribution_match case in cases/statistical*.yaml judges weights %s on %s",
-                                      w, c->model_arg ? c->model_arg : "this model"));
-        return 0;
-    }
-    gf_k_skip(k, "weights %s: judged by the statistical tier (case %s)", w, id);
-    return 1;
+    dm_thr t;
+    int from_case;
+    return c->spec && thresholds_for(c->spec, weights, &t, &from_case);
 }
 
 /* ---- figures ---- */
@@ -661,9 +624,9 @@ const gf_kind_def gf_kind_distribution_match = {
     .name = "distribution_match",
     .summary = "the statistical tier: KL divergence, top-1 agreement and |delta p| against the reference, teacher-forced, "
                "thresholds per weight type",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "goldens, prompts, steps, thresholds, gate",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
+    .judges_weights = dm_judges_weights,
     .parse = parse_dm,
     .free_spec = spec_free,
     .run = run_dm,

@@ -14,14 +14,7 @@
  * cache type (info.kv_cache, else the same). Needs k->session. */
 void gf_stat_backend_types(const gf_krun *k, char *weights, size_t wcap, char *kv, size_t kvcap);
 
-/* Called first by the token-equality kinds that compare against a fp32
- * reference (golden_generation): for a backend whose weights are quantized or
- * held in lower precision (info.weights set and not "f32"), when a
- * distribution_match case on the same model in cases/statistical*.yaml has
- * thresholds for them, records the skip "weights q8_0: judged by the
- * statistical tier (case ID)" and returns 1 (the caller returns). Else 0:
- * nothing would judge the backend statistically, so token equality does
- * (metrics.statistical_tier says why). */
-int gf_stat_defer(const gf_case *c, gf_krun *k);
+/* (The deferral of token-equality kinds on lower-precision weights to this
+ * tier is the plan's: harness/run/plan.c, gf_kind_def.judges_weights.) */
 
 #endif

@@ -161,9 +161,8 @@ done:
 const gf_kind_def gf_kind_eos = {
     .name = "eos",
     .summary = "eos_id ends a row, which then emits only eos_id; the loop ends when every row has",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompts, max_new_tokens, eos_id, require_eos, expect, temperature, top_k, top_p, seed",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
     .parse = parse_eos,
     .free_spec = eos_free,
     .run = run_eos,

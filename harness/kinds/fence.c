@@ -63,21 +63,19 @@ static const char *const k_fence_not_keys[] = {
 static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
 {
     int bad = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        const char *key = m->items[2 * i]->value;
-        for (size_t j = 0; key && k_fence_not_keys[j]; j++) {
-            if (strcmp(key, k_fence_not_keys[j]))
-                continue;
-            (void)gf_y_get(ctx, m, key, 0); /* reported here, not again as an unknown key */
-            if (!strcmp(key, "top_k") || !strcmp(key, "top_p"))
-                gf_y_error(ctx, m->items[2 * i], "'%s' is not a fence key: give 'k' / 'p' in each 'expect' entry", key);
-            else
-                gf_y_error(ctx, m->items[2 * i],
-                           "'%s' is not a fence key: a fence judges a truncation of a fixed distribution "
-                           "(sampler_probs takes penalties, biases, history and EOS bans)",
-                           key);
-            bad = 1;
-        }
+    for (size_t j = 0; k_fence_not_keys[j]; j++) {
+        const char *key = k_fence_not_keys[j];
+        const gf_ynode *kn = gf_y_refuse(ctx, m, key); /* reported here, not again as an unknown key */
+        if (!kn)
+            continue;
+        if (!strcmp(key, "top_k") || !strcmp(key, "top_p"))
+            gf_y_error(ctx, kn, "'%s' is not a fence key: give 'k' / 'p' in each 'expect' entry", key);
+        else
+            gf_y_error(ctx, kn,
+                       "'%s' is not a fence key: a fence judges a truncation of a fixed distribution "
+                       "(sampler_probs takes penalties, biases, history and EOS bans)",
+                       key);
+        bad = 1;
     }
     if (bad)
         return -1;
@@ -429,10 +427,8 @@ done:
 const gf_kind_def gf_kind_top_p_fence = {
     .name = "top_p_fence",
     .summary = "top-p kept sets (and their renormalised probabilities) on a fixed distribution; with k, top-k first",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, expect, permutation, temperature, atol, profile, chain, min_p, typical_p, "
-            "min_tokens_to_keep",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_SAMPLE,
     .parse = parse_top_p,
     .free_spec = fence_free,
     .run = run_fence,
@@ -440,10 +436,8 @@ const gf_kind_def gf_kind_top_p_fence = {
 const gf_kind_def gf_kind_top_k_fence = {
     .name = "top_k_fence",
     .summary = "top-k kept sets on a fixed distribution; with p, top-p after",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, expect, permutation, temperature, atol, profile, chain, min_p, typical_p, "
-            "min_tokens_to_keep",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_SAMPLE,
     .parse = parse_top_k,
     .free_spec = fence_free,
     .run = run_fence,

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "genfence/engine.h"
-#include "distribution_match.h"
 #include "genfence/version.h"
 #include "golden_generation.h"
 #include "hash.h"
@@ -166,10 +165,11 @@ static void run_golden(const gf_case *c, gf_krun *k)
     gf_generation *gen = NULL;
     capture cap = {0};
     char hint[2048];
-    if (gf_stat_defer(c, k)) { /* quantized / half-precision weights: the statistical tier judges them */
-        free(path);
-        return;
-    }
+    /* a backend with lower-precision weights that a statistical case judges
+     * was skipped by the plan (harness/run/plan.c); one that none judges is
+     * judged here, saying why */
+    if (k->stat_note)
+        gf_k_metric_json(k, "statistical_tier", json_string(k->stat_note));
     gf_golden_make_hint(c, k->golden_dir, hint, sizeof hint);
     if (!path) {
         gf_k_fail(k, "out of memory");
@@ -387,9 +387,9 @@ done:
 const gf_kind_def gf_kind_golden_generation = {
     .name = "golden_generation",
     .summary = "the backend teacher-forced through a golden's tokens against its logits (goldens: docs/goldens.md)",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompts, max_new_tokens, temperature, top_k, top_p, seed, atol, gate, golden",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
+    .defers_to_statistical = 1,
     .parse = parse_golden,
     .free_spec = spec_free,
     .run = run_golden,

@@ -1,6 +1,8 @@
 /* The case kinds genfence has (docs/cases.md). A kind is one file here,
- * named after it, defining `const gf_kind_def gf_kind_<name>`, and one line
- * in GF_KIND_LIST (documentation order). */
+ * named after it, defining `const gf_kind_def gf_kind_<name>` (what it needs,
+ * which backend slots it reaches: case.h), and one line in GF_KIND_LIST
+ * (documentation order). Its keys are the ones its parse asks for
+ * (gf_kind_keys). */
 #ifndef GENFENCE_HARNESS_KINDS_H
 #define GENFENCE_HARNESS_KINDS_H
 
@@ -35,16 +37,5 @@ const gf_kind_def *const *gf_kinds(void);
 /* The kind called name, or NULL. */
 const gf_kind_def *gf_kind_find(const char *name);
 
-/* Which backend slots a kind's run reaches: the model slots (uses_backend:
- * model_load, cache_*, forward), only the sample slot (the sampler kinds, when
- * the backend has one), or none (stream_decode, left_padding_positions: the
- * engine's own code). `genfence run` runs a kind on a backend only where the
- * backend has what it tests; the rest runs once, on the engine. */
-typedef enum gf_kind_reach {
-    GF_KIND_REACHES_NONE = 0,
-    GF_KIND_REACHES_SAMPLE,
-    GF_KIND_REACHES_MODEL,
-} gf_kind_reach;
-gf_kind_reach gf_kind_reaches(const gf_kind_def *k);
 
 #endif

@@ -115,9 +115,8 @@ done:
 const gf_kind_def gf_kind_left_padding_positions = {
     .name = "left_padding_positions",
     .summary = "position ids from a left-padding mask",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "mask, expect_positions, expect_next",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_NONE,
     .parse = parse_pad,
     .free_spec = pad_free,
     .run = run_pad,

@@ -129,9 +129,8 @@ done:
 const gf_kind_def gf_kind_sampler_errors = {
     .name = "sampler_errors",
     .summary = "invalid sampler parameters are errors; degenerate ones give argmax",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "calls, probs, logits, vocab, seed",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_SAMPLE,
     .parse = parse_err,
     .free_spec = err_free,
     .run = run_err,

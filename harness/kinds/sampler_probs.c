@@ -153,17 +153,18 @@ static int parse_probs(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
             s->logits[i] = i == 0 ? -INFINITY : logf((float)i);
     } else if (rd == 0 && !bad) {
         gf_y_error(ctx, m, "missing required key 'probs', 'logits', 'random', 'fill' or 'log_ramp'");
-        return -1;
+        bad = 1;
     }
-    if (bad)
-        return -1;
+    /* the case-level keys are read even without a row (their errors too, and
+     * gf_kind_keys sees them); the entries need the row */
+    int no_row = bad;
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
     /* case-level sampler parameters are every entry's defaults */
     gf_sampler_params base = gf_sampler_greedy();
     base.temperature = 1.0;
     bad |= gf_y_sampler_raw(ctx, m, &base) < 0;
-    const gf_ynode *ex = gf_y_get(ctx, m, "expect", GF_Y_REQUIRED);
-    if (!ex || !gf_y_node_is_seq(ctx, ex, "'expect'"))
+    const gf_ynode *ex = gf_y_get(ctx, m, "expect", no_row ? 0 : GF_Y_REQUIRED);
+    if (no_row || !ex || !gf_y_node_is_seq(ctx, ex, "'expect'"))
         return -1;
     if (ex->n == 0) {
         gf_y_error(ctx, ex, "'expect' is empty");
@@ -487,9 +488,8 @@ const gf_kind_def gf_kind_sampler_probs = {
     .name = "sampler_probs",
     .summary = "the filtered, renormalised distribution: exact vectors at an atol, kept sets and counts, "
                "probability bounds, one temperature against another",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, random, fill, log_ramp, atol, the sampler parameters, expect",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_SAMPLE,
     .parse = parse_probs,
     .free_spec = probs_free,
     .run = run_probs,

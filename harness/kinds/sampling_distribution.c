@@ -182,9 +182,8 @@ done:
 const gf_kind_def gf_kind_sampling_distribution = {
     .name = "sampling_distribution",
     .summary = "chi-square test that draws follow the filtered, renormalised distribution",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "probs, logits, temperature, top_k, top_p, seed, draws, alpha, expect_probs",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_SAMPLE,
     .parse = parse_dist,
     .free_spec = dist_free,
     .run = run_dist,

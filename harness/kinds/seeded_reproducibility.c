@@ -181,9 +181,8 @@ done:
 const gf_kind_def gf_kind_seeded_reproducibility = {
     .name = "seeded_reproducibility",
     .summary = "a seed repeats, different seeds differ, a sampled batch equals single runs",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompts, max_new_tokens, temperature, top_k, top_p, seeds, eos_id, batch, atol, gate",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
     .parse = parse_seeded,
     .free_spec = seeded_free,
     .run = run_seeded,

@@ -226,9 +226,8 @@ const gf_kind_def gf_kind_sliding_window = {
     .name = "sliding_window",
     .summary = "rotary models: evicting the oldest cache entries vs recompute over the window (a measured drift "
                "within a declared tolerance); sliding by recompute equals the uncached loop",
-    .uses_backend = 1,
-    .model = GF_KIND_MODEL_REQUIRED,
-    .keys = "prompt, window, steps, drift_tolerance, atol, gate, slide",
+    .needs = GF_KIND_NEEDS_MODEL,
+    .reaches = GF_KIND_REACHES_MODEL,
     .parse = parse_slide,
     .free_spec = slide_free,
     .run = run_slide,

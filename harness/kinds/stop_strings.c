@@ -364,9 +364,8 @@ done:
 const gf_kind_def gf_kind_stop_strings = {
     .name = "stop_strings",
     .summary = "streamed text stops exactly before the first stop string, split anywhere, whole UTF-8 characters",
-    .uses_backend = 0,
-    .model = GF_KIND_MODEL_TOKENIZER,
-    .keys = "text, tokens, sample, stop, expect_text, expect_stop, splits, seed, matcher",
+    .needs = GF_KIND_NEEDS_TOKENIZER,
+    .reaches = GF_KIND_REACHES_NONE,
     .parse = parse_stop,
     .free_spec = stop_free,
     .run = run_stop,

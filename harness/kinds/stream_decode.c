@@ -169,9 +169,8 @@ done:
 const gf_kind_def gf_kind_stream_decode = {
     .name = "stream_decode",
     .summary = "streamed token bytes equal decode, with no U+FFFD for valid UTF-8",
-    .uses_backend = 0,
-    .model = GF_KIND_MODEL_TOKENIZER,
-    .keys = "text, tokens, sample, decoder, expect_split",
+    .needs = GF_KIND_NEEDS_TOKENIZER,
+    .reaches = GF_KIND_REACHES_NONE,
     .parse = parse_stream,
     .free_spec = stream_free,
     .run = run_stream,

@@ -212,9 +212,8 @@ done:
 const gf_kind_def gf_kind_temperature_limits = {
     .name = "temperature_limits",
     .summary = "cold is one-hot, hot is uniform, greedy is argmax and equals a cold draw",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "logits, random, cold, hot, greedy, seed",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_SAMPLE,
     .parse = parse_temp,
     .free_spec = temp_free,
     .run = run_temp,

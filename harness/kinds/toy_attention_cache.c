@@ -204,9 +204,8 @@ done:
 const gf_kind_def gf_kind_toy_attention_cache = {
     .name = "toy_attention_cache",
     .summary = "the seed's toy KV cache: one attention head, cached chunks against one uncached pass (harness only)",
-    .uses_backend = 0,
-    .model = GF_KIND_NO_MODEL,
-    .keys = "dim, tokens, seed, chunks, atol, mask",
+    .needs = GF_KIND_NEEDS_NOTHING,
+    .reaches = GF_KIND_REACHES_NONE,
     .parse = parse_toy,
     .free_spec = toy_free,
     .run = run_toy,

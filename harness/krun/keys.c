@@ -229,7 +229,7 @@ static ext_block *y_sampler_ext(gf_cctx *ctx, const gf_ynode *map, int *rc)
              i++)
             if (map->items[2 * i]->value && !strcmp(map->items[2 * i]->value, gf_sampler_fields[k].name))
                 any = 1;
-    if (!any)
+    if (!any && !gf_y_census_all(ctx)) /* (gf_kind_keys: these keys are taken together) */
         return NULL;
     ext_block *b = calloc(1, sizeof *b);
     if (!b) {

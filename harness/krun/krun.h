@@ -31,10 +31,12 @@ struct gf_krun {
     long long slot_unsupported; /* calls the slot declined (GF_E_UNSUPPORTED: parameters it does not take) */
     char slot_first[512];      /* the first mismatch or error */
     char slot_declined[256];   /* why the first declined call was declined */
-    gf_session *session;       /* uses_backend kinds: open; else NULL */
+    gf_session *session;       /* kinds that reach the model slots: open; else NULL */
     const char *artifact_dir;  /* where failing-step logits go (NULL: nowhere) */
     const char *artifact_stem; /* "<id>@<backend>" */
     const char *golden_dir;    /* run --golden-dir: goldens are read from here (NULL: each case's own) */
+    const char *stat_note;     /* the plan's word on the statistical tier for a backend with lower-precision
+                                  weights that no statistical case judges (harness/run/plan.c), or NULL */
 
     json_t *checks;            /* [{name, passed, detail}] */
     json_t *metrics;           /* {...}; "summary" holds the comparison metrics */

@@ -213,7 +213,7 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         json_object_set_new(o, "as_declared", json_boolean(gf_job_declared(r, j)));
     json_object_set_new(o, "exit_status", json_integer(gf_job_exit(r, j)));
     json_object_set_new(o, "seconds", json_real(j->seconds));
-    const char *smp = c->kind->uses_backend ? "engine (generation loop)" : "engine";
+    const char *smp = c->kind->reaches == GF_KIND_REACHES_MODEL ? "engine (generation loop)" : "engine";
     json_t *rs = j->record ? json_object_get(json_object_get(j->record, "metrics"), "sampler") : NULL;
     if (json_is_string(rs) && !strcmp(json_string_value(rs), "engine + backend slot"))
         smp = "engine + backend slot"; /* the case's sampling calls also ran through the backend's slot */

@@ -48,7 +48,8 @@ static json_t *job_child(const void *arg)
     k.artifact_stem = stem;
     k.artifact_dir = a->o->report_dir ? dir : NULL;
     k.golden_dir = a->o->golden_dir;
-    if (c->kind->uses_backend) {
+    k.stat_note = j->stat_note;
+    if (c->kind->reaches == GF_KIND_REACHES_MODEL) {
         gf_session s;
         gf_status st = gf_session_open(&s, c->model, k.backend, k.threads, 0);
         if (st != GF_OK) {
@@ -105,6 +106,7 @@ typedef struct run_ctx {
     const gf_run_hooks *hooks;
     gf_task *tasks;
     const gf_run_opts *o;
+    int failures; /* finished jobs that did not pass (--maxfail) */
 } run_ctx;
 
 static void on_started(size_t ti, size_t running, size_t done, void *u)
@@ -237,6 +239,9 @@ static void on_finished(size_t ti, size_t done, void *u)
     }
     if (j->verdict == GF_V_CRASH || j->verdict == GF_V_TIMEOUT || j->interrupted)
         j->crash_context = gf_task_trace_json(t);
+    if (gf_verdict_exit(j->verdict, j->backend->required) != 0 && !j->interrupted && r->o->maxfail > 0 &&
+        ++r->failures >= r->o->maxfail)
+        gf_pool_stop_starting(1);
     if (r->hooks && r->hooks->finished)
         r->hooks->finished(j, done, r->total, r->hooks->user);
 }
@@ -276,12 +281,18 @@ void gf_runner_run(gf_job *jobs, size_t n, const gf_run_opts *o, const gf_run_ho
     }
     run_ctx ctx = {.jobs = jobs, .map = map, .total = n, .hooks = hooks, .tasks = tasks, .o = o};
     gf_pool_run(tasks, m, o->jobs, o->memory_limit, on_started, on_finished, &ctx);
+    gf_pool_stop_starting(0);
     for (size_t i = 0; i < m; i++) {
-        if (tasks[i].not_started) { /* the run was interrupted first */
-            gf_job *j = &jobs[map[i]];
+        gf_job *j = &jobs[map[i]];
+        if (tasks[i].not_started && tasks[i].interrupted) { /* the run was interrupted first */
             j->verdict = GF_V_ERROR;
             j->decided = j->interrupted = 1;
             set_reason(j, "not run: the run was interrupted (%s)", gf_signal_name(gf_runner_interrupted()));
+        } else if (tasks[i].not_started) { /* --maxfail: a skip that says so */
+            j->verdict = GF_V_SKIP;
+            j->decided = j->not_run = 1;
+            set_reason(j, "not run: --maxfail %d: the run stopped after %d failure%s", o->maxfail, ctx.failures,
+                       ctx.failures == 1 ? "" : "s");
         }
         json_decref(tasks[i].record);
         free(tasks[i].err);
@@ -295,6 +306,8 @@ void gf_job_clear(gf_job *j)
 {
     free(j->reason);
     free(j->stderr_tail);
+    free(j->stat_note);
+    j->stat_note = NULL;
     json_decref(j->record);
     json_decref(j->crash_context);
     j->crash_context = NULL;

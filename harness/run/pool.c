@@ -48,6 +48,9 @@
 
 static volatile sig_atomic_t g_interrupt; /* the signal that interrupted the run, 0: none */
 static int g_in_process;
+static int g_stop_starting; /* gf_pool_stop_starting: the running finish, nothing more starts */
+
+void gf_pool_stop_starting(int on) { g_stop_starting = on; }
 
 static void on_interrupt(int sig)
 {
@@ -424,6 +427,10 @@ static void run_in_process(gf_task *tasks, size_t n, void (*started)(size_t, siz
 {
     for (size_t i = 0; i < n; i++) {
         gf_task *t = &tasks[i];
+        if (g_stop_starting) {
+            t->not_started = 1;
+            continue;
+        }
         if (started)
             started(i, 1, i, user);
         double t0 = gf_now_s();
@@ -498,7 +505,7 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                     tasks[slots[i].task].interrupted = 1;
                 }
         }
-        for (int i = 0; i < jobs && next < n && !stopping; i++) {
+        for (int i = 0; i < jobs && next < n && !stopping && !g_stop_starting; i++) {
             if (slots[i].pid)
                 continue;
             size_t ti = next++;
@@ -515,7 +522,7 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                 started(ti, (size_t)running, done, user);
         }
         if (!running) {
-            if (stopping)
+            if (stopping || g_stop_starting)
                 break;
             continue;
         }
@@ -601,8 +608,10 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
             last_scan = now;
         }
     }
-    for (size_t ti = next; ti < n; ti++)
-        tasks[ti].not_started = tasks[ti].interrupted = 1;
+    for (size_t ti = next; ti < n; ti++) { /* interrupted, or stopped by gf_pool_stop_starting */
+        tasks[ti].not_started = 1;
+        tasks[ti].interrupted = g_interrupt != 0;
+    }
     /* a killed stray's own children are reparented to genfence in turn */
     for (int round = 0; round < 50 && gf_pool_kill_strays(NULL, 0); round++)
         usleep(10000);

@@ -25,6 +25,7 @@ typedef struct gf_run_opts {
     unsigned long long memory_limit; /* bytes of address space per child; 0 = none */
     const char *report_dir;          /* reports go here; failing-step logits under report_dir/failures */
     const char *golden_dir;          /* --golden-dir: read goldens from here (NULL: each case's own path) */
+    int maxfail;                     /* --maxfail: start no job after this many failures (0: no limit) */
 } gf_run_opts;
 
 /* A backend as probed (in a child). */
@@ -64,6 +65,8 @@ typedef struct gf_job {
                           (verdict error, "not run: ..." or "interrupted ...") */
     json_t *crash_context; /* crash / timeout: the backend call it was in (slot, call,
                               in_call, step, B, T, cache_length, calls_total), or NULL */
+    char *stat_note;       /* the plan's statistical-tier note for the child (gf_krun.stat_note), or NULL */
+    int not_run;           /* --maxfail stopped the run before this job started (a skip, saying so) */
 } gf_job;
 
 /* SIGINT or SIGTERM while a pool ran: every child's process group was

@@ -1,86 +1,155 @@
 #!/usr/bin/env bash
-# The run plan and its slices (issue 18, item 4): `run --plan` lists every
-# (case, backend) pair the run would do, with why any is skipped, and runs
-# nothing; `run --rerun-failed RUN.json` runs exactly the cases that did not
-# pass in that report; `run --durations N` lists the N slowest runs; `list
-# --shard I/N` cuts the same slices as `run --shard I/N`; `list --backend NAME`
-# keeps the cases whose backends filter allows NAME.
+# genfence run's plan (harness/run/plan.c, issue 23 item 1; issue 25 items 3
+# and 9):
+#   1. run --plan prints exactly what the run then does: every (case, backend)
+#      pair, run / skip / error, the reason of each skip and error, on the
+#      default suite, on cases/detect and on a llamacpp:q8_0 run (whose golden
+#      cases the statistical tier judges: skips the plan already names);
+#   2. --plan exits 2 when a pair is an error (an unknown backend) and 1 when a
+#      --require-backend one would skip (unavailable here);
+#   3. --rerun-failed RUN.json reruns each failing pair on the backend it
+#      failed on (a plugin path, NAME:CONFIG), without --backend, and fails
+#      again; --backend narrows the pairs to the named backends;
+#   4. --maxfail N / -x start nothing after N failures, the rest are skips
+#      saying so; --limit N keeps the first N cases of each kind.
 set -euo pipefail
-: "${GENFENCE:?}" "${GF_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "run_plan_rerun: FAIL: $*" >&2; exit 1; }
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+PY=${GF_PYTHON:-python3}
+[[ -x "$PY" ]] || PY=python3
+# shellcheck source=../support/test_lib.sh
+source "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init run_plan_rerun
 cd "$GF_SRC"
-S=cases/sampler.yaml
-D=cases/detect/sampler.yaml
+N="$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_noise.so"
+[[ -f $N ]] || fail "test backend $N not built"
 
-# --plan: one line per pair, nothing run, no report written
-"$GENFENCE" run "$S" "$D" --backend ref --backend ./no/such/plugin.so --plan --report-dir "$tmp/plan" >"$tmp/plan.txt" \
-    || fail "--plan exited $?"
-[[ ! -e "$tmp/plan/run.json" ]] || fail "--plan wrote a report"
-n_cases=$("$GENFENCE" list "$S" "$D" | tail -n 1 | cut -d' ' -f1)
-n_run=$(grep -c '^plan: run ' "$tmp/plan.txt" || true)
-n_err=$(grep -c '^plan: error ' "$tmp/plan.txt" || true)
-[[ $n_run -eq $n_cases ]] || fail "--plan: $n_run runs for $n_cases sampler cases (each once, on the engine)"
-[[ $n_err -eq $n_cases ]] || fail "--plan: the missing plugin should be an error on all $n_cases cases, got $n_err"
-grep -q 'cannot be used' "$tmp/plan.txt" || fail "--plan does not say why the plugin cannot be used"
-tail -n 1 "$tmp/plan.txt" | grep -q 'nothing was run' || fail "--plan summary: $(tail -n 1 "$tmp/plan.txt")"
+# plan_vs_run NAME ARGS...: --plan and the run with the same arguments agree
+# pair for pair (the run's report against the plan's lines)
+plan_vs_run() {
+  local name=$1
+  shift
+  local rc=0
+  "$GENFENCE" run "$@" --plan >"$tmp/$name.plan" 2>&1 || rc=$?
+  [[ $rc != 2 ]] || { cat "$tmp/$name.plan"; fail "$name: --plan exited 2"; }
+  rc=0
+  "$GENFENCE" run -q "$@" --report-dir "$tmp/$name" >"$tmp/$name.out" 2>&1 || rc=$?
+  [[ -f "$tmp/$name/run.json" ]] || { cat "$tmp/$name.out"; fail "$name: no report (exit $rc)"; }
+  "$PY" - "$tmp/$name.plan" "$tmp/$name/run.json" "$name" <<'PY'
+import json, re, sys
+plan, doc, name = open(sys.argv[1]).read().splitlines(), json.load(open(sys.argv[2])), sys.argv[3]
+want = []
+for l in plan:
+    m = re.match(r"plan: (run|skip|error) +(\S+) +\[([^\]]*)\](?:  (.*))?$", l)
+    if m:
+        want.append((m.group(2), m.group(3), m.group(1), (m.group(4) or "").replace(" (required: a failure)", "")))
+got = []
+for x in doc["results"]:
+    v = x["verdict"]
+    # a pair the plan left to the run: whatever the child said; a decided one: the plan's verdict and reason
+    got.append((x["id"], x["backend_requested"] or "-", v, x["reason"]))
+assert len(want) == len(got), f"{name}: the plan has {len(want)} pairs, the run {len(got)}"
+bad = []
+for w, g in zip(sorted(want), sorted(got)):
+    if w[:2] != g[:2]:
+        bad.append(f"pair {w[:2]} planned, {g[:2]} run")
+    elif w[2] == "run" and g[2] in ("skip", "error") and g[3].startswith(("weights ", "backend ", "no selected backend")):
+        bad.append(f"{w[:2]}: planned to run, the run says {g[2]}: {g[3]}")
+    elif w[2] != "run" and (w[2], w[3]) != (g[2], g[3]):
+        bad.append(f"{w[:2]}: planned {w[2]} ({w[3]}), the run says {g[2]} ({g[3]})")
+assert not bad, f"{name}: " + "; ".join(bad[:5])
+print(f"ok   1: {name}: --plan and the run agree on {len(got)} pairs "
+      f"({sum(1 for w in want if w[2] == 'run')} run, {sum(1 for w in want if w[2] == 'skip')} skip, "
+      f"{sum(1 for w in want if w[2] == 'error')} error)")
+PY
+}
 
-# a real run with failures, then --rerun-failed picks exactly those cases
-set +e
-"$GENFENCE" run "$S" "$D" --backend ref --report-dir "$tmp/r1" -q >/dev/null
-rc=$?
-set -e
-[[ $rc -eq 1 ]] || fail "the detect cases should fail (exit 1), got $rc"
-want=$("$GF_PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(sorted({r["id"] for r in d["results"] if r["verdict"] not in ("pass","pass-near-tie","skip")})))' "$tmp/r1/run.json")
-[[ -n $want ]] || fail "no failing case in the first run"
-set +e
-"$GENFENCE" run "$S" "$D" --backend ref --rerun-failed "$tmp/r1/run.json" --report-dir "$tmp/r2" --durations 3 >"$tmp/r2.txt"
-rc=$?
-set -e
-[[ $rc -eq 1 ]] || fail "rerun of failures exited $rc, want 1"
-got=$("$GF_PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(sorted({r["id"] for r in d["results"]})))' "$tmp/r2/run.json")
-[[ "$got" == "$want" ]] || fail "--rerun-failed ran [$got], want [$want]"
-grep -q '^slowest 3 of ' "$tmp/r2.txt" || fail "--durations 3: no 'slowest 3 of' line"
-[[ $(sed -n '/^slowest 3 of /,$p' "$tmp/r2.txt" | grep -c '^ .*s  ') -eq 3 ]] || fail "--durations 3 did not list 3 runs"
-# a report where everything passed: nothing to rerun, exit 0
-"$GENFENCE" run "$S" --backend ref --report-dir "$tmp/r3" -q >/dev/null || fail "the sampler suite should pass"
-"$GENFENCE" run "$S" --backend ref --rerun-failed "$tmp/r3/run.json" --no-report >"$tmp/r3.txt" || fail "nothing to rerun exited $?"
-grep -q 'nothing to rerun' "$tmp/r3.txt" || fail "no 'nothing to rerun' message"
-# not a report: exit 2
-echo '{"x": 1}' >"$tmp/bad.json"
-set +e
-"$GENFENCE" run "$S" --rerun-failed "$tmp/bad.json" --no-report 2>"$tmp/e"; rc=$?
-set -e
-[[ $rc -eq 2 ]] && grep -q 'not a genfence run report' "$tmp/e" || fail "a non-report for --rerun-failed: exit $rc, $(cat "$tmp/e")"
+# 1. the default suite, cases/detect, llamacpp:q8_0
+plan_vs_run default
+plan_vs_run detect cases/detect --backend ref
+if [[ -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]]; then
+  export GENFENCE_MODULE_DIR="$GF_BUILD/backends" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+  plan_vs_run q8 cases/golden_llama.yaml cases/statistical.yaml cases/sampler.yaml --filter 'llama|^top_p' \
+    --backend llamacpp:q8_0
+  grep -q "plan: skip  golden.*\[llamacpp:q8_0\]  weights q8_0: judged by the statistical tier (case statistical.holmes-llama)" \
+    "$tmp/q8.plan" || { cat "$tmp/q8.plan"; fail "the q8_0 plan does not name the statistical tier's skips"; }
+else
+  echo "note: the llamacpp module is not built here: the llamacpp:q8_0 part of 1 not run"
+fi
 
-# list --shard: the same slices as run --shard, and together the whole list
-ids() { grep -v '^[0-9]* cases\?$' | awk '{print $1}'; }
-"$GENFENCE" list "$S" "$D" | ids | sort >"$tmp/all"
-"$GENFENCE" list "$S" "$D" --shard 1/2 | ids >"$tmp/s1"
-"$GENFENCE" list "$S" "$D" --shard 2/2 | ids >"$tmp/s2"
-[[ -s $tmp/s1 && -s $tmp/s2 ]] || fail "an empty list shard"
-sort "$tmp/s1" "$tmp/s2" | diff - "$tmp/all" >/dev/null || fail "list shards do not partition the list"
-"$GENFENCE" run "$S" "$D" --backend ref --shard 1/2 --report-dir "$tmp/rs1" -q >/dev/null || true
-"$GF_PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(r["id"] for r in d["results"]))' "$tmp/rs1/run.json" \
-    | sort -u | diff - <(sort "$tmp/s1") >/dev/null || fail "list --shard 1/2 differs from run --shard 1/2"
-# the one --shard parser: trailing text, I > N and I = 0 are refused by both commands
-for bad in 1/2x 3/2 0/2 /2; do
-    for cmd in list "run --no-report"; do
-        set +e
-        # shellcheck disable=SC2086
-        "$GENFENCE" $cmd "$S" --shard "$bad" >/dev/null 2>"$tmp/e" </dev/null; rc=$?
-        set -e
-        [[ $rc -eq 2 ]] && grep -q "for --shard" "$tmp/e" || fail "$cmd --shard $bad: exit $rc, $(cat "$tmp/e")"
-    done
+# 2. --plan's exit status
+rc=0
+"$GENFENCE" run cases/sampler.yaml --backend no-such-backend --plan >"$tmp/p2.out" 2>&1 || rc=$?
+[[ $rc == 2 ]] || { cat "$tmp/p2.out"; fail "--plan with an unknown backend exited $rc, expected 2"; }
+grep -q "^plan: error " "$tmp/p2.out" || fail "--plan with an unknown backend names no error"
+rc=0
+"$GENFENCE" run cases/sampler.yaml --plan >"$tmp/p0.out" 2>&1 || rc=$?
+[[ $rc == 0 ]] || { cat "$tmp/p0.out"; fail "--plan of a runnable suite exited $rc"; }
+if "$GENFENCE" backends 2>/dev/null | grep -q '^cuda .*unavailable\|^cuda: .*unavailable\|cuda.*not available'; then :; fi
+rc=0
+"$GENFENCE" run cases/golden.yaml --require-backend cuda --plan >"$tmp/p1.out" 2>&1 || rc=$?
+if grep -q "^plan: skip .*\[cuda\]  backend unavailable" "$tmp/p1.out"; then
+  [[ $rc == 1 ]] || { cat "$tmp/p1.out"; fail "--plan with a required backend that skips exited $rc, expected 1"; }
+  echo "ok   2: --plan exits 2 on an error pair, 1 when a required backend would skip, 0 otherwise"
+else
+  echo "ok   2: --plan exits 2 on an error pair, 0 otherwise (cuda runs here: the required-skip part not run)"
+fi
+
+# 3. --rerun-failed remembers the backend of each failing pair
+rc=0
+"$GENFENCE" run -q cases/golden.yaml --filter '^golden\.greedy\.sherlock$' --backend ref --backend "$N" \
+  --report-dir "$tmp/r1" >"$tmp/r1.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || { cat "$tmp/r1.out"; fail "the faulty run exited $rc, expected 1"; }
+rc=0
+"$GENFENCE" run -q --rerun-failed "$tmp/r1/run.json" --report-dir "$tmp/r2" >"$tmp/r2.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || { cat "$tmp/r2.out"; fail "--rerun-failed without --backend exited $rc, expected 1 (the plugin still fails)"; }
+"$PY" - "$tmp/r2/run.json" "$N" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert [(x["id"], x["backend_requested"], x["verdict"]) for x in r] == [("golden.greedy.sherlock", sys.argv[2], "fail")], r
+PY
+rc=0
+"$GENFENCE" run -q --rerun-failed "$tmp/r1/run.json" --backend ref --no-report >"$tmp/r3.out" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q "none of the 1 (case, backend) pair(s) that did not pass" "$tmp/r3.out" \
+  || { cat "$tmp/r3.out"; fail "--rerun-failed narrowed to ref (which passed) exited $rc"; }
+# without PATHS: the case files the failing pairs came from (cases/detect, not the default suite)
+"$GENFENCE" run --rerun-failed "$tmp/detect/run.json" --plan >"$tmp/r4.out" 2>&1 || { cat "$tmp/r4.out"; fail "--rerun-failed of the detect run"; }
+want=$("$PY" -c 'import json, sys; print(sum(x["verdict"] not in ("pass", "pass-near-tie", "skip") for x in json.load(open(sys.argv[1]))["results"]))' "$tmp/detect/run.json")
+grep -q "^plan: $want (case, backend) pairs over [0-9]* cases: $want to run" "$tmp/r4.out" \
+  || { tail -3 "$tmp/r4.out"; fail "--rerun-failed of the detect run does not plan its $want failing pairs"; }
+echo "ok   3: --rerun-failed reruns the failing plugin's pair and fails; --backend ref narrows it away; the detect run's $want failing pairs come back from their own case files"
+
+# 4. --maxfail, -x, --limit
+for opt in "--maxfail 2" "-x"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$GENFENCE" run -q cases/detect --backend ref -j 1 $opt --report-dir "$tmp/m" >"$tmp/m.out" 2>&1 || rc=$?
+  [[ $rc != 0 ]] || fail "$opt: exit 0 after failures"
+  n=$([[ $opt == -x ]] && echo 1 || echo 2)
+  "$PY" - "$tmp/m/run.json" "$n" <<'PY'
+import json, sys
+r, n = json.load(open(sys.argv[1]))["results"], int(sys.argv[2])
+ran_failed = [x for x in r if x["verdict"] not in ("pass", "pass-near-tie", "skip") and x.get("process")]
+not_run = [x for x in r if x["reason"].startswith("not run: --maxfail %d: the run stopped after %d failure" % (n, n))]
+assert len(ran_failed) == n, [(x["id"], x["verdict"]) for x in ran_failed]
+assert not_run and all(x["verdict"] == "skip" for x in not_run), len(not_run)
+PY
+  grep -q "^run: --maxfail $n reached: [0-9]* (case, backend) runs* not started" "$tmp/m.out" \
+    || { cat "$tmp/m.out"; fail "$opt: the console does not say how many were not run"; }
 done
-# list --backend: the golden cases run on every backend, a case with a backends filter only where it allows
-n_gold=$("$GENFENCE" list cases/golden.yaml --backend ref | tail -n 1 | cut -d' ' -f1)
-[[ $n_gold -gt 0 ]] || fail "list --backend ref kept no golden case"
-printf 'cases:\n  - id: only.onednn\n    kind: top_k_fence\n    backends: [onednn]\n    probs: [0.5, 0.3, 0.2]\n    expect:\n      - {k: 1, keep: [0]}\n' >"$tmp/only.yaml"
-"$GENFENCE" list "$tmp/only.yaml" --backend onednn | grep -q '^only.onednn ' || fail "list --backend onednn dropped a case for onednn"
-set +e
-"$GENFENCE" list "$tmp/only.yaml" --backend ref >/dev/null 2>&1; rc=$?
-set -e
-[[ $rc -eq 2 ]] || fail "list --backend ref kept a case for onednn only (exit $rc)"
-echo "ok   run --plan / --rerun-failed / --durations, list --shard / --backend"
+"$GENFENCE" run cases/detect --backend ref --limit 1 --plan >"$tmp/l.out"
+"$GENFENCE" list cases/detect --json >"$tmp/l.json"
+"$PY" - "$tmp/l.out" "$tmp/l.json" <<'PY'
+import json, re, sys
+ids = {m.group(2) for l in open(sys.argv[1]) for m in [re.match(r"plan: (run|skip|error) +(\S+) ", l)] if m}
+cases = json.load(open(sys.argv[2]))
+kind = {c["id"]: c["kind"] for c in cases}
+first = {}
+for c in cases:
+    first.setdefault(c["kind"], c["id"])
+assert ids == set(first.values()), (sorted(ids), sorted(first.values()))
+PY
+rc=0
+"$GENFENCE" run --limit 0 --plan >"$tmp/l0.out" 2>&1 || rc=$?
+[[ $rc == 2 ]] || fail "--limit 0 exited $rc, expected 2"
+echo "ok   4: --maxfail 2 and -x stop after 2 / 1 failures, the rest skips saying so; --limit 1 keeps each kind's first case"
+echo "run_plan_rerun: ok"

@@ -44,6 +44,10 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                  void (*started)(size_t ti, size_t running, size_t done, void *u),
                  void (*finished)(size_t ti, size_t done, void *u), void *user);
 
+/* From a finished callback: start no more tasks; the running ones finish,
+ * the rest end not_started (not interrupted). Off again with 0. */
+void gf_pool_stop_starting(int on);
+
 /* " in forward call #3 (step 2, B 2, T 1, cache length 7)", " (after ... had
  * returned)", or "" without a trace: what a crash or timeout reason ends with. */
 void gf_task_trace_text(const gf_task *t, char *buf, size_t cap);

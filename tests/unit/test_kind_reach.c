@@ -1,0 +1,130 @@
+/* Every kind's declared reach (gf_kind_def.reaches, harness/cases/case.h)
+ * holds against what it does: each case of the shipped suites (cases/ and
+ * cases/detect/) of a kind that does not open a model runs here on a
+ * recording backend whose sample slots count their calls. A kind declared
+ * to reach no slot that calls the sample slot fails here: `genfence run`
+ * would put it on the engine alone, where the slot is never attached, and
+ * it would pass without testing a backend's sampler. A kind declared to
+ * reach the sample slot that no case of it calls fails too (its runs on a
+ * slot backend would test nothing of it). The model kinds (the widest
+ * reach, a session) are checked for needing a model. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "genfence/engine.h"
+#include "kinds.h"
+#include "krun.h"
+
+static long g_calls; /* calls of the recording slots */
+
+static gf_status rec_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *p,
+                            const gf_rng_draws *d, int32_t *ids)
+{
+    (void)model, (void)logits, (void)p, (void)d;
+    g_calls++;
+    for (int32_t b = 0; b < B; b++)
+        ids[b] = 0; /* what it answers is not under test here, only that it was asked */
+    return GF_OK;
+}
+
+static uint32_t rec_profiles(void) { return 0xffffffffu; }
+
+static gf_backend_ops recording_ops(void)
+{
+    gf_backend_ops o;
+    memset(&o, 0, sizeof o);
+    o.abi_version = GF_BACKEND_ABI_VERSION;
+    o.struct_size = sizeof o;
+    o.name = "recording-slots";
+    o.sample = rec_sample;
+    o.sample_profiles = rec_profiles;
+    o.sample_ex = rec_sample;
+    return o;
+}
+
+static const char *reach_name(gf_kind_reach r)
+{
+    return r == GF_KIND_REACHES_MODEL ? "the model slots" : r == GF_KIND_REACHES_SAMPLE ? "the sample slot" : "no slot";
+}
+
+Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
+{
+    const char *paths[] = {GF_TEST_SOURCE_DIR "/cases", GF_TEST_SOURCE_DIR "/cases/detect"};
+    gf_case_set set;
+    int rc = gf_cases_load(gf_kinds(), paths, 2, GF_TEST_SOURCE_DIR, &set);
+    cr_assert_eq(rc, GF_OK, "%s", set.n_errors ? set.errors[0] : "");
+    gf_backend_ops ops = recording_ops();
+    cr_assert(gf_backend_has_sample(&ops));
+    char errors[8192] = "";
+    for (const gf_kind_def *const *kp = gf_kinds(); *kp; kp++) {
+        const gf_kind_def *k = *kp;
+        if (k->reaches == GF_KIND_REACHES_MODEL) { /* opens model + backend: every slot */
+            if (k->needs != GF_KIND_NEEDS_MODEL)
+                snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                         "%s reaches the model slots but does not need a model\n", k->name);
+            continue;
+        }
+        long calls = 0;
+        size_t n_cases = 0;
+        const char *first = NULL;
+        for (size_t i = 0; i < set.n; i++) {
+            const gf_case *c = &set.cases[i];
+            if (c->kind != k)
+                continue;
+            n_cases++;
+            gf_krun kr;
+            gf_krun_init(&kr);
+            kr.backend = kr.backend_name = "recording-slots";
+            kr.threads = 1;
+            kr.backend_has_sample = 1;
+            kr.sample_ops = &ops; /* as the runner gives it a slot backend (run/jobs.c) */
+            long before = g_calls;
+            k->run(c, &kr);
+            gf_k_slot_finish(&kr);
+            if (g_calls > before && !first)
+                first = c->id;
+            calls += g_calls - before;
+            gf_krun_clear(&kr);
+        }
+        if (!n_cases)
+            continue; /* tests/unit/test_cases.c requires a case of every kind */
+        if (calls && k->reaches != GF_KIND_REACHES_SAMPLE)
+            snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                     "%s declares it reaches %s, but it called the sample slot %ld times (first on case %s): "
+                     "declare .reaches = GF_KIND_REACHES_SAMPLE, or genfence run tests it on the engine alone\n",
+                     k->name, reach_name(k->reaches), calls, first);
+        if (!calls && k->reaches == GF_KIND_REACHES_SAMPLE)
+            snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                     "%s declares it reaches the sample slot, but none of its %zu cases called it\n", k->name, n_cases);
+    }
+    gf_case_set_free(&set);
+    cr_assert(!errors[0], "%s", errors);
+}
+
+/* A kind's keys are what its parse asks for (gf_kind_keys): the fences
+ * refuse the penalties, biases and history (gf_y_refuse) they would read
+ * through the shared sampler reader, and take its truncation filters. */
+Test(kinds, keys_are_what_the_parse_asks)
+{
+    char buf[1024];
+    gf_kind_keys(&gf_kind_top_p_fence, GF_KEYS_ALL, buf, sizeof buf);
+    cr_assert(strstr(buf, "probs") && strstr(buf, "expect") && strstr(buf, "min_p"), "%s", buf);
+    cr_assert(!strstr(buf, "repetition_penalty") && !strstr(buf, "top_k") && !strstr(buf, "logit_bias") &&
+                  !strstr(buf, "eos_id"),
+              "%s", buf);
+    gf_kind_keys(&gf_kind_top_p_fence, GF_KEYS_CONDITIONAL, buf, sizeof buf);
+    cr_assert_str_eq(buf, "profile, chain, min_p, typical_p, min_tokens_to_keep");
+    gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_ALL, buf, sizeof buf);
+    cr_assert_str_eq(buf, "goldens, prompts, steps, gate, thresholds");
+    cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_CONDITIONAL, buf, sizeof buf), 0);
+    /* eos_id: read by the sampler reader only beside a profile key, by eos itself always */
+    gf_kind_keys(&gf_kind_sampling_distribution, GF_KEYS_PLAIN, buf, sizeof buf);
+    cr_assert(!strstr(buf, "eos_id") && strstr(buf, "draws"), "%s", buf);
+    gf_kind_keys(&gf_kind_sampling_distribution, GF_KEYS_CONDITIONAL, buf, sizeof buf);
+    cr_assert(strstr(buf, "eos_id") && strstr(buf, "profile"), "%s", buf);
+    gf_kind_keys(&gf_kind_eos, GF_KEYS_PLAIN, buf, sizeof buf);
+    cr_assert(strstr(buf, "eos_id"), "%s", buf);
+    for (const gf_kind_def *const *k = gf_kinds(); *k; k++)
+        cr_assert(gf_kind_keys(*k, GF_KEYS_ALL, buf, sizeof buf) > 0, "%s asks for no key", (*k)->name);
+}
