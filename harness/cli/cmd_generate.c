@@ -41,8 +41,8 @@ static void usage(FILE *f)
                "  --json                 print one JSON object\n"
                "  --verify               greedy cached decode of --max-new-tokens steps, teacher-forced\n"
                "                         against the uncached forward at every step; exit 1 unless\n"
-               "                         max |delta| <= 1e-4 and every argmax agrees (a mismatch is\n"
-               "                         excused only where the margin is below 1e-4)\n"
+               "                         max |delta| <= %g and every argmax agrees (a mismatch is\n"
+               "                         excused only where the margin is below %g)\n"
                "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
                "                         against each prompt alone; exit 1 on an unexcused mismatch\n"
                "\n"
@@ -61,7 +61,8 @@ static void usage(FILE *f)
                "  --threads N            backend threads (default 1)\n"
                "  -h, --help             this help\n"
                "\n"
-               "exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n");
+               "exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n",
+            GF_ATOL_DEFAULT, GF_GATE_ABS);
 }
 
 typedef struct gen_opts {
@@ -177,14 +178,14 @@ static void print_ids(const int32_t *ids, size_t n)
 static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_opts *o)
 {
     gf_verify_result r;
-    gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, &r);
+    gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, NULL, &r);
     if (st != GF_OK) {
         gf_cli_error("verify: %s", gf_error_msg());
         return gf_verdict_exit(gf_verdict_of_status(st), 0);
     }
     /* the one gate (verdict/compare.h), as the cache_equals_recompute kind uses it */
     const gf_gate g = gf_gate_default();
-    const double atol = 1e-4, gate = g.abs;
+    const double atol = GF_ATOL_DEFAULT, gate = g.abs;
     gf_backend_info info;
     gf_backend_options bo = gf_registry_options(&s->backend, o->threads);
     gf_backend_describe(gf_engine_ops(s->engine), &bo, &info);
