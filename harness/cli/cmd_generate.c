@@ -378,8 +378,7 @@ static const char *stop_reason(const gf_generation *g, const gf_generate_params 
 static int backend_has_ex(const gf_session *s, int pr)
 {
     const gf_backend_ops *ops = gf_engine_ops(s->engine);
-    return GF_OPS_HAS(ops, sample_profiles) && GF_OPS_HAS(ops, sample_ex) &&
-           (ops->sample_profiles() & GF_PROFILE_BIT(pr)) != 0;
+    return (gf_backend_sample_profiles(ops) & GF_PROFILE_BIT(pr)) != 0; /* the engine's wrapper */
 }
 
 static void print_sampler_json(const gf_session *s, const gen_opts *o, const gf_generate_params *gp)

@@ -43,6 +43,11 @@ gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_option
 /* Does the table hold a set `sample` slot? */
 int gf_backend_has_sample(const gf_backend_ops *ops);
 
+/* The profiles the backend's sample_ex implements (a GF_PROFILE_BIT mask,
+ * the sample_profiles slot's answer); 0 when the table holds no
+ * sample_profiles or no sample_ex slot. */
+uint32_t gf_backend_sample_profiles(const gf_backend_ops *ops);
+
 /* The last_error slot's text for model (NULL: global), "" when the backend
  * has no slot or no text. */
 const char *gf_backend_last_error(const gf_backend_ops *ops, void *model);
