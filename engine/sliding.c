@@ -18,8 +18,8 @@ void gf_sliding_result_clear(gf_sliding_result *r)
     memset(r, 0, sizeof *r);
 }
 
-gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len,
-                                    int32_t window, int32_t steps, gf_row_keep *keep, gf_sliding_result *out)
+gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t window,
+                                    int32_t steps, gf_row_keep *keep, gf_sliding_result *out)
 {
     memset(out, 0, sizeof *out);
     gf_row_keep_reset(keep);
@@ -108,8 +108,13 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
         out->evicted_tokens[step] = er.token;
         if (margin < out->min_margin)
             out->min_margin = margin;
-        gf_step_summary sum = {.step = step, .delta = d, .ref_token = rr.token, .token = er.token,
-                               .ref_margin = margin, .ref_top1 = rr.top1, .evicting = n > window};
+        gf_step_summary sum = {.step = step,
+                               .delta = d,
+                               .ref_token = rr.token,
+                               .token = er.token,
+                               .ref_margin = margin,
+                               .ref_top1 = rr.top1,
+                               .evicting = n > window};
         if ((st = gf_row_keep_offer(keep, &sum, rc, ev, V)) != GF_OK)
             goto done;
         if (n > window) {

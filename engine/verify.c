@@ -47,8 +47,7 @@ const gf_kept_rows *gf_row_keep_find(const gf_row_keep *k, int32_t step)
     return NULL;
 }
 
-gf_status gf_row_keep_offer(gf_row_keep *k, const gf_step_summary *s, const float *ref, const float *test,
-                            int32_t V)
+gf_status gf_row_keep_offer(gf_row_keep *k, const gf_step_summary *s, const float *ref, const float *test, int32_t V)
 {
     if (!k || !k->pick || k->n_kept >= GF_ROW_KEEP_MAX || !k->pick(k->user, s))
         return GF_OK;
@@ -177,7 +176,11 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         out->tokens[step] = a_c;
         out->ref_tokens[step] = a_ref;
         out->step_top1[step] = cur_uncached[a_ref];
-        gf_step_summary sum = {.step = step, .delta = d, .ref_token = a_ref, .token = a_c, .ref_margin = m_ref,
+        gf_step_summary sum = {.step = step,
+                               .delta = d,
+                               .ref_token = a_ref,
+                               .token = a_c,
+                               .ref_margin = m_ref,
                                .ref_top1 = cur_uncached[a_ref]};
         if ((st = gf_row_keep_offer(keep, &sum, cur_uncached, cur_cached, V)) != GF_OK)
             break;

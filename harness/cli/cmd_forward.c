@@ -28,13 +28,14 @@ static void usage(FILE *f)
                "                 and each position's argmax equal to REF's, a mismatch excused only\n"
                "                 where REF's top-1 minus top-2 is below the gate (the default gate, the\n"
                "                 tested backend's declared dtype; docs/harness.md). Prints one line;\n"
-               "                 --out is then optional (the tested backend's logits)\n"
-               "  --atol X       max |delta| allowed with --against (default %g, scaled by the dtype\n"
-               "                 as a case's atol is)\n"
-               "\n"
-               "exit status: 0 written (--against: the gate passed), 2 bad input (model files, flags),\n"
-               "1 backend failure (--against: the gate failed)\n",
+               "                 --out is then optional (the tested backend's logits)\n");
+    fprintf(f,
+            "  --atol X       max |delta| allowed with --against (default %g, scaled by the dtype\n"
+            "                 as a case's atol is)\n",
             GF_ATOL_DEFAULT);
+    fprintf(f, "\n"
+               "exit status: 0 written (--against: the gate passed), 2 bad input (model files, flags),\n"
+               "1 backend failure (--against: the gate failed)\n");
 }
 
 /* The uncached forward of ids (T) on s: logits (T, V). */

@@ -40,10 +40,12 @@ static void usage(FILE *f)
                "  --stream               print the continuation as it is generated (UTF-8 safe)\n"
                "  --json                 print one JSON object\n"
                "  --verify               greedy cached decode of --max-new-tokens steps, teacher-forced\n"
-               "                         against the uncached forward at every step; exit 1 unless\n"
-               "                         max |delta| <= %g and every argmax agrees (a mismatch is\n"
-               "                         excused only where the margin is below %g)\n"
-               "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
+               "                         against the uncached forward at every step; exit 1 unless\n");
+    fprintf(f,
+            "                         max |delta| <= %g and every argmax agrees (a mismatch is\n"
+            "                         excused only where the margin is below %g)\n",
+            GF_ATOL_DEFAULT, GF_GATE_ABS);
+    fprintf(f, "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
                "                         against each prompt alone; exit 1 on an unexcused mismatch\n"
                "\n"
                "Sampler profiles and filters (docs/sampler.md; the rules of the case keys):\n");
@@ -61,8 +63,7 @@ static void usage(FILE *f)
                "  --threads N            backend threads (default 1)\n"
                "  -h, --help             this help\n"
                "\n"
-               "exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n",
-            GF_ATOL_DEFAULT, GF_GATE_ABS);
+               "exit status: 0 ok, 1 a check failed (or the context limit was raised), 2 bad input\n");
 }
 
 typedef struct gen_opts {

@@ -32,8 +32,8 @@
 /* ---- the gate ---- */
 
 /* The gate's numbers, named once: no other 1e-4 in the C sources. */
-#define GF_GATE_ABS 1e-4     /* gate.abs default: a reference margin below it excuses a token mismatch */
-#define GF_GATE_ULPS 4.0     /* gate.ulps default */
+#define GF_GATE_ABS     1e-4 /* gate.abs default: a reference margin below it excuses a token mismatch */
+#define GF_GATE_ULPS    4.0  /* gate.ulps default */
 #define GF_ATOL_DEFAULT 1e-4 /* max |delta| a comparison allows unless the case sets atol (fp32's floor) */
 /* Triangulation (harness/run/triangulate.h): a part whose max |delta| against
  * ref is at most this agrees with ref; above it the backend is named off. */

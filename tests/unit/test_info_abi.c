@@ -60,8 +60,7 @@ Test(info_abi, grown_module_fills_at_most_the_host_struct)
     host_buf b;
     call_info(ops, &b, sizeof b.info);
     after_untouched(&b, sizeof b.info);
-    cr_assert_eq(b.info.struct_size, sizeof b.info, "filled %u of the host's %zu", b.info.struct_size,
-                 sizeof b.info);
+    cr_assert_eq(b.info.struct_size, sizeof b.info, "filled %u of the host's %zu", b.info.struct_size, sizeof b.info);
     cr_assert_eq(b.info.dtype, GF_COMPUTE_F32);
     cr_assert_str_eq(b.info.library, "ref behind a grown gf_backend_info");
     /* a host whose struct ends before weights (ABI 2's first cut) gets only that */
