@@ -32,7 +32,7 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
      * anything else to sample_ex, and only for a profile it declares. */
     const int plain = gf_sampler_params_plain(p);
     const int profile = gf_sampler_params_profile(p);
-    const uint32_t declared = GF_OPS_HAS(ops, sample_profiles) ? ops->sample_profiles() : 0;
+    const uint32_t declared = gf_backend_sample_profiles(ops);
     const int use_ex = GF_OPS_HAS(ops, sample_ex) && (declared & GF_PROFILE_BIT(profile)) &&
                        (!plain || !gf_backend_has_sample(ops));
     if (!use_ex && (!plain || !gf_backend_has_sample(ops)))
@@ -42,16 +42,8 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
     gf_sampler_params old_p = *p;
     if (!use_ex)
         old_p.ext = NULL;
-    /* the slot gets a table whose `sample` is the one chosen (the guard
-     * calls ops->sample); only the bytes the backend's table has are read */
-    gf_backend_ops slot_ops;
-    memset(&slot_ops, 0, sizeof slot_ops);
-    memcpy(&slot_ops, ops, ops->struct_size < sizeof slot_ops ? ops->struct_size : sizeof slot_ops);
-    if (use_ex) {
-        slot_ops.sample = ops->sample_ex;
-        if (slot_ops.struct_size < offsetof(gf_backend_ops, sample) + sizeof slot_ops.sample)
-            slot_ops.struct_size = (uint32_t)(offsetof(gf_backend_ops, sample) + sizeof slot_ops.sample);
-    }
+    /* the guard calls the chosen slot's own pointer (both read under GF_OPS_HAS above) */
+    const gf_sample_slot_fn slot = use_ex ? ops->sample_ex : ops->sample;
     size_t n = (size_t)B * (size_t)V;
     double *u = malloc(n * sizeof *u), *z = malloc((size_t)V * sizeof *z);
     if (!u || !z) {
@@ -74,7 +66,7 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
             ids_out[b] = -1;
         gf_error_clear();
         long long call = gf_trace_enter("sample", B, 1, -1);
-        st = gf_guard_sample(&slot_ops, model, logits, B, &old_p, &d, ids_out, call); /* guarded copies (guard.h) */
+        st = gf_guard_sample(slot, model, logits, B, &old_p, &d, ids_out, call); /* guarded copies (guard.h) */
         gf_trace_leave();
         const char *vendor = gf_backend_last_error(ops, model);
         if (st != GF_OK) {

@@ -115,6 +115,13 @@ const char *gf_backend_last_error(const gf_backend_ops *ops, void *model)
 
 int gf_backend_has_sample(const gf_backend_ops *ops) { return ops && GF_OPS_HAS(ops, sample); }
 
+uint32_t gf_backend_sample_profiles(const gf_backend_ops *ops)
+{
+    if (!ops || !GF_OPS_HAS(ops, sample_profiles) || !GF_OPS_HAS(ops, sample_ex))
+        return 0;
+    return ops->sample_profiles(); /* constant for the backend: not a traced call */
+}
+
 gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_len)
 {
     if (why && why_len)
@@ -147,14 +154,37 @@ gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_option
     gf_backend_options o = {.struct_size = sizeof o, .threads = defaults.threads};
     if (opts)
         o = *opts;
+    /* "the callee fills at most the caller's struct_size" (backend.h): the
+     * slot gets a guarded copy holding this genfence's struct_size, so a
+     * backend built against a grown gf_backend_info that writes its own
+     * sizeof is caught by the pattern after our struct, not let loose on
+     * the caller's stack */
+    gf_guard g = {0};
+    gf_backend_info *gi = gf_guard_place(&g, sizeof *gi, &defaults);
+    if (!gi)
+        return gf_error_prefix(GF_E_NOMEM, "backend '%s': info", ops->name);
     gf_trace_enter("info", 0, 0, -1);
-    gf_status st = ops->info(&o, info_out);
+    gf_status st = ops->info(&o, gi);
     gf_trace_leave();
-    if (st != GF_OK) {
-        *info_out = defaults;
-        return st;
+    char who[200], shape[64];
+    snprintf(who, sizeof who, "backend '%s': info", ops->name);
+    snprintf(shape, sizeof shape, "(struct_size = %zu bytes)", sizeof *gi);
+    gf_status gs = gf_guard_verdict(&g, who, "info_out", shape, NULL, 1, "byte");
+    if (gs == GF_OK && st == GF_OK && (gi->struct_size < sizeof gi->struct_size || gi->struct_size > sizeof *gi))
+        gs = gf_error_set(GF_E_BACKEND,
+                          "%s: says it filled %u bytes of info_out, which has %zu (the callee fills at most the "
+                          "caller's struct_size and says how many it filled)",
+                          who, gi->struct_size, sizeof *gi);
+    if (gs == GF_OK && st == GF_OK) {
+        /* the fields past what it filled keep their defaults */
+        memcpy(info_out, gi, gi->struct_size);
+        info_out->struct_size = sizeof *info_out;
     }
-    info_out->struct_size = sizeof *info_out;
+    gf_guard_release(&g);
+    if (gs != GF_OK)
+        return gs;
+    if (st != GF_OK)
+        return st;
     if (!info_out->dtype)
         info_out->dtype = GF_COMPUTE_F32;
     return GF_OK;

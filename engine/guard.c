@@ -212,7 +212,7 @@ static const void *place_input(gf_guard *g, const void *src, int32_t n, size_t e
     return c ? c : src;
 }
 
-gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
+gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call)
 {
     size_t n = (size_t)B * (size_t)d->V;
@@ -235,7 +235,7 @@ gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *l
     }
     if (!ok)
         return gf_error_prefix(GF_E_NOMEM, "%s", where);
-    gf_status st = ops->sample(model, lg, B, &gp, d, ids);
+    gf_status st = slot(model, lg, B, &gp, d, ids);
     snprintf(shape, sizeof shape, "((B, V) = (%d, %d) floats)", B, d->V);
     gf_status gs = gf_guard_verdict(&g_sample_logits, where, "logits", shape, logits, 4, "float");
     snprintf(shape, sizeof shape, "((B) = (%d) int32)", B);

@@ -68,14 +68,19 @@ gf_status gf_guard_error(gf_status st, const char *where, const char *what, cons
 gf_status gf_guard_verdict(gf_guard *g, const char *where, const char *what, const char *shape, const void *orig,
                            size_t elem, const char *elem_name);
 
-/* gf_backend_sample's call of the slot (engine/backend_sample.c): on guarded
- * copies of logits (B, d->V) and ids_out (B), and for sample_ex of p->ext and
- * its history, stop_ids and bias arrays (all read-only but ids_out), kept
- * per thread.
+/* The type of both sampler slots, gf_backend_ops.sample and .sample_ex. */
+typedef gf_status (*gf_sample_slot_fn)(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                                       const gf_rng_draws *draws, int32_t *ids_out);
+
+/* gf_backend_sample's call of the slot it chose (engine/backend_sample.c):
+ * slot, the table's own pointer (sample or sample_ex), on guarded copies of
+ * logits (B, d->V) and ids_out (B), and for sample_ex of p->ext and its
+ * history, stop_ids and bias arrays (all read-only but ids_out), kept per
+ * thread.
  * Returns the slot's status, or GF_E_BACKEND when it wrote outside a buffer
  * or into an input ("sample call #N (B b, V v): ..."); ids_out gets the slot's
  * ids only after a clean call. call: the slot's call index. */
-gf_status gf_guard_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
+gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call);
 
 /* model_load's descriptor (issue 12): the weights and the desc are the

@@ -8,6 +8,7 @@
  * All arithmetic is in double on float logits. Scratch memory is malloc'd per
  * call and freed on every path; there is no global mutable state. */
 #include "genfence/sampler.h"
+#include "genfence/rows.h"
 
 #include "sampler_internal.h"
 
@@ -52,37 +53,15 @@ static gf_status check_logits(const float *logits, int32_t V)
     return GF_OK;
 }
 
-/* Greedy over raw logits (already checked): top-1 is the first index of the
- * maximum, runner-up the first index of the maximum over the rest (so a tie
- * at the top gives margin 0). -inf entries are never a runner-up. */
-/* The two best scores seen so far; on equal scores the earlier index wins. */
-typedef struct top2 {
-    int32_t best, second;
-    double bs, ss;
-} top2;
-
-static void top2_push(top2 *t, int32_t i, double score)
-{
-    if (t->best < 0 || score > t->bs) {
-        t->second = t->best;
-        t->ss = t->bs;
-        t->best = i;
-        t->bs = score;
-    } else if (t->second < 0 || score > t->ss) {
-        t->second = i;
-        t->ss = score;
-    }
-}
-
+/* Greedy over raw logits (already checked): the argmax and its margin
+ * (genfence/rows.h, the one definition). */
 void gf_sampler_greedy_pick(const float *logits, int32_t V, gf_sample_result *out)
 {
-    top2 t = {-1, -1, -INFINITY, -INFINITY};
-    for (int32_t i = 0; i < V; i++)
-        if ((double)logits[i] != -INFINITY)
-            top2_push(&t, i, (double)logits[i]);
-    out->token = t.best;
-    out->runner_up = t.second;
-    out->margin = t.second >= 0 ? t.bs - t.ss : INFINITY;
+    gf_top2 t;
+    gf_row_top2(logits, V, &t);
+    out->token = t.token;
+    out->runner_up = t.runner_up;
+    out->margin = gf_top2_margin(&t);
     out->kept = V;
 }
 
@@ -259,17 +238,18 @@ gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_para
 
 void gf_sampler_race(const double *z, const double *u, int32_t V, gf_sample_result *out)
 {
-    top2 t = {-1, -1, -INFINITY, -INFINITY};
+    gf_top2 t;
+    gf_top2_init(&t);
     int32_t kept = 0;
     for (int32_t i = 0; i < V; i++) {
         if (!isfinite(z[i]))
             continue;
         kept++;
-        top2_push(&t, i, z[i] - log(-log(u[i])));
+        gf_top2_push(&t, i, z[i] - log(-log(u[i])));
     }
-    out->token = t.best;
-    out->runner_up = t.second;
-    out->margin = t.best < 0 ? NAN : (t.second >= 0 ? t.bs - t.ss : INFINITY);
+    out->token = t.token;
+    out->runner_up = t.runner_up;
+    out->margin = t.token < 0 ? NAN : gf_top2_margin(&t);
     out->kept = kept;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "genfence/rows.h"
 #include "sampler_internal.h"
 
 typedef gf_zi zi;
@@ -338,27 +339,14 @@ static gf_status stage_typical(chain_ctx *c, double *pr_buf, uint8_t *keep)
     return GF_OK;
 }
 
-/* Greedy over z (V): first index of the maximum, its runner-up and margin. */
+/* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
 static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
 {
-    int32_t best = -1, second = -1;
-    double bs = -INFINITY, ss = -INFINITY;
-    for (int32_t i = 0; i < V; i++) {
-        if (z[i] == -INFINITY)
-            continue;
-        if (best < 0 || z[i] > bs) {
-            second = best;
-            ss = bs;
-            best = i;
-            bs = z[i];
-        } else if (second < 0 || z[i] > ss) {
-            second = i;
-            ss = z[i];
-        }
-    }
-    out->token = best;
-    out->runner_up = second;
-    out->margin = second >= 0 ? bs - ss : INFINITY;
+    gf_top2 t;
+    gf_row_top2_d(z, V, &t);
+    out->token = t.token;
+    out->runner_up = t.runner_up;
+    out->margin = gf_top2_margin(&t);
     out->kept = V;
 }
 

@@ -1,6 +1,7 @@
 /* The sliding-window measurement for rotary models: an evicting cache against
  * recomputation over the window (see gf_sliding_window_measure in engine.h). */
 #include "genfence/engine.h"
+#include "genfence/rows.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,23 +18,11 @@ void gf_sliding_result_clear(gf_sliding_result *r)
     memset(r, 0, sizeof *r);
 }
 
-static double max_abs_diff(const float *a, const float *b, int32_t n)
-{
-    double m = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d)
-            return INFINITY;
-        if (d > m)
-            m = d;
-    }
-    return m;
-}
-
-gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len,
-                                    int32_t window, int32_t steps, gf_sliding_result *out)
+gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t window,
+                                    int32_t steps, gf_row_keep *keep, gf_sliding_result *out)
 {
     memset(out, 0, sizeof *out);
+    gf_row_keep_reset(keep);
     const gf_model_config *cfg = gf_engine_config(e);
     const int32_t V = cfg->vocab_size, NP = cfg->n_positions;
     if (cfg->pos != GF_POS_ROPE)
@@ -109,16 +98,25 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
         if ((st = gf_engine_forward(e, NULL, &full, rc)) != GF_OK)
             goto done;
 
-        gf_sample_result rr, er;
-        gf_sampler_greedy_pick(rc, V, &rr);
-        gf_sampler_greedy_pick(ev, V, &er);
-        double d = max_abs_diff(ev, rc, V);
+        gf_top2 rr, er;
+        gf_row_top2(rc, V, &rr);
+        gf_row_top2(ev, V, &er);
+        double d = gf_max_abs_delta(ev, rc, (size_t)V, NULL), margin = gf_top2_margin(&rr);
         out->step_max_delta[step] = d;
-        out->step_margin[step] = rr.margin;
+        out->step_margin[step] = margin;
         out->tokens[step] = rr.token;
         out->evicted_tokens[step] = er.token;
-        if (rr.margin < out->min_margin)
-            out->min_margin = rr.margin;
+        if (margin < out->min_margin)
+            out->min_margin = margin;
+        gf_step_summary sum = {.step = step,
+                               .delta = d,
+                               .ref_token = rr.token,
+                               .token = er.token,
+                               .ref_margin = margin,
+                               .ref_top1 = rr.top1,
+                               .evicting = n > window};
+        if ((st = gf_row_keep_offer(keep, &sum, rc, ev, V)) != GF_OK)
+            goto done;
         if (n > window) {
             if (out->first_evict_step < 0)
                 out->first_evict_step = step;
@@ -140,7 +138,9 @@ done:
     free(mask);
     free(ev);
     free(rc);
-    if (st != GF_OK)
+    if (st != GF_OK) {
         gf_sliding_result_clear(out);
+        gf_row_keep_clear(keep);
+    }
     return st;
 }

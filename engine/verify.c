@@ -1,6 +1,7 @@
 /* verify_cache: a greedy cached decode, teacher-forced against the uncached
  * forward over the same prefix at every step. */
 #include "genfence/engine.h"
+#include "genfence/rows.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,30 +19,59 @@ void gf_verify_result_clear(gf_verify_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* argmax (first on ties) and top-1 minus top-2; -1 when no logit is above -inf */
-static int32_t argmax_margin(const float *x, int32_t V, double *margin)
+void gf_row_keep_clear(gf_row_keep *k)
 {
-    gf_sample_result r;
-    gf_sampler_greedy_pick(x, V, &r);
-    *margin = r.margin;
-    return r.token;
+    if (!k)
+        return;
+    for (int32_t i = 0; i < k->n_kept; i++) {
+        free(k->kept[i].ref);
+        free(k->kept[i].test);
+    }
+    memset(k->kept, 0, sizeof k->kept);
+    k->n_kept = 0;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
+void gf_row_keep_reset(gf_row_keep *k)
 {
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > m || d != d)
-            m = d != d ? INFINITY : d;
+    if (k) {
+        memset(k->kept, 0, sizeof k->kept);
+        k->n_kept = 0;
     }
-    return m;
+}
+
+const gf_kept_rows *gf_row_keep_find(const gf_row_keep *k, int32_t step)
+{
+    for (int32_t i = 0; k && i < k->n_kept; i++)
+        if (k->kept[i].step == step)
+            return &k->kept[i];
+    return NULL;
+}
+
+gf_status gf_row_keep_offer(gf_row_keep *k, const gf_step_summary *s, const float *ref, const float *test, int32_t V)
+{
+    if (!k || !k->pick || k->n_kept >= GF_ROW_KEEP_MAX || !k->pick(k->user, s))
+        return GF_OK;
+    gf_kept_rows *r = &k->kept[k->n_kept];
+    r->ref = malloc((size_t)V * sizeof *r->ref);
+    r->test = malloc((size_t)V * sizeof *r->test);
+    if (!r->ref || !r->test) {
+        free(r->ref);
+        free(r->test);
+        r->ref = r->test = NULL;
+        return gf_error_set(GF_E_NOMEM, "keeping the rows of step %d: out of memory", s->step);
+    }
+    memcpy(r->ref, ref, (size_t)V * sizeof *r->ref);
+    memcpy(r->test, test, (size_t)V * sizeof *r->test);
+    r->step = s->step;
+    k->n_kept++;
+    return GF_OK;
 }
 
 gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t steps,
-                          const int32_t *prefill_chunks, int32_t n_chunks, gf_verify_result *out)
+                          const int32_t *prefill_chunks, int32_t n_chunks, gf_row_keep *keep, gf_verify_result *out)
 {
     memset(out, 0, sizeof *out);
+    gf_row_keep_reset(keep);
     const gf_model_config *cfg = gf_engine_config(e);
     const int32_t V = cfg->vocab_size, NP = cfg->n_positions;
     if (prompt_len < 1 || steps < 1)
@@ -108,7 +138,7 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
             goto done;
     }
     /* positions before the last are checked here; the last is step 0 below */
-    double prompt_delta = max_abs_diff(cached, uncached, (size_t)(prompt_len - 1) * V);
+    double prompt_delta = gf_max_abs_delta(cached, uncached, (size_t)(prompt_len - 1) * V, NULL);
     out->max_abs_delta = prompt_delta;
     const float *cached_last = cached + (size_t)(prompt_len - 1) * V;
     float *cur_cached = malloc((size_t)V * sizeof *cur_cached);
@@ -130,10 +160,10 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
             if (st != GF_OK)
                 break;
         }
-        double d = max_abs_diff(cur_cached, cur_uncached, (size_t)V);
-        double m_ref, m_c;
-        int32_t a_ref = argmax_margin(cur_uncached, V, &m_ref);
-        int32_t a_c = argmax_margin(cur_cached, V, &m_c);
+        double d = gf_max_abs_delta(cur_cached, cur_uncached, (size_t)V, NULL);
+        double m_ref;
+        int32_t a_ref = gf_row_top(cur_uncached, V, NULL, &m_ref);
+        int32_t a_c = gf_row_top(cur_cached, V, NULL, NULL);
         if (a_ref < 0 || a_c < 0) { /* every logit -inf: no token to pick, none to feed back (issue 12) */
             st = gf_error_set(GF_E_BACKEND,
                               "backend '%s': verify: step %d: no %s logit is above -inf, so there is no token to "
@@ -146,6 +176,14 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         out->tokens[step] = a_c;
         out->ref_tokens[step] = a_ref;
         out->step_top1[step] = cur_uncached[a_ref];
+        gf_step_summary sum = {.step = step,
+                               .delta = d,
+                               .ref_token = a_ref,
+                               .token = a_c,
+                               .ref_margin = m_ref,
+                               .ref_top1 = cur_uncached[a_ref]};
+        if ((st = gf_row_keep_offer(keep, &sum, cur_uncached, cur_cached, V)) != GF_OK)
+            break;
         if (d > out->max_abs_delta || (out->max_delta_step < 0 && d >= out->max_abs_delta)) {
             out->max_abs_delta = d; /* max_delta_step -1: in the (chunked) prefill */
             out->max_delta_step = step;
@@ -176,7 +214,9 @@ done:
     free(pos);
     free(cached);
     free(uncached);
-    if (st != GF_OK)
+    if (st != GF_OK) {
         gf_verify_result_clear(out);
+        gf_row_keep_clear(keep);
+    }
     return st;
 }

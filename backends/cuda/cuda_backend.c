@@ -246,8 +246,9 @@ static const char *mode_detail(gfc_mode mode)
     }
 }
 
-static gf_status cu_info(const gf_backend_options *opts, gf_backend_info *info)
+static gf_status cu_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
+    gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
     static char library[160], detail[512];
     gfc_mode mode;
     gf_status st = gfc_parse_config(opts ? opts->config : NULL, &mode);
@@ -275,7 +276,7 @@ static gf_status cu_info(const gf_backend_options *opts, gf_backend_info *info)
     info->threads = 1;
     info->library = library;
     info->detail = detail;
-    return GF_OK;
+    return gf_backend_info_put(info_out, info);
 }
 
 /* ---- model, cache, forward ---- */

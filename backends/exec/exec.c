@@ -202,8 +202,7 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
     gf_error_clear();
     for (size_t i = 0; config && i < n_cache; i++)
         if (cache[i].threads == threads && !strcmp(cache[i].config, config)) {
-            *info_out = cache[i].info;
-            return GF_OK;
+            return gf_backend_info_put(info_out, &cache[i].info); /* at most the caller's struct_size */
         }
     gx_conn c;
     uint32_t features;
@@ -239,8 +238,7 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
     slot->config = strdup(config);
     slot->info.library = slot->library;
     slot->info.detail = slot->detail;
-    *info_out = slot->info;
-    return GF_OK;
+    return gf_backend_info_put(info_out, &slot->info); /* at most the caller's struct_size */
 }
 
 static void ex_model_free(void *model)

@@ -157,8 +157,9 @@ static gf_status lc_probe(char *why, size_t why_len)
     return GF_OK;
 }
 
-static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info)
+static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
+    gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
     static char library[256], detail[768];
     lc_config c;
     gf_status st = lc_config_parse(opts ? opts->config : NULL, &c);
@@ -178,7 +179,7 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info)
     /* what the statistical tier keys its thresholds on (docs/cases.md) */
     info->weights = lc_wtype_name(c.wtype);
     info->kv_cache = c.kv_f16 ? "f16" : "f32";
-    return GF_OK;
+    return gf_backend_info_put(info_out, info);
 }
 
 static void lc_model_free(void *handle)

@@ -172,8 +172,9 @@ static int clamp_threads(const gf_backend_options *opts)
     return opts && opts->threads > 0 ? opts->threads : 1;
 }
 
-static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info)
+static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
+    gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
     pthread_once(&g_once, init_once);
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
@@ -181,7 +182,7 @@ static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info)
     info->threads = clamp_threads(opts);
     info->library = g_library;
     info->detail = g_detail[0] ? g_detail : NULL;
-    return GF_OK;
+    return gf_backend_info_put(info_out, info);
 }
 
 static gf_status dn_fail(dnnl_status_t s, const char *what, int32_t M, int32_t K, int32_t N)

@@ -120,7 +120,7 @@ const gf_ynode *gf_y_refuse(gf_cctx *ctx, const gf_ynode *map, const char *key);
  * for kind K; known: a, b"). */
 void gf_y_check_unknown(gf_cctx *ctx, const gf_ynode *map, const char *where);
 
-/* gate: {abs, ulps} (either may be omitted: defaults 1e-4 and 4). */
+/* gate: {abs, ulps} (either may be omitted: defaults GF_GATE_ABS and GF_GATE_ULPS, verdict/compare.h). */
 int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out);
 
 /* ---- cases ---- */

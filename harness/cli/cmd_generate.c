@@ -40,10 +40,12 @@ static void usage(FILE *f)
                "  --stream               print the continuation as it is generated (UTF-8 safe)\n"
                "  --json                 print one JSON object\n"
                "  --verify               greedy cached decode of --max-new-tokens steps, teacher-forced\n"
-               "                         against the uncached forward at every step; exit 1 unless\n"
-               "                         max |delta| <= 1e-4 and every argmax agrees (a mismatch is\n"
-               "                         excused only where the margin is below 1e-4)\n"
-               "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
+               "                         against the uncached forward at every step; exit 1 unless\n");
+    fprintf(f,
+            "                         max |delta| <= %g and every argmax agrees (a mismatch is\n"
+            "                         excused only where the margin is below %g)\n",
+            GF_ATOL_DEFAULT, GF_GATE_ABS);
+    fprintf(f, "  --batch-prompts A|B|C  greedy left-padded batch of the prompts, cached and uncached,\n"
                "                         against each prompt alone; exit 1 on an unexcused mismatch\n"
                "\n"
                "Sampler profiles and filters (docs/sampler.md; the rules of the case keys):\n");
@@ -177,14 +179,14 @@ static void print_ids(const int32_t *ids, size_t n)
 static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_opts *o)
 {
     gf_verify_result r;
-    gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, &r);
+    gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, NULL, &r);
     if (st != GF_OK) {
         gf_cli_error("verify: %s", gf_error_msg());
         return gf_verdict_exit(gf_verdict_of_status(st), 0);
     }
     /* the one gate (verdict/compare.h), as the cache_equals_recompute kind uses it */
     const gf_gate g = gf_gate_default();
-    const double atol = 1e-4, gate = g.abs;
+    const double atol = GF_ATOL_DEFAULT, gate = g.abs;
     gf_backend_info info;
     gf_backend_options bo = gf_registry_options(&s->backend, o->threads);
     gf_backend_describe(gf_engine_ops(s->engine), &bo, &info);
@@ -377,8 +379,7 @@ static const char *stop_reason(const gf_generation *g, const gf_generate_params 
 static int backend_has_ex(const gf_session *s, int pr)
 {
     const gf_backend_ops *ops = gf_engine_ops(s->engine);
-    return GF_OPS_HAS(ops, sample_profiles) && GF_OPS_HAS(ops, sample_ex) &&
-           (ops->sample_profiles() & GF_PROFILE_BIT(pr)) != 0;
+    return (gf_backend_sample_profiles(ops) & GF_PROFILE_BIT(pr)) != 0; /* the engine's wrapper */
 }
 
 static void print_sampler_json(const gf_session *s, const gen_opts *o, const gf_generate_params *gp)

@@ -614,7 +614,7 @@ int gf_cmd_run(int argc, char **argv)
     gf_run_tally(&info);
     if (cli.triangulate && !info.interrupted)
         info.triangulation = run_triangulation(&info, o);
-    gf_triangulation_print(info.triangulation, jobs, n_jobs, 1e-4);
+    gf_triangulation_print(info.triangulation, jobs, n_jobs);
     info.seconds = gf_now_s() - t0;
 
     /* the reports */

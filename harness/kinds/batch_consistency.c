@@ -34,7 +34,7 @@ static int parse_batch(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         return -1;
     c->spec = s;
     s->max_new = 24;
-    s->atol = 1e-4;
+    s->atol = GF_ATOL_DEFAULT;
     s->modes[0] = s->modes[1] = 1;
     int bad = gf_y_prompts(ctx, m, "prompts", GF_Y_REQUIRED, &s->prompts, &s->n_prompts) < 0;
     bad |= gf_y_int(ctx, m, "max_new_tokens", 0, 1, 1 << 20, &s->max_new) < 0;

@@ -58,7 +58,7 @@ static int parse_cache(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         return -1;
     c->spec = s;
     s->steps = 64;
-    s->atol = 1e-4;
+    s->atol = GF_ATOL_DEFAULT;
     int bad = parse_one_prompt(ctx, m, &s->prompt) < 0;
     bad |= gf_y_int(ctx, m, "steps", 0, 1, 1 << 20, &s->steps) < 0;
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
@@ -71,42 +71,19 @@ static int parse_cache(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     return bad ? -1 : 0;
 }
 
-/* Replay the cached decode (with the same prefill chunks) and one uncached
- * forward to get both sides' logits at `step` (for the failure artifact). */
-static gf_status replay_step(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *chunks, int32_t n_chunks,
-                             const int32_t *tokens, int32_t step, float *cached_row, float *uncached_row)
+/* The rows to keep (gf_row_keep): step 0's, which the gate may name once the
+ * prompt positions' delta is folded in (gf_cmp_verify), and those of the
+ * first step an online copy of the gate fails at; one of the two is the
+ * failing step of the full comparison. */
+typedef struct keep_gate {
+    gf_cmp cmp;
+} keep_gate;
+
+static int pick_failing(void *user, const gf_step_summary *s)
 {
-    const gf_model_config *cfg = gf_engine_config(e);
-    int32_t total = n + step;
-    int32_t *seq = malloc((size_t)total * sizeof *seq), *pos = malloc((size_t)total * sizeof *pos);
-    void *cache = NULL;
-    gf_status st = seq && pos ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
-    if (st == GF_OK) {
-        memcpy(seq, prompt, (size_t)n * sizeof *seq);
-        memcpy(seq + n, tokens, (size_t)step * sizeof *seq);
-        for (int32_t i = 0; i < total; i++)
-            pos[i] = i;
-        st = gf_engine_cache_create(e, 1, cfg->n_positions, &cache);
-    }
-    for (int32_t c = 0, at = 0; st == GF_OK && at < n; c++) {
-        int32_t len = c < n_chunks ? chunks[c] : n - at;
-        gf_batch in = {.B = 1, .T = len, .tokens = seq + at, .position_ids = pos + at, .logits_mode = GF_LOGITS_LAST};
-        st = gf_engine_forward(e, cache, &in, cached_row);
-        at += len;
-    }
-    for (int32_t t = 1; st == GF_OK && t <= step; t++) {
-        gf_batch in = {
-            .B = 1, .T = 1, .tokens = seq + n + t - 1, .position_ids = pos + n + t - 1, .logits_mode = GF_LOGITS_LAST};
-        st = gf_engine_forward(e, cache, &in, cached_row);
-    }
-    if (st == GF_OK) {
-        gf_batch in = {.B = 1, .T = total, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
-        st = gf_engine_forward(e, NULL, &in, uncached_row);
-    }
-    gf_engine_cache_free(e, cache);
-    free(seq);
-    free(pos);
-    return st;
+    keep_gate *g = user;
+    int failed = gf_cmp_step(&g->cmp, s->step, s->delta, s->ref_token, s->token, s->ref_margin, s->ref_top1);
+    return failed || s->step == 0;
 }
 
 /* The slots no comparison reaches (issue 11): a cache reused after
@@ -233,7 +210,10 @@ static void run_cache(const gf_case *c, gf_krun *k)
     if (s->chunks)
         gf_k_metric_json(k, "prefill_chunks", gf_json_ints(s->chunks, s->n_chunks));
     gf_verify_result r;
-    st = gf_verify_cache(e, prompt, n, (int32_t)s->steps, s->chunks, (int32_t)s->n_chunks, &r);
+    keep_gate kg;
+    gf_cmp_init(&kg.cmp, &s->gate, k->dtype, GF_CMP_TEACHER_FORCED, s->atol);
+    gf_row_keep keep = {.pick = pick_failing, .user = &kg};
+    st = gf_verify_cache(e, prompt, n, (int32_t)s->steps, s->chunks, (int32_t)s->n_chunks, &keep, &r);
     if (st != GF_OK) {
         gf_k_status(k, st, "verify");
         free(prompt);
@@ -258,13 +238,12 @@ static void run_cache(const gf_case *c, gf_krun *k)
     gf_k_metric_json(k, "step_margin", gf_json_doubles(r.step_margin, (size_t)r.steps));
     if (gf_cmp_verdict(&cmp, NULL, 0) == GF_V_FAIL) {
         int32_t at = cmp.first_failing < 0 ? 0 : cmp.first_failing;
-        float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
-        if (a && b && replay_step(e, prompt, n, s->chunks, (int32_t)s->n_chunks, r.tokens, at, a, b) == GF_OK)
-            gf_k_write_logits(k, "cached_vs_uncached", at, b, "uncached recompute (reference)", a,
+        const gf_kept_rows *kr = gf_row_keep_find(&keep, at);
+        if (kr)
+            gf_k_write_logits(k, "cached_vs_uncached", at, kr->ref, "uncached recompute (reference)", kr->test,
                               s->chunks ? "cached decode, chunked prefill" : "cached decode", V);
-        free(a);
-        free(b);
     }
+    gf_row_keep_clear(&keep);
     check_reuse(k, e, prompt, n, cmp.atol);
     check_own_key(k, e, prompt, n, cmp.atol);
     gf_verify_result_clear(&r);

@@ -156,7 +156,7 @@ static void check_crop(gf_krun *k, gf_engine *e, const gf_generation *g, const f
     }
     gf_cmp cmp;
     gf_gate gate = gf_gate_default();
-    gf_cmp_init(&cmp, &gate, k->dtype, GF_CMP_TEACHER_FORCED, 1e-4);
+    gf_cmp_init(&cmp, &gate, k->dtype, GF_CMP_TEACHER_FORCED, GF_ATOL_DEFAULT);
     int32_t first = -1, checked = 0;
     double one_short = NAN, same_window = NAN;
     const int32_t last = (N < g->steps ? N : g->steps) - 1;

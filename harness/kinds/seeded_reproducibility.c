@@ -38,7 +38,7 @@ static int parse_seeded(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     c->spec = s;
     s->max_new = 32;
     s->eos_id = -1;
-    s->atol = 1e-4;
+    s->atol = GF_ATOL_DEFAULT;
     s->batch = 1;
     s->p = gf_sampler_greedy();
     s->p.temperature = 0.8;

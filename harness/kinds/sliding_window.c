@@ -35,7 +35,7 @@ static int parse_slide(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     if (!s)
         return -1;
     c->spec = s;
-    s->atol = 1e-4;
+    s->atol = GF_ATOL_DEFAULT;
     int bad = gf_y_string(ctx, m, "prompt", GF_Y_REQUIRED, &s->text) < 0;
     bad |= gf_y_int(ctx, m, "window", GF_Y_REQUIRED, 1, 1 << 20, &s->window) < 0;
     bad |= gf_y_int(ctx, m, "steps", GF_Y_REQUIRED, 1, 1 << 20, &s->steps) < 0;
@@ -70,39 +70,11 @@ static gf_status keep_row(void *user, const gf_step_info *info)
     return GF_OK;
 }
 
-/* Both sides' logits at pre-eviction step `step` (for the failure artifact):
- * the cache fed the prompt, then the forced tokens one at a time, against an
- * uncached forward over the same tokens (no eviction yet, so no mask). */
-static gf_status replay_pre(gf_engine *e, const int32_t *prompt, int32_t n, const int32_t *tokens, int32_t step,
-                            float *cached_row, float *uncached_row)
+/* The rows to keep (gf_row_keep): those of the pre-eviction step the
+ * comparison below fails at, found by an online copy of it. */
+static int pick_failing_pre(void *user, const gf_step_summary *s)
 {
-    const int32_t total = n + step;
-    int32_t *seq = malloc((size_t)total * sizeof *seq), *pos = malloc((size_t)total * sizeof *pos);
-    void *cache = NULL;
-    gf_status st = seq && pos ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
-    if (st == GF_OK) {
-        memcpy(seq, prompt, (size_t)n * sizeof *seq);
-        memcpy(seq + n, tokens, (size_t)step * sizeof *seq);
-        for (int32_t i = 0; i < total; i++)
-            pos[i] = i;
-        st = gf_engine_cache_create(e, 1, gf_engine_config(e)->n_positions, &cache);
-    }
-    if (st == GF_OK) {
-        gf_batch in = {.B = 1, .T = n, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
-        st = gf_engine_forward(e, cache, &in, cached_row);
-    }
-    for (int32_t t = n; st == GF_OK && t < total; t++) {
-        gf_batch in = {.B = 1, .T = 1, .tokens = seq + t, .position_ids = pos + t, .logits_mode = GF_LOGITS_LAST};
-        st = gf_engine_forward(e, cache, &in, cached_row);
-    }
-    if (st == GF_OK) {
-        gf_batch in = {.B = 1, .T = total, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
-        st = gf_engine_forward(e, NULL, &in, uncached_row);
-    }
-    gf_engine_cache_free(e, cache);
-    free(seq);
-    free(pos);
-    return st;
+    return !s->evicting && gf_cmp_step(user, s->step, s->delta, s->ref_token, s->token, s->ref_margin, NAN);
 }
 
 /* (1) evicted cache vs recompute over the window */
@@ -110,7 +82,10 @@ static void run_evict(const slide_spec *s, gf_krun *k, const int32_t *prompt, in
 {
     gf_engine *e = k->session->engine;
     gf_sliding_result r;
-    gf_status st = gf_sliding_window_measure(e, prompt, n, (int32_t)s->window, (int32_t)s->steps, &r);
+    gf_cmp online;
+    gf_cmp_init(&online, &s->gate, k->dtype, GF_CMP_TEACHER_FORCED, s->atol);
+    gf_row_keep keep = {.pick = pick_failing_pre, .user = &online};
+    gf_status st = gf_sliding_window_measure(e, prompt, n, (int32_t)s->window, (int32_t)s->steps, &keep, &r);
     if (st != GF_OK) {
         gf_k_status(k, st, "sliding-window measurement");
         return;
@@ -124,13 +99,12 @@ static void run_evict(const slide_spec *s, gf_krun *k, const int32_t *prompt, in
     gf_k_compare(k, "evicted_vs_recompute_before_eviction", &pre);
     if (gf_cmp_verdict(&pre, NULL, 0) == GF_V_FAIL) {
         const int32_t V = gf_engine_config(e)->vocab_size, at = pre.first_failing < 0 ? 0 : pre.first_failing;
-        float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
-        if (a && b && replay_pre(e, prompt, n, r.tokens, at, a, b) == GF_OK)
-            gf_k_write_logits(k, "evicted_vs_recompute_before_eviction", at, b, "recompute over the window (reference)",
-                              a, "cache (no entry evicted yet)", V);
-        free(a);
-        free(b);
+        const gf_kept_rows *kr = gf_row_keep_find(&keep, at);
+        if (kr)
+            gf_k_write_logits(k, "evicted_vs_recompute_before_eviction", at, kr->ref,
+                              "recompute over the window (reference)", kr->test, "cache (no entry evicted yet)", V);
     }
+    gf_row_keep_clear(&keep);
     gf_k_metric_int(k, "window", r.window);
     gf_k_metric_int(k, "first_evict_step", r.first_evict_step);
     gf_k_metric_int(k, "evict_steps", r.evict_steps);

@@ -8,6 +8,8 @@
 
 #include "session.h"
 #include "utf8.h"
+#include "compare.h"
+#include "genfence/rows.h"
 #include "genfence/sampler.h"
 
 enum { TRI_MAX_T = 96 };
@@ -26,27 +28,18 @@ typedef struct tri_part {
     double ref_margin;
 } tri_part;
 
-static double margin_of(const float *x, int32_t V)
-{
-    gf_sample_result r;
-    gf_sampler_greedy_pick(x, V, &r);
-    return r.margin;
-}
-
-/* rows of V logits: test vs ref; pos0: the position of row 0 */
+/* rows of V logits: test vs ref; pos0: the position of row 0 (max |delta| and
+ * the margin: genfence/rows.h, as the gate computes them) */
 static void compare_rows(tri_part *p, const float *test, const float *ref, int32_t rows, int32_t V, int32_t pos0)
 {
-    for (int32_t r = 0; r < rows; r++)
-        for (int32_t v = 0; v < V; v++) {
-            double d = fabs((double)test[(size_t)r * V + v] - ref[(size_t)r * V + v]);
-            if (d != d)
-                d = INFINITY;
-            if (d > p->max || p->pos < 0) {
-                p->max = d;
-                p->pos = pos0 + r;
-                p->ref_margin = margin_of(ref + (size_t)r * V, V);
-            }
+    for (int32_t r = 0; r < rows; r++) {
+        double d = gf_max_abs_delta(test + (size_t)r * V, ref + (size_t)r * V, (size_t)V, NULL);
+        if (d > p->max || p->pos < 0) {
+            p->max = d;
+            p->pos = pos0 + r;
+            gf_row_top(ref + (size_t)r * V, V, NULL, &p->ref_margin);
         }
+    }
 }
 
 static json_t *part_json(const tri_part *p)
@@ -388,8 +381,9 @@ static void print_off(const gf_job *ja, const gf_job *jobs, size_t n_jobs)
         printf(" (%s)", why);
 }
 
-void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs, double tol)
+void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs)
 {
+    const double tol = GF_TRIANGULATION_AGREE;
     if (!tri || !json_array_size(tri))
         return;
     printf("triangulation against ref (one probe per model: uncached forward, cached decode, chunked prefill, "

@@ -28,8 +28,10 @@
 json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_backend_probe *backends, size_t n_backends,
                        const gf_run_opts *o);
 
-/* Console lines for the array; tol: the |delta| called "agrees". Also names,
- * for each case whose verdicts differ across backends, the one that is off. */
-void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs, double tol);
+/* Console lines for the array: a part agrees with ref when its max |delta|
+ * is at most GF_TRIANGULATION_AGREE (verdict/compare.h, beside the gate).
+ * Also names, for each case whose verdicts differ across backends, the one
+ * that is off. */
+void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs);
 
 #endif

@@ -9,7 +9,7 @@
 
 gf_gate gf_gate_default(void)
 {
-    gf_gate g = {.abs = 1e-4, .ulps = 4.0};
+    gf_gate g = {.abs = GF_GATE_ABS, .ulps = GF_GATE_ULPS};
     return g;
 }
 
@@ -76,45 +76,6 @@ double gf_gate_threshold(const gf_gate *g, double ref_top1, gf_compute_dtype dt)
     double u = gf_ulp_at(ref_top1, dt);
     double t = isfinite(u) ? g->ulps * u : 0.0;
     return t > g->abs ? t : g->abs;
-}
-
-int32_t gf_row_top(const float *x, int32_t V, double *top1, double *margin)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (x[i] > x[best] || (isnan(x[best]) && !isnan(x[i])))
-            best = i;
-    double second = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (i != best && x[i] > second)
-            second = x[i];
-    if (top1)
-        *top1 = x[best];
-    if (margin)
-        *margin = second == -INFINITY ? INFINITY : (double)x[best] - second;
-    return best;
-}
-
-double gf_max_abs_delta(const float *a, const float *b, size_t n, size_t *where)
-{
-    double m = 0.0;
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = a[i], y = b[i], d;
-        if (isnan(x) || isnan(y))
-            d = isnan(x) && isnan(y) ? 0.0 : INFINITY;
-        else if (isinf(x) || isinf(y))
-            d = x == y ? 0.0 : INFINITY;
-        else
-            d = fabs(x - y);
-        if (d > m) {
-            m = d;
-            at = i;
-        }
-    }
-    if (where)
-        *where = at;
-    return m;
 }
 
 /* ---- comparison ---- */

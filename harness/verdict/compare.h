@@ -25,14 +25,23 @@
 
 #include "genfence/backend.h"
 #include "genfence/engine.h"
+#include "genfence/rows.h"
 #include "json.h"
 #include "verdict.h"
 
 /* ---- the gate ---- */
 
+/* The gate's numbers, named once: no other 1e-4 in the C sources. */
+#define GF_GATE_ABS     1e-4 /* gate.abs default: a reference margin below it excuses a token mismatch */
+#define GF_GATE_ULPS    4.0  /* gate.ulps default */
+#define GF_ATOL_DEFAULT 1e-4 /* max |delta| a comparison allows unless the case sets atol (fp32's floor) */
+/* Triangulation (harness/run/triangulate.h): a part whose max |delta| against
+ * ref is at most this agrees with ref; above it the backend is named off. */
+#define GF_TRIANGULATION_AGREE 1e-4
+
 typedef struct gf_gate {
-    double abs;  /* default 1e-4 */
-    double ulps; /* default 4 */
+    double abs;  /* default GF_GATE_ABS */
+    double ulps; /* default GF_GATE_ULPS */
 } gf_gate;
 
 gf_gate gf_gate_default(void);
@@ -46,12 +55,9 @@ double gf_gate_threshold(const gf_gate *g, double ref_top1, gf_compute_dtype dt)
  * 65536). gf_cmp_init applies it. */
 double gf_dtype_atol_scale(gf_compute_dtype dt);
 
-/* argmax (lowest index on ties), top-1 value and top-1 minus top-2 of a row;
- * -inf entries never count as the runner-up (margin +inf then). */
-int32_t gf_row_top(const float *x, int32_t V, double *top1, double *margin);
-/* max |a - b| over n entries; +inf if either side is NaN where the other is
- * not, or the two are infinities of different sign. */
-double gf_max_abs_delta(const float *a, const float *b, size_t n, size_t *where);
+/* The argmax with its margin (gf_row_top) and max |delta| (gf_max_abs_delta)
+ * of rows are the engine's, genfence/rows.h: one definition of each for the
+ * sampler, verify_cache and this gate (equal infinities agree there). */
 
 /* ---- step-by-step comparison ---- */
 

@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "genfence/model_desc.h"
 #include "genfence/status.h"
@@ -78,8 +79,33 @@ typedef struct gf_batch {
     gf_logits_mode logits_mode;
 } gf_batch;
 
+/* ---- sized structs: "the callee fills at most the caller's struct_size" ----
+ *
+ * A struct that starts with struct_size may grow at its end within one ABI
+ * version, so the two sides of a call can know different sizes of it. The
+ * rule for every one of them:
+ *   - the side that allocates it sets struct_size to sizeof as it knows it;
+ *   - a callee that reads it (gf_backend_options, gf_model_desc,
+ *     gf_sampler_ext) reads a field only when the caller's struct_size covers
+ *     it, else uses the field's documented default;
+ *   - a callee that fills it (gf_backend_info) writes at most the caller's
+ *     struct_size bytes and sets struct_size to how many it filled, the
+ *     smaller of the caller's and its own sizeof (gf_backend_info_put does
+ *     both); a field past that is unset for the caller.
+ * gf_backend_ops is the one the callee (the backend) allocates: genfence
+ * reads at most its struct_size (GF_OPS_HAS).
+ *
+ * Version-2 modules built before the rule was written set struct_size to
+ * their own sizeof and wrote that many bytes; built against this header
+ * (or an older, smaller one) that is never more than genfence's struct, so
+ * they keep working unchanged. A module built against a grown
+ * gf_backend_info must use the rule: an older genfence hands info a
+ * struct_size of its own, and watches the bytes after it (a write past
+ * them is the backend's fault, named, not a corrupted host). */
+
 /* Information a backend reports about itself (all strings static or owned by
- * the backend; any may be NULL). */
+ * the backend; any may be NULL). Filled by the info slot under the rule
+ * above: info_out->struct_size is the caller's on entry. */
 typedef struct gf_backend_info {
     uint32_t struct_size;
     gf_compute_dtype dtype;
@@ -96,6 +122,21 @@ typedef struct gf_backend_info {
     const char *weights;
     const char *kv_cache;
 } gf_backend_info;
+
+/* For the info slot: copy the backend's answer `mine` (built as a whole
+ * gf_backend_info of this header) into the caller's info_out, at most
+ * info_out->struct_size bytes, and set info_out->struct_size to the bytes
+ * filled. Returns GF_OK (the info slot's return value). */
+static inline gf_status gf_backend_info_put(gf_backend_info *info_out, const gf_backend_info *mine)
+{
+    size_t n = info_out->struct_size < sizeof *mine ? info_out->struct_size : sizeof *mine;
+    if (n < sizeof info_out->struct_size)
+        return GF_E_INVALID_ARG; /* the caller's struct cannot even say its size */
+    memcpy((unsigned char *)info_out + sizeof info_out->struct_size,
+           (const unsigned char *)mine + sizeof mine->struct_size, n - sizeof info_out->struct_size);
+    info_out->struct_size = (uint32_t)n;
+    return GF_OK;
+}
 
 /* Random numbers for an on-device sampler: exactly the uniforms the engine's
  * sampler would use (see docs/random.md), (B, V) row-major, each in (0, 1):
@@ -121,7 +162,8 @@ typedef struct gf_backend_ops {
      * written to why (NUL-terminated, truncated to why_len). */
     gf_status (*probe)(char *why, size_t why_len);
 
-    /* (optional) fill *info_out for the given options. */
+    /* (optional) fill *info_out for the given options: at most the caller's
+     * info_out->struct_size bytes (gf_backend_info_put). */
     gf_status (*info)(const gf_backend_options *opts, gf_backend_info *info_out);
 
     /* Build the backend's own copy of the model. *model_out NULL on failure. */

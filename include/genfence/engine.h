@@ -43,6 +43,11 @@ gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_option
 /* Does the table hold a set `sample` slot? */
 int gf_backend_has_sample(const gf_backend_ops *ops);
 
+/* The profiles the backend's sample_ex implements (a GF_PROFILE_BIT mask,
+ * the sample_profiles slot's answer); 0 when the table holds no
+ * sample_profiles or no sample_ex slot. */
+uint32_t gf_backend_sample_profiles(const gf_backend_ops *ops);
+
 /* The last_error slot's text for model (NULL: global), "" when the backend
  * has no slot or no text. */
 const char *gf_backend_last_error(const gf_backend_ops *ops, void *model);
@@ -178,6 +183,46 @@ void gf_generation_free(gf_generation *g);              /* NULL-safe */
 void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *positions_out,
                             int32_t *next_out);
 
+/* ---- the rows behind a failing step ----
+ * gf_verify_cache and gf_sliding_window_measure compare a reference row and a
+ * tested row of V logits at every step and keep only the summaries. A caller
+ * that needs both rows of the step its gate fails at (the failure artifact)
+ * passes a gf_row_keep: after every compared step the engine calls pick with
+ * the step's summary, and copies both rows of the first GF_ROW_KEEP_MAX steps
+ * it returns nonzero for, so nothing re-runs the backend to recover them
+ * (a re-run of a backend whose fault depends on the call count would not
+ * even give the same rows). */
+typedef struct gf_step_summary {
+    int32_t step;
+    double delta;               /* max |delta| of the two rows (genfence/rows.h) */
+    int32_t ref_token, token;   /* each row's argmax */
+    double ref_margin;          /* the reference row's top-1 minus top-2 */
+    double ref_top1;            /* the reference row's top-1 logit */
+    int evicting;               /* sliding window: the context has passed the window */
+} gf_step_summary;
+
+#define GF_ROW_KEEP_MAX 2
+
+typedef struct gf_kept_rows {
+    int32_t step;
+    float *ref, *test;          /* (V) each */
+} gf_kept_rows;
+
+typedef struct gf_row_keep {
+    int (*pick)(void *user, const gf_step_summary *s); /* nonzero: keep this step's rows */
+    void *user;
+    gf_kept_rows kept[GF_ROW_KEEP_MAX]; /* filled by the engine (n_kept of them) */
+    int32_t n_kept;
+} gf_row_keep;
+
+/* The kept rows of step (NULL: none kept); k may be NULL. */
+const gf_kept_rows *gf_row_keep_find(const gf_row_keep *k, int32_t step);
+void gf_row_keep_clear(gf_row_keep *k); /* frees the rows, keeps pick/user; NULL-safe */
+/* (engine-internal) drop what k holds before a run; offer one step's rows. */
+void gf_row_keep_reset(gf_row_keep *k);
+gf_status gf_row_keep_offer(gf_row_keep *k, const gf_step_summary *s, const float *ref, const float *test,
+                            int32_t V);
+
 /* ---- cache verification (the seed's verify_cache) ---- */
 
 typedef struct gf_verify_result {
@@ -199,9 +244,11 @@ typedef struct gf_verify_result {
 /* Greedy cached decode of `steps` tokens, teacher-forced against an uncached
  * forward over the same prefix at every step. prefill_chunks (optional, n_chunks
  * > 0): feed the prompt to the cache in pieces of these sizes (the rest in one
- * piece). Fills *out; free its arrays with gf_verify_result_clear. */
+ * piece). keep (NULL: none): the rows of the steps it picks, the uncached
+ * one as ref and the cached one as test (gf_row_keep_clear frees them).
+ * Fills *out; free its arrays with gf_verify_result_clear. */
 gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t steps,
-                          const int32_t *prefill_chunks, int32_t n_chunks, gf_verify_result *out);
+                          const int32_t *prefill_chunks, int32_t n_chunks, gf_row_keep *keep, gf_verify_result *out);
 void gf_verify_result_clear(gf_verify_result *r);
 
 /* ---- sliding windows over a rotary cache (engine/sliding.c) ---- */
@@ -233,8 +280,10 @@ typedef struct gf_sliding_result {
     int32_t *evicted_tokens;   /* (steps) the evicted cache's argmax at each step */
 } gf_sliding_result;
 
+/* keep (NULL: none): the rows of the steps it picks, recompute as ref and
+ * the evicting cache as test. */
 gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len,
-                                    int32_t window, int32_t steps, gf_sliding_result *out);
+                                    int32_t window, int32_t steps, gf_row_keep *keep, gf_sliding_result *out);
 void gf_sliding_result_clear(gf_sliding_result *r);
 
 #ifdef __cplusplus

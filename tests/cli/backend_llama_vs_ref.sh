@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The Llama family on the vendor backends (openblas, onednn) and on the
 # example plugin (built out of tree against a `cmake --install` of this build)
-# against ref through the CLI: tests/support/check_backend.py per model and
-# backend (forward logits within 1e-4 at every position of the prompts and of
-# an id sequence reaching max_position_embeddings - 1, greedy tokens equal to
-# ref's unless ref's margin is below 1e-4, generate --verify, --batch-prompts
-# with left padding), at --threads 1,2 for the vendor backends.
+# against ref through the CLI: tests/support/check_backend.sh per model and
+# backend (`genfence forward --against ref`, genfence's own gate: logits
+# within 1e-4 at every position of the prompts and of an id sequence reaching
+# max_position_embeddings - 1, each position's argmax equal to ref's unless
+# ref's margin is below the gate; generate --verify, --batch-prompts with
+# left padding), at --threads 1,2 for the vendor backends.
 #
 # Models: models/holmes-llama when its weights are there, and always two
 # random checkpoints written here by transformers itself (save_pretrained, so
@@ -96,7 +97,7 @@ for model in "${models[@]}"; do
         threads=1
         [ "$be" = "$plugin" ] || threads=1,2
         echo "== $(basename "$model") on $(basename "$be")"
-        "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$model" "$be" --threads "$threads" \
+        "$GF_SRC/tests/support/check_backend.sh" "$GENFENCE" "$model" "$be" --threads "$threads" \
             || status=1
         checked=$((checked + 1))
     done

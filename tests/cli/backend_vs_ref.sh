@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every vendor backend module that is built and available here (openblas,
-# onednn) against ref through `--backend NAME`: genfence forward logits within
-# 1e-4 at every position, greedy tokens equal to ref's (margin-gated),
+# onednn) against ref through `--backend NAME` (tests/support/check_backend.sh:
+# `genfence forward --against ref`, genfence's own gate, logits within 1e-4
+# at every position and greedy tokens equal to ref's, margin-gated),
 # generate --verify and --batch-prompts passing, at --threads 1 and 2; then
 # the default suite (genfence run) on it. Uses models/holmes-gpt when its
 # weights are there, else a random GPT-2 of the same shape. A backend that is not built, or built but unavailable here, is
@@ -43,7 +44,7 @@ assert e["available"] and e["dtype"] == "fp32" and e["threads"] == 2, e
 want = {"openblas": "OpenBLAS 0.", "onednn": "ISA "}[be]  # config string; version and ISA
 assert want in e["library"], e
 print("ok  ", be, "info:", e["dtype"], "threads", e["threads"], e["library"])' "$be"
-    "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$model" "$be" --threads 1,2 \
+    "$GF_SRC/tests/support/check_backend.sh" "$GENFENCE" "$model" "$be" --threads 1,2 \
         || status=1
     gf_run_suite "$be" || status=1
     ran=$((ran + 1))

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Llama family on the llama.cpp backend (backends/llamacpp converts it to
 # GGUF arch "llama", with conversion/llama.py's q/k row permutation, or
-# "qwen2") against ref, at fp32's own bar: tests/support/check_backend.py at
-# atol 1e-4 (forward logits at every position up to max_position_embeddings,
-# greedy tokens, generate --verify, --batch-prompts with left padding), at
+# "qwen2") against ref, at fp32's own bar: tests/support/check_backend.sh
+# at atol 1e-4 (`genfence forward --against ref`, genfence's own gate, at
+# every position up to max_position_embeddings: logits and greedy tokens;
+# generate --verify, --batch-prompts with left padding), at
 # --threads 1,2, on two random checkpoints written by transformers itself
 # (the ones tests/cli/backend_llama_vs_ref.sh makes): a Llama with GQA
 # (4 query heads, 2 kv heads), head_dim 24 (H head_dim 96 != hidden 64), an
@@ -31,7 +32,7 @@ sed -n '/^"\$GF_PYTHON" - "\$tmp"/,/^EOF$/p' "$GF_SRC/tests/cli/backend_llama_vs
 status=0
 for m in tiny-llama tiny-qwen2; do
     echo "== $m on llamacpp:f32"
-    "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$tmp/$m" llamacpp:f32 --threads 1,2 || status=1
+    "$GF_SRC/tests/support/check_backend.sh" "$GENFENCE" "$tmp/$m" llamacpp:f32 --threads 1,2 || status=1
 done
 # the ABI mapping slot by slot (padding queries, cache, refusals) at 1e-4
 abi="$GF_BUILD/backends/llamacpp/test_llamacpp_abi"
@@ -44,11 +45,11 @@ else
     echo "note: $abi not built (GENFENCE_TESTS=OFF?)"
 fi
 echo "== tiny-llama without the q/k permutation (must fail)"
-if GENFENCE_LLAMACPP_NO_PERMUTE=1 "$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" \
+if GENFENCE_LLAMACPP_NO_PERMUTE=1 "$GF_SRC/tests/support/check_backend.sh" "$GENFENCE" \
         "$tmp/tiny-llama" llamacpp:f32 >"$tmp/noperm.out" 2>&1; then
     cat "$tmp/noperm.out"
     fail "unpermuted q/k passed: the check cannot see the rotary layout"
 fi
-grep -q '^FAIL .*max |delta logit|' "$tmp/noperm.out" || { cat "$tmp/noperm.out"; fail "unpermuted q/k failed, but not on the logits"; }
+grep -q '^FAIL .* against ref: .*exceeds atol' "$tmp/noperm.out" || { cat "$tmp/noperm.out"; fail "unpermuted q/k failed, but not on the logits"; }
 echo "ok   unpermuted q/k fails on the logits: $(grep -m1 '^FAIL' "$tmp/noperm.out")"
 exit $status

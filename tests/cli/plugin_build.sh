@@ -3,7 +3,8 @@
 # of this build into a temporary prefix (headers + genfence.pc through
 # pkg-config), from a clean copy of its sources; then loaded with
 # --backend path/to/libgenfence_example.so and put through the suite checks
-# against ref (forward logits within 1e-4, greedy tokens equal, margin-gated;
+# against ref (tests/support/check_backend.sh: `genfence forward --against
+# ref`, forward logits within 1e-4, greedy tokens equal, margin-gated;
 # generate --verify and --batch-prompts), then the default suite (genfence run)
 # through it (its sampler cases also run the plugin's own `sample` slot;
 # tests/cli/plugin_sample_slot.sh checks those records).
@@ -45,5 +46,5 @@ grep -E "^$so +available +fp32" "$tmp/backends.txt" >/dev/null || fail "plugin n
 
 . "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
-"$GF_PYTHON" "$GF_SRC/tests/support/check_backend.py" "$GENFENCE" "$model" "$so" || fail "checks against ref"
+"$GF_SRC/tests/support/check_backend.sh" "$GENFENCE" "$model" "$so" || fail "checks against ref"
 gf_run_suite "$so" || fail "default suite through the plugin"

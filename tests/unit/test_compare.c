@@ -61,6 +61,42 @@ Test(rows, top_and_margin)
     cr_assert_eq(gf_max_abs_delta(a, b, 2, &at), 0.5);
 }
 
+/* genfence/rows.h's rules for what is not a finite number: one definition
+ * for the engine (sampler, verify_cache, sliding window) and the gate */
+Test(rows, non_finite_rules)
+{
+    /* equal infinities agree, as do two NaNs; NaN against a number or
+     * opposite infinities do not */
+    float p[4] = {INFINITY, -INFINITY, NAN, 1.0f}, q[4] = {INFINITY, -INFINITY, NAN, 1.0f};
+    size_t at = 9;
+    cr_assert_eq(gf_max_abs_delta(p, q, 4, &at), 0.0);
+    cr_assert_eq(at, 0);
+    float r[4] = {-INFINITY, -INFINITY, NAN, 1.0f};
+    cr_assert(isinf(gf_max_abs_delta(p, r, 4, &at)) && at == 0);
+    float s[4] = {INFINITY, -INFINITY, 2.0f, 1.0f};
+    cr_assert(isinf(gf_max_abs_delta(p, s, 4, &at)) && at == 2);
+    /* NaN and -inf never win nor run up; nothing counts: -1 */
+    float x[4] = {NAN, 1.0f, NAN, 0.25f};
+    double top1, margin;
+    cr_assert_eq(gf_row_top(x, 4, &top1, &margin), 1);
+    cr_assert_eq(top1, 1.0);
+    cr_assert_eq(margin, 0.75);
+    float none[3] = {NAN, -INFINITY, NAN};
+    cr_assert_eq(gf_row_top(none, 3, &top1, &margin), -1);
+    cr_assert(isnan(top1) && isinf(margin) && margin > 0);
+    /* the double rows and the accumulator follow the same rule */
+    double z[4] = {-INFINITY, 3.0, 3.0, NAN};
+    gf_top2 t;
+    gf_row_top2_d(z, 4, &t);
+    cr_assert(t.token == 1 && t.runner_up == 2 && gf_top2_margin(&t) == 0.0);
+    gf_top2_init(&t);
+    cr_assert(t.token == -1 && isinf(gf_top2_margin(&t)));
+    /* the sampler's greedy pick is the same argmax */
+    gf_sample_result g;
+    gf_sampler_greedy_pick(x, 4, &g);
+    cr_assert(g.token == 1 && g.runner_up == 3 && g.margin == 0.75);
+}
+
 static gf_cmp make(gf_cmp_mode mode, double atol)
 {
     gf_cmp c;

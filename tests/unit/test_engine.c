@@ -84,7 +84,7 @@ Test(engine, verify_cache_chunked)
     int32_t prompt[6] = {1, 2, 3, 4, 5, 6};
     int32_t chunks[3] = {2, 1, 3};
     gf_verify_result r;
-    cr_assert_eq(gf_verify_cache(g_e, prompt, 6, 32, chunks, 3, &r), GF_OK, "%s", gf_error_msg());
+    cr_assert_eq(gf_verify_cache(g_e, prompt, 6, 32, chunks, 3, NULL, &r), GF_OK, "%s", gf_error_msg());
     cr_expect(r.tokens_equal);
     cr_expect_leq(r.max_abs_delta, 1e-5, "%g", r.max_abs_delta);
     cr_expect_gt(r.min_margin, 0);

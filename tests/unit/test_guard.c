@@ -119,7 +119,7 @@ Test(guard_engine, verify_all_neg_inf_is_a_backend_fault)
     fault_engine(F_ALL_NEG_INF);
     int32_t prompt[4] = {5, 17, 3, 60};
     gf_verify_result r;
-    gf_status st = gf_verify_cache(g_e, prompt, 4, 3, NULL, 0, &r);
+    gf_status st = gf_verify_cache(g_e, prompt, 4, 3, NULL, 0, NULL, &r);
     cr_assert_eq(st, GF_E_BACKEND, "status %s: %s", gf_status_str(st), gf_error_msg());
     cr_assert(strstr(gf_error_msg(), "-inf"), "%s", gf_error_msg());
     cr_assert(strstr(gf_error_msg(), "ref-test-fault"), "%s", gf_error_msg());

@@ -111,7 +111,7 @@ Test(llama_ref, gpt2_cannot_slide)
     gf_engine *e = tiny_engine(&g);
     cr_assert(e);
     gf_sliding_result r;
-    gf_status st = gf_sliding_window_measure(e, k_prompt, PLEN, 16, 8, &r);
+    gf_status st = gf_sliding_window_measure(e, k_prompt, PLEN, 16, 8, NULL, &r);
     cr_assert(st == GF_E_UNSUPPORTED && strstr(gf_error_msg(), "sliding = recompute"), "%s", gf_error_msg());
     gf_engine_destroy(e);
     tiny_model_free(&g);
@@ -124,7 +124,7 @@ Test(llama_ref, sliding_window_measurement)
         gf_engine *e = llama_engine(&m, bias);
         const int32_t W = 12, steps = 30;
         gf_sliding_result r;
-        gf_status st = gf_sliding_window_measure(e, k_prompt, PLEN, W, steps, &r);
+        gf_status st = gf_sliding_window_measure(e, k_prompt, PLEN, W, steps, NULL, &r);
         cr_assert(st == GF_OK, "%s", gf_error_msg());
         /* steps 0 .. W - PLEN see at most W tokens: the two paths are the same computation */
         cr_assert_eq(r.first_evict_step, W - PLEN + 1);
@@ -137,15 +137,15 @@ Test(llama_ref, sliding_window_measurement)
             cr_assert_eq(r.tokens[s], r.evicted_tokens[s], "step %d", s);
         gf_sliding_result_clear(&r);
         /* a window holding everything never evicts */
-        st = gf_sliding_window_measure(e, k_prompt, PLEN, PLEN + steps, steps, &r);
+        st = gf_sliding_window_measure(e, k_prompt, PLEN, PLEN + steps, steps, NULL, &r);
         cr_assert(st == GF_OK, "%s", gf_error_msg());
         cr_assert_eq(r.evict_steps, 0);
         cr_assert_eq(r.first_evict_step, -1);
         cr_assert(r.pre_evict_max_delta <= 1e-5);
         gf_sliding_result_clear(&r);
         /* limits */
-        cr_assert(gf_sliding_window_measure(e, k_prompt, PLEN, PLEN - 1, 4, &r) == GF_E_INVALID_ARG);
-        cr_assert(gf_sliding_window_measure(e, k_prompt, PLEN, W, TNP, &r) == GF_E_CONTEXT_LIMIT);
+        cr_assert(gf_sliding_window_measure(e, k_prompt, PLEN, PLEN - 1, 4, NULL, &r) == GF_E_INVALID_ARG);
+        cr_assert(gf_sliding_window_measure(e, k_prompt, PLEN, W, TNP, NULL, &r) == GF_E_CONTEXT_LIMIT);
         gf_engine_destroy(e);
         free(m.storage);
     }

@@ -52,6 +52,7 @@ int main(int argc, char **argv)
     gf_backend_options o = {.struct_size = sizeof o, .threads = 1, .config = argv[2]};
     gf_backend_info info;
     memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info; /* info fills at most this (backend.h) */
     if (ops->info(&o, &info) != GF_OK) {
         fprintf(stderr, "exec_sample_check: info: %s\n", ops->last_error ? ops->last_error(NULL) : "?");
         return 1;
