@@ -209,7 +209,7 @@ Test(cuda_host, module_probe_info_and_options)
                  {"fp16", GF_COMPUTE_F16, "half"}};
     for (size_t i = 0; i < 4; i++) {
         gf_backend_options o = {.struct_size = sizeof o, .threads = 3, .config = modes[i].cfg};
-        gf_backend_info info;
+        gf_backend_info info = {.struct_size = sizeof info};
         cr_assert_eq(ops->info(&o, &info), GF_OK);
         cr_assert_eq(info.dtype, modes[i].dt, "%s", modes[i].cfg ? modes[i].cfg : "default");
         cr_assert(strstr(info.library, "cuBLAS"), "%s", info.library);
@@ -219,7 +219,7 @@ Test(cuda_host, module_probe_info_and_options)
     tiny_model tm;
     tiny_model_make(&tm, 40, 32, 16, 2, 2, 7);
     gf_backend_options o = {.struct_size = sizeof o, .threads = 1, .config = "int8"};
-    gf_backend_info info;
+    gf_backend_info info = {.struct_size = sizeof info};
     cr_assert_eq(ops->info(&o, &info), GF_E_INVALID_ARG);
     void *model = (void *)1;
     cr_assert_eq(ops->model_load(&tm.desc, &o, &model), GF_E_INVALID_ARG);
