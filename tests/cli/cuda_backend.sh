@@ -27,9 +27,9 @@ model="$GF_SRC/models/holmes-gpt"
 
 # 1
 needed=$(readelf -d "$so" | awk '/NEEDED/{print $5}' | tr -d '[]')
-echo "$needed" | grep -qx 'libcudart.so.[0-9]*' || fail "module does not link libcudart: $needed"
-echo "$needed" | grep -qx 'libcublas.so.[0-9]*' || fail "module does not link libcublas: $needed"
-if echo "$needed" | grep -q '^libcuda\.so'; then fail "module links the driver (libcuda)"; fi
+grep -qx 'libcudart.so.[0-9]*' <<<"$needed" || fail "module does not link libcudart: $needed"
+grep -qx 'libcublas.so.[0-9]*' <<<"$needed" || fail "module does not link libcublas: $needed"
+if grep -q '^libcuda\.so' <<<"$needed"; then fail "module links the driver (libcuda)"; fi
 exports=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
 [ "$exports" = "genfence_backend_entry" ] || fail "module exports more than the entry: $exports"
 if ldd "$GENFENCE" | grep -E 'libcudart|libcublas|libcuda\.so'; then fail "genfence links a CUDA library"; fi

@@ -46,7 +46,7 @@ PY
 start=$(date +%s%N)
 run cases/golden.yaml -j 1
 [[ $rc == 0 ]] || { echo "$out"; fail "the committed goldens do not pass on ref (exit $rc)"; }
-echo "$out" | grep -q '^4 passed, 0 failed, 0 skipped$' || { echo "$out"; fail "summary"; }
+grep -q '^4 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "summary"; }
 echo "golden_checks: committed goldens pass on ref in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 echo "$out" | grep '^pass'
 
@@ -77,9 +77,9 @@ $G --verify golden/golden.greedy.sherlock.safetensors >/dev/null || fail "the pe
 set +e; "$GENFENCE" run cases/golden.yaml --filter '^golden\.greedy\.sherlock$' --backend ref --report-dir "$tmp/rep" >"$tmp/out" 2>&1; rc=$?; set -e
 out=$(cat "$tmp/out")
 [[ $rc == 1 ]] || { echo "$out"; fail "perturbed golden: exit $rc, expected 1"; }
-echo "$out" | grep -q '^FAIL ' || { echo "$out"; fail "perturbed golden: no FAIL line"; }
-echo "$out" | grep -q 'exceeds atol' || { echo "$out"; fail "perturbed golden: the reason does not name atol"; }
-echo "$out" | grep -q 'step 10' || { echo "$out"; fail "perturbed golden: the failing step is not 10"; }
+grep -q '^FAIL ' <<<"$out" || { echo "$out"; fail "perturbed golden: no FAIL line"; }
+grep -q 'exceeds atol' <<<"$out" || { echo "$out"; fail "perturbed golden: the reason does not name atol"; }
+grep -q 'step 10' <<<"$out" || { echo "$out"; fail "perturbed golden: the failing step is not 10"; }
 art=$(echo "$out" | sed -n 's/^    logits: //p' | head -n 1)
 [[ -n $art && -f $art ]] || { echo "$out"; fail "perturbed golden: no logits file"; }
 "$PY" - "$art" <<'PY' || fail "perturbed golden: logits file contents"
@@ -108,7 +108,7 @@ golden.write_golden(sys.argv[2], t, m)
 PY
 run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
 [[ $rc == 1 ]] || { echo "$out"; fail "wrong prompt tokens: exit $rc, expected 1"; }
-echo "$out" | grep -q "golden prompt tokens: row 0: the golden's prompt is \[.*\], the tokenizer encodes the case's prompt to \[" \
+grep -q "golden prompt tokens: row 0: the golden's prompt is \[.*\], the tokenizer encodes the case's prompt to \[" <<<"$out" \
   || { echo "$out"; fail "wrong prompt tokens: reason"; }
 cp "$tmp/orig.safetensors" golden/golden.greedy.sherlock.safetensors
 
@@ -124,16 +124,16 @@ open(p, "w").write(s[:j] + "max_new_tokens: 63" + s[j + len("max_new_tokens: 64"
 PY
 run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
 [[ $rc == 1 ]] || { echo "$out"; fail "stale (case): exit $rc, expected 1"; }
-echo "$out" | grep -q '^STALE ' || { echo "$out"; fail "stale (case): no STALE line"; }
-echo "$out" | grep -Eq 'case hash [0-9a-f]{64} in the golden, [0-9a-f]{64} now' || { echo "$out"; fail "stale (case): both hashes not shown"; }
-echo "$out" | grep -q 'tools/reference/golden.py' || { echo "$out"; fail "stale (case): no command to remake it"; }
-echo "$out" | grep -q '0 stale' && fail "stale not counted"
+grep -q '^STALE ' <<<"$out" || { echo "$out"; fail "stale (case): no STALE line"; }
+grep -Eq 'case hash [0-9a-f]{64} in the golden, [0-9a-f]{64} now' <<<"$out" || { echo "$out"; fail "stale (case): both hashes not shown"; }
+grep -q 'tools/reference/golden.py' <<<"$out" || { echo "$out"; fail "stale (case): no command to remake it"; }
+grep -q '0 stale' <<<"$out" && fail "stale not counted"
 echo "golden_checks: edited case -> $(echo "$out" | grep -m1 -o 'golden .* is stale: case hash [0-9a-f]\{12\}')..."
 cp "$tmp/golden.yaml.orig" cases/golden.yaml
 # a prompt edited: stale as well; loosening the gate is not
 sed -i '0,/prompts: \["Sherlock Holmes"\]/s//prompts: ["Sherlock Holmes said"]/' cases/golden.yaml
 run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
-[[ $rc == 1 ]] && echo "$out" | grep -q '^STALE ' || { echo "$out"; fail "stale (prompt): exit $rc"; }
+[[ $rc == 1 ]] && grep -q '^STALE ' <<<"$out" || { echo "$out"; fail "stale (prompt): exit $rc"; }
 cp "$tmp/golden.yaml.orig" cases/golden.yaml
 sed -i '0,/atol: 1.0e-4/s//atol: 2.0e-4/; 0,/tags: \[golden, greedy\]/s//tags: [golden, greedy, extra]/' cases/golden.yaml
 run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
@@ -146,7 +146,7 @@ cp -r "$GF_SRC/models/holmes-gpt" "$R/models/holmes-gpt"
 echo >>"$R/models/holmes-gpt/config.json"
 run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
 [[ $rc == 1 ]] || { echo "$out"; fail "stale (model): exit $rc, expected 1"; }
-echo "$out" | grep -Eq 'model hash [0-9a-f]{64} in the golden, [0-9a-f]{64} now \(models/holmes-gpt changed\)' \
+grep -Eq 'model hash [0-9a-f]{64} in the golden, [0-9a-f]{64} now \(models/holmes-gpt changed\)' <<<"$out" \
   || { echo "$out"; fail "stale (model): both hashes not shown"; }
 rm -rf "$R/models/holmes-gpt"
 ln -s "$GF_SRC/models/holmes-gpt" "$R/models/holmes-gpt"
@@ -162,20 +162,20 @@ open(p, "wb").write(bytes(b))
 PY
 run cases/golden.yaml --filter '^golden\.greedy\.sherlock$'
 [[ $rc == 2 ]] || { echo "$out"; fail "tampered: exit $rc, expected 2"; }
-echo "$out" | grep -q '^ERROR ' || { echo "$out"; fail "tampered: no ERROR line"; }
-echo "$out" | grep -Eq 'data_sha256 mismatch: the metadata says [0-9a-f]{64}, the tensor data hashes to [0-9a-f]{64}' \
+grep -q '^ERROR ' <<<"$out" || { echo "$out"; fail "tampered: no ERROR line"; }
+grep -Eq 'data_sha256 mismatch: the metadata says [0-9a-f]{64}, the tensor data hashes to [0-9a-f]{64}' <<<"$out" \
   || { echo "$out"; fail "tampered: the reason does not give both digests"; }
-echo "$out" | grep -q 'golden.greedy.sherlock.safetensors' || fail "tampered: the file is not named"
+grep -q 'golden.greedy.sherlock.safetensors' <<<"$out" || fail "tampered: the file is not named"
 ! $G --verify golden/golden.greedy.sherlock.safetensors 2>/dev/null || fail "golden.py --verify accepted a tampered file"
 cp "$tmp/orig.safetensors" golden/golden.greedy.sherlock.safetensors
 
 # ---- a missing golden: an error naming the command ----
 run cases/golden.yaml --filter '^golden\.greedy\.batch$'
 [[ $rc == 2 ]] || { echo "$out"; fail "missing: exit $rc, expected 2"; }
-echo "$out" | grep -q "no golden at .*golden/golden.greedy.batch.safetensors" || { echo "$out"; fail "missing: path not named"; }
-echo "$out" | grep -Fq ".venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '^golden\\.greedy\\.batch\$' cases/golden.yaml" \
+grep -q "no golden at .*golden/golden.greedy.batch.safetensors" <<<"$out" || { echo "$out"; fail "missing: path not named"; }
+grep -Fq ".venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '^golden\\.greedy\\.batch\$' cases/golden.yaml" <<<"$out" \
   || { echo "$out"; fail "missing: the command is not named"; }
-echo "$out" | grep -q 'make goldens' || fail "missing: make goldens not named"
+grep -q 'make goldens' <<<"$out" || fail "missing: make goldens not named"
 
 # ---- bless: round trip on ref, provenance, no silent overwrite ----
 set +e
@@ -202,7 +202,7 @@ for k in t:
 PY
 run cases/golden.yaml --filter '^golden\.(greedy\.sherlock|sampled\.batch)$' --golden-dir "$tmp/blessed"
 [[ $rc == 0 ]] || { echo "$out"; fail "blessed goldens do not pass on the backend that made them (exit $rc)"; }
-echo "$out" | grep -q '^2 passed, 0 failed, 0 skipped$' || { echo "$out"; fail "bless round trip summary"; }
+grep -q '^2 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "bless round trip summary"; }
 set +e
 "$GENFENCE" bless --backend ref --out-dir "$tmp/blessed" cases/golden.yaml --filter '^golden\.greedy\.sherlock$' >"$tmp/bout" 2>&1
 rc=$?

@@ -20,7 +20,7 @@ G="$PY $GF_SRC/tools/reference/golden.py"
 n=$("$GENFENCE" list --json cases cases/detect | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)))')
 out=$($G --genfence "$GENFENCE" --check-hashes cases cases/detect) || fail "hashes disagree: $out"
 echo "$out"
-echo "$out" | grep -q "^golden.py: $n case hashes and [1-9][0-9]* model hash(es) checked, 0 disagreement(s)$" \
+grep -q "^golden.py: $n case hashes and [1-9][0-9]* model hash(es) checked, 0 disagreement(s)$" <<<"$out" \
   || fail "expected $n case hashes and a model hash: $out"
 
 # awkward values
@@ -73,7 +73,7 @@ cases:
     expect: [{k: 1, keep: [3]}]
 YAML
 out=$(GENFENCE_ROOT="$tmp/root" $G --genfence "$GENFENCE" --check-hashes "$tmp/root/cases") || fail "odd values: $out"
-echo "$out" | grep -q '^golden.py: 7 case hashes and 0 model hash(es) checked, 0 disagreement(s)$' || fail "odd values: $out"
+grep -q '^golden.py: 7 case hashes and 0 model hash(es) checked, 0 disagreement(s)$' <<<"$out" || fail "odd values: $out"
 GENFENCE_ROOT="$tmp/root" "$GENFENCE" list --json "$tmp/root/cases" | "$PY" -c '
 import json, sys
 d = {c["id"]: c for c in json.load(sys.stdin)}

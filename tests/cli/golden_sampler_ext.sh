@@ -77,7 +77,7 @@ PY
 
 run "$tmp/c.yaml"
 [[ $rc == 0 ]] || { echo "$out"; fail "the blessed goldens do not pass on ref (exit $rc)"; }
-echo "$out" | grep -q '^2 passed, 0 failed, 0 skipped$' || { echo "$out"; fail "round trip summary"; }
+grep -q '^2 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "round trip summary"; }
 echo "ok   both blessed goldens pass on ref"
 
 # one filter changed at a time: the filtered golden is stale, the plain one still passes
@@ -85,9 +85,9 @@ stale() { # what MIN_P BIAS CHAIN
   case_file "$tmp/e.yaml" "$2" "$3" "$4"
   run "$tmp/e.yaml"
   [[ $rc == 1 ]] || { echo "$out"; fail "$1: exit $rc, want 1 (stale)"; }
-  echo "$out" | grep -Eq '^STALE +gext\.filters \[ref\]' || { echo "$out"; fail "$1: gext.filters not stale"; }
-  echo "$out" | grep -q 'is stale: case hash' || { echo "$out"; fail "$1: the stale reason names no case hash"; }
-  echo "$out" | grep -Eq '^pass +gext\.plain \[ref\]' || { echo "$out"; fail "$1: gext.plain did not pass"; }
+  grep -Eq '^STALE +gext\.filters \[ref\]' <<<"$out" || { echo "$out"; fail "$1: gext.filters not stale"; }
+  grep -q 'is stale: case hash' <<<"$out" || { echo "$out"; fail "$1: the stale reason names no case hash"; }
+  grep -Eq '^pass +gext\.plain \[ref\]' <<<"$out" || { echo "$out"; fail "$1: gext.plain did not pass"; }
   echo "ok   $1 changed: the golden is stale"
 }
 stale "min_p" 0.1 13 "[penalties, top_k, min_p, temperature]"

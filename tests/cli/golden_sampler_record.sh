@@ -58,9 +58,9 @@ stale() {
   edit "$1"
   run
   [[ $rc == 1 ]] || { echo "$out"; fail "record edited by '$1': exit $rc, expected 1"; }
-  echo "$out" | grep -q '^STALE ' || { echo "$out"; fail "record edited by '$1': no stale line"; }
-  echo "$out" | grep -q "sampler record differs from the case's: '$2'" || { echo "$out"; fail "record edited by '$1': '$2' not named"; }
-  echo "$out" | grep -q 'case hash [0-9a-f]* in the golden' && { echo "$out"; fail "record edited by '$1': the case hash should still match"; }
+  grep -q '^STALE ' <<<"$out" || { echo "$out"; fail "record edited by '$1': no stale line"; }
+  grep -q "sampler record differs from the case's: '$2'" <<<"$out" || { echo "$out"; fail "record edited by '$1': '$2' not named"; }
+  grep -q 'case hash [0-9a-f]* in the golden' <<<"$out" && { echo "$out"; fail "record edited by '$1': the case hash should still match"; }
   echo "ok   record edited by $1: stale naming '$2'"
 }
 stale 's["temperature"] = 0.5' temperature
@@ -99,9 +99,9 @@ mkdir -p "$tmp/gold"
 set +e; $G --genfence "$GENFENCE" --out-dir "$tmp/gold" "$tmp/f.yaml" >"$tmp/out" 2>&1; rc=$?; set -e
 out=$(cat "$tmp/out")
 [[ $rc == 2 ]] || { echo "$out"; fail "golden.py on filtered cases: exit $rc, expected 2"; }
-echo "$out" | grep -q "case gpy.filtered: sampler key 'min_p' .*not implemented by this maker" || { echo "$out"; fail "min_p not named"; }
-echo "$out" | grep -q "case gpy.profiled: sampler keys 'profile', 'logit_bias' " || { echo "$out"; fail "profile, logit_bias not named"; }
-echo "$out" | grep -q "gpy.plain" && { echo "$out"; fail "the plain case should not be refused"; }
+grep -q "case gpy.filtered: sampler key 'min_p' .*not implemented by this maker" <<<"$out" || { echo "$out"; fail "min_p not named"; }
+grep -q "case gpy.profiled: sampler keys 'profile', 'logit_bias' " <<<"$out" || { echo "$out"; fail "profile, logit_bias not named"; }
+grep -q "gpy.plain" <<<"$out" && { echo "$out"; fail "the plain case should not be refused"; }
 [[ -z $(ls -A "$tmp/gold") ]] || fail "golden.py wrote $(ls "$tmp/gold") though it refused"
 echo "ok   golden.py refuses the filtered cases (exit 2):"
 echo "$out" | sed 's/^/       /'
