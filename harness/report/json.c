@@ -235,6 +235,8 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     }
     if (j->crash_context) /* the backend call a crash or timeout was in (harness/run/jobs.c) */
         json_object_set(o, "crash_context", j->crash_context);
+    if (j->baseline) /* the baseline entry it met and its own verdict and reason (baseline.c) */
+        json_object_set(o, "baseline", j->baseline);
     if (j->ran)
         json_object_set_new(o, "process",
                             json_pack("{s:i, s:i, s:o}", "exit_code", j->exit_code, "signal", j->signal, "stderr_tail",
@@ -358,6 +360,8 @@ json_t *gf_report_json(const gf_run_info *r)
                                                    (json_int_t)r->n_as_declared)
                                        : json_null());
     json_object_set_new(doc, "triangulation", r->triangulation ? json_incref(r->triangulation) : json_null());
+    if (r->baseline) /* --baseline: its files, counts and the entries no run met (baseline.c) */
+        json_object_set(doc, "baseline", r->baseline);
     json_object_set_new(doc, "summary", sum);
     return doc;
 }

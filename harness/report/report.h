@@ -42,6 +42,7 @@ typedef struct gf_run_info {
     int as_declared;       /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
     size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
     size_t required_unreached;        /* --require-backend backends that no case reached */
+    json_t *baseline;      /* --baseline: what the baseline found (baseline.h); NULL without one */
 } gf_run_info;
 
 /* How one run counts: passed, skipped or failed (a required skip is failed;

@@ -67,6 +67,8 @@ typedef struct gf_job {
                               in_call, step, B, T, cache_length, calls_total), or NULL */
     char *stat_note;       /* the plan's statistical-tier note for the child (gf_krun.stat_note), or NULL */
     int not_run;           /* --maxfail stopped the run before this job started (a skip, saying so) */
+    json_t *baseline;      /* the baseline entry this run met (harness/report/baseline.c):
+                              {status, file, line, verdict, reason, ...}, or NULL */
 } gf_job;
 
 /* SIGINT or SIGTERM while a pool ran: every child's process group was
