@@ -45,6 +45,7 @@ typedef struct gf_backend_probe {
                        run's backends run once on it (never opened) */
     char library[256], detail[256], source[512], description[256];
     char weights[32], kv_cache[32]; /* gf_backend_info's weight and KV types; "" = as given / compute dtype */
+    char cpu_path[256];             /* gf_backend_info's CPU kernel path; "" = not said */
 } gf_backend_probe;
 
 typedef struct gf_job {
