@@ -32,15 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "gfv.h"
 
 #define GF_EXPORT __attribute__((visibility("default")))
 
-#ifndef GF_OPENBLAS_PATH
-#define GF_OPENBLAS_PATH "libopenblas.so.0"
-#endif
+/* the runtime library's soname (what the module's DT_NEEDED was when it
+ * linked OpenBLAS; Debian's alternatives point it at the pthread build) */
+#define GF_OPENBLAS_SONAME "libopenblas.so.0"
 
 /* ---- OpenBLAS, loaded at first use ---- */
 
@@ -124,9 +123,7 @@ static gf_status ob_load(const char *core)
         old = strdup(prev);
     if (core[0])
         setenv("OPENBLAS_CORETYPE", core, 1);
-    void *h = dlopen(GF_OPENBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(GF_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (core[0]) { /* the caller's environment as it was */
         if (old)
             setenv("OPENBLAS_CORETYPE", old, 1);
@@ -135,7 +132,7 @@ static gf_status ob_load(const char *core)
     }
     free(old);
     if (!h)
-        return gf_error_set(GF_E_UNAVAILABLE, "openblas: cannot load %s: %s", GF_OPENBLAS_PATH, dlerror());
+        return gf_error_set(GF_E_UNAVAILABLE, "openblas: cannot load %s", dlerror());
     *(void **)&g_ob.sgemm = dlsym(h, "cblas_sgemm");
     *(void **)&g_ob.sgemv = dlsym(h, "cblas_sgemv");
     *(void **)&g_ob.get_config = dlsym(h, "openblas_get_config");
@@ -145,7 +142,7 @@ static gf_status ob_load(const char *core)
     *(void **)&g_ob.set_num_threads = dlsym(h, "openblas_set_num_threads");
     if (!g_ob.sgemm || !g_ob.sgemv || !g_ob.get_config || !g_ob.get_corename || !g_ob.get_num_procs ||
         !g_ob.get_num_threads || !g_ob.set_num_threads)
-        return gf_error_set(GF_E_UNAVAILABLE, "openblas: %s lacks the cblas / openblas_* functions", GF_OPENBLAS_PATH);
+        return gf_error_set(GF_E_UNAVAILABLE, "openblas: %s lacks the cblas / openblas_* functions", GF_OPENBLAS_SONAME);
     g_ob.h = h; /* never closed: its worker threads stay parked in it */
     snprintf(g_ob.core, sizeof g_ob.core, "%s", core);
     if (core[0]) {
@@ -181,12 +178,7 @@ static gf_status ob_probe(char *why, size_t why_len)
     if (why && why_len)
         why[0] = '\0';
     /* no options here, so OpenBLAS is not loaded (that would fix its core):
-     * only whether its file can be found; info and model_load load it */
-    if (!g_ob.h && GF_OPENBLAS_PATH[0] == '/' && access(GF_OPENBLAS_PATH, R_OK) != 0) {
-        if (why && why_len)
-            snprintf(why, why_len, "OpenBLAS is not installed here (%s: not readable)", GF_OPENBLAS_PATH);
-        return GF_E_UNAVAILABLE;
-    }
+     * info and model_load load it, and say unavailable when it cannot be */
     return GF_OK;
 }
 
