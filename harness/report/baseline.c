@@ -299,7 +299,7 @@ void gf_baseline_apply(gf_baseline *bl, gf_run_info *r)
         const gf_job *j = &r->jobs[i];
         if (!j->baseline || (r->quiet && j->verdict == GF_V_KNOWN))
             continue;
-        printf("  %-8s %s [%s]: %.200s\n", gf_verdict_label(j->verdict), j->c->id, j->backend->name,
+        printf("  %-8s %s [%s]: %.200s\n", gf_verdict_label(j->verdict), j->c->id, gf_backend_label(j->backend),
                j->reason ? j->reason : "");
     }
     fflush(stdout);
