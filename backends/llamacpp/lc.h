@@ -14,11 +14,13 @@ typedef struct lc_config {
     lc_wtype wtype;
     int kv_f16;      /* 1: K and V cache in F16, 0: F32 */
     int flash_attn;  /* 1: llama.cpp's flash attention, 0: off */
+    int extra_bufts; /* 1: ggml's extra buffer types (AMX, repacked kernels), 0: off (repack=off) */
 } lc_config;
 
-/* Parse opts->config ("f32", "q8_0,kv=f16", "f16,fa=on" ...; NULL = "f32").
- * Defaults: kv=f32 for f32 weights, kv=f16 (llama.cpp's own default) for f16
- * and q8_0; fa=off. */
+/* Parse opts->config ("f32", "q8_0,kv=f16", "f16,fa=on", "q8_0,repack=off"
+ * ...; NULL = "f32"). Defaults: kv=f32 for f32 weights, kv=f16 (llama.cpp's
+ * own default) for f16 and q8_0; fa=off; repack=on (llama.cpp's default:
+ * model params use_extra_bufts). */
 gf_status lc_config_parse(const char *config, lc_config *out);
 const char *lc_wtype_name(lc_wtype w);
 

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ggml-backend.h>
 #include <ggml.h>
 #include <llama.h>
 
@@ -84,7 +85,7 @@ const char *lc_wtype_name(lc_wtype w)
 
 gf_status lc_config_parse(const char *config, lc_config *out)
 {
-    lc_config c = {.wtype = LC_W_F32, .kv_f16 = -1, .flash_attn = 0};
+    lc_config c = {.wtype = LC_W_F32, .kv_f16 = -1, .flash_attn = 0, .extra_bufts = 1};
     char buf[128];
     if (config && strlen(config) >= sizeof buf)
         return gf_error_set(GF_E_INVALID_ARG, "llamacpp: options '%.32s...' too long", config);
@@ -105,10 +106,14 @@ gf_status lc_config_parse(const char *config, lc_config *out)
             c.flash_attn = 1;
         else if (!strcmp(t, "fa=off"))
             c.flash_attn = 0;
+        else if (!strcmp(t, "repack=on"))
+            c.extra_bufts = 1;
+        else if (!strcmp(t, "repack=off"))
+            c.extra_bufts = 0;
         else
             return gf_error_set(GF_E_INVALID_ARG,
                                 "llamacpp: unknown option '%s' in 'llamacpp:%s' (weights f32|f16|q8_0 first, "
-                                "then kv=f32|f16, fa=on|off)",
+                                "then kv=f32|f16, fa=on|off, repack=on|off)",
                                 t, config);
     }
     if (c.kv_f16 < 0)
@@ -157,18 +162,63 @@ static gf_status lc_probe(char *why, size_t why_len)
     return GF_OK;
 }
 
+/* The CPU kernel path these options run (for info's cpu_path and detail):
+ * ggml's extra buffer types of the CPU device (AMX, CPU_REPACK, ...) take the
+ * weights they have kernels for when use_extra_bufts is on; here that is AMX
+ * for q8_0 when the AMX type is registered (the CPU has AMX), CPU_REPACK for
+ * q8_0 only on ARM (NEON; on x86 it repacks q4_0 / q4_K / iq4_nl, none of
+ * which this backend makes), and plain ggml kernels otherwise. The ISA word
+ * is the best of ggml's CPU features as llama_print_system_info lists them. */
+static void cpu_path_of(const lc_config *c, char *path, size_t path_len, char *bufts, size_t bufts_len)
+{
+    int amx = 0, repack = 0;
+    bufts[0] = '\0';
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_reg_t reg = dev ? ggml_backend_dev_backend_reg(dev) : NULL;
+    ggml_backend_dev_get_extra_bufts_t get =
+        reg ? (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts")
+            : NULL;
+    for (ggml_backend_buffer_type_t *b = get ? get(dev) : NULL; b && *b; b++) {
+        const char *nm = ggml_backend_buft_name(*b);
+        size_t n = strlen(bufts);
+        snprintf(bufts + n, bufts_len - n, "%s%s", n ? ", " : "", nm);
+        amx |= strstr(nm, "AMX") != NULL;
+        repack |= strstr(nm, "REPACK") != NULL;
+    }
+    const char *info = llama_print_system_info();
+    static const char *const isas[] = {"AMX_INT8", "AVX512", "AVX2", "AVX", "SSE3", "SVE", "NEON", NULL};
+    const char *isa = "generic";
+    for (int i = 0; isas[i]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, " %s = 1", isas[i]);
+        if (strstr(info, want)) {
+            isa = isas[i];
+            break;
+        }
+    }
+    int neon = strstr(info, " NEON = 1") != NULL;
+    const char *kind = "plain";
+    if (c->extra_bufts && c->wtype == LC_W_Q8_0 && amx)
+        kind = "AMX";
+    else if (c->extra_bufts && c->wtype == LC_W_Q8_0 && repack && neon)
+        kind = "repack";
+    snprintf(path, path_len, "%s (%s%s)", kind, isa, c->extra_bufts ? "" : ", repack=off");
+}
+
 static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
     gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
-    static char library[256], detail[768];
+    static char library[256], detail[768], path[96], bufts[160];
     lc_config c;
     gf_status st = lc_config_parse(opts ? opts->config : NULL, &c);
     if (st != GF_OK)
         return st;
     pthread_once(&g_once, lc_init_once);
     snprintf(library, sizeof library, "%s; ggml %s", GF_LLAMACPP_PROVENANCE, ggml_version());
-    snprintf(detail, sizeof detail, "weights %s, kv %s, flash attention %s; %s", lc_wtype_name(c.wtype),
-             c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", llama_print_system_info());
+    cpu_path_of(&c, path, sizeof path, bufts, sizeof bufts);
+    snprintf(detail, sizeof detail, "weights %s, kv %s, flash attention %s; kernel path %s, extra buffer types %s; %s",
+             lc_wtype_name(c.wtype), c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", path,
+             !c.extra_bufts ? "off (repack=off)" : bufts[0] ? bufts : "none here", llama_print_system_info());
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     /* F32 only when nothing is stored in a narrower type */
@@ -179,6 +229,7 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
     /* what the statistical tier keys its thresholds on (docs/cases.md) */
     info->weights = lc_wtype_name(c.wtype);
     info->kv_cache = c.kv_f16 ? "f16" : "f32";
+    info->cpu_path = path;
     return gf_backend_info_put(info_out, info);
 }
 
@@ -245,6 +296,7 @@ static gf_status lc_model_load(const gf_model_desc *desc, const gf_backend_optio
         struct llama_model_params mp = llama_model_default_params();
         mp.n_gpu_layers = 0;
         mp.load_mode = LLAMA_LOAD_MODE_NONE; /* read into memory: the file is removed below */
+        mp.use_extra_bufts = conf.extra_bufts != 0; /* repack=off: AMX and repacked kernels off */
         t_llama_err[0] = '\0';
         m->lm = llama_model_load_from_file(load_path, mp);
         if (!m->lm)

@@ -58,7 +58,64 @@ typedef struct dn_model {
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static char g_why[512];        /* "" if usable */
-static char g_library[160], g_detail[256];
+static char g_library[160], g_detail[256], g_path[64];
+/* onednn:isa=NAME (dnnl_set_max_cpu_isa): the cap is set once per process,
+ * before oneDNN's first primitive, so probe creates none; the first call with
+ * the options (info, model_load) sets it and probes a matmul. */
+static int g_setup;            /* the cap is set (or left as is) and the matmul probed */
+static char g_isa[32];         /* the isa= it was set up for ("" = none) */
+static pthread_mutex_t g_setup_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* the ISA names dnnl_set_max_cpu_isa takes (ONEDNN_MAX_CPU_ISA's values) and
+ * the /proc/cpuinfo flags each needs */
+static const struct {
+    const char *name;
+    dnnl_cpu_isa_t isa;
+    const char *flags;
+} k_isas[] = {
+    {"sse41", dnnl_cpu_isa_sse41, "sse4_1"},
+    {"avx", dnnl_cpu_isa_avx, "avx"},
+    {"avx2", dnnl_cpu_isa_avx2, "avx2 fma"},
+    {"avx2_vnni", dnnl_cpu_isa_avx2_vnni, "avx2 fma avx_vnni"},
+    {"avx512_core", dnnl_cpu_isa_avx512_core, "avx512f avx512bw avx512vl avx512dq"},
+    {"avx512_core_vnni", dnnl_cpu_isa_avx512_core_vnni, "avx512f avx512bw avx512vl avx512dq avx512_vnni"},
+    {"avx512_core_bf16", dnnl_cpu_isa_avx512_core_bf16, "avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16"},
+    {"avx512_core_amx", dnnl_cpu_isa_avx512_core_amx,
+     "avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16"},
+    {"all", dnnl_cpu_isa_all, ""},
+};
+enum { N_ISAS = sizeof k_isas / sizeof k_isas[0] };
+
+/* Has this CPU every flag in the space-separated list (its /proc/cpuinfo flags)? */
+static int cpu_has_flags(const char *list)
+{
+    static char flags[8192];
+    static int read_done;
+    if (!read_done) {
+        read_done = 1;
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[8192];
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "flags", 5) && strchr(line, ':')) {
+                snprintf(flags, sizeof flags, " %s", strchr(line, ':') + 1);
+                flags[strcspn(flags, "\n")] = ' ';
+                break;
+            }
+        if (f)
+            fclose(f);
+    }
+    char want[64];
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, " ");
+        snprintf(want, sizeof want, " %.*s ", (int)n, p);
+        if (n && !strstr(flags, want))
+            return 0;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    return 1;
+}
 
 static const char *isa_name(dnnl_cpu_isa_t isa)
 {
@@ -128,20 +185,71 @@ static dnnl_status_t matmul_pd(dnnl_engine_t eng, int32_t M, int32_t K, int32_t 
 
 static void init_once(void)
 {
-    const dnnl_version_t *v = dnnl_version();
-    const char *hash = v && v->hash && strcmp(v->hash, "N/A") ? v->hash : NULL;
-    snprintf(g_library, sizeof g_library, "oneDNN %d.%d.%d%s%s, ISA %s", v ? v->major : 0, v ? v->minor : 0,
-             v ? v->patch : 0, hash ? " " : "", hash ? hash : "", effective_isa());
+    /* no dnnl_get_effective_cpu_isa here: querying the ISA fixes it, and
+     * isa=NAME must still be able to set it (dn_setup writes g_library) */
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("sse4.1")) {
         snprintf(g_why, sizeof g_why, "this CPU lacks SSE4.1, the least ISA oneDNN's x64 CPU engine needs");
         return;
     }
+}
+
+/* The options: NULL / "" or isa=NAME; the ISA cap set and a matmul probed, once
+ * per process. GF_OK, or the error recorded. */
+static gf_status dn_setup(const gf_backend_options *opts)
+{
+    const char *cfg = opts ? opts->config : NULL;
+    const char *want = "";
+    if (cfg && cfg[0]) {
+        if (strncmp(cfg, "isa=", 4) || strchr(cfg, ','))
+            return gf_error_set(GF_E_INVALID_ARG, "onednn: unknown option in 'onednn:%s' (the one option is isa=NAME)",
+                                cfg);
+        want = cfg + 4;
+    }
+    int k = -1;
+    for (int i = 0; want[0] && i < N_ISAS; i++)
+        if (!strcmp(want, k_isas[i].name))
+            k = i;
+    if (want[0] && (k < 0 || !cpu_has_flags(k_isas[k].flags))) {
+        char valid[512] = "";
+        for (int i = 0; i < N_ISAS; i++)
+            if (cpu_has_flags(k_isas[i].flags)) {
+                size_t n = strlen(valid);
+                snprintf(valid + n, sizeof valid - n, "%s%s", n ? ", " : "", k_isas[i].name);
+            }
+        return gf_error_set(GF_E_INVALID_ARG, "onednn: isa '%s' %s; valid here: %s", want,
+                            k < 0 ? "is not a oneDNN ISA name" : "is not supported by this CPU", valid);
+    }
+    pthread_mutex_lock(&g_setup_mu);
+    gf_status st = GF_OK;
+    if (g_setup) {
+        if (strcmp(g_isa, want))
+            st = gf_error_set(GF_E_UNAVAILABLE,
+                              "onednn: oneDNN's ISA is set in this process for isa '%s'; isa '%s' needs a process of "
+                              "its own (not --in-process)",
+                              g_isa[0] ? g_isa : "(default)", want[0] ? want : "(default)");
+        pthread_mutex_unlock(&g_setup_mu);
+        return st;
+    }
+    if (k >= 0) {
+        dnnl_status_t cs = dnnl_set_max_cpu_isa(k_isas[k].isa);
+        if (cs != dnnl_success) {
+            pthread_mutex_unlock(&g_setup_mu);
+            return gf_error_set(GF_E_BACKEND, "onednn: dnnl_set_max_cpu_isa(%s) failed: %s", want, dnnl_status2str(cs));
+        }
+    }
+    snprintf(g_isa, sizeof g_isa, "%s", want);
+    g_setup = 1;
+    /* the effective ISA under the cap, in the library line */
+    const dnnl_version_t *v = dnnl_version();
+    const char *hash = v && v->hash && strcmp(v->hash, "N/A") ? v->hash : NULL;
+    snprintf(g_library, sizeof g_library, "oneDNN %d.%d.%d%s%s, ISA %s", v ? v->major : 0, v ? v->minor : 0,
+             v ? v->patch : 0, hash ? " " : "", hash ? hash : "", k >= 0 ? want : effective_isa());
     dnnl_engine_t eng = NULL;
     dnnl_status_t s = dnnl_engine_create(&eng, dnnl_cpu, 0);
     if (s != dnnl_success) {
-        snprintf(g_why, sizeof g_why, "oneDNN cannot create a CPU engine: %s", dnnl_status2str(s));
-        return;
+        pthread_mutex_unlock(&g_setup_mu);
+        return gf_error_set(GF_E_UNAVAILABLE, "onednn: oneDNN cannot create a CPU engine: %s", dnnl_status2str(s));
     }
     /* one decode-shaped product, to learn which implementation serves it */
     dnnl_primitive_desc_t pd = NULL;
@@ -150,13 +258,17 @@ static void init_once(void)
     if (s == dnnl_success)
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     if (s != dnnl_success)
-        snprintf(g_why, sizeof g_why, "oneDNN cannot create an f32 matmul: %s", dnnl_status2str(s));
-    else
-        snprintf(g_detail, sizeof g_detail, "OpenMP (%d cpus), matmul impl %s; primitives cached per shape",
-                 omp_get_num_procs(), impl ? impl : "?");
+        st = gf_error_set(GF_E_UNAVAILABLE, "onednn: oneDNN cannot create an f32 matmul: %s", dnnl_status2str(s));
+    else {
+        snprintf(g_detail, sizeof g_detail, "OpenMP (%d cpus), matmul impl %s%s%s; primitives cached per shape",
+                 omp_get_num_procs(), impl ? impl : "?", k >= 0 ? "; max ISA isa=" : "", k >= 0 ? want : "");
+        snprintf(g_path, sizeof g_path, "%s%s", impl ? impl : "?", k >= 0 ? " (isa)" : "");
+    }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(eng);
+    pthread_mutex_unlock(&g_setup_mu);
+    return st;
 }
 
 static gf_status dn_probe(char *why, size_t why_len)
@@ -176,12 +288,18 @@ static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_o
 {
     gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
     pthread_once(&g_once, init_once);
+    if (g_why[0])
+        return gf_error_set(GF_E_UNAVAILABLE, "onednn: %s", g_why);
+    gf_status st = dn_setup(opts);
+    if (st != GF_OK)
+        return st;
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     info->dtype = GF_COMPUTE_F32;
     info->threads = clamp_threads(opts);
     info->library = g_library;
     info->detail = g_detail[0] ? g_detail : NULL;
+    info->cpu_path = g_path[0] ? g_path : NULL;
     return gf_backend_info_put(info_out, info);
 }
 
@@ -323,12 +441,12 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
 {
     *model_out = NULL;
     gf_error_clear();
-    if (opts && opts->config)
-        return gf_error_set(GF_E_INVALID_ARG, "onednn takes no options (got 'onednn:%s')",
-                            opts->config);
     char why[512];
     if (dn_probe(why, sizeof why) != GF_OK)
         return gf_error_set(GF_E_UNAVAILABLE, "onednn: %s", why);
+    gf_status sst = dn_setup(opts);
+    if (sst != GF_OK)
+        return sst;
     dn_model *m = calloc(1, sizeof *m);
     if (!m)
         return gf_error_set(GF_E_NOMEM, "onednn: out of memory");

@@ -13,15 +13,154 @@
  * Threads: openblas_set_num_threads(options->threads) before each forward
  * (the setting is process-wide; OpenBLAS itself keeps small products on one
  * thread). Built as a module loaded at run time: genfence itself never links
- * OpenBLAS. */
+ * OpenBLAS.
+ *
+ * Options: `openblas:coretype=NAME` runs OpenBLAS's kernels for core NAME
+ * (its OPENBLAS_CORETYPE override: Haswell, SkylakeX, Zen, ...). OpenBLAS
+ * picks its core once, when the library loads, so the module does not link
+ * it: it dlopens it at the first call that has the options (info, model_load;
+ * never probe, which has none), with OPENBLAS_CORETYPE set to NAME for that
+ * dlopen. Every (case, backend) runs in its own child, so two configs in one
+ * run each get their core. NAME is refused (GF_E_INVALID_ARG, the valid names
+ * listed) when this OpenBLAS has no kernels for it (no gotoblas_NAME table)
+ * or runs another core for it (not supported by this CPU); a second core in
+ * one process (--in-process) is refused too. */
 #include <cblas.h>
+#include <ctype.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gfv.h"
 
 #define GF_EXPORT __attribute__((visibility("default")))
+
+/* the runtime library's soname (what the module's DT_NEEDED was when it
+ * linked OpenBLAS; Debian's alternatives point it at the pthread build) */
+#define GF_OPENBLAS_SONAME "libopenblas.so.0"
+
+/* ---- OpenBLAS, loaded at first use ---- */
+
+static struct {
+    void *h;
+    char core[32]; /* the coretype it was loaded for ("" = OpenBLAS's own choice) */
+    void (*sgemm)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const enum CBLAS_TRANSPOSE, const blasint,
+                  const blasint, const blasint, const float, const float *, const blasint, const float *,
+                  const blasint, const float, float *, const blasint);
+    void (*sgemv)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const blasint, const blasint, const float,
+                  const float *, const blasint, const float *, const blasint, const float, float *, const blasint);
+    char *(*get_config)(void);
+    char *(*get_corename)(void);
+    int (*get_num_procs)(void);
+    int (*get_num_threads)(void);
+    void (*set_num_threads)(int);
+} g_ob;
+
+/* OpenBLAS's x86-64 core names (its dynamic.c corename table), as
+ * OPENBLAS_CORETYPE takes them; a name is valid here when this library has
+ * its kernel table (gotoblas_UPPERCASE). */
+static const char *const k_cores[] = {"Katmai",      "Coppermine", "Northwood",   "Prescott",       "Banias",
+                                      "Atom",        "Core2",      "Penryn",      "Dunnington",     "Nehalem",
+                                      "Athlon",      "Opteron",    "Opteron_SSE3", "Barcelona",     "Nano",
+                                      "Sandybridge", "Bobcat",     "Bulldozer",   "Piledriver",     "Haswell",
+                                      "Steamroller", "Excavator",  "Zen",         "SkylakeX",       "Cooperlake",
+                                      "SapphireRapids", "Neoverse_N1", "Neoverse_V1", "Neoverse_N2", "ThunderX",
+                                      "ThunderX2T99", "TSV110",    "Cortex_A57",  "Cortex_A72",     "Cortex_A73",
+                                      "Falkor",      "Emag8180",   "A64FX",       "Power8",         "Power9",
+                                      "Power10",     NULL};
+
+static int core_has_kernels(void *h, const char *name)
+{
+    char sym[64] = "gotoblas_";
+    size_t n = strlen(sym);
+    for (const char *p = name; *p && n + 1 < sizeof sym; p++)
+        sym[n++] = (char)toupper((unsigned char)*p);
+    sym[n] = '\0';
+    return dlsym(h, sym) != NULL;
+}
+
+/* "Haswell, SkylakeX, Zen, ..." : the names this library has kernels for */
+static void valid_cores(void *h, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (int i = 0; k_cores[i]; i++)
+        if (!h || core_has_kernels(h, k_cores[i])) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", k_cores[i]);
+        }
+}
+
+/* The options: "" / NULL, or coretype=NAME. */
+static gf_status ob_config(const gf_backend_options *opts, char *core, size_t cap)
+{
+    core[0] = '\0';
+    const char *cfg = opts ? opts->config : NULL;
+    if (!cfg || !cfg[0])
+        return GF_OK;
+    if (strncmp(cfg, "coretype=", 9) || !cfg[9] || strchr(cfg, ','))
+        return gf_error_set(GF_E_INVALID_ARG, "openblas: unknown option in 'openblas:%s' (the one option is coretype=NAME)",
+                            cfg);
+    snprintf(core, cap, "%s", cfg + 9);
+    return GF_OK;
+}
+
+/* Load OpenBLAS for core (""= its own choice): GF_OK, or the error recorded. */
+static gf_status ob_load(const char *core)
+{
+    if (g_ob.h) {
+        if (strcasecmp(core, g_ob.core))
+            return gf_error_set(GF_E_UNAVAILABLE,
+                                "openblas: OpenBLAS is loaded in this process for core '%s'; coretype '%s' needs a "
+                                "process of its own (not --in-process)",
+                                g_ob.core[0] ? g_ob.core : g_ob.get_corename(), core[0] ? core : "(default)");
+        return GF_OK;
+    }
+    char *old = NULL;
+    const char *prev = getenv("OPENBLAS_CORETYPE");
+    if (prev)
+        old = strdup(prev);
+    if (core[0])
+        setenv("OPENBLAS_CORETYPE", core, 1);
+    void *h = dlopen(GF_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (core[0]) { /* the caller's environment as it was */
+        if (old)
+            setenv("OPENBLAS_CORETYPE", old, 1);
+        else
+            unsetenv("OPENBLAS_CORETYPE");
+    }
+    free(old);
+    if (!h)
+        return gf_error_set(GF_E_UNAVAILABLE, "openblas: cannot load %s", dlerror());
+    *(void **)&g_ob.sgemm = dlsym(h, "cblas_sgemm");
+    *(void **)&g_ob.sgemv = dlsym(h, "cblas_sgemv");
+    *(void **)&g_ob.get_config = dlsym(h, "openblas_get_config");
+    *(void **)&g_ob.get_corename = dlsym(h, "openblas_get_corename");
+    *(void **)&g_ob.get_num_procs = dlsym(h, "openblas_get_num_procs");
+    *(void **)&g_ob.get_num_threads = dlsym(h, "openblas_get_num_threads");
+    *(void **)&g_ob.set_num_threads = dlsym(h, "openblas_set_num_threads");
+    if (!g_ob.sgemm || !g_ob.sgemv || !g_ob.get_config || !g_ob.get_corename || !g_ob.get_num_procs ||
+        !g_ob.get_num_threads || !g_ob.set_num_threads)
+        return gf_error_set(GF_E_UNAVAILABLE, "openblas: %s lacks the cblas / openblas_* functions", GF_OPENBLAS_SONAME);
+    g_ob.h = h; /* never closed: its worker threads stay parked in it */
+    snprintf(g_ob.core, sizeof g_ob.core, "%s", core);
+    if (core[0]) {
+        const char *ran = g_ob.get_corename();
+        int known = 0;
+        for (int i = 0; k_cores[i]; i++)
+            known |= !strcasecmp(core, k_cores[i]) && core_has_kernels(h, k_cores[i]);
+        if (!known || !ran || strcasecmp(ran, core)) {
+            char valid[1024];
+            valid_cores(h, valid, sizeof valid);
+            return gf_error_set(GF_E_INVALID_ARG,
+                                "openblas: coretype '%s' %s (OpenBLAS runs core %s); valid here: %s", core,
+                                known ? "is not supported by this CPU" : "is not a core this OpenBLAS has kernels for",
+                                ran ? ran : "?", valid);
+        }
+    }
+    return GF_OK;
+}
 
 typedef struct ob_model {
     gfv_model base; /* first: the common slots take this pointer */
@@ -38,36 +177,37 @@ static gf_status ob_probe(char *why, size_t why_len)
 {
     if (why && why_len)
         why[0] = '\0';
-    const char *cfg = openblas_get_config();
-    if (!cfg || !cfg[0]) {
-        if (why && why_len)
-            snprintf(why, why_len, "OpenBLAS did not initialise (openblas_get_config() returned nothing)");
-        return GF_E_UNAVAILABLE;
-    }
-    if (openblas_get_num_procs() < 1) {
-        if (why && why_len)
-            snprintf(why, why_len, "OpenBLAS reports no usable processors");
-        return GF_E_UNAVAILABLE;
-    }
+    /* no options here, so OpenBLAS is not loaded (that would fix its core):
+     * info and model_load load it, and say unavailable when it cannot be */
     return GF_OK;
 }
 
 static gf_status ob_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
     gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
-    static char library[256], detail[256];
-    const char *cfg = openblas_get_config();
-    const char *core = openblas_get_corename();
+    static char library[256], detail[256], path[96];
+    char want[32];
+    gf_status st = ob_config(opts, want, sizeof want);
+    if (st == GF_OK)
+        st = ob_load(want);
+    if (st != GF_OK)
+        return st;
+    if (g_ob.get_num_procs() < 1)
+        return gf_error_set(GF_E_UNAVAILABLE, "openblas: OpenBLAS reports no usable processors");
+    const char *cfg = g_ob.get_config();
+    const char *core = g_ob.get_corename();
     /* openblas_get_config() reads e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64" */
     snprintf(library, sizeof library, "%s", cfg ? cfg : "OpenBLAS (unknown configuration)");
-    snprintf(detail, sizeof detail, "core %s, %d cpus; sgemv for single rows, sgemm for several",
-             core ? core : "?", openblas_get_num_procs());
+    snprintf(detail, sizeof detail, "core %s%s, %d cpus; sgemv for single rows, sgemm for several",
+             core ? core : "?", want[0] ? " (coretype option)" : "", g_ob.get_num_procs());
+    snprintf(path, sizeof path, "%s%s", core ? core : "?", want[0] ? " (coretype)" : "");
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     info->dtype = GF_COMPUTE_F32;
     info->threads = clamp_threads(opts);
     info->library = library;
     info->detail = detail;
+    info->cpu_path = path;
     return gf_backend_info_put(info_out, info);
 }
 
@@ -84,11 +224,11 @@ static gf_status ob_linear(gfv_model *base, int32_t id, const float *x, float *y
     }
     if (M == 1) {
         if (L->trans_w) /* W (N, K): y = W x */
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, L->w, K, x, 1, beta, y, 1);
+            g_ob.sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, L->w, K, x, 1, beta, y, 1);
         else            /* W (K, N): y = W^T x */
-            cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, L->w, N, x, 1, beta, y, 1);
+            g_ob.sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, L->w, N, x, 1, beta, y, 1);
     } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, L->trans_w ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+        g_ob.sgemm(CblasRowMajor, CblasNoTrans, L->trans_w ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
                     x, K, L->w, L->trans_w ? K : N, beta, y, N);
     }
     return GF_OK;
@@ -107,13 +247,16 @@ static gf_status ob_model_load(const gf_model_desc *desc, const gf_backend_optio
 {
     *model_out = NULL;
     gf_error_clear();
-    if (opts && opts->config)
-        return gf_error_set(GF_E_INVALID_ARG, "openblas takes no options (got 'openblas:%s')",
-                            opts->config);
+    char want[32];
+    gf_status st = ob_config(opts, want, sizeof want);
+    if (st == GF_OK)
+        st = ob_load(want);
+    if (st != GF_OK)
+        return st;
     ob_model *m = calloc(1, sizeof *m);
     if (!m)
         return gf_error_set(GF_E_NOMEM, "openblas: out of memory");
-    gf_status st = gfv_model_init(&m->base, desc, "openblas", ob_linear);
+    st = gfv_model_init(&m->base, desc, "openblas", ob_linear);
     if (st != GF_OK) {
         free(m);
         return st;
@@ -126,8 +269,8 @@ static gf_status ob_model_load(const gf_model_desc *desc, const gf_backend_optio
 static gf_status ob_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
 {
     ob_model *m = model;
-    if (openblas_get_num_threads() != m->threads)
-        openblas_set_num_threads(m->threads);
+    if (g_ob.get_num_threads() != m->threads)
+        g_ob.set_num_threads(m->threads);
     return gfv_forward(&m->base, cache, in, logits_out);
 }
 

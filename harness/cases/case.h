@@ -65,6 +65,14 @@ typedef struct gf_cctx {
     gf_key_census *census;    /* gf_kind_keys: records the keys a parse asks of the case map; NULL otherwise */
 } gf_cctx;
 
+/* Another YAML file genfence reads through this layer (a baseline of known
+ * findings, harness/report/baseline.c): the node tree of the file at path,
+ * read with the case files' limits (a regular file, GENFENCE_CASE_MAX_BYTES);
+ * NULL with "PATH:LINE:COL: message" errors in ctx (ctx->file = path; free
+ * them with gf_y_strings_free). Read it with the gf_y_* readers below. */
+gf_ynode *gf_yaml_read_file(gf_cctx *ctx, const char *path);
+void gf_ynode_free(gf_ynode *n); /* NULL-safe */
+
 /* Record "FILE:LINE:COL: message" at node n (or at line/col 0 if n is NULL). */
 void gf_y_error(gf_cctx *ctx, const gf_ynode *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

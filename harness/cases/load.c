@@ -274,12 +274,14 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     gf_y_strings(ctx, m, "tags", 0, &c.tags, &c.n_tags);
     char *expect = NULL;
     if (gf_y_string(ctx, m, "expect_verdict", 0, &expect) > 0) {
-        c.has_expect_verdict = gf_verdict_parse(expect, &c.expect_verdict);
-        if (!c.has_expect_verdict) {
+        c.has_expect_verdict =
+            gf_verdict_parse(expect, &c.expect_verdict) && !gf_verdict_of_baseline(c.expect_verdict);
+        if (!c.has_expect_verdict) { /* known / fixed come from a baseline (--baseline), not a case */
             char known[256] = "";
             for (int v = 0; v < GF_V_COUNT; v++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", v ? ", " : "",
-                         gf_verdict_str((gf_verdict)v));
+                if (!gf_verdict_of_baseline((gf_verdict)v))
+                    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
+                             gf_verdict_str((gf_verdict)v));
             gf_y_error(ctx, gf_y_get(ctx, m, "expect_verdict", 0), "'expect_verdict' is '%s'; a verdict is one of %s",
                        expect, known);
         }
@@ -442,64 +444,93 @@ static const char *file_type_name(mode_t m)
            S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
-static void load_file(const char *path, const char *root, gf_case_set *set)
+/* The bytes of a YAML file (regular files only, at most case_file_max_bytes),
+ * NUL-terminated; NULL with "PATH:0:0: why" in err. */
+static char *read_yaml_file(const char *path, size_t *len_out, char *err, size_t err_cap)
 {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular
      * files are read (a FIFO or a device could block or never end). */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        file_error(set, path, "%s:0:0: cannot read: %s", open_error(errno));
-        return;
+        snprintf(err, err_cap, "cannot read: %s", open_error(errno));
+        return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        file_error(set, path, "%s:0:0: cannot read: %s", strerror(errno));
+        snprintf(err, err_cap, "cannot read: %s", strerror(errno));
         close(fd);
-        return;
+        return NULL;
     }
     if (!S_ISREG(sb.st_mode)) {
-        file_error(set, path, "%s:0:0: cannot read: %s; a case file must be a regular file",
-                   file_type_name(sb.st_mode));
+        snprintf(err, err_cap, "cannot read: %s; a case file must be a regular file",
+                 file_type_name(sb.st_mode));
         close(fd);
-        return;
+        return NULL;
     }
     size_t max = case_file_max_bytes();
     if ((unsigned long long)sb.st_size > max) {
-        char detail[160];
-        snprintf(detail, sizeof detail, "%lld bytes; case files are limited to %zu (GENFENCE_CASE_MAX_BYTES)",
+        snprintf(err, err_cap, "too large: %lld bytes; case files are limited to %zu (GENFENCE_CASE_MAX_BYTES)",
                  (long long)sb.st_size, max);
-        file_error(set, path, "%s:0:0: too large: %s", detail);
         close(fd);
-        return;
+        return NULL;
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
         fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     size_t cap = (size_t)sb.st_size + 1, len = 0;
     char *buf = malloc(cap);
-    int err = 0;
+    int rerr = 0;
     while (buf && len < cap) {
         ssize_t got = read(fd, buf + len, cap - len);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            err = errno;
+            rerr = errno;
         if (got <= 0)
             break;
         len += (size_t)got;
     }
     close(fd);
     if (!buf) {
-        file_error(set, path, "%s:0:0: out of memory reading the file%s", "");
-        return;
+        snprintf(err, err_cap, "out of memory reading the file");
+        return NULL;
     }
-    if (err || len == cap) { /* a read error, or the file grew while read */
-        file_error(set, path, "%s:0:0: cannot read: %s", err ? strerror(err) : "the file changed while read");
+    if (rerr || len == cap) { /* a read error, or the file grew while read */
+        snprintf(err, err_cap, "cannot read: %s", rerr ? strerror(rerr) : "the file changed while read");
         free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    *len_out = len;
+    return buf;
+}
+
+static void load_file(const char *path, const char *root, gf_case_set *set)
+{
+    char err[1024];
+    size_t len = 0;
+    char *buf = read_yaml_file(path, &len, err, sizeof err);
+    if (!buf) {
+        file_error(set, path, "%s:0:0: %s", err);
         return;
     }
     load_one_text(buf, len, path, root, set);
     free(buf);
+}
+
+gf_ynode *gf_yaml_read_file(gf_cctx *ctx, const char *path)
+{
+    char err[1024];
+    size_t len = 0;
+    ctx->file = path;
+    char *buf = read_yaml_file(path, &len, err, sizeof err);
+    if (!buf) {
+        gf_y_error_at(ctx, 0, 0, "%s", err);
+        return NULL;
+    }
+    gf_ynode *tree = gf_yaml_parse(ctx, buf, len);
+    free(buf);
+    return tree;
 }
 
 static int cmp_str(const void *a, const void *b)

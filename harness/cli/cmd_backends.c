@@ -13,7 +13,8 @@ static void usage(FILE *f)
                "\n"
                "Lists the built-in backends (and any plugin paths given) with availability and the\n"
                "reason when unavailable, library versions, threads, compute dtype and, when the backend\n"
-               "says, the weight and KV-cache types its options select (weights q8_0; kv f16).\n");
+               "says, the weight and KV-cache types its options select (weights q8_0; kv f16)\n"
+               "and, where it says, the CPU kernel path they run here (cpu path ...).\n");
 }
 
 static void show(const char *name, long threads, int json, int first)
@@ -29,7 +30,13 @@ static void show(const char *name, long threads, int json, int first)
     } else if ((st = gf_backend_available(h.ops, why, sizeof why)) == GF_OK) {
         avail = 1;
         gf_backend_options o = gf_registry_options(&h, (int32_t)threads);
-        gf_backend_describe(h.ops, &o, &info);
+        gf_error_clear();
+        gf_status dst = gf_backend_describe(h.ops, &o, &info);
+        if (dst != GF_OK && h.ops->info) { /* its options refused (openblas:coretype=BAD), or not here */
+            avail = 0;
+            const char *vendor = gf_backend_last_error(h.ops, NULL);
+            snprintf(why, sizeof why, "info: %s: %s", gf_status_str(dst), vendor[0] ? vendor : gf_error_msg());
+        }
     }
     if (json) {
         printf("%s{\"name\": ", first ? "" : ", ");
@@ -48,6 +55,10 @@ static void show(const char *name, long threads, int json, int first)
             printf(", \"kv_cache\": ");
             gf_json_write_string(stdout, info.kv_cache, strlen(info.kv_cache));
         }
+        if (avail && info.cpu_path) {
+            printf(", \"cpu_path\": ");
+            gf_json_write_string(stdout, info.cpu_path, strlen(info.cpu_path));
+        }
         printf(", \"source\": ");
         gf_json_write_string(stdout, h.source, strlen(h.source));
         if (opened) { /* the name it registers (a plugin given by path): GenfenceSuite.cmake's test names */
@@ -65,6 +76,8 @@ static void show(const char *name, long threads, int json, int first)
             printf("; weights %s", info.weights);
         if (info.kv_cache)
             printf("; kv %s", info.kv_cache);
+        if (info.cpu_path) /* the CPU kernel path these options run here */
+            printf("; cpu path %s", info.cpu_path);
         printf("\n");
     } else {
         printf("%-10s unavailable  %s\n", name, why);

@@ -43,6 +43,15 @@ static const char *jstr(const json_t *o, const char *k)
     return s ? s : "";
 }
 
+/* The backend as reports name it (gf_backend_label): as requested when that
+ * carries options (openblas:coretype=Haswell), else its name. o is a result
+ * (backend, backend_requested) or a backend entry (name, requested). */
+static const char *label_of(const json_t *o, const char *name_key, const char *req_key)
+{
+    const char *req = jstr(o, req_key);
+    return strchr(req, ':') && !strchr(req, '/') ? req : jstr(o, name_key);
+}
+
 /* key "id@backend" -> result */
 static json_t *index_results(const json_t *doc)
 {
@@ -50,7 +59,7 @@ static json_t *index_results(const json_t *doc)
     size_t i;
     json_array_foreach(json_object_get(doc, "results"), i, r) {
         char key[1024];
-        snprintf(key, sizeof key, "%s@%s", jstr(r, "id"), jstr(r, "backend"));
+        snprintf(key, sizeof key, "%s@%s", jstr(r, "id"), label_of(r, "backend", "backend_requested"));
         json_object_set(ix, key, r);
     }
     return ix;
@@ -96,9 +105,10 @@ static json_t *audit_flat(const json_t *doc)
     size_t i;
     json_array_foreach(json_object_get(doc, "backends"), i, b) {
         char key[512];
-        static const char *const keys[] = {"available", "library", "detail", "threads", "dtype", "source", NULL};
+        static const char *const keys[] = {"available", "library", "detail", "threads", "dtype",
+                                           "source",    "cpu_path", NULL};
         for (int k = 0; keys[k]; k++) {
-            snprintf(key, sizeof key, "backends.%s.%s", jstr(b, "name"), keys[k]);
+            snprintf(key, sizeof key, "backends.%s.%s", label_of(b, "name", "requested"), keys[k]);
             json_object_set(f, key, json_object_get(b, keys[k]));
         }
     }
@@ -195,6 +205,40 @@ static void drift(json_t *out, const char *key, const json_t *ra, const json_t *
     }
 }
 
+/* The audit differences that explain changed figures: the CPU (audit.cpu.*)
+ * and each backend's CPU path, with the results of that backend (all of them
+ * for the CPU) that moved or changed verdict. */
+static json_t *cpu_path_changes(const json_t *rep)
+{
+    json_t *out = json_array(), *d;
+    size_t i;
+    json_array_foreach(json_object_get(rep, "audit_differences"), i, d) {
+        const char *k = jstr(d, "key");
+        size_t kl = strlen(k);
+        char be[512] = "";
+        int cpu = !strncmp(k, "audit.cpu.", 10);
+        if (!cpu && (kl < 9 || strcmp(k + kl - 9, ".cpu_path") || strncmp(k, "backends.", 9)))
+            continue;
+        if (!cpu)
+            snprintf(be, sizeof be, "@%.*s", (int)(kl - 9 - 9), k + 9);
+        size_t n = 0, j;
+        json_t *x;
+        const char *lists[] = {"verdict_changes", "moved"};
+        for (int l = 0; l < 2; l++)
+            json_array_foreach(json_object_get(rep, lists[l]), j, x) {
+                const char *r = jstr(x, "result");
+                size_t rl = strlen(r), bl = strlen(be);
+                n += cpu || (rl > bl && !strcmp(r + rl - bl, be));
+            }
+        char note[640];
+        snprintf(note, sizeof note, "%zu changed figure%s or verdict%s of %s may come from it", n, n == 1 ? "" : "s",
+                 n == 1 ? "" : "s", cpu ? "every backend" : be + 1);
+        json_array_append_new(out, json_pack("{s:s, s:O, s:O, s:s, s:I}", "what", k, "a", json_object_get(d, "a"), "b",
+                                             json_object_get(d, "b"), "note", note, "results", (json_int_t)n));
+    }
+    return out;
+}
+
 static json_t *load(const char *path)
 {
     json_error_t e;
@@ -253,6 +297,14 @@ static void print_text(const json_t *rep, const char *pa, const char *pb)
         printf(" -> ");
         print_value(json_object_get(v, "b"));
         printf("\n");
+    }
+    /* a changed CPU or CPU path explains a changed figure: say which backends' */
+    json_array_foreach(json_object_get(rep, "cpu_path_changes"), i, v) {
+        printf("  explains: %s ", jstr(v, "what"));
+        print_value(json_object_get(v, "a"));
+        printf(" -> ");
+        print_value(json_object_get(v, "b"));
+        printf(" (%s)\n", jstr(v, "note"));
     }
     size_t reg = (size_t)json_integer_value(json_object_get(rep, "regressions"));
     printf("%zu regression(s)\n", reg);
@@ -325,6 +377,7 @@ int gf_cmd_compare(int argc, char **argv)
     json_t *rep = json_pack("{s:s, s:s, s:f, s:o, s:o, s:o, s:o, s:o, s:I}", "a", pa, "b", pb, "threshold", thr,
                             "verdict_changes", changes, "only_in_a", only_a, "only_in_b", only_b, "moved", mv,
                             "audit_differences", audit_diff(a, b), "regressions", (json_int_t)regressions);
+    json_object_set_new(rep, "cpu_path_changes", cpu_path_changes(rep));
     if (as_json) {
         char *s = json_dumps(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
         if (s)

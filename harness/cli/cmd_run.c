@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "baseline.h"
 #include "cli.h"
 #include "commands.h"
 #include "kinds.h"
@@ -28,6 +29,7 @@ static void usage(FILE *f)
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
             "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
             "                    [--rerun-failed RUN.json] [--maxfail N | -x] [--limit N] [--in-process]\n"
+            "                    [--baseline FILE]... [--baseline-allow-fixed]\n"
             "\n"
             "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -78,6 +80,10 @@ static void usage(FILE *f)
             "                           genfence); docs/backends.md \"Debugging your backend\"\n"
             "  --as-declared            judge each case that declares expect_verdict (cases/detect/)\n"
             "                           by it: as declared counts as passed, another verdict as failed\n"
+            "  --baseline FILE          known findings (docs/harness.md \"Baselines\"; repeatable): a run\n"
+            "                           that gives an entry's verdict and reason is known (exit 0); one\n"
+            "                           that passes where an entry expects a finding is fixed (exit 1)\n"
+            "  --baseline-allow-fixed   a fixed finding exits 0 (still reported fixed)\n"
             "  -q, --quiet              print only failures and the summary\n"
             "  -h, --help               this help\n"
             "\n"
@@ -193,6 +199,7 @@ typedef struct run_cli {
     int no_report, oversubscribe, quiet, shard_i, shard_n, triangulate, plan, as_declared;
     long durations, limit;
     gf_rerun rerun; /* --rerun-failed (rerun.pairs NULL: none) */
+    gf_baseline bl; /* --baseline (baseline.h) */
     const char *const *paths;
     size_t n_paths;
 } run_cli;
@@ -200,6 +207,7 @@ typedef struct run_cli {
 static void run_cli_free(run_cli *cli)
 {
     gf_rerun_free(&cli->rerun);
+    gf_baseline_free(&cli->bl);
     free(cli->backends.v);
     free(cli->required.v);
     free(cli->kinds.v);
@@ -231,7 +239,9 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         O_INPROC,
         O_MAXFAIL,
         O_LIMIT,
-        O_DECLARED
+        O_DECLARED,
+        O_BASELINE,
+        O_BASELINE_FIXED
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -258,6 +268,8 @@ static int parse_options(int argc, char **argv, run_cli *cli)
                                              {"exitfirst", no_argument, 0, 'x'},
                                              {"limit", required_argument, 0, O_LIMIT},
                                              {"as-declared", no_argument, 0, O_DECLARED},
+                                             {"baseline", required_argument, 0, O_BASELINE},
+                                             {"baseline-allow-fixed", no_argument, 0, O_BASELINE_FIXED},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     long v;
@@ -343,6 +355,11 @@ static int parse_options(int argc, char **argv, run_cli *cli)
             break;
         }
         case O_DECLARED: cli->as_declared = 1; break;
+        case O_BASELINE:
+            if (gf_baseline_load(&cli->bl, optarg, "run") != 0)
+                return GF_EXIT_USAGE;
+            break;
+        case O_BASELINE_FIXED: gf_verdict_allow_fixed(1); break;
         case 'q': cli->quiet = 1; break;
         case 'h': usage(stdout); return GF_EXIT_OK;
         default: /* one line: which option, and where the help is */
@@ -612,6 +629,7 @@ int gf_cmd_run(int argc, char **argv)
         printf("run: --maxfail %d reached: %zu (case, backend) run%s not started (skips, each saying so)\n",
                o->maxfail, n_not_run, n_not_run == 1 ? "" : "s");
     gf_run_tally(&info);
+    gf_baseline_apply(&cli.bl, &info); /* known / fixed, then tallied again */
     if (cli.triangulate && !info.interrupted)
         info.triangulation = run_triangulation(&info, o);
     gf_triangulation_print(info.triangulation, jobs, n_jobs);

@@ -17,5 +17,6 @@ int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_compare(int argc, char **argv);
 int gf_cmd_merge(int argc, char **argv);
 int gf_cmd_scoreboard(int argc, char **argv);
+int gf_cmd_baseline(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const gf_command k_commands[] = {
     {"backends", gf_cmd_backends, "list backends, their availability and versions"},
     {"compare", gf_cmd_compare, "compare two run reports: verdict changes, drift, the audit differences behind them"},
     {"merge", gf_cmd_merge, "join the reports of run --shard I/N into the report of the whole run"},
+    {"baseline", gf_cmd_baseline, "write a baseline of known findings (run --baseline) from a run report"},
     {"scoreboard", gf_cmd_scoreboard, "the conformance table (Markdown) of run reports: docs/conformance.md"},
     {"bench", gf_cmd_bench, "time backends: prefill, decode, memory, against the machine's bandwidth and peak"},
 };

@@ -8,6 +8,7 @@
 #include "genfence/version.h"
 #include "krun.h"
 #include "report.h"
+#include "sys.h"
 
 static double num(json_t *o, const char *key)
 {
@@ -81,13 +82,16 @@ void gf_console_header(const gf_run_info *r)
            GENFENCE_VERSION, GENFENCE_COMMIT, r->n_selected, r->n_selected == 1 ? "" : "s", avail,
            avail == 1 ? "" : "s", r->n_jobs, r->n_jobs == 1 ? "" : "s", r->opts->jobs, r->opts->threads,
            r->opts->threads == 1 ? "" : "s", r->opts->timeout_s);
+    char cpu[256] = "";
+    gf_cpu_model(cpu, sizeof cpu);
+    printf("  cpu %s; flags %s\n", cpu[0] ? cpu : "(unknown)", gf_report_cpu_flags());
     for (size_t i = 0; i < r->n_backends; i++) {
         const gf_backend_probe *b = &r->backends[i];
         /* one that does not run is named once, in the summary's skip lines */
         if (b->available)
-            printf("  backend %-14s available   %s%s%s%s%s%s%s\n", b->name, b->library, b->detail[0] ? "; " : "",
-                   b->detail, b->weights[0] ? "; weights " : "", b->weights, b->kv_cache[0] ? "; kv " : "",
-                   b->kv_cache);
+            printf("  backend %-14s available   %s%s%s%s%s%s%s%s%s\n", gf_backend_label(b), b->library,
+                   b->detail[0] ? "; " : "", b->detail, b->weights[0] ? "; weights " : "", b->weights,
+                   b->kv_cache[0] ? "; kv " : "", b->kv_cache, b->cpu_path[0] ? "; cpu path " : "", b->cpu_path);
     }
     fflush(stdout);
 }
@@ -102,7 +106,7 @@ void gf_console_line(const gf_run_info *r, const gf_job *j)
     char metrics[256];
     gf_job_key_metrics(j, metrics, sizeof metrics);
     char who[512];
-    snprintf(who, sizeof who, "%s [%s]", j->c->id, j->backend ? j->backend->name : "-");
+    snprintf(who, sizeof who, "%s [%s]", j->c->id, j->backend ? gf_backend_label(j->backend) : "-");
     printf("%-13s %-44s %-46s %6.2fs%s%s%s\n", gf_verdict_label(j->verdict), who, metrics, j->seconds,
            declared == 1 ? "  as declared" : declared == 0 ? "  NOT AS DECLARED (declared " : "",
            declared == 0 ? gf_verdict_str(j->c->expect_verdict) : "", declared == 0 ? ")" : "");
@@ -270,7 +274,7 @@ void gf_console_summary(const gf_run_info *r)
             continue;
         for (size_t i = 0; i < r->n_jobs; i++)
             n += r->jobs[i].ran && r->jobs[i].backend == &r->backends[b];
-        printf("%s %s on %zu case%s", n_tested++ ? "," : "", r->backends[b].name, n, n == 1 ? "" : "s");
+        printf("%s %s on %zu case%s", n_tested++ ? "," : "", gf_backend_label(&r->backends[b]), n, n == 1 ? "" : "s");
     }
     if (!n_tested && !on_engine)
         printf(" nothing");

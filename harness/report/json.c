@@ -55,39 +55,58 @@ static json_t *stderr_tail(const char *s)
     return gf_json_textn(s + at, n - at);
 }
 
-/* The CPU model (gf_cpu_model) and the ISA flags that matter. */
-static void cpu_info(json_t *env)
+/* The ISA flags that matter, of those /proc/cpuinfo lists, space-separated
+ * (read once). */
+const char *gf_report_cpu_flags(void)
 {
     static const char *const wanted[] = {
         "sse4_2",   "avx",         "avx2",        "fma",         "f16c",     "avx512f",  "avx512bw",
         "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
         "asimd",    "asimdhp",     "sve",         "sve2",        "bf16",     "i8mm",     NULL};
+    static char out[512];
+    static int done;
+    if (done)
+        return out;
+    done = 1;
     FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[8192], model[256] = "";
-    json_t *isa = json_array();
-    int flags_done = 0;
+    char line[8192];
     while (f && fgets(line, sizeof line, f)) {
         char *colon = strchr(line, ':');
-        if (!colon)
+        if (!colon || (strncmp(line, "flags", 5) && strncmp(line, "Features", 8)))
             continue;
         char *val = colon + 1;
         while (*val == ' ' || *val == '\t')
             val++;
         val[strcspn(val, "\n")] = '\0';
-        if (!flags_done && (!strncmp(line, "flags", 5) || !strncmp(line, "Features", 8))) {
-            flags_done = 1;
-            for (int i = 0; wanted[i]; i++) {
-                size_t wl = strlen(wanted[i]);
-                for (const char *p = val; (p = strstr(p, wanted[i])); p += wl)
-                    if ((p == val || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\0')) {
-                        json_array_append_new(isa, json_string(wanted[i]));
-                        break;
-                    }
-            }
+        for (int i = 0; wanted[i]; i++) {
+            size_t wl = strlen(wanted[i]);
+            for (const char *p = val; (p = strstr(p, wanted[i])); p += wl)
+                if ((p == val || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\0')) {
+                    size_t n = strlen(out);
+                    snprintf(out + n, sizeof out - n, "%s%s", n ? " " : "", wanted[i]);
+                    break;
+                }
         }
+        break;
     }
     if (f)
         fclose(f);
+    return out;
+}
+
+/* The CPU model (gf_cpu_model) and the ISA flags that matter. */
+static void cpu_info(json_t *env)
+{
+    char model[256] = "";
+    json_t *isa = json_array();
+    const char *fl = gf_report_cpu_flags();
+    for (const char *p = fl; *p;) {
+        size_t n = strcspn(p, " ");
+        json_array_append_new(isa, json_stringn(p, n));
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
     gf_cpu_model(model, sizeof model);
     json_object_set_new(env, "cpu_model", model[0] ? text(model) : json_null());
     json_object_set_new(env, "isa", isa);
@@ -152,11 +171,16 @@ static json_t *audit_json(const gf_run_info *r)
             }
     json_object_set_new(a, "numerics_env", ev);
     json_object_set_new(a, "threads", json_pack("{s:i, s:i}", "jobs", r->opts->jobs, "threads_per_job", r->opts->threads));
-    for (size_t i = 0; i < r->n_backends; i++) {
+    char model[256] = ""; /* the machine: what a backend's CPU path is chosen from */
+    gf_cpu_model(model, sizeof model);
+    json_object_set_new(a, "cpu", json_pack("{s:o, s:s}", "model", model[0] ? text(model) : json_null(), "flags",
+                                            gf_report_cpu_flags()));
+    for (size_t i = 0; i < r->n_backends; i++) { /* keyed as the reports name them: two configs, two entries */
         const gf_backend_probe *b = &r->backends[i];
-        set_keyed(bk, b->name, json_pack("{s:o, s:o, s:i, s:s, s:b}", "library", text(b->library), "detail",
-                                                   text(b->detail), "threads", b->threads, "dtype", gf_dtype_str(b->dtype),
-                                                   "available", b->available));
+        set_keyed(bk, gf_backend_label(b),
+                  json_pack("{s:o, s:o, s:i, s:s, s:b, s:o}", "library", text(b->library), "detail", text(b->detail),
+                            "threads", b->threads, "dtype", gf_dtype_str(b->dtype), "available", b->available,
+                            "cpu_path", b->cpu_path[0] ? text(b->cpu_path) : json_null()));
     }
     json_object_set_new(a, "backends", bk);
     for (size_t i = 0; r->cases && i < r->cases->n_files; i++) {
@@ -185,6 +209,8 @@ static json_t *backend_json(const gf_backend_probe *b)
         json_object_set_new(o, "weights", text(b->weights));
     if (b->kv_cache[0])
         json_object_set_new(o, "kv_cache", text(b->kv_cache));
+    if (b->cpu_path[0]) /* gf_backend_info's CPU kernel path */
+        json_object_set_new(o, "cpu_path", text(b->cpu_path));
     json_object_set_new(o, "source", text(b->source));
     json_object_set_new(o, "description", text(b->description));
     json_object_set_new(o, "sample_slot", json_boolean(b->has_sample));
@@ -235,6 +261,8 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     }
     if (j->crash_context) /* the backend call a crash or timeout was in (harness/run/jobs.c) */
         json_object_set(o, "crash_context", j->crash_context);
+    if (j->baseline) /* the baseline entry it met and its own verdict and reason (baseline.c) */
+        json_object_set(o, "baseline", j->baseline);
     if (j->ran)
         json_object_set_new(o, "process",
                             json_pack("{s:i, s:i, s:o}", "exit_code", j->exit_code, "signal", j->signal, "stderr_tail",
@@ -358,6 +386,8 @@ json_t *gf_report_json(const gf_run_info *r)
                                                    (json_int_t)r->n_as_declared)
                                        : json_null());
     json_object_set_new(doc, "triangulation", r->triangulation ? json_incref(r->triangulation) : json_null());
+    if (r->baseline) /* --baseline: its files, counts and the entries no run met (baseline.c) */
+        json_object_set(doc, "baseline", r->baseline);
     json_object_set_new(doc, "summary", sum);
     return doc;
 }

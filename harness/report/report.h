@@ -42,6 +42,7 @@ typedef struct gf_run_info {
     int as_declared;       /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
     size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
     size_t required_unreached;        /* --require-backend backends that no case reached */
+    json_t *baseline;      /* --baseline: what the baseline found (baseline.h); NULL without one */
 } gf_run_info;
 
 /* How one run counts: passed, skipped or failed (a required skip is failed;
@@ -80,6 +81,10 @@ json_t *gf_report_groups(const json_t *results, const json_t *backends);
 void gf_run_tally(gf_run_info *r);
 /* Is the job's backend required (--require-backend)? */
 int gf_job_required(const gf_job *j);
+/* The name a backend goes by in reports: as requested when that carries
+ * options (llamacpp:q8_0, openblas:coretype=Haswell: two configs of one
+ * module are two backends), else its name (a plugin path is this machine's). */
+const char *gf_backend_label(const gf_backend_probe *b);
 
 /* ---- console ---- */
 void gf_console_header(const gf_run_info *r);
@@ -97,6 +102,8 @@ void gf_key_metrics(const json_t *metrics, const json_t *checks, char *buf, size
 /* ---- files ---- */
 json_t *gf_report_json(const gf_run_info *r);
 json_t *gf_report_environment(const gf_run_info *r);
+/* The ISA flags of this CPU that matter (avx2 avx512f ... amx_int8), space-separated. */
+const char *gf_report_cpu_flags(void);
 int gf_report_json_write(const gf_run_info *r, const char *path);
 int gf_report_junit_write(const gf_run_info *r, const char *path);
 /* JUnit from a JSON report (run's, or merge's): junit.c */

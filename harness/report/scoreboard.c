@@ -89,6 +89,7 @@ typedef struct sb_col {
     char key[256];
     char types[128]; /* "weights q8_0, kv f16" or the dtype */
     int typed;       /* types from: 0 the dtype, 1 the backend entry, 2 the statistical tier */
+    char path[128];  /* the backend entry's cpu_path ("" = not said) */
 } sb_col;
 
 /* A compute dtype's storage name, as the tier writes it (fp32 -> f32, tf32 -> f32). */
@@ -209,6 +210,9 @@ static void put_run_header(gf_buf *b, const json_t *d, const char *path, size_t 
                   jstr(os, "release"), jstr(os, "machine"), json_integer_value(json_object_get(env, "nproc")),
                   json_integer_value(json_object_get(env, "threads_per_job")),
                   json_integer_value(json_object_get(env, "threads_per_job")) == 1 ? "" : "s");
+    const json_t *cpu = json_object_get(json_object_get(d, "audit"), "cpu");
+    if (json_is_string(json_object_get(cpu, "flags"))) /* the machine the CPU paths were chosen on */
+        gf_buf_printf(b, "CPU flags: %s\n\n", jstr(cpu, "flags"));
     gf_buf_puts(b, "    ");
     const json_t *argv = json_object_get(d, "command");
     for (size_t a = 0; a < json_array_size(argv); a++) {
@@ -230,6 +234,10 @@ static void put_run_header(gf_buf *b, const json_t *d, const char *path, size_t 
         if (jstr(e, "detail")[0]) {
             gf_buf_puts(b, "; ");
             put_md(b, jstr(e, "detail"));
+        }
+        if (jstr(e, "cpu_path")[0]) {
+            gf_buf_puts(b, "; cpu path ");
+            put_md(b, jstr(e, "cpu_path"));
         }
         gf_buf_puts(b, "\n");
     }
@@ -270,6 +278,8 @@ int gf_scoreboard_markdown(json_t *const *docs, const char *const *paths, size_t
             }
             const json_t *m = json_object_get(r, "metrics");
             const json_t *be = backend_entry(docs[i], r);
+            if (!cols[c].path[0] && jstr(be, "cpu_path")[0]) /* a changed path explains a changed figure */
+                snprintf(cols[c].path, sizeof cols[c].path, "%s", jstr(be, "cpu_path"));
             /* the weight and KV types: the statistical tier's record (what it
              * measured) first, else the backend entry (what gf_backend_info
              * said at the probe; kv NULL = the compute dtype), else the dtype */
@@ -318,8 +328,14 @@ int gf_scoreboard_markdown(json_t *const *docs, const char *const *paths, size_t
     for (size_t c = 0; c < nc; c++) {
         gf_buf_puts(out, " ");
         put_md(out, cols[c].key);
-        if (cols[c].types[0])
-            gf_buf_printf(out, " (%s)", cols[c].types);
+        if (cols[c].types[0] || cols[c].path[0]) {
+            gf_buf_printf(out, " (%s%s", cols[c].types, cols[c].types[0] && cols[c].path[0] ? "; " : "");
+            if (cols[c].path[0]) {
+                gf_buf_puts(out, "cpu path ");
+                put_md(out, cols[c].path);
+            }
+            gf_buf_puts(out, ")");
+        }
         gf_buf_puts(out, " |");
     }
     gf_buf_puts(out, "\n|---|---|");

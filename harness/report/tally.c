@@ -80,6 +80,13 @@ int gf_backend_unreached(const gf_run_info *r, const gf_backend_probe *b)
     return 1;
 }
 
+const char *gf_backend_label(const gf_backend_probe *b)
+{
+    if (b->requested && strchr(b->requested, ':') && !strchr(b->requested, '/'))
+        return b->requested;
+    return b->name ? b->name : b->requested;
+}
+
 void gf_run_tally(gf_run_info *r)
 {
     memset(r->by_verdict, 0, sizeof r->by_verdict);

@@ -149,6 +149,10 @@ int gf_runner_record_check(const json_t *r, const char *case_id, char *why, size
         snprintf(why, cap, "verdict '%.40s' is not a verdict", rv);
         return 0;
     }
+    if (gf_verdict_of_baseline(v)) {
+        snprintf(why, cap, "verdict '%s' is given only by a baseline (--baseline), never by a run", rv);
+        return 0;
+    }
     if (!json_is_string(json_object_get(r, "reason"))) {
         snprintf(why, cap, "no reason");
         return 0;
@@ -310,7 +314,8 @@ void gf_job_clear(gf_job *j)
     j->stat_note = NULL;
     json_decref(j->record);
     json_decref(j->crash_context);
-    j->crash_context = NULL;
+    json_decref(j->baseline);
+    j->crash_context = j->baseline = NULL;
     j->reason = NULL;
     j->stderr_tail = NULL;
     j->record = NULL;

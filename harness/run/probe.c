@@ -62,6 +62,8 @@ static json_t *probe_child(const void *arg)
                 json_object_set_new(r, "weights", gf_json_text(info.weights));
             if (info.kv_cache)
                 json_object_set_new(r, "kv_cache", gf_json_text(info.kv_cache));
+            if (info.cpu_path)
+                json_object_set_new(r, "cpu_path", gf_json_text(info.cpu_path));
         } else if (dst == GF_E_UNAVAILABLE || dst == GF_E_INVALID_ARG) {
             /* it probes but cannot run with these options (exec without a
              * client command): nothing can run on it. Other failures (a
@@ -150,6 +152,7 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
             copy_str(p->description, sizeof p->description, r, "description");
             copy_str(p->weights, sizeof p->weights, r, "weights");
             copy_str(p->kv_cache, sizeof p->kv_cache, r, "kv_cache");
+            copy_str(p->cpu_path, sizeof p->cpu_path, r, "cpu_path");
             p->has_sample = json_is_true(json_object_get(r, "has_sample"));
             json_int_t dt = json_integer_value(json_object_get(r, "dtype"));
             if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_TF32)

@@ -45,6 +45,7 @@ typedef struct gf_backend_probe {
                        run's backends run once on it (never opened) */
     char library[256], detail[256], source[512], description[256];
     char weights[32], kv_cache[32]; /* gf_backend_info's weight and KV types; "" = as given / compute dtype */
+    char cpu_path[256];             /* gf_backend_info's CPU kernel path; "" = not said */
 } gf_backend_probe;
 
 typedef struct gf_job {
@@ -67,6 +68,8 @@ typedef struct gf_job {
                               in_call, step, B, T, cache_length, calls_total), or NULL */
     char *stat_note;       /* the plan's statistical-tier note for the child (gf_krun.stat_note), or NULL */
     int not_run;           /* --maxfail stopped the run before this job started (a skip, saying so) */
+    json_t *baseline;      /* the baseline entry this run met (harness/report/baseline.c):
+                              {status, file, line, verdict, reason, ...}, or NULL */
 } gf_job;
 
 /* SIGINT or SIGTERM while a pool ran: every child's process group was

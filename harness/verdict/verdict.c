@@ -29,18 +29,33 @@ int gf_verdict_parse(const char *s, gf_verdict *out)
     return 0;
 }
 
+int gf_verdict_of_baseline(gf_verdict v) { return v == GF_V_KNOWN || v == GF_V_FIXED; }
+
+static int g_fixed_allowed; /* --baseline-allow-fixed */
+
+void gf_verdict_allow_fixed(int on) { g_fixed_allowed = on != 0; }
+
 int gf_verdict_exit(gf_verdict v, int backend_required)
 {
     if ((unsigned)v >= GF_V_COUNT)
         return 2;
     if (v == GF_V_SKIP && backend_required)
         return 1;
+    if (v == GF_V_FIXED && g_fixed_allowed)
+        return 0;
     return k_rows[v].exit;
 }
 
-int gf_verdict_passed(gf_verdict v) { return v == GF_V_PASS || v == GF_V_PASS_NEAR_TIE; }
+int gf_verdict_passed(gf_verdict v)
+{
+    return v == GF_V_PASS || v == GF_V_PASS_NEAR_TIE || (v == GF_V_FIXED && g_fixed_allowed);
+}
 
-int gf_verdict_skipped(gf_verdict v, int backend_required) { return v == GF_V_SKIP && !backend_required; }
+/* a known finding counts with the skips, as JUnit shows it */
+int gf_verdict_skipped(gf_verdict v, int backend_required)
+{
+    return (v == GF_V_SKIP && !backend_required) || v == GF_V_KNOWN;
+}
 
 gf_junit_elem gf_verdict_junit(gf_verdict v, int backend_required)
 {
@@ -48,6 +63,8 @@ gf_junit_elem gf_verdict_junit(gf_verdict v, int backend_required)
         return GF_JUNIT_ERROR;
     if (v == GF_V_SKIP && backend_required)
         return GF_JUNIT_FAILURE;
+    if (v == GF_V_FIXED && g_fixed_allowed)
+        return GF_JUNIT_NONE;
     return k_rows[v].junit;
 }
 

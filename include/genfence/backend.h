@@ -121,6 +121,13 @@ typedef struct gf_backend_info {
      * statistical tier (docs/cases.md) where token equality cannot hold. */
     const char *weights;
     const char *kv_cache;
+    /* Added by growing the struct (as above; NULL: not said): the CPU kernel
+     * path these options run on this machine, in the library's own terms,
+     * e.g. "AMX" / "repack" / "plain" with ggml's CPU features, OpenBLAS's
+     * core ("Haswell"), oneDNN's ISA ("avx512_core"). Reports put it beside
+     * the CPU model (run.json audit, compare, the scoreboard's columns): a
+     * changed path explains a changed figure. */
+    const char *cpu_path;
 } gf_backend_info;
 
 /* For the info slot: copy the backend's answer `mine` (built as a whole

@@ -40,6 +40,14 @@
  *   GF_FAULT=29 "error-status":   the 2nd forward returns GF_E_BACKEND with a
  *                                 vendor text
  *
+ * Baselines of known findings (tests/cli/baseline.sh): a backend with a known
+ * finding that a fix can switch off, and a new bug that can be switched on.
+ *   GF_FAULT=30 "ref-known":      every forward adds 1e-3 to logit 7 of each
+ *                                 position (the known finding; off when the
+ *                                 environment has GF_KNOWN_FAULT=0), and with
+ *                                 GF_NEW_FAULT=1 cache_length says one more
+ *                                 than the cache holds (a new bug)
+ *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -145,6 +153,15 @@ static gf_status faulty_probe(char *why, size_t why_len)
 #endif
 }
 
+#if GF_FAULT == 30
+/* the environment switch NAME: 1 when set to something other than "0" (unset: dflt) */
+static int env_switch(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strcmp(v, "0") != 0 : dflt;
+}
+#endif
+
 static long long g_forward_calls;
 static size_t g_vocab; /* V of the loaded model */
 
@@ -229,6 +246,13 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
         }
     }
 #endif
+#if GF_FAULT == 30
+    if (st == GF_OK && env_switch("GF_KNOWN_FAULT", 1)) {
+        size_t n = (size_t)in->B * (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * g_vocab;
+        for (size_t i = 7; g_vocab > 7 && i < n; i += g_vocab)
+            logits_out[i] += 1e-3f;
+    }
+#endif
 #if GF_FAULT == 6 || GF_FAULT == 7
     if (st == GF_OK) { /* round to nearest even bfloat16: keep the top 16 bits */
         size_t n = (size_t)in->B * (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * g_vocab;
@@ -249,6 +273,9 @@ static int32_t faulty_cache_length(const void *cache)
     int32_t n = gf_backend_ref()->cache_length(cache);
 #if GF_FAULT == 4
     if (n > 0)
+        n++;
+#elif GF_FAULT == 30
+    if (n > 0 && env_switch("GF_NEW_FAULT", 0))
         n++;
 #endif
     return n;

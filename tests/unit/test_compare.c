@@ -257,6 +257,26 @@ Test(verdicts, exit_status_and_names)
     cr_assert_eq(gf_verdict_worse(GF_V_PASS_NEAR_TIE, GF_V_PASS), GF_V_PASS_NEAR_TIE);
 }
 
+/* known / fixed: given by a baseline only; fixed exits 0 once allowed (a sticky
+ * process setting: Criterion runs each test in its own process) */
+Test(verdicts, baseline_known_and_fixed)
+{
+    cr_assert_eq(gf_verdict_exit(GF_V_KNOWN, 0), 0);
+    cr_assert_eq(gf_verdict_exit(GF_V_FIXED, 0), 1);
+    cr_assert_eq(gf_verdict_junit(GF_V_KNOWN, 0), GF_JUNIT_SKIPPED);
+    cr_assert_eq(gf_verdict_junit(GF_V_FIXED, 0), GF_JUNIT_FAILURE);
+    cr_assert(gf_verdict_skipped(GF_V_KNOWN, 0) && !gf_verdict_passed(GF_V_KNOWN));
+    cr_assert(!gf_verdict_passed(GF_V_FIXED) && !gf_verdict_skipped(GF_V_FIXED, 0));
+    cr_assert(gf_verdict_of_baseline(GF_V_KNOWN) && gf_verdict_of_baseline(GF_V_FIXED));
+    cr_assert(!gf_verdict_of_baseline(GF_V_FAIL) && !gf_verdict_of_baseline(GF_V_PASS));
+    cr_assert_eq(gf_verdict_worse(GF_V_KNOWN, GF_V_FAIL), GF_V_FAIL);
+    gf_verdict_allow_fixed(1);
+    cr_assert_eq(gf_verdict_exit(GF_V_FIXED, 0), 0);
+    cr_assert_eq(gf_verdict_junit(GF_V_FIXED, 0), GF_JUNIT_NONE);
+    cr_assert(gf_verdict_passed(GF_V_FIXED));
+    cr_assert_eq(gf_verdict_exit(GF_V_FAIL, 0), 1);
+}
+
 Test(json, non_finite_numbers_become_null_with_a_reason)
 {
     json_t *o = json_object();

@@ -7,7 +7,6 @@
 /* Parse one YAML document into a node tree (case.c, libyaml); NULL with
  * errors recorded in ctx. */
 gf_ynode *gf_yaml_parse(gf_cctx *ctx, const char *text, size_t len);
-void gf_ynode_free(gf_ynode *n); /* NULL-safe */
 /* "FILE:LINE:COL: message" into ctx. */
 void gf_y_error_at(gf_cctx *ctx, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
