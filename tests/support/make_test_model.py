@@ -2,9 +2,11 @@
 """A random GPT-2 in Hugging Face layout for the backend tests, numpy only.
 
     make_test_model.py OUT_DIR [--seed N] [--std S] [--tokenizer PATH]
+        [--vocab V] [--n-embd D] [--n-head H] [--n-layer L] [--n-positions P]
 
-Writes OUT_DIR/config.json and OUT_DIR/model.safetensors (F32, tied head,
-vocab 512, 128 positions, 128 wide, 4 layers, 4 heads: the holmes-gpt shape)
+Writes OUT_DIR/config.json and OUT_DIR/model.safetensors (F32, tied head;
+by default vocab 512, 128 positions, 128 wide, 4 layers, 4 heads: the
+holmes-gpt shape; the shape options are for tools/llamacpp_amx_sweep.py)
 and copies the tokenizer if given. The tests use models/holmes-gpt when it is
 there and this otherwise. Weights are N(0, std) (std 0.1 by default, larger
 than GPT-2's 0.02 so logits spread over several nats and the 1e-4 bar means
@@ -25,8 +27,15 @@ def main():
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--std", type=float, default=0.1)
     ap.add_argument("--tokenizer")
+    ap.add_argument("--vocab", type=int, default=512)
+    ap.add_argument("--n-positions", type=int, default=128)
+    ap.add_argument("--n-embd", type=int, default=128)
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-head", type=int, default=4)
     a = ap.parse_args()
-    V, P, D, L, H = 512, 128, 128, 4, 4
+    V, P, D, L, H = a.vocab, a.n_positions, a.n_embd, a.n_layer, a.n_head
+    if min(V, P, D, L, H) < 1 or D % H:
+        ap.error(f"bad shape: vocab {V}, positions {P}, n_embd {D}, layers {L}, heads {H} (n_embd % n_head must be 0)")
     F = 4 * D
     rng = np.random.default_rng(a.seed)
 
