@@ -13,8 +13,13 @@
 #      bounds let ref-noise pass), a weight type with no thresholds is a skip
 #      (ref-bf16), and schema errors (unknown threshold key, top1_min > 1,
 #      neither goldens nor prompts) are exit 2 naming FILE:LINE;
-#   5. with the llamacpp module: q8_0 passes with KL figures in its record
-#      and kv f16, f32 weights with kv=f16 use the f16 thresholds.
+#   5. with the llamacpp module: genfence keys llamacpp:q8_0 by its weights
+#      (record: weights q8_0, kv f16, threshold_key q8_0) and f32 weights with
+#      kv=f16 by the f16 thresholds, and attributes the verdict to llamacpp
+#      with its reason; what llama.cpp computes on this CPU (its KL figures,
+#      pass or fail, a crash such as the AMX one of issue 24) is printed as a
+#      note, never asserted: the tier's judgement is checked on the ref-noise
+#      backends above, the crash's report in llamacpp_amx_crash.sh.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
@@ -132,7 +137,7 @@ bad '    prompts: ["x"]
 bad '    steps: 4' "needs 'goldens' or 'prompts'"
 echo "ok   4: schema errors are exit 2 at FILE:LINE:COL"
 
-# 5. llama.cpp
+# 5. llama.cpp: genfence's keying and report; the engine's figures are notes
 if [[ -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]]; then
   export GENFENCE_MODULE_DIR="$GF_BUILD/backends" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
   set +e
@@ -141,18 +146,32 @@ if [[ -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]]; then
   "$GENFENCE" run -q cases/statistical.yaml --filter llama --backend llamacpp:f32,kv=f16 --report-dir "$tmp/d" >"$tmp/d.out" 2>&1
   rc2=$?
   set -e
-  [[ $rc1 == 0 && $rc2 == 0 ]] || { cat "$tmp/c.out" "$tmp/d.out"; fail "llamacpp runs exited $rc1, $rc2"; }
-  check "$tmp/c/run.json" '
+  # 0 pass, 1 a finding (fail or crash); 2 would be genfence refusing its own input
+  [[ $rc1 -le 1 && $rc2 -le 1 ]] || { cat "$tmp/c.out" "$tmp/d.out"; fail "llamacpp runs exited $rc1, $rc2"; }
+  for run in "c q8_0 f16 q8_0 $rc1" "d f32 f16 f16 $rc2"; do
+    set -- $run
+    check "$tmp/$1/run.json" '
+import re
+d, w, kv, key, rc = "'"$1 $2 $3 $4 $5"'".split()
 x = r[("statistical.holmes-llama", "llamacpp")]
-s = x["metrics"]["statistical"]
-assert x["metrics"]["weights"] == "q8_0" and x["metrics"]["kv_cache"] == "f16" and x["metrics"]["threshold_key"] == "q8_0"
-assert 1e-5 < s["kld_mean"] < 6e-3 and 0.95 <= s["top1_agreement"] < 1.0, s
-print("ok   5: llamacpp:q8_0 on holmes-llama: KL mean %.2e, top-1 %.2f%%" % (s["kld_mean"], 100 * s["top1_agreement"]))
+assert len(doc["results"]) == 1, [(y["id"], y["backend"]) for y in doc["results"]]
+v, why = x["verdict"], x.get("reason") or ""
+assert (v == "pass") == (rc == "0"), (v, rc)
+if v in ("pass", "fail"):  # the record is genfence'"'"'s: weights, kv and the key it judged by
+    m = x["metrics"]
+    assert (m["weights"], m["kv_cache"], m["threshold_key"]) == (w, kv, key), m
+    s = m["statistical"]
+    assert v == "pass" or (why.split(":")[0] in [c["name"] for c in x["checks"] if not c["passed"]]
+                           and key + " thresholds" in why), why
+    print("note: llamacpp:%s,kv=%s on holmes-llama (this CPU): %s, KL mean %.2e, top-1 %.2f%%%s"
+          % (w, kv, v, s["kld_mean"], 100 * s["top1_agreement"], "" if v == "pass" else ": " + why))
+else:  # a crash or timeout of the engine: named, with the forward call
+    assert v in ("crash", "timeout"), (v, why)
+    assert re.search(r"(killed by signal \d+ \(SIG\w+|timed out after).* in forward call #\d+ ", why), why
+    print("note: llamacpp:%s,kv=%s on holmes-llama (this CPU): %s: %s" % (w, kv, v, why))
 '
-  check "$tmp/d/run.json" '
-x = r[("statistical.holmes-llama", "llamacpp")]
-assert x["metrics"]["weights"] == "f32" and x["metrics"]["kv_cache"] == "f16" and x["metrics"]["threshold_key"] == "f16", x["metrics"]
-'
+  done
+  echo "ok   5: llamacpp:q8_0 keyed q8_0 (kv f16), f32,kv=f16 keyed f16; verdicts attributed and named"
 else
   echo "note: the llamacpp module is not built here: part 5 not run"
 fi
