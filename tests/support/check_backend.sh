@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Check one genfence backend against ref through the CLI, with genfence's own
 # margin gate (harness/verdict/compare.c) doing every judgement (used by
-# tests/cli/backend_vs_ref.sh, backend_llama_vs_ref.sh, plugin_build.sh and
-# llamacpp_llama.sh):
+# tests/cli/backend_vs_ref.sh, backend_llama_vs_ref.sh and plugin_build.sh;
+# llamacpp_llama.sh judges genfence's driving of llama.cpp, not its figures):
 #
 #     check_backend.sh GENFENCE MODEL_DIR BACKEND [--threads 1,2]
 #
