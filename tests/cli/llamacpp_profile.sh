@@ -2,10 +2,16 @@
 # The llamacpp sampler profile through llama.cpp's own chain
 # (backends/llamacpp/lc_sample.c, lc_sample_ex): the llama.cpp peer cases
 # (cases/peers/llamacpp.yaml, llama.cpp's tests/test-sampling.cpp vectors
-# under profile llamacpp) run on the llamacpp backend, whose sample_ex slot
-# must give gf_sample's token draw for draw on every call that reaches it
-# (the slot check), and must be exercised at all. Skipped when the module is
-# not built or unavailable here.
+# under profile llamacpp) run on the llamacpp backend, through its sample_ex
+# slot. Judged is genfence's driving and report (issue 24): the run exits 0
+# or 1, every result is attributed to llamacpp, the slot is exercised by at
+# least 10 cases (genfence reaches llama.cpp's chain), and a case where the
+# slot's draws differ from gf_sample's fails by the slot check, naming the
+# first differing draw. Whether llama.cpp's chain equals gf_sample on this
+# machine is the engine's finding, printed, not asserted; the slot check's
+# own ability to fail is tested on faulty slots (sample_slot.sh,
+# plugin_sample_slot.sh, cases/detect/sample_slot.yaml). Skipped when the
+# module is not built or unavailable here.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
@@ -84,19 +90,33 @@ set +e
 rc=$?
 set -e
 cat "$tmp/out"
-[ $rc -eq 0 ] || fail "exit status $rc"
-"$PY" - "$tmp/rep/run.json" <<'PY'
-import json, sys
+[ $rc -le 1 ] || fail "exit status $rc (0 or 1 expected: 2 is genfence refusing its input)"
+"$PY" - "$tmp/rep/run.json" "$rc" <<'PY'
+import json, re, sys
 doc = json.load(open(sys.argv[1]))
 SLOT = "backend sample slot equals engine sampler"
-exercised = 0
-for r in doc["results"]:
-    assert r["verdict"] == "pass", (r["id"], r["verdict"], r["reason"])
-    m = r["metrics"].get("backend_sample_slot")
+exercised, findings = 0, 0
+res = doc["results"]
+assert res and all(r["backend"] == "llamacpp" for r in res), sorted({r["backend"] for r in res})
+assert (sys.argv[2] == "0") == all(r["verdict"] == "pass" for r in res), sys.argv[2]
+for r in res:
+    m = (r.get("metrics") or {}).get("backend_sample_slot")
     if isinstance(m, dict):
         exercised += 1
+    if r["verdict"] == "pass":
+        continue
+    findings += 1
+    why = r.get("reason") or ""
+    if r["verdict"] == "fail":
         checks = {c["name"]: c for c in r["checks"]}
-        assert checks[SLOT]["passed"], (r["id"], checks[SLOT])
+        failed = [n for n, c in checks.items() if not c["passed"]]
+        assert any(why.startswith(n + ":") for n in failed), (r["id"], why, failed)
+        if SLOT in failed:
+            assert re.search(r"\d+ of \d+ rows differ.*first: .*slot \d+, engine \d+", why), (r["id"], why)
+    else:
+        assert why and r.get("reproduce"), (r["id"], r["verdict"], why)
+    print(f"finding {r['id']} [llamacpp] {r['verdict']}: {why}")
 assert exercised >= 10, f"the llamacpp slot was exercised by {exercised} cases"
-print(f"ok   {exercised} llamacpp-profile cases through llama.cpp's own chain, draw for draw")
+print(f"ok   {exercised} llamacpp-profile cases reached llama.cpp's own chain; verdicts attributed and named")
+print(f"note: {len(res) - findings} of {len(res)} pass on this machine, {findings} findings")
 PY
