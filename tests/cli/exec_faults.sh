@@ -29,7 +29,9 @@ FC="$tmp/tests/backends/exec/faulty_client.py"
 
 # every client but the hanging one under the default reply deadline (60 s: a
 # loaded machine does not make a slow reply a failure); the hanging one in a
-# run of its own under GENFENCE_EXEC_TIMEOUT=3, over the two model cases
+# run of its own under GENFENCE_EXEC_TIMEOUT=3 (times GF_TIME_SCALE: the
+# client's start and load replies must come within it), over the two model cases
+HANG_S=$((3 * ${GF_TIME_SCALE:-1}))
 faults=(crash garbage short shape length error version banner nomask)
 backends=(--backend ref --backend "exec:$ECHO")
 for f in "${faults[@]}"; do backends+=(--backend "exec:$PY $FC $f $ECHO"); done
@@ -47,7 +49,7 @@ if pgrep -f "$tmp/" >/dev/null; then
   fail "client processes outlived the run"
 fi
 set +e
-GENFENCE_EXEC_TIMEOUT=3 "$GENFENCE" run cases/generation.yaml --filter '^(cache\.sherlock|batch\.left_padded)$' \
+GENFENCE_EXEC_TIMEOUT=$HANG_S "$GENFENCE" run cases/generation.yaml --filter '^(cache\.sherlock|batch\.left_padded)$' \
   --backend "exec:$PY $FC hang $ECHO" -j 2 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
 rc=$?
 set -e
@@ -58,13 +60,14 @@ if pgrep -f "$tmp/" >/dev/null; then
   fail "hang: client processes outlived the run"
 fi
 
-"$PY" - "$tmp/rep/run.json" "$tmp/rep_hang/run.json" "$FC" <<'PY'
+"$PY" - "$tmp/rep/run.json" "$tmp/rep_hang/run.json" "$FC" "$HANG_S" <<'PY'
 import json, sys
 doc = {"results": [r for f in sys.argv[1:3] for r in json.load(open(f))["results"]]}
 fc = sys.argv[3]
+hang_s = sys.argv[4]
 why = {
     "crash": "killed by signal 11",
-    "hang": "no reply within 3 s",
+    "hang": f"no reply within {hang_s} s",
     "garbage": "is not a status and a length",
     "short": "(wrong length)",
     "shape": "(wrong shape)",

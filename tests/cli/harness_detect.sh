@@ -82,7 +82,7 @@ cat "$tmp/out"
 tail -n 1 "$tmp/out" | grep -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "bad summary line: $(tail -n 1 "$tmp/out")"
 set +e
 "$GENFENCE" run "$GF_SRC/cases/detect" --backend "$B/libgenfence_test_ref_hang.so" --filter '^detect\.runner\.hang$' \
-    --timeout 10 -j 1 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
+    --timeout $((10 * ${GF_TIME_SCALE:-1})) -j 1 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
 rc=$?
 set -e
 cat "$tmp/out_hang"

@@ -18,7 +18,7 @@ B="$GF_BUILD/tests/backends"
 rel=$(realpath --relative-to="$GF_SRC" "$B")
 # a generous --timeout that is not the default (a default one is not
 # printed): on a loaded machine no fail or crash becomes a timeout
-TIMEOUT=90
+TIMEOUT=$((90 * ${GF_TIME_SCALE:-1})) # times GF_TIME_SCALE (tests/CMakeLists.txt)
 set +e
 "$GENFENCE" run cases/detect/faults.yaml cases/detect/model.yaml --filter '^detect\.(fault\.|cache\.bad_cache$|crash)' \
     --backend "$rel/libgenfence_test_faulty_ref_nan.so" --backend "$rel/libgenfence_test_faulty_ref_oom.so" \

@@ -48,8 +48,10 @@ T="$GF_BUILD/tests/backends"
 # the isolation run (busy-spin spends it, beside the others: -j 2) and the
 # ref-crash run: every case that must pass, fail or crash ends so well within
 # it on a loaded machine, a sanitizer build too
-TIMEOUT=60
-HANG_TIMEOUT=10 # ref-hang alone: model load and forward call #1 under load
+# (all three times GF_TIME_SCALE, tests/CMakeLists.txt: a slower machine)
+TS=${GF_TIME_SCALE:-1}
+TIMEOUT=$((60 * TS))
+HANG_TIMEOUT=$((10 * TS)) # ref-hang alone: model load and forward call #1 under load
 asan=0
 grep -Eq '^GENFENCE_SANITIZE:BOOL=ON|fsanitize=[a-z,]*address' "$GF_BUILD/CMakeCache.txt" 2>/dev/null && asan=1
 
@@ -61,7 +63,7 @@ for f in "${faults[@]}"; do
 done
 # a hang guard well past busy-spin's timeout + the parent's 5 s grace + the
 # 2 s pipe drain, and the other nine cases on the second job
-bound=480
+bound=$((480 * TS))
 set +e
 timeout -s KILL "$bound" "$GENFENCE" run cases/detect/isolation "${args[@]}" --timeout "$TIMEOUT" -j 2 \
     --no-triangulate --report-dir "$tmp/rep" >"$tmp/out" 2>&1

@@ -117,7 +117,7 @@ interrupt_run() { # $1: signal name without SIG, $2: expected exit status
         --report-dir "$R" >"$tmp/int.out" 2>&1 &
     pid=$!
     bail() { kill -KILL $pid 2>/dev/null || true; cat "$tmp/int.out"; fail "$*"; }
-    wait_for '^pass +integrity\.quick ' 60 "$tmp/int.out" || bail "no first result"
+    wait_for '^pass +integrity\.quick ' $((60 * ${GF_TIME_SCALE:-1})) "$tmp/int.out" || bail "no first result"
     sleep 0.5 # integrity.hang is in its forward now
     # 3. the old report is whole while the new one is staged
     [[ "$(cat "$R/run.json" "$R/junit.xml" "$R/index.html" "$R"/failures/* | sha256sum)" == "$old_sum" ]] \

@@ -72,7 +72,7 @@ PY
 hang="$B/libgenfence_test_ref_hang.so"
 [[ -f "$hang" ]] || fail "test backend $hang not built"
 set +e
-"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend ref --backend "$hang" --timeout 20 \
+"$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend ref --backend "$hang" --timeout $((20 * ${GF_TIME_SCALE:-1})) \
     --report-dir "$tmp/hang" > "$tmp/hang.txt" 2>&1
 rc=$?
 set -e
