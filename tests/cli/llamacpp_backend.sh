@@ -9,10 +9,11 @@
 #   1. `genfence backends` lists it available, fp32 by default, naming the
 #      llama-cpp-python release and llama.cpp commit it was built from;
 #   2. options: a bad one is refused naming it (exit 2);
-#   3. forward (uncached, every position) at f32 and q8_0: exit 0 with a
-#      float32 logits tensor of ref's shape, or the engine killed by a signal
-#      (a note); q8_0's logits differ from f32's (the weight type reaches
-#      llama_model_quantize); max |delta logit| vs ref printed;
+#   3. forward (uncached, every position) at f32, f32,kv=f16 and q8_0: exit 0
+#      with a float32 logits tensor of ref's shape, or the engine killed by a
+#      signal (a note); kv=f16's logits differ from f32's and q8_0's from
+#      f32,kv=f16's (the KV and weight types reach the engine: a q8_0 that
+#      stayed F32 fails here); max |delta logit| vs ref printed;
 #   4. greedy generate of 32 tokens: exit 0 (or a signal: a note), the JSON
 #      names llamacpp and holds 32 new tokens or an earlier stop reason; the
 #      agreement with ref's tokens is a note; --batch-prompts exits 0 or 1
@@ -80,14 +81,14 @@ def fwd(be, kind, val, out):
     t = load_file(out)["logits"]
     assert t.dtype == np.float32, f"{be}: logits are {t.dtype}"
     return t.astype(np.float64), None
-worst, died = {"llamacpp:f32": 0.0, "llamacpp:q8_0": 0.0}, {}
+worst, died = {"llamacpp:f32": 0.0, "llamacpp:f32,kv=f16": 0.0, "llamacpp:q8_0": 0.0}, {}
 for n, (kind, val) in enumerate(inputs):
     ref, _ = fwd("ref", kind, val, f"{tmp}/ref{n}.st")
     got = {}
     for be in worst:
         if be in died:
             continue
-        t, why = fwd(be, kind, val, f"{tmp}/{be[-4:]}{n}.st")
+        t, why = fwd(be, kind, val, f"{tmp}/lc{len(got)}_{n}.st")
         if why:
             died[be] = why
             print(f"note: forward on {be} (this CPU): {why} on input {n} ({kind} {val[:40]})")
@@ -95,9 +96,12 @@ for n, (kind, val) in enumerate(inputs):
         assert t.shape == ref.shape, f"{be}: logits {t.shape}, ref {ref.shape}"
         got[be] = t
         worst[be] = max(worst[be], float(np.abs(t - ref).max()))
-    if len(got) == 2:
-        assert not np.array_equal(got["llamacpp:f32"], got["llamacpp:q8_0"]), \
-            f"input {n}: q8_0's logits equal f32's: the weight type did not reach the engine"
+    # each option reaches the engine: the KV type (f32 vs f32,kv=f16), the
+    # weight type (f32,kv=f16 vs q8_0, whose KV is f16 too)
+    for a, b, what in (("llamacpp:f32", "llamacpp:f32,kv=f16", "the KV type"),
+                       ("llamacpp:f32,kv=f16", "llamacpp:q8_0", "the weight type")):
+        if a in got and b in got:
+            assert not np.array_equal(got[a], got[b]), f"input {n}: {b}'s logits equal {a}'s: {what} did not reach the engine"
     print(f"ok   forward input {n} ({ref.shape[0]} positions): {', '.join(sorted(got)) or 'no llamacpp run'} wrote ref's shape")
 for be, d in worst.items():
     if be not in died:
