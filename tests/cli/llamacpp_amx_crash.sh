@@ -70,10 +70,12 @@ for how in repack fixed; do
     [[ $how == repack ]] && be="$A:repack=off"
     [[ $how == fixed ]] && env=(GENFENCE_TEST_AMX_FIXED=1)
     rc=0
-    env "${env[@]}" "$GENFENCE" run -q cases/statistical.yaml --filter holmes-llama --backend "$be" --no-report \
-        >"$tmp/$how.out" 2>&1 || rc=$?
-    [[ $rc == 0 ]] && grep -q '^1 passed, 0 failed' "$tmp/$how.out" ||
-        { cat "$tmp/$how.out"; fail "$how: exit $rc, want the case to pass"; }
+    env "${env[@]}" "$GENFENCE" run -q cases/statistical.yaml --filter holmes-llama --backend "$be" \
+        --report-dir "$tmp/$how" >"$tmp/$how.out" 2>&1 || rc=$?
+    v=$("$PY" -c 'import json, sys; print(*[(r["backend"], r["verdict"]) for r in json.load(open(sys.argv[1]))["results"]])' \
+        "$tmp/$how/run.json" 2>/dev/null || true)
+    [[ $rc == 0 && $v == "('ref-amx-crash', 'pass')" ]] ||
+        { cat "$tmp/$how.out"; fail "$how: exit $rc, results $v: want the one case to pass"; }
 done
 rc=0
 "$GENFENCE" forward --model models/holmes-gpt --tokens 5 --out "$tmp/x.st" --backend "$A:repack=of" >"$tmp/bad.out" 2>&1 || rc=$?
