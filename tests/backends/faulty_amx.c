@@ -32,7 +32,7 @@
 #include "ref/ref.h"
 
 static gf_backend_ops g_ops;
-static int32_t g_n_embd;  /* K and N of the emulated weights */
+static int32_t g_n_embd; /* K and N of the emulated weights */
 static int g_repack_off; /* the config of the loaded model */
 static char g_err[200];  /* the refusal's text, through last_error */
 
