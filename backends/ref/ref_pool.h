@@ -3,8 +3,8 @@
  * thread. ref splits work only by output element (a row of W, a query head),
  * never inside a reduction, so every value is computed by the same code in
  * the same order whatever the thread count: results are bit-identical for
- * any --threads. Included by ref.c only (the faulty test plugins build ref.c
- * alone). */
+ * any --threads. Included through ref_model.h by ref.c (create, free) and
+ * ref_forward.c (run): static inline, so each file keeps what it uses. */
 #ifndef GENFENCE_REF_POOL_H
 #define GENFENCE_REF_POOL_H
 
@@ -38,13 +38,13 @@ struct ref_pool {
     int64_t n_items;
 };
 
-static void ref_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi)
+static inline void ref_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi)
 {
     *lo = n * i / parts;
     *hi = n * (i + 1) / parts;
 }
 
-static void *ref_pool_worker(void *a)
+static inline void *ref_pool_worker(void *a)
 {
     ref_worker *w = a;
     ref_pool *p = w->pool;
@@ -71,7 +71,7 @@ static void *ref_pool_worker(void *a)
     return NULL;
 }
 
-static void ref_pool_free(ref_pool *p)
+static inline void ref_pool_free(ref_pool *p)
 {
     if (!p)
         return;
@@ -90,7 +90,7 @@ static void ref_pool_free(ref_pool *p)
 
 /* A pool of `threads` (clamped to [1, REF_MAX_THREADS]); fewer when a thread
  * cannot be started. NULL when out of memory. */
-static ref_pool *ref_pool_create(int threads)
+static inline ref_pool *ref_pool_create(int threads)
 {
     if (threads < 1)
         threads = 1;
@@ -126,7 +126,7 @@ static ref_pool *ref_pool_create(int threads)
 #define REF_PAR_MIN_WORK 200000.0
 
 /* Run fn over [0, n_items), split among the pool's threads. */
-static void ref_pool_run(ref_pool *p, ref_task_fn fn, void *arg, int64_t n_items, double work)
+static inline void ref_pool_run(ref_pool *p, ref_task_fn fn, void *arg, int64_t n_items, double work)
 {
     if (n_items < 1)
         return;

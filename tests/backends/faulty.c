@@ -1,54 +1,12 @@
-/* The ref backend behind a wrapper with one fault, for the honest-verdict
- * tests (tests/cli/honest_backends.sh, cases/detect/). Unlike the
- * GF_REF_FAULT builds of backends/ref/ref.c, the fault sits in the table
- * around ref, so ref itself stays untouched:
- *
- *   GF_FAULT=1  "probe-crash":    probe raises SIGSEGV
- *   GF_FAULT=2  "probe-hang":     probe never returns
- *   GF_FAULT=3  "ref-nan":        the 2nd forward call writes NaN into one logit
- *   GF_FAULT=4  "ref-bad-length": cache_length says one more than the cache holds
- *   GF_FAULT=5  "ref-oom":        the 2nd forward call fails with GF_E_NOMEM
- *                                 and a vendor text ("out of device memory")
- *   GF_FAULT=6  "ref-bf16":       every logit rounded to bfloat16, and says so
- *                                 (info: GF_COMPUTE_BF16): an honest bf16 backend
- *   GF_FAULT=7  "ref-bf16-as-fp32": the same rounding, declaring fp32 (ref's info)
- *   GF_FAULT=8  "ref-unavailable": probe says unavailable (a device that is
- *                                 not there): its cases are skips
- *   GF_FAULT=9  "ref-noop-reset": cache_reset returns GF_OK and does nothing
- *   GF_FAULT=10 "ref-bad-bytes":  cache_bytes says 64 bytes
- *   GF_FAULT=11 "ref-no-own-key": a row whose key mask is all padding comes
- *                                 back NaN (a softmax over masked keys only:
- *                                 the own-key rule broken)
- *
- * Isolation and result integrity (issue 12, items 3 and 5; cases/detect/
- * isolation/, tests/cli/isolation_faults.sh). HELPER_S: how long a forked
- * helper lives unless genfence kills it.
- *   GF_FAULT=20 "fork-probe":     probe forks a helper that holds every fd
- *                                 (the result pipe too) and sleeps
- *   GF_FAULT=21 "fork-load":      model_load does the same
- *   GF_FAULT=22 "daemon":         model_load daemonises a helper (fork,
- *                                 setsid, fork): it leaves the process group
- *   GF_FAULT=23 "close-fds":      the 1st forward closes every fd 0..1023
- *   GF_FAULT=24 "busy-spin":      the 1st forward spins forever with SIGALRM
- *                                 blocked (only the parent's kill stops it)
- *   GF_FAULT=25 "exit0":          the 1st forward calls exit(0)
- *   GF_FAULT=26 "forged-record":  the 1st forward writes a forged pass record
- *                                 to every pipe it has, then _exit(0)
- *   GF_FAULT=27 "abort":          the 1st forward calls abort()
- *   GF_FAULT=28 "huge-malloc":    model_load asks malloc for 2 TiB (NULL:
- *                                 GF_E_NOMEM with a vendor text)
- *   GF_FAULT=29 "error-status":   the 2nd forward returns GF_E_BACKEND with a
- *                                 vendor text
- *
- * Baselines of known findings (tests/cli/baseline.sh): a backend with a known
- * finding that a fix can switch off, and a new bug that can be switched on.
- *   GF_FAULT=30 "ref-known":      every forward adds 1e-3 to logit 7 of each
- *                                 position (the known finding; off when the
- *                                 environment has GF_KNOWN_FAULT=0), and with
- *                                 GF_NEW_FAULT=1 cache_length says one more
- *                                 than the cache holds (a new bug)
- *
- * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
+/* The ref backend behind a wrapper with one fault: the fault sits in the
+ * table around ref, so ref itself stays untouched. Every fault's number,
+ * name, what it breaks and its expected verdict: the one table in
+ * tests/backends/CMakeLists.txt. The #if lines below switch on those numbers
+ * (GF_FAULT); HELPER_S: how long a forked helper lives unless genfence kills
+ * it. Faults 41 and 45-47 (ref-bad-cache, ref-short-window, ref-row-mix,
+ * ref-attn-no-max) sit inside ref's attention where no wrapper reaches: they
+ * are patches (tests/backends/patches/) to a copy of backends/ref/ref_forward.c,
+ * and this file only names them. Every other slot is ref's. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <math.h>
@@ -228,7 +186,22 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
     if (call == 1)
         abort();
 #endif
+#if GF_FAULT == 42
+    gf_batch unmasked = *in;
+    unmasked.key_mask = NULL; /* the mask dropped: left padding leaks into attention */
+    in = &unmasked;
+#endif
     gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
+#if GF_FAULT == 43
+    if (st == GF_OK && cache) { /* a segfault in the first cached forward ref accepts */
+        volatile int *volatile nowhere = NULL;
+        *nowhere = 1;
+    }
+#elif GF_FAULT == 44
+    if (st == GF_OK) /* never returns from a forward ref accepts */
+        for (volatile unsigned long spin = 0;; spin++)
+            ;
+#endif
 #if GF_FAULT == 3
     if (st == GF_OK && call == 2)
         logits_out[7] = NAN; /* row 0, token 7 */

@@ -2,22 +2,9 @@
  * detection cases (cases/detect/sample_slot.yaml, tests/cli/sample_slot.sh).
  * ref has no sample slot; this table is ref's with one added: a plain
  * sampler written from docs/sampler.md (temperature -> top-k -> top-p ->
- * race over the engine's uniforms), with one realistic bug switched on:
- *
- *   GF_FAULT=0  "ref-sample":            no bug: must equal the engine's sampler
- *   GF_FAULT=1  "ref-sample-top-p-gt":   top-p drops a token once the mass before
- *                                        it is > p (not >= p): on an exact
- *                                        boundary it keeps one token too many
- *   GF_FAULT=2  "ref-sample-tie-high":   ties go to the highest index (greedy
- *                                        argmax and race), not the lowest
- *   GF_FAULT=3  "ref-sample-no-max":     top-p's softmax skips the max
- *                                        subtraction: |logit| in the thousands
- *                                        overflow, the masses are NaN and
- *                                        nothing is dropped
- *   GF_FAULT=4  "ref-sample-topk-ties":  top-k keeps exactly k tokens (ties with
- *                                        the k-th beyond k are dropped)
- *   GF_FAULT=5  "ref-sample-temp-late":  temperature applied after top-p (top-p
- *                                        sees the raw logits)
+ * race over the engine's uniforms), with one realistic bug switched on
+ * (GF_FAULT: its number in the one table of test faults,
+ * tests/backends/CMakeLists.txt; 50 is the correct slot, the control).
  *
  * Every other slot is ref's. Output: libgenfence_test_sample_<stem>.so. */
 #include <math.h>
@@ -30,7 +17,7 @@
 #include "ref/ref.h"
 
 #ifndef GF_FAULT
-#error "GF_FAULT selects the fault (0: none)"
+#error "GF_FAULT selects the fault (50: none)"
 #endif
 #ifndef GF_FAULT_NAME
 #error "GF_FAULT_NAME names the backend"
@@ -57,7 +44,7 @@ static int beats(double s, int32_t i, double bs, int32_t bi)
 {
     if (bi < 0 || s > bs)
         return 1;
-#if GF_FAULT == 2
+#if GF_FAULT == 52
     return s == bs && i > bi; /* the bug: the highest index wins a tie */
 #else
     (void)i;
@@ -73,7 +60,7 @@ static void top_p(double *z, int32_t V, double top, zi *s)
         if (z[i] != -INFINITY)
             s[n++] = (zi){z[i], i};
     qsort(s, (size_t)n, sizeof *s, zi_desc);
-#if GF_FAULT == 3
+#if GF_FAULT == 53
     const double zmax = 0; /* the bug: exp(z) of z in the thousands is inf */
 #else
     const double zmax = s[0].z;
@@ -83,7 +70,7 @@ static void top_p(double *z, int32_t V, double top, zi *s)
         total += exp(s[j].z - zmax);
     double before = 0;
     for (int32_t j = 0; j < n; j++) {
-#if GF_FAULT == 1
+#if GF_FAULT == 51
         int drop = j > 0 && before > top; /* the bug: > instead of >= */
 #else
         int drop = j > 0 && before >= top;
@@ -108,7 +95,7 @@ static gf_status sample_row(const float *logits, int32_t V, const gf_sampler_par
         *id = best;
         return GF_OK;
     }
-#if GF_FAULT == 5
+#if GF_FAULT == 55
     const double T = 1.0; /* the bug: top-k and top-p on the raw logits */
 #else
     const double T = p->temperature;
@@ -119,7 +106,7 @@ static gf_status sample_row(const float *logits, int32_t V, const gf_sampler_par
         for (int32_t i = 0; i < V; i++)
             s[i] = (zi){z[i], i};
         qsort(s, (size_t)V, sizeof *s, zi_desc);
-#if GF_FAULT == 4
+#if GF_FAULT == 54
         for (int32_t j = p->top_k; j < V; j++) /* the bug: only the first k survive */
             z[s[j].i] = -INFINITY;
 #else
@@ -131,7 +118,7 @@ static gf_status sample_row(const float *logits, int32_t V, const gf_sampler_par
     }
     if (p->use_top_p)
         top_p(z, V, p->top_p, s);
-#if GF_FAULT == 5
+#if GF_FAULT == 55
     for (int32_t i = 0; i < V; i++) /* ... and only now the temperature */
         if (z[i] != -INFINITY)
             z[i] = (double)logits[i] / p->temperature;

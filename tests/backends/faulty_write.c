@@ -1,34 +1,13 @@
 /* The ref backend behind a wrapper that writes where it must not, for the
  * buffer guards (issue 12, item 4: engine/guard.c, cases/detect/guards.yaml,
  * tests/cli/guards.sh). Like tests/backends/faulty.c the fault sits in the
- * table around ref, which stays untouched:
- *
- *   GF_WFAULT=1 "ref-write-past":   the 2nd forward call writes one float past logits_out
- *   GF_WFAULT=2 "ref-write-before": the 2nd forward call writes one float before logits_out
- *   GF_WFAULT=3 "ref-write-page":   the 2nd forward call writes one float a page (4096
- *                                   bytes) past the end of logits_out
- *   GF_WFAULT=4 "ref-write-tokens": the 2nd forward call changes tokens[0] of its input
- *                                   (after computing; the logits are right)
- *   GF_WFAULT=5 "ref-sample-past":  a correct sample slot (filter + race over the given
- *                                   uniforms) that writes one id past ids_out on its
- *                                   2nd call
- *   GF_WFAULT=7 "ref-sample-ex-history": a correct sample_ex (every profile: the
- *                                   engine's filter chain, then the race) that
- *                                   changes ext->history[0] on its 2nd call
- *   GF_WFAULT=8 "ref-write-desc":   model_load adds 1 to one weight of the caller's
- *                                   desc (wte element [1, 3]) after ref has copied
- *                                   them: ref itself computes right
- *   GF_WFAULT=9 "ref-probe-overflow": probe writes a 520-character reason (and its
- *                                   NUL) into why, ignoring why_len (512 from
- *                                   genfence: 9 bytes past it), and returns GF_OK
- *   GF_WFAULT=6 "ref-leak":         every forward call leaks 1 MiB (touched, never
- *                                   freed; GF_E_NOMEM once malloc fails): genfence
- *                                   sees it only as out of memory under a
- *                                   --memory-limit it exhausts (tests/cli/guards.sh)
+ * table around ref, which stays untouched. GF_FAULT: the fault's number in
+ * the one table of test faults (tests/backends/CMakeLists.txt, 61-69), which
+ * says what each breaks.
  *
  * A stray write flips every bit of the element it hits (so it changes all
  * four bytes, whatever they held); the tokens fault adds one. Output: libgenfence_test_faulty_<stem>.so
- * (the gf_write_backend macro in tests/backends/CMakeLists.txt). */
+ * (tests/backends/CMakeLists.txt). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,11 +18,11 @@
 #include "genfence/sampler.h"
 #include "ref/ref.h"
 
-#ifndef GF_WFAULT
-#error "GF_WFAULT selects the fault"
+#ifndef GF_FAULT
+#error "GF_FAULT selects the fault"
 #endif
-#ifndef GF_WFAULT_NAME
-#error "GF_WFAULT_NAME names the backend"
+#ifndef GF_FAULT_NAME
+#error "GF_FAULT_NAME names the backend"
 #endif
 
 static gf_backend_ops g_ops;
@@ -54,7 +33,7 @@ static gf_status wf_model_load(const gf_model_desc *desc, const gf_backend_optio
 {
     g_vocab = (size_t)desc->config.vocab_size;
     gf_status st = gf_backend_ref()->model_load(desc, opts, model_out);
-#if GF_WFAULT == 8
+#if GF_FAULT == 68
     if (st == GF_OK) { /* the fault: const cast away, one weight "fixed up" in place */
         volatile float *w = (volatile float *)(uintptr_t)(desc->weights.wte + desc->config.n_embd + 3);
         *w = *w + 1.0f;
@@ -63,7 +42,7 @@ static gf_status wf_model_load(const gf_model_desc *desc, const gf_backend_optio
     return st;
 }
 
-#if GF_WFAULT == 9
+#if GF_FAULT == 69
 static gf_status wf_probe(char *why, size_t why_len)
 {
     gf_status st = gf_backend_ref()->probe(why, why_len);
@@ -91,20 +70,20 @@ static gf_status wf_forward(void *model, void *cache, const gf_batch *in, float 
     (void)n;
     if (st != GF_OK || call != 2)
         return st;
-#if GF_WFAULT == 1
+#if GF_FAULT == 61
     poke_float(logits_out + n);
-#elif GF_WFAULT == 2
+#elif GF_FAULT == 62
     poke_float(logits_out - 1);
-#elif GF_WFAULT == 3
+#elif GF_FAULT == 63
     poke_float(logits_out + n + 4096 / sizeof(float));
-#elif GF_WFAULT == 4
+#elif GF_FAULT == 64
     volatile int32_t *t = (volatile int32_t *)(uintptr_t)in->tokens; /* the fault: const cast away */
     *t = *t + 1;
 #endif
     return st;
 }
 
-#if GF_WFAULT == 6
+#if GF_FAULT == 66
 static void *volatile g_leak_last; /* the escape keeps the compiler from eliding malloc + memset */
 
 static gf_status wf_forward_leak(void *model, void *cache, const gf_batch *in, float *logits_out)
@@ -118,7 +97,7 @@ static gf_status wf_forward_leak(void *model, void *cache, const gf_batch *in, f
 }
 #endif
 
-#if GF_WFAULT == 5 || GF_WFAULT == 7
+#if GF_FAULT == 65 || GF_FAULT == 67
 /* The sampler of docs/sampler.md over the engine's uniforms: exactly gf_sample. */
 static gf_status wf_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
                            const gf_rng_draws *draws, int32_t *ids_out)
@@ -140,7 +119,7 @@ static gf_status wf_sample(void *model, const float *logits, int32_t B, const gf
             ids_out[b] = r.token;
     }
     free(z);
-#if GF_WFAULT == 5
+#if GF_FAULT == 65
     if (st == GF_OK && call == 2) {
         volatile uint32_t *past = (volatile uint32_t *)(ids_out + B);
         *past = ~*past;
@@ -155,7 +134,7 @@ static gf_status wf_sample(void *model, const float *logits, int32_t B, const gf
 }
 #endif
 
-#if GF_WFAULT == 7
+#if GF_FAULT == 67
 static uint32_t wf_sample_profiles(void)
 {
     return GF_PROFILE_BIT(GF_PROFILE_SEED) | GF_PROFILE_BIT(GF_PROFILE_HF) | GF_PROFILE_BIT(GF_PROFILE_LLAMACPP) |
@@ -167,22 +146,22 @@ __attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_en
 {
     if (!g_ops.name) {
         g_ops = *gf_backend_ref();
-        g_ops.name = GF_WFAULT_NAME;
+        g_ops.name = GF_FAULT_NAME;
         g_ops.description = "ref that writes out of bounds (tests/backends/faulty_write.c)";
         g_ops.model_load = wf_model_load;
         g_ops.forward = wf_forward;
-#if GF_WFAULT == 5
+#if GF_FAULT == 65
         g_ops.sample = wf_sample;
 #endif
-#if GF_WFAULT == 7
+#if GF_FAULT == 67
         g_ops.sample_profiles = wf_sample_profiles;
         g_ops.sample_ex = wf_sample;
         g_ops.sample = wf_sample; /* plain params (ext NULL) come here; the fault needs a history */
 #endif
-#if GF_WFAULT == 6
+#if GF_FAULT == 66
         g_ops.forward = wf_forward_leak;
 #endif
-#if GF_WFAULT == 9
+#if GF_FAULT == 69
         g_ops.probe = wf_probe;
 #endif
     }

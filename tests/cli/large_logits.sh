@@ -7,7 +7,7 @@
 # (attention scores x ~900). Golden-free checks on it (cache_equals_recompute,
 # batch_consistency) and a golden blessed here on ref (sampled, top-p):
 #  - ref and ref-sample (a correct sample slot) pass every case;
-#  - ref-attn-no-max (GF_REF_FAULT 7: the attention softmax without the max)
+#  - ref-attn-no-max (test fault 47: the attention softmax without the max)
 #    fails each with NaN logits named as a backend failure, and passes the
 #    same cases on the trained model (the fault needs large magnitudes);
 #  - ref-sample-no-max (a slot whose top-p softmax skips the max) fails the

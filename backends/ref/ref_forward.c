@@ -1,0 +1,441 @@
+/* ref's forward passes (GPT-2 and the Llama family), readable top to bottom:
+ * the matrix and attention kernels, then one forward per architecture. The
+ * model and its cache are ref.c's (shapes in ref_model.h); the accuracy and
+ * threading rules are in ref.c's opening comment. */
+#include "ref_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the forward pass ---- */
+
+/* One clone of the hot loops per x86-64 ISA (GCC): the same source, so the
+ * same double operations in the same order; a product of two floats is exact
+ * in double, so a fused multiply-add rounds exactly as multiply then add. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define REF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define REF_CLONES
+#endif
+
+/* sum a[i] b[i] in double: 8 partial sums (lane i % 8), added in a fixed order */
+static inline double dot(const float *a, const float *b, int32_t n)
+{
+    double acc[8] = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += (double)a[i + j] * (double)b[i + j];
+    for (int j = 0; i + j < n; j++)
+        acc[j] += (double)a[i + j] * (double)b[i + j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+typedef struct lin_task {
+    float *y;               /* (R, N) */
+    const float *x;         /* (R, K) */
+    const float *W;         /* (N, K) */
+    const float *b;         /* (N) or NULL */
+    int32_t R, N, K;
+} lin_task;
+
+/* outputs [lo, hi) of every row; rows in blocks so that a block of x stays in
+ * cache while the chunk of W streams past it */
+REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const lin_task *t = arg;
+    (void)thread;
+    const int32_t RB = 16;
+    for (int32_t r0 = 0; r0 < t->R; r0 += RB) {
+        const int32_t r1 = r0 + RB < t->R ? r0 + RB : t->R;
+        for (int64_t o = lo; o < hi; o++) {
+            const float *w = t->W + (size_t)o * t->K;
+            const double bias = t->b ? (double)t->b[o] : 0.0;
+            for (int32_t r = r0; r < r1; r++)
+                t->y[(size_t)r * t->N + o] = (float)(dot(w, t->x + (size_t)r * t->K, t->K) + bias);
+        }
+    }
+}
+
+/* y (R, N) = x (R, K) W (N, K)^T + b, split among the pool by output column */
+static void linear(const ref_model *m, float *y, const float *x, int32_t R, const float *W, const float *b,
+                   int32_t N, int32_t K)
+{
+    lin_task t = {y, x, W, b, R, N, K};
+    ref_pool_run(m->pool, linear_chunk, &t, N, (double)R * N * K);
+}
+
+static void layernorm(float *y, const float *x, const float *w, const float *b, int32_t D, double eps)
+{
+    double mean = 0.0, var = 0.0;
+    for (int32_t i = 0; i < D; i++)
+        mean += x[i];
+    mean /= D;
+    for (int32_t i = 0; i < D; i++)
+        var += ((double)x[i] - mean) * ((double)x[i] - mean);
+    var /= D;
+    double inv = 1.0 / sqrt(var + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = (float)(((double)x[i] - mean) * inv * (double)w[i] + (double)b[i]);
+}
+
+static float activation(gf_activation act, float xf)
+{
+    double x = xf;
+    switch (act) {
+    case GF_ACT_GELU_TANH:
+        return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    case GF_ACT_GELU_ERF:
+        return (float)(0.5 * x * (1.0 + erf(x * 0.7071067811865476)));
+    case GF_ACT_RELU:
+        return xf > 0.0f ? xf : 0.0f;
+    default:
+        return xf;
+    }
+}
+
+typedef struct attn_task {
+    const gf_batch *in;
+    const float *q;         /* (B, T, q_stride): head hh at column hh dh */
+    const float *K, *Vc;    /* (B, H_kv, S, dh) of one layer */
+    float *att;             /* (B, T, att_stride) */
+    double *scratch;        /* (threads, Tk + dh) */
+    size_t q_stride, att_stride;
+    int32_t T, H, Hkv, S, dh, start, Tk;
+    double scale;
+} attn_task;
+
+/* query heads [lo, hi) of the (B, T, H) queries: query head hh reads key/value
+ * head hh / (H / H_kv); the query at absolute position start + t sees keys
+ * j <= start + t (causal, bottom-right aligned) that the key mask allows, and
+ * always its own */
+REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const attn_task *a = arg;
+    const gf_batch *in = a->in;
+    const int32_t dh = a->dh, rep = a->H / a->Hkv;
+    double *p = a->scratch + (size_t)thread * (a->Tk + dh), *acc = p + a->Tk;
+    for (int64_t item = lo; item < hi; item++) {
+        const int32_t hh = (int32_t)(item % a->H), t = (int32_t)(item / a->H % a->T);
+        const int32_t b = (int32_t)(item / ((int64_t)a->H * a->T));
+        const float *q = a->q + ((size_t)b * a->T + t) * a->q_stride + (size_t)hh * dh;
+        const int32_t kb = b;
+        const float *Kh = a->K + ((size_t)kb * a->Hkv + hh / rep) * a->S * dh;
+        const float *Vh = a->Vc + ((size_t)kb * a->Hkv + hh / rep) * a->S * dh;
+        const int32_t qpos = a->start + t;
+        double mx = -INFINITY;
+        for (int32_t j = 0; j <= qpos; j++) {
+            int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * a->Tk + j];
+            p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * a->scale : -INFINITY;
+            if (p[j] > mx)
+                mx = p[j];
+        }
+        double sum = 0.0;
+        for (int32_t j = 0; j <= qpos; j++) {
+            p[j] = p[j] == -INFINITY ? 0.0 : exp(p[j] - mx);
+            sum += p[j];
+        }
+        /* o[d] = sum_j p[j] v[j][d] / sum, each d summed over j in order */
+        for (int32_t d = 0; d < dh; d++)
+            acc[d] = 0.0;
+        for (int32_t j = 0; j <= qpos; j++) {
+            const float *vj = Vh + (size_t)j * dh;
+            for (int32_t d = 0; d < dh; d++)
+                acc[d] += p[j] * (double)vj[d];
+        }
+        float *o = a->att + ((size_t)b * a->T + t) * a->att_stride + (size_t)hh * dh;
+        for (int32_t d = 0; d < dh; d++)
+            o[d] = (float)(acc[d] / sum);
+    }
+}
+
+static void attention(const ref_model *m, attn_task *a, int32_t B)
+{
+    const int64_t items = (int64_t)B * a->T * a->H;
+    ref_pool_run(m->pool, attn_chunk, a, items, (double)items * a->Tk * a->dh * 2);
+}
+
+typedef struct ref_scratch {
+    float *x;      /* (B, T, D) residual stream */
+    float *h;      /* (B, T, D) normed */
+    float *qkv;    /* (B, T, 3D) */
+    float *att;    /* (B, T, D) attention output, heads concatenated */
+    float *tmp;    /* (B, T, D) */
+    float *ff;     /* (B, T, F) */
+    double *p;     /* (Tk) attention weights of one query */
+} ref_scratch;
+
+static void scratch_free(ref_scratch *s)
+{
+    free(s->x); free(s->h); free(s->qkv); free(s->att); free(s->tmp); free(s->ff); free(s->p);
+}
+
+static gf_status check_batch(const ref_model *m, const ref_cache *c, const gf_batch *in)
+{
+    if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids)
+        return gf_error_set(GF_E_INVALID_ARG, "ref: batch needs B >= 1, T >= 1, tokens and position_ids");
+    if (c && c->B != in->B)
+        return gf_error_set(GF_E_INVALID_ARG, "ref: batch has %d rows, cache has %d", in->B, c->B);
+    if (c && c->length + in->T > c->max_len)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: cache holds %d of %d positions; %d more do not fit",
+                            c->length, c->max_len, in->T);
+    if (!c && in->T > m->cfg.n_positions)
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: %d positions exceed n_positions %d", in->T,
+                            m->cfg.n_positions);
+    for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
+        if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
+            return gf_error_set(GF_E_INVALID_ARG, "ref: token %d at (%lld, %lld) outside [0, %d)",
+                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.vocab_size);
+        if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
+            return gf_error_set(GF_E_INVALID_ARG, "ref: position %d at (%lld, %lld) outside [0, %d)",
+                                in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
+                                m->cfg.n_positions);
+    }
+    return GF_OK;
+}
+
+/* ---- the Llama family forward ---- */
+
+/* RMSNorm as LlamaRMSNorm: y = w * x / sqrt(mean(x^2) + eps) */
+static void rmsnorm(float *y, const float *x, const float *w, int32_t D, double eps)
+{
+    double ss = 0.0;
+    for (int32_t i = 0; i < D; i++)
+        ss += (double)x[i] * (double)x[i];
+    double inv = 1.0 / sqrt(ss / D + eps);
+    for (int32_t i = 0; i < D; i++)
+        y[i] = (float)((double)w[i] * ((double)x[i] * inv));
+}
+
+/* Rotary embedding of one head vector x (dh) at position pos, in place, as
+ * transformers applies it: angle_i = (float)pos * inv_freq[i] and its cos/sin
+ * in float32, then x_i' = x_i cos - x_{i+dh/2} sin and
+ * x_{i+dh/2}' = x_{i+dh/2} cos + x_i sin (rotate_half). */
+static void rope(float *x, const float *inv_freq, int32_t dh, int32_t pos)
+{
+    const int32_t half = dh / 2;
+    for (int32_t i = 0; i < half; i++) {
+        float angle = (float)pos * inv_freq[i];
+        double c = (float)cos((double)angle), s = (float)sin((double)angle);
+        double a = x[i], b = x[i + half];
+        x[i] = (float)(a * c - b * s);
+        x[i + half] = (float)(b * c + a * s);
+    }
+}
+
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+typedef struct llama_scratch {
+    float *x;      /* (B, T, D) residual stream */
+    float *h;      /* (B, T, D) normed */
+    float *q;      /* (B, T, H dh) */
+    float *k, *v;  /* (B, T, H_kv dh) */
+    float *att;    /* (B, T, H dh) attention output, heads concatenated */
+    float *tmp;    /* (B, T, D) */
+    float *gate;   /* (B, T, F) */
+    float *up;     /* (B, T, F) */
+    double *p;     /* (Tk) attention weights of one query */
+} llama_scratch;
+
+static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch *in, float *logits_out)
+{
+    const gf_model_config *g = &m->cfg;
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, Hkv = g->n_kv_head;
+    const int32_t dh = g->d_head, F = g->d_ff, V = g->vocab_size;
+    const int32_t Q = H * dh, KV = Hkv * dh, start = c->length, Tk = start + T, S = c->max_len;
+    const size_t BT = (size_t)B * T;
+    gf_status st = GF_OK;
+    llama_scratch s = {0};
+    s.x = malloc(BT * D * sizeof(float));
+    s.h = malloc(BT * D * sizeof(float));
+    s.q = malloc(BT * Q * sizeof(float));
+    s.k = malloc(BT * KV * sizeof(float));
+    s.v = malloc(BT * KV * sizeof(float));
+    s.att = malloc(BT * Q * sizeof(float));
+    s.tmp = malloc(BT * D * sizeof(float));
+    s.gate = malloc(BT * F * sizeof(float));
+    s.up = malloc(BT * F * sizeof(float));
+    s.p = malloc((size_t)m->pool->n * (Tk + dh) * sizeof(double));
+    if (!s.x || !s.h || !s.q || !s.k || !s.v || !s.att || !s.tmp || !s.gate || !s.up || !s.p) {
+        st = gf_error_set(GF_E_NOMEM, "ref: out of memory for activations");
+        goto done;
+    }
+
+    /* embeddings: x = embed_tokens[token] (no positions added: they are rotary) */
+    for (size_t i = 0; i < BT; i++)
+        memcpy(s.x + i * D, m->wte + (size_t)in->tokens[i] * D, D * sizeof(float));
+
+    const double scale = 1.0 / sqrt((double)dh);
+    for (int32_t l = 0; l < g->n_layer; l++) {
+        const ref_layer *ly = &m->layers[l];
+        float *K = c->k + (size_t)l * B * Hkv * S * dh; /* (B, H_kv, S, dh) of layer l */
+        float *Vc = c->v + (size_t)l * B * Hkv * S * dh;
+
+        /* attention block: h = RMSNorm(x); q = h Wq^T + bq, k, v likewise;
+         * q and k rotated by their row's position id */
+        for (size_t i = 0; i < BT; i++)
+            rmsnorm(s.h + i * D, s.x + i * D, ly->attn_norm, D, g->norm_eps);
+        linear(m, s.q, s.h, (int32_t)BT, ly->wq, ly->bq, Q, D);
+        linear(m, s.k, s.h, (int32_t)BT, ly->wk, ly->bk, KV, D);
+        linear(m, s.v, s.h, (int32_t)BT, ly->wv, ly->bv, KV, D);
+        for (size_t i = 0; i < BT; i++) {
+            for (int32_t hh = 0; hh < H; hh++)
+                rope(s.q + i * Q + hh * dh, m->inv_freq, dh, in->position_ids[i]);
+            for (int32_t hh = 0; hh < Hkv; hh++)
+                rope(s.k + i * KV + hh * dh, m->inv_freq, dh, in->position_ids[i]);
+        }
+        /* write this chunk's (rotated) keys and values at [start, start + T) */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < Hkv; hh++) {
+                    size_t row = ((size_t)b * T + t) * KV + (size_t)hh * dh;
+                    size_t off = (((size_t)b * Hkv + hh) * S + start + t) * dh;
+                    memcpy(K + off, s.k + row, dh * sizeof(float));
+                    memcpy(Vc + off, s.v + row, dh * sizeof(float));
+                }
+        /* grouped-query attention (attn_chunk) */
+        attn_task at = {.in = in, .q = s.q, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
+                        .q_stride = (size_t)Q, .att_stride = (size_t)Q, .T = T, .H = H, .Hkv = Hkv,
+                        .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+        attention(m, &at, B);
+        /* x += att Wo^T */
+        linear(m, s.tmp, s.att, (int32_t)BT, ly->wo, NULL, D, Q);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
+        /* SwiGLU MLP: x += (silu(h Wg^T) * (h Wu^T)) Wd^T, h = RMSNorm(x) */
+        for (size_t i = 0; i < BT; i++)
+            rmsnorm(s.h + i * D, s.x + i * D, ly->mlp_norm, D, g->norm_eps);
+        linear(m, s.gate, s.h, (int32_t)BT, ly->w_gate, NULL, F, D);
+        linear(m, s.up, s.h, (int32_t)BT, ly->w_up, NULL, F, D);
+        for (size_t i = 0; i < BT * F; i++)
+            s.gate[i] = (float)(silu(s.gate[i]) * (double)s.up[i]);
+        linear(m, s.tmp, s.gate, (int32_t)BT, ly->w_down, NULL, D, F);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
+    }
+    c->length = Tk; /* once, after the last layer */
+
+    /* logits = RMSNorm(x) lm_head^T, for every position or each row's last */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
+                continue;
+            size_t i = (size_t)b * T + t;
+            size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
+            rmsnorm(s.h + orow * D, s.x + i * D, m->lnf_w, D, g->norm_eps);
+        }
+    linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
+done:
+    free(s.x); free(s.h); free(s.q); free(s.k); free(s.v); free(s.att); free(s.tmp);
+    free(s.gate); free(s.up); free(s.p);
+    return st;
+}
+
+gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    const ref_model *m = model;
+    const gf_model_config *g = &m->cfg;
+    ref_cache *c = cache, local = {0};
+    gf_status st = check_batch(m, c, in);
+    if (st != GF_OK)
+        return st;
+    if (!c) { /* uncached: a throwaway cache of exactly T positions */
+        void *tmp;
+        st = gf_ref_cache_create(model, in->B, in->T, &tmp);
+        if (st != GF_OK)
+            return st;
+        local = *(ref_cache *)tmp;
+        free(tmp);
+        c = &local;
+    }
+    if (g->arch == GF_ARCH_LLAMA) {
+        st = llama_forward(m, c, in, logits_out);
+        if (c == &local) {
+            free(local.k);
+            free(local.v);
+        }
+        return st;
+    }
+    const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, dh = g->d_head, F = g->d_ff;
+    const int32_t V = g->vocab_size, start = c->length, Tk = start + T, S = c->max_len;
+    const size_t BT = (size_t)B * T;
+    ref_scratch s = {0};
+    s.x = malloc(BT * D * sizeof(float));
+    s.h = malloc(BT * D * sizeof(float));
+    s.qkv = malloc(BT * 3 * D * sizeof(float));
+    s.att = malloc(BT * D * sizeof(float));
+    s.tmp = malloc(BT * D * sizeof(float));
+    s.ff = malloc(BT * F * sizeof(float));
+    s.p = malloc((size_t)m->pool->n * (Tk + dh) * sizeof(double));
+    if (!s.x || !s.h || !s.qkv || !s.att || !s.tmp || !s.ff || !s.p) {
+        st = gf_error_set(GF_E_NOMEM, "ref: out of memory for activations");
+        goto done;
+    }
+
+    /* embeddings: x = wte[token] + wpe[position] */
+    for (size_t i = 0; i < BT; i++)
+        for (int32_t d = 0; d < D; d++)
+            s.x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] + m->wpe[(size_t)in->position_ids[i] * D + d];
+
+    const double scale = 1.0 / sqrt((double)dh);
+    for (int32_t l = 0; l < g->n_layer; l++) {
+        const ref_layer *ly = &m->layers[l];
+        float *K = c->k + (size_t)l * B * H * S * dh; /* (B, H, S, dh) of layer l */
+        float *Vc = c->v + (size_t)l * B * H * S * dh;
+
+        /* attention block: h = LN1(x); q, k, v = h W_qkv + b */
+        for (size_t i = 0; i < BT; i++)
+            layernorm(s.h + i * D, s.x + i * D, ly->ln1_w, ly->ln1_b, D, g->norm_eps);
+        linear(m, s.qkv, s.h, (int32_t)BT, ly->qkv_w, ly->qkv_b, 3 * D, D);
+        /* write this chunk's keys and values at [start, start + T) */
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++)
+                for (int32_t hh = 0; hh < H; hh++) {
+                    const float *row = s.qkv + ((size_t)b * T + t) * 3 * D;
+                    size_t off = (((size_t)b * H + hh) * S + start + t) * dh;
+                    memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
+                    memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
+                }
+        /* attention (attn_chunk): q from the qkv rows, one kv head per head */
+        attn_task at = {.in = in, .q = s.qkv, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
+                        .q_stride = (size_t)3 * D, .att_stride = (size_t)D, .T = T, .H = H, .Hkv = H,
+                        .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+        attention(m, &at, B);
+        /* x += att W_proj + b */
+        linear(m, s.tmp, s.att, (int32_t)BT, ly->proj_w, ly->proj_b, D, D);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
+        /* MLP block: x += act(LN2(x) W_fc + b) W_proj + b */
+        for (size_t i = 0; i < BT; i++)
+            layernorm(s.h + i * D, s.x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
+        linear(m, s.ff, s.h, (int32_t)BT, ly->fc_w, ly->fc_b, F, D);
+        for (size_t i = 0; i < BT * F; i++)
+            s.ff[i] = activation(g->activation, s.ff[i]);
+        linear(m, s.tmp, s.ff, (int32_t)BT, ly->mproj_w, ly->mproj_b, D, F);
+        for (size_t i = 0; i < BT * D; i++)
+            s.x[i] += s.tmp[i];
+    }
+    c->length = Tk; /* once, after the last layer */
+
+    /* logits = LN_f(x) lm_head^T, for every position or each row's last */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
+                continue;
+            size_t i = (size_t)b * T + t;
+            size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
+            layernorm(s.h + orow * D, s.x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+        }
+    linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
+    st = GF_OK;
+done:
+    scratch_free(&s);
+    if (c == &local) {
+        free(local.k);
+        free(local.v);
+    }
+    return st;
+}
