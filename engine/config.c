@@ -47,19 +47,6 @@ static gf_status req_pos_int(const char *path, json_t *root, const char *key, in
     return GF_OK;
 }
 
-uint64_t gf_env_limit(const char *name, uint64_t dflt)
-{
-    const char *e = getenv(name);
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (!errno && !*end && v > 0)
-            return (uint64_t)v;
-    }
-    return dflt;
-}
-
 /* vocab_size: a positive int32 no larger than $GENFENCE_MAX_VOCAB (default
  * 2^24, the tokenizer's bound): every (vocab_size, ...) buffer and the
  * embedding are sized by it before any tensor is read. */

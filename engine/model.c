@@ -42,18 +42,9 @@ typedef struct wspec {
     size_t slot;         /* offset in floats into the arena */
 } wspec;
 
-static char *path_join(const char *dir, const char *file)
-{
-    size_t n = strlen(dir) + strlen(file) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, file);
-    return p;
-}
-
 static int file_exists(const char *dir, const char *file)
 {
-    char *p = path_join(dir, file);
+    char *p = gf_path_join(dir, file);
     struct stat sb;
     int ok = p && stat(p, &sb) == 0;
     free(p);
@@ -247,7 +238,7 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
 
     gf_status s = GF_OK;
     gf_model *m = calloc(1, sizeof *m);
-    char *cfg_path = path_join(dir, "config.json");
+    char *cfg_path = gf_path_join(dir, "config.json");
     gf_st_set *set = NULL;
     wspec *ws = NULL;
     if (!m || !cfg_path || !(m->dir = strdup(dir))) {

@@ -20,8 +20,7 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
  * them in float32 (ROPE_INIT_FUNCTIONS: default, linear, llama3). */
 void gf_rope_inv_freq(const gf_model_config *cfg, const gf_rope_params *rp, float *out);
 
-/* $name as a positive decimal integer, else dflt: the loaders' caps
- * (GENFENCE_MAX_VOCAB in config.c, GENFENCE_MAX_TENSOR_BYTES in safetensors.c). */
-uint64_t gf_env_limit(const char *name, uint64_t dflt);
+/* gf_env_limit (the loaders' caps) and gf_path_join: genfence/util.h */
+#include "genfence/util.h"
 
 #endif

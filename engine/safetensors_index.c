@@ -10,6 +10,7 @@
  * GF_E_FORMAT naming the index, the tensor and the shard. */
 #define _XOPEN_SOURCE 700
 #include "genfence/safetensors.h"
+#include "genfence/util.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -24,15 +25,6 @@ struct gf_st_set {
     size_t n_shards;
     size_t n_tensors;        /* over all shards */
 };
-
-static char *join(const char *dir, const char *file)
-{
-    size_t n = strlen(dir) + strlen(file) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, file);
-    return p;
-}
 
 static int exists(const char *path)
 {
@@ -132,7 +124,7 @@ static gf_status open_index(const char *dir, gf_st_set *set)
             k++;
         if (k == set->n_shards) {
             free(shard_path);
-            if (!(shard_path = join(dir, f))) {
+            if (!(shard_path = gf_path_join(dir, f))) {
                 s = gf_error_set(GF_E_NOMEM, "%s: out of memory", set->path);
                 goto out;
             }
@@ -175,7 +167,8 @@ gf_status gf_st_set_open(const char *dir, gf_st_set **set_out)
         return gf_error_set(GF_E_INVALID_ARG, "gf_st_set_open: NULL argument");
     *set_out = NULL;
     gf_st_set *set = calloc(1, sizeof *set);
-    char *single = join(dir, "model.safetensors"), *index = join(dir, "model.safetensors.index.json");
+    char *single = gf_path_join(dir, "model.safetensors");
+    char *index = gf_path_join(dir, "model.safetensors.index.json");
     gf_status s = GF_OK;
     if (!set || !single || !index) {
         s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "genfence/tokenizer.h"
+#include "genfence/util.h"
 
 #define GF_TOK_NONE UINT32_MAX /* "absent" offset in the per-id tables */
 
@@ -253,9 +254,7 @@ const gf_tok_merge_slot *gf_tok_merge_get(const gf_tokenizer *tok, int32_t a, in
 
 /* --- UTF-8 helpers (utf8_stream.c) --- */
 
-/* Length of the longest valid (strict: no overlongs, surrogates or > U+10FFFF)
- * UTF-8 prefix of s; n when all of s is valid. */
-size_t gf_utf8_valid_prefix(const uint8_t *s, size_t n);
+/* gf_utf8_valid_prefix (defined here, the one UTF-8 grammar): genfence/util.h */
 /* One-shot decode with CPython's errors="replace" semantics (each maximal
  * invalid subpart becomes one U+FFFD). out needs 3 * n + 1 bytes; it is
  * NUL-terminated; returns the number of bytes written before the NUL. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "compare.h"
+#include "genfence/util.h" /* gf_path_join, gf_env_limit */
 
 /* ---- the node tree ---- */
 
@@ -266,8 +267,6 @@ int gf_case_backend_allowed(const gf_case *c, const char *requested, const char 
 char *gf_case_find_root(const char *dir);
 /* The default suite directory (root/cases). malloc'd. */
 char *gf_case_default_dir(const char *root);
-/* "a/b", malloc'd. */
-char *gf_case_path_join(const char *a, const char *b);
 /* The root a case file's relative paths (model, golden) resolve against: root
  * when given, else gf_case_find_root of the file's directory. malloc'd. */
 char *gf_case_root_for(const char *root, const char *file);

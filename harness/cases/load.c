@@ -99,15 +99,6 @@ static int valid_id(const char *s)
     return 1;
 }
 
-char *gf_case_path_join(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
 static char *dir_of(const char *file)
 {
     char *d = strdup(file);
@@ -155,8 +146,8 @@ char *gf_case_find_root(const char *dir)
     char buf[PATH_MAX];
     if (dir && realpath(dir, buf)) {
         for (;;) {
-            char *cases = gf_case_path_join(buf, "cases"), *git = gf_case_path_join(buf, ".git"),
-                 *cm = gf_case_path_join(buf, "CMakeLists.txt");
+            char *cases = gf_path_join(buf, "cases"), *git = gf_path_join(buf, ".git"),
+                 *cm = gf_path_join(buf, "CMakeLists.txt");
             int hit = cases && git && cm && is_dir(cases) && (exists(git) || exists(cm));
             free(cases);
             free(git);
@@ -190,7 +181,7 @@ char *gf_case_default_dir(const char *root)
         if (getcwd(here, sizeof here) && root && realpath(root, r) && !strcmp(here, r))
             return strdup("cases");
     }
-    return gf_case_path_join(root ? root : GENFENCE_SOURCE_DIR, "cases");
+    return gf_path_join(root ? root : GENFENCE_SOURCE_DIR, "cases");
 }
 
 int gf_case_has_tag(const gf_case *c, const char *tag)
@@ -301,7 +292,7 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
                 c.model = strdup(c.model_arg);
             } else {
                 char *r = gf_case_root_for(root, file);
-                c.model = r ? gf_case_path_join(r, c.model_arg) : NULL;
+                c.model = r ? gf_path_join(r, c.model_arg) : NULL;
                 free(r);
             }
         }
@@ -339,18 +330,7 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
 }
 
 /* The most cases one load may hold: 100000, or $GENFENCE_MAX_CASES. */
-static size_t max_cases(void)
-{
-    const char *e = getenv("GENFENCE_MAX_CASES");
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (!errno && !*end && v > 0)
-            return (size_t)v;
-    }
-    return 100000;
-}
+static size_t max_cases(void) { return (size_t)gf_env_limit("GENFENCE_MAX_CASES", 100000); }
 
 static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file, const char *root,
                       gf_case_set *set)
@@ -412,15 +392,7 @@ static void load_one_text(const char *text, size_t len, const char *file, const 
 /* The largest case file read: 16 MiB, or $GENFENCE_CASE_MAX_BYTES. */
 static size_t case_file_max_bytes(void)
 {
-    const char *e = getenv("GENFENCE_CASE_MAX_BYTES");
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (!errno && !*end && v > 0)
-            return (size_t)v;
-    }
-    return (size_t)16 << 20;
+    return (size_t)gf_env_limit("GENFENCE_CASE_MAX_BYTES", (uint64_t)16 << 20);
 }
 
 static void file_error(gf_case_set *set, const char *path, const char *fmt, const char *detail)
@@ -555,7 +527,7 @@ static void load_dir(const char *dir, const char *root, gf_case_set *set)
         if (e->d_name[0] == '.')
             continue;
         if ((l > 5 && !strcmp(e->d_name + l - 5, ".yaml")) || (l > 4 && !strcmp(e->d_name + l - 4, ".yml"))) {
-            char *p = gf_case_path_join(dir, e->d_name);
+            char *p = gf_path_join(dir, e->d_name);
             if (p && !is_dir(p))
                 add_string(&names, &n, p);
             free(p);
@@ -598,7 +570,7 @@ int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, siz
         char *dir = gf_case_default_dir(r);
         if (dir)
             load_dir(dir, r, set);
-        char *peers = dir ? gf_case_path_join(dir, "peers") : NULL; /* the peers' own vectors (docs/cases.md) */
+        char *peers = dir ? gf_path_join(dir, "peers") : NULL; /* the peers' own vectors (docs/cases.md) */
         if (peers && is_dir(peers))
             load_dir(peers, r, set);
         free(peers);

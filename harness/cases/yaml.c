@@ -28,15 +28,7 @@
 
 size_t gf_yaml_max_bytes(void)
 {
-    const char *e = getenv("GENFENCE_YAML_MAX_BYTES");
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (!errno && !*end && v > 0)
-            return (size_t)v;
-    }
-    return GF_YAML_MAX_BYTES_DEFAULT;
+    return (size_t)gf_env_limit("GENFENCE_YAML_MAX_BYTES", GF_YAML_MAX_BYTES_DEFAULT);
 }
 
 const char *gf_case_yaml_version(void) { return yaml_get_version_string(); }

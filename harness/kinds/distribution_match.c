@@ -152,7 +152,7 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         char *root = gf_case_root_for(ctx->root, ctx->file);
         for (size_t i = 0; s->golden_paths && root && i < s->n_goldens; i++)
             s->golden_paths[i] =
-                s->goldens[i][0] == '/' ? strdup(s->goldens[i]) : gf_case_path_join(root, s->goldens[i]);
+                s->goldens[i][0] == '/' ? strdup(s->goldens[i]) : gf_path_join(root, s->goldens[i]);
         for (size_t i = 0; i < s->n_goldens; i++)
             if (!s->golden_paths || !s->golden_paths[i])
                 bad = 1;

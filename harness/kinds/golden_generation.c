@@ -61,7 +61,7 @@ static int parse_golden(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
                 snprintf(rel, sizeof rel, "%s", s->golden_arg);
             else
                 snprintf(rel, sizeof rel, "golden/%s.safetensors", c->id);
-            s->golden = root ? gf_case_path_join(root, rel) : NULL;
+            s->golden = root ? gf_path_join(root, rel) : NULL;
             free(root);
         }
         if (!s->golden)

@@ -20,6 +20,7 @@
 
 #include "genfence/stop.h"
 #include "genfence/tokenizer.h"
+#include "genfence/util.h"
 #include "buf.h"
 #include "krun.h"
 
@@ -179,7 +180,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         w = matcher_feed(&m, piece, len, out, cap);
         if (w) {
             r->pieces++;
-            r->bad_pieces += !gf_bytes_valid_utf8((const unsigned char *)out, w);
+            r->bad_pieces += (gf_utf8_valid_prefix((const uint8_t *)out, w) != w);
             gf_buf_put(&r->out, out, w);
         }
         from = to;
@@ -189,7 +190,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         size_t w = matcher_feed(&m, dec, len, out, cap);
         if (w) {
             r->pieces++;
-            r->bad_pieces += !gf_bytes_valid_utf8((const unsigned char *)out, w);
+            r->bad_pieces += (gf_utf8_valid_prefix((const uint8_t *)out, w) != w);
             gf_buf_put(&r->out, out, w);
         }
     }
@@ -197,7 +198,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         size_t w = matcher_finish(&m, out, cap);
         if (w) {
             r->pieces++;
-            r->bad_pieces += !gf_bytes_valid_utf8((const unsigned char *)out, w);
+            r->bad_pieces += (gf_utf8_valid_prefix((const uint8_t *)out, w) != w);
             gf_buf_put(&r->out, out, w);
         }
     }
@@ -318,7 +319,7 @@ static void run_stop(const gf_case *c, gf_krun *k)
     const size_t cut_text = first_stop(full, full_len, s->stops, s->n_stops);
     const size_t cut_raw = first_stop(raw, bytes.n, s->stops, s->n_stops);
     const int stop_text = cut_text < full_len, stop_raw = cut_raw < bytes.n;
-    const int utf8 = gf_bytes_valid_utf8((const unsigned char *)raw, bytes.n);
+    const int utf8 = gf_utf8_valid_prefix((const uint8_t *)raw, bytes.n) == bytes.n;
     gf_k_metric_json(k, "expected_text", json_stringn(full, cut_text));
     gf_k_metric_int(k, "cut_byte", stop_text ? (long long)cut_text : -1);
     gf_k_metric_int(k, "bytes", (long long)bytes.n);

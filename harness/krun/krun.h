@@ -131,9 +131,6 @@ struct gf_buf;
  * the error in k (free *ends and *bytes either way). */
 int gf_token_bytes(gf_tokenizer *tok, const int32_t *ids, size_t n, gf_krun *k, struct gf_buf *bytes,
                    size_t **ends);
-/* Strict UTF-8 validity of raw bytes (no overlongs, surrogates or
- * > U+10FFFF; NUL allowed). */
-int gf_bytes_valid_utf8(const unsigned char *s, size_t n);
 void gf_token_source_free(gf_token_source *src); /* NULL: no-op */
 
 /* A prompt list: each item a string (text) or a sequence of token ids. */

@@ -1,8 +1,8 @@
 /* A token source shared by the tokenizer-only kinds (stream_decode,
  * stop_strings): exactly one of `text`, `tokens` (an id list) or
  * `sample: {tokens, seed}` (seeded random ids), the id list it gives
- * through a model directory's tokenizer, the token bytes of that list and
- * their strict UTF-8 validity. */
+ * through a model directory's tokenizer, and the token bytes of that list
+ * (their UTF-8 validity: gf_utf8_valid_prefix, genfence/util.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,34 +120,6 @@ int gf_token_bytes(gf_tokenizer *tok, const int32_t *ids, size_t n, gf_krun *k, 
         return -1;
     }
     return 0;
-}
-
-int gf_bytes_valid_utf8(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF)
-            len = 2;
-        else if (c >= 0xE0 && c <= 0xEF)
-            len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4)
-            len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else
-            return 0;
-        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t j = 2; j < len; j++)
-            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
-                return 0;
-        i += len;
-    }
-    return 1;
 }
 
 void gf_token_source_free(gf_token_source *src)

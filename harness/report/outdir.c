@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "genfence/util.h"
 #include "report.h"
 
 #define STAGE_PREFIX ".staging."
@@ -46,15 +47,6 @@ static void rm_tree(const char *path)
         return;
     }
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static char *path_join(const char *a, const char *b)
-{
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", a, b);
-    return p;
 }
 
 /* mkdir -p: the folder and any missing parents (GenfenceSuite.cmake gives
@@ -92,7 +84,7 @@ static void remove_stale_stages(const char *dir)
     struct dirent *e;
     while ((e = readdir(d)))
         if (!strncmp(e->d_name, STAGE_PREFIX, strlen(STAGE_PREFIX))) {
-            char *p = path_join(dir, e->d_name);
+            char *p = gf_path_join(dir, e->d_name);
             if (p)
                 rm_tree(p);
             free(p);
@@ -114,7 +106,7 @@ int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_
         snprintf(why, why_cap, "the report directory %s is not a directory", dir);
         return -1;
     }
-    char *lock = path_join(dir, ".lock");
+    char *lock = gf_path_join(dir, ".lock");
     int fd = lock ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666) : -1;
     if (fd < 0) {
         snprintf(why, why_cap, "cannot open %s/.lock: %s", dir, strerror(lock ? errno : ENOMEM));
@@ -147,7 +139,7 @@ int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_
     char name[64];
     snprintf(name, sizeof name, STAGE_PREFIX "%ld", (long)getpid());
     d->dir = strdup(dir);
-    d->stage = path_join(dir, name);
+    d->stage = gf_path_join(dir, name);
     if (!d->dir || !d->stage || mkdir(d->stage, 0777) != 0) {
         snprintf(why, why_cap, "cannot create %s/%s: %s", dir, name, strerror(d->stage ? errno : ENOMEM));
         close(fd);
@@ -157,7 +149,7 @@ int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_
         d->lock_fd = -1;
         return -1;
     }
-    char *failures = path_join(d->stage, "failures"); /* always: the old failures/ is replaced even by none */
+    char *failures = gf_path_join(d->stage, "failures"); /* always: the old failures/ is replaced even by none */
     if (failures)
         mkdir(failures, 0777);
     free(failures);
@@ -199,7 +191,7 @@ static char *rebased(const gf_report_dir *d, const char *s)
     size_t n = strlen(d->stage);
     if (strncmp(s, d->stage, n) || s[n] != '/')
         return NULL;
-    return path_join(d->dir, s + n + 1);
+    return gf_path_join(d->dir, s + n + 1);
 }
 
 void gf_report_dir_rebase(const gf_report_dir *d, gf_job *jobs, size_t n_jobs)
@@ -229,7 +221,7 @@ void gf_report_dir_rebase(const gf_report_dir *d, gf_job *jobs, size_t n_jobs)
  * folder is exchanged with the old one, which is left in STAGE). */
 static int put_in_place(const gf_report_dir *d, const char *name, int is_dir)
 {
-    char *from = path_join(d->stage, name), *to = path_join(d->dir, name);
+    char *from = gf_path_join(d->stage, name), *to = gf_path_join(d->dir, name);
     int rc = -1;
     struct stat sb;
     if (!from || !to)
@@ -241,7 +233,7 @@ static int put_in_place(const gf_report_dir *d, const char *name, int is_dir)
     else if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0)
         rc = 0;
     else if (errno == EINVAL || errno == ENOSYS) { /* no exchange on this filesystem: two renames */
-        char *old = path_join(d->stage, "old");
+        char *old = gf_path_join(d->stage, "old");
         rc = old && rename(to, old) == 0 && rename(from, to) == 0 ? 0 : -1;
         free(old);
     }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "genfence/util.h"
+
 size_t gf_utf8_seq(const char *s, size_t n, uint32_t *cp)
 {
     if (n == 0)
@@ -50,13 +52,7 @@ size_t gf_utf8_seq(const char *s, size_t n, uint32_t *cp)
 
 int gf_utf8_valid(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n;) {
-        size_t l = gf_utf8_seq(s + i, n - i, NULL);
-        if (!l)
-            return 0;
-        i += l;
-    }
-    return 1;
+    return !memchr(s, 0, n) && gf_utf8_valid_prefix((const uint8_t *)s, n) == n;
 }
 
 size_t gf_utf8_tail_start(const char *s, size_t n)

@@ -21,7 +21,8 @@
 /* The length (1..4) of the valid UTF-8 sequence at s (n bytes available),
  * its code point in *cp (may be NULL); 0 if the byte at s starts none. */
 size_t gf_utf8_seq(const char *s, size_t n, uint32_t *cp);
-/* Is s[0..n) valid UTF-8 without NUL? */
+/* Is s[0..n) valid UTF-8 without NUL? (the grammar: the engine's
+ * gf_utf8_valid_prefix, genfence/util.h, which allows NUL) */
 int gf_utf8_valid(const char *s, size_t n);
 /* Where a tail cut at an arbitrary byte offset starts its first whole
  * character: past at most 3 leading continuation bytes (0 if none). */
