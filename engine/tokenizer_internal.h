@@ -254,7 +254,9 @@ const gf_tok_merge_slot *gf_tok_merge_get(const gf_tokenizer *tok, int32_t a, in
 
 /* --- UTF-8 helpers (utf8_stream.c) --- */
 
-/* gf_utf8_valid_prefix (defined here, the one UTF-8 grammar): genfence/util.h */
+/* gf_utf8_valid_prefix, the one UTF-8 grammar: defined in utf8_stream.c,
+ * declared in genfence/util.h for the harness too */
+
 /* One-shot decode with CPython's errors="replace" semantics (each maximal
  * invalid subpart becomes one U+FFFD). out needs 3 * n + 1 bytes; it is
  * NUL-terminated; returns the number of bytes written before the NUL. */
