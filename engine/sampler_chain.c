@@ -434,9 +434,17 @@ static gf_status check_row(const float *logits, int32_t V, int profile, int *poi
     return GF_OK;
 }
 
-static void poison_result(double *z, int32_t V, int32_t tok, int *poisoned, gf_sample_result *res)
+/* vLLM's fallback id for a row the chain cannot draw from. A NaN / +inf
+ * row leaves z a one-hot at that id (where torch.argmax goes); an all -inf
+ * row (as given, or once the filters dropped everything) leaves z all -inf:
+ * the filters are no-ops and nothing is kept (kept 0, docs/sampler.md). */
+static void poison_result(double *z, int32_t V, int32_t tok, int nan_or_inf, int *poisoned, gf_sample_result *res)
 {
-    one_hot(z, V, tok, 0.0);
+    if (nan_or_inf)
+        one_hot(z, V, tok, 0.0);
+    else
+        for (int32_t i = 0; i < V; i++)
+            z[i] = -INFINITY;
     *poisoned = 1;
     res->token = tok;
     res->runner_up = -1;
@@ -503,7 +511,7 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
     }
     if (count_finite(c->z, c->V) == 0) {
         if (pr == GF_PROFILE_VLLM) { /* softmax of all -inf is NaN; argmax gives 0 */
-            poison_result(c->z, c->V, 0, poisoned, res);
+            poison_result(c->z, c->V, 0, 0, poisoned, res);
             return GF_OK;
         }
         return gf_error_set(GF_E_INVALID_ARG, "%s: every token was filtered out (logit_bias, the EOS ban or "
@@ -520,7 +528,10 @@ gf_status gf_sampler_chain_run(const float *logits, int32_t V, const gf_sampler_
     if (st != GF_OK)
         return st;
     if (*poisoned) {
-        poison_result(z, V, vllm_poison_id(logits, V), poisoned, res);
+        int nan_or_inf = 0;
+        for (int32_t i = 0; i < V && !nan_or_inf; i++)
+            nan_or_inf = isnan(logits[i]) || (isinf(logits[i]) && logits[i] > 0);
+        poison_result(z, V, vllm_poison_id(logits, V), nan_or_inf, poisoned, res);
         return GF_OK;
     }
     for (int32_t i = 0; i < V; i++)
