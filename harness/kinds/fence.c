@@ -58,7 +58,7 @@ static const char *const k_fence_not_keys[] = {
     "top_k", "top_p", "seed", "repetition_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
     "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids", NULL};
 
-/* temperature, profile and the truncation filters (chain, min_p, typical_p,
+/* temperature, profile and the truncation filters (chain, min_p, typical_p, xtc_*,
  * min_tokens_to_keep) at the case level, every entry's base. */
 static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
 {
