@@ -142,7 +142,7 @@ enum {
     X(CHAIN, "chain", GF_SF_CHAIN, E, chain, n_chain, 0.0, 0.0, 0.0, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER,  \
       "--chain",                                                                                                      \
       "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"                           \
-      "                         top_p, min_p, temperature (each set filter must be in it,\n"                          \
+      "                         top_p, min_p, xtc, temperature (each set filter must be in it,\n"                     \
       "                         the default top-k 40 and top-p 0.95 too: or give none)\n",                            \
       GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                          \
     X(MIN_P, "min_p", GF_SF_REAL_OPT, E, min_p, use_min_p, 0.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_MIN_P, GF_SF_REC_SET, \
