@@ -231,8 +231,8 @@ gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_para
         probs_out[i] = e;
         total += e;
     }
-    for (int32_t i = 0; i < V; i++)
-        probs_out[i] /= total;
+    for (int32_t i = 0; i < V; i++) /* nothing kept (vllm's all -inf row): every probability 0, not NaN */
+        probs_out[i] = total > 0 ? probs_out[i] / total : 0.0;
     return GF_OK;
 }
 

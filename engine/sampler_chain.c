@@ -339,6 +339,31 @@ static gf_status stage_typical(chain_ctx *c, double *pr_buf, uint8_t *keep)
     return GF_OK;
 }
 
+/* llama.cpp's XTC (exclude top choices): when it fires (probability >= 1:
+ * every step; the validator refuses (0, 1)), the tokens whose probability
+ * is >= threshold, but the least probable of them, are dropped, as long as
+ * at least min_keep stay; threshold > 0.5 or fewer than 2 candidates: off.
+ * The scan stops at the first token below the threshold (sorted order). */
+static gf_status stage_xtc(chain_ctx *c, double *pr_buf, uint8_t *keep)
+{
+    const gf_sampler_ext *e = c->e;
+    if (!(e->xtc_probability >= 1.0) || e->xtc_threshold > 0.5)
+        return GF_OK;
+    int32_t n = sort_finite(c);
+    if (n < 2)
+        return GF_OK;
+    sorted_probs(c, pr_buf);
+    int32_t last = 0; /* the last position with p >= threshold */
+    for (int32_t j = 0; j < n && pr_buf[j] >= e->xtc_threshold; j++)
+        last = j;
+    if (last == 0 || n - last < e->xtc_min_keep)
+        return GF_OK;
+    for (int32_t j = 0; j < n; j++)
+        keep[j] = j >= last;
+    drop_sorted_from(c, keep);
+    return GF_OK;
+}
+
 /* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
 static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
 {
@@ -387,8 +412,9 @@ static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *
 
 static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
-static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,
-                                           GF_STAGE_TOP_P,     GF_STAGE_MIN_P, GF_STAGE_TEMPERATURE};
+/* llama.cpp's common order (common/sampling.cpp) over the stages genfence has */
+static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+                                           GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
 static const int32_t k_order_vllm[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P};
 
@@ -434,9 +460,17 @@ static gf_status check_row(const float *logits, int32_t V, int profile, int *poi
     return GF_OK;
 }
 
-static void poison_result(double *z, int32_t V, int32_t tok, int *poisoned, gf_sample_result *res)
+/* vLLM's fallback id for a row the chain cannot draw from. A NaN / +inf
+ * row leaves z a one-hot at that id (where torch.argmax goes); an all -inf
+ * row (as given, or once the filters dropped everything) leaves z all -inf:
+ * the filters are no-ops and nothing is kept (kept 0, docs/sampler.md). */
+static void poison_result(double *z, int32_t V, int32_t tok, int nan_or_inf, int *poisoned, gf_sample_result *res)
 {
-    one_hot(z, V, tok, 0.0);
+    if (nan_or_inf)
+        one_hot(z, V, tok, 0.0);
+    else
+        for (int32_t i = 0; i < V; i++)
+            z[i] = -INFINITY;
     *poisoned = 1;
     res->token = tok;
     res->runner_up = -1;
@@ -491,6 +525,7 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
         case GF_STAGE_MIN_P: st = stage_min_p(c, pr_buf, keep); break;
         case GF_STAGE_TYPICAL_P: st = stage_typical(c, pr_buf, keep); break;
         case GF_STAGE_TEMPERATURE: st = stage_temperature(c, greedy, res); break;
+        case GF_STAGE_XTC: st = stage_xtc(c, pr_buf, keep); break;
         default: st = gf_error_set(GF_E_INTERNAL, "sampler: stage %d", (int)order[s]);
         }
         if (st != GF_OK)
@@ -503,7 +538,7 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
     }
     if (count_finite(c->z, c->V) == 0) {
         if (pr == GF_PROFILE_VLLM) { /* softmax of all -inf is NaN; argmax gives 0 */
-            poison_result(c->z, c->V, 0, poisoned, res);
+            poison_result(c->z, c->V, 0, 0, poisoned, res);
             return GF_OK;
         }
         return gf_error_set(GF_E_INVALID_ARG, "%s: every token was filtered out (logit_bias, the EOS ban or "
@@ -520,7 +555,10 @@ gf_status gf_sampler_chain_run(const float *logits, int32_t V, const gf_sampler_
     if (st != GF_OK)
         return st;
     if (*poisoned) {
-        poison_result(z, V, vllm_poison_id(logits, V), poisoned, res);
+        int nan_or_inf = 0;
+        for (int32_t i = 0; i < V && !nan_or_inf; i++)
+            nan_or_inf = isnan(logits[i]) || (isinf(logits[i]) && logits[i] > 0);
+        poison_result(z, V, vllm_poison_id(logits, V), nan_or_inf, poisoned, res);
         return GF_OK;
     }
     for (int32_t i = 0; i < V; i++)

@@ -390,6 +390,11 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
         if (pr != GF_PROFILE_SEED || f->in_ext)
             st = field_rule(f, &f->by_profile[pr], p, e, pr);
     }
+    if (st == GF_OK && pr == GF_PROFILE_LLAMACPP && e->xtc_probability > 0.0 && e->xtc_probability < 1.0)
+        st = gf_error_set(GF_E_INVALID_ARG,
+                          "llamacpp: xtc_probability %.17g: only <= 0 (off) and >= 1 (every step) are modelled "
+                          "(llama.cpp's coin in between is its own mt19937 stream)",
+                          e->xtc_probability);
     if (st == GF_OK && pr == GF_PROFILE_LLAMACPP)
         st = validate_llamacpp_chain(p, e);
     return st;
@@ -401,7 +406,7 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
 static const gf_profile_row k_rows[] = {
     ROW("order", "bias, eos ban, penalties, temperature, top_k, top_p, min_p, typical_p",
      "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
-     "bias, penalties, top_k, typical_p, top_p, min_p, temperature (chain: reorders)",
+     "bias, penalties, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
      "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
      "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
@@ -427,6 +432,9 @@ static const gf_profile_row k_rows[] = {
      "min_keep >= 0 (top_p, min_p, typical)", "1 only"),
     ROW("min_new_tokens", "bans eos_id", "bans eos_id", "error (none)", "bans eos_id and stop_token_ids"),
     ROW("logit_bias", "added", "added (sequence_bias)", "added", "added (SamplingParams; the OpenAI server clamps to [-100, 100])"),
+    ROW("xtc (probability, threshold, min_keep)", "error (none)", "error (none)",
+     "p <= 0 off, >= 1 every step, (0, 1) error; t > 0.5 off; drop p >= t but the last, if >= min_keep stay",
+     "error (none)"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };
 

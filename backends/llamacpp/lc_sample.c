@@ -102,7 +102,7 @@ gf_status lc_sample(void *model, const float *logits, int32_t B, const gf_sample
  *
  * Under the llamacpp profile (docs/sampler.md) the order is llama.cpp's:
  * logit bias, then common/sampling's default penalties, top-k, typical,
- * top-p, min-p, temperature (or the case's `chain`), each stage one of
+ * top-p, min-p, XTC, temperature (or the case's `chain`), each stage one of
  * llama.cpp's samplers with its own off values (top_k <= 0, top_p >= 1,
  * min_p <= 0, typical >= 1 are no-ops there, temperature <= 0 keeps the
  * maximum); the penalties sampler is fed the history with
@@ -121,6 +121,8 @@ static void ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->penalty_last_n = -1;
     out->min_tokens_to_keep = 1;
     out->eos_id = -1;
+    out->xtc_threshold = 0.1;
+    out->xtc_min_keep = 1;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
 }
 
@@ -141,6 +143,9 @@ static struct llama_sampler *stage(const gf_sampler_params *p, const gf_sampler_
     case GF_STAGE_TOP_P: return llama_sampler_init_top_p(p->use_top_p ? (float)p->top_p : 1.0f, keep);
     case GF_STAGE_MIN_P: return llama_sampler_init_min_p(e->use_min_p ? (float)e->min_p : 0.0f, keep);
     case GF_STAGE_TEMPERATURE: return llama_sampler_init_temp((float)p->temperature);
+    case GF_STAGE_XTC: /* genfence's validator passes only <= 0 and >= 1: the coin never decides */
+        return llama_sampler_init_xtc((float)e->xtc_probability, (float)e->xtc_threshold,
+                                      (size_t)(e->xtc_min_keep > 0 ? e->xtc_min_keep : 0), (uint32_t)p->seed);
     default: return NULL;
     }
 }
@@ -156,10 +161,10 @@ gf_status lc_sample_ex(void *model, const float *logits, int32_t B, const gf_sam
     ext_load(params->ext, &e);
     if (e.profile != GF_PROFILE_LLAMACPP)
         return gf_error_set(GF_E_UNSUPPORTED, "llamacpp sample_ex: profile %d is not llamacpp", (int)e.profile);
-    static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,
-                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P, GF_STAGE_TEMPERATURE};
+    static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+                                        GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
     const int32_t *order = e.n_chain > 0 ? e.chain : k_default;
-    const int32_t n_order = e.n_chain > 0 ? e.n_chain : 6;
+    const int32_t n_order = e.n_chain > 0 ? e.n_chain : (int32_t)(sizeof k_default / sizeof k_default[0]);
     const int32_t V = draws->V;
     llama_token_data *data = malloc((size_t)V * sizeof *data);
     llama_logit_bias *bias = malloc((size_t)(e.n_bias > 0 ? e.n_bias : 1) * sizeof *bias);

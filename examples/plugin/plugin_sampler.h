@@ -5,7 +5,7 @@
  * of the documented semantics, in double, over the engine's uniforms.
  *
  * Per row: logit bias, the min_new_tokens ban, then the profile's stages
- * (penalties, temperature, top_k, top_p, min_p, typical_p in the profile's
+ * (penalties, temperature, top_k, top_p, min_p, typical_p, llamacpp's XTC in the profile's
  * order; llamacpp's order may come from ext->chain), then the race
  * argmax z_i - log(-log u_i). Built with GF_PLUGIN_BAD_SAMPLE the race
  * returns its runner-up (plugin.c's deliberately wrong variant). */
@@ -175,6 +175,22 @@ static void px_min_p(px_row *r)
     }
 }
 
+/* llamacpp's XTC when it fires (probability >= 1): m leading tokens reach
+ * the threshold; all but the m-th go, if then at least min_keep remain. */
+static void px_xtc(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    if (e->xtc_probability < 1.0 || e->xtc_threshold > 0.5 || px_sort(r) < 2)
+        return;
+    int32_t m = 0;
+    while (m < r->n && r->pr[m] >= e->xtc_threshold)
+        m++;
+    if (m < 2 || r->n - (m - 1) < e->xtc_min_keep)
+        return;
+    for (int32_t j = 0; j + 1 < m; j++)
+        r->z[r->s[j].i] = -INFINITY;
+}
+
 static void px_typical(px_row *r)
 {
     const gf_sampler_ext *e = r->e;
@@ -263,6 +279,8 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->penalty_last_n = -1;
     out->min_tokens_to_keep = 1;
     out->eos_id = -1;
+    out->xtc_threshold = 0.1;
+    out->xtc_min_keep = 1;
     if (in->struct_size < 2 * sizeof(int32_t))
         return 0;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
@@ -306,15 +324,15 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     }
     static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
-    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,
-                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P, GF_STAGE_TEMPERATURE};
+    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+                                          GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
     const int32_t *order = seed_order;
     int32_t n_order = 6;
     if (pf == GF_PROFILE_LLAMACPP) {
         order = e->n_chain > 0 ? e->chain : llama_order;
-        n_order = e->n_chain > 0 ? e->n_chain : 6;
+        n_order = e->n_chain > 0 ? e->n_chain : 7;
     } else if (pf == GF_PROFILE_VLLM) {
         order = vllm_order;
         n_order = 5;
@@ -327,6 +345,7 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         case GF_STAGE_TOP_P: px_top_p(r); break;
         case GF_STAGE_MIN_P: px_min_p(r); break;
         case GF_STAGE_TYPICAL_P: px_typical(r); break;
+        case GF_STAGE_XTC: px_xtc(r); break;
         case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
         default: break;
         }

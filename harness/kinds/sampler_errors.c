@@ -7,6 +7,7 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
+#include "genfence/sampler_fields.h"
 #include "krun.h"
 
 enum { EXPECT_ERROR = 0, EXPECT_ARGMAX = 1, EXPECT_OK = 2 };
@@ -34,6 +35,21 @@ static void err_free(void *p)
         free(s->calls);
     }
     free(s);
+}
+
+/* "in a 'calls' entry (known: temperature, top_k, ..., expect)": every key a
+ * call reads, from the field table (gf_y_sampler_raw reads each row). */
+static const char *calls_known(void)
+{
+    static char buf[1024];
+    if (buf[0])
+        return buf;
+    size_t n = (size_t)snprintf(buf, sizeof buf, "in a 'calls' entry (known: ");
+    for (int k = 0; k < GF_SF_COUNT && n < sizeof buf; k++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s, ", gf_sampler_fields[k].name);
+    if (n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n, "expect)");
+    return buf;
 }
 
 static int parse_err(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
@@ -67,7 +83,7 @@ static int parse_err(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         s->calls[i].line = e->line;
         bad |= gf_y_sampler_raw(ctx, e, &s->calls[i].p) < 0;
         bad |= gf_y_enum(ctx, e, "expect", GF_Y_REQUIRED, k_expect_words, &s->calls[i].expect) < 0;
-        gf_y_check_unknown(ctx, e, "in a 'calls' entry (known: temperature, top_k, top_p, seed, expect)");
+        gf_y_check_unknown(ctx, e, calls_known());
     }
     return bad ? -1 : 0;
 }

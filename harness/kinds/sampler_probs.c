@@ -11,6 +11,7 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
+#include "genfence/sampler_fields.h"
 #include "kept_list.h"
 #include "krun.h"
 
@@ -244,6 +245,46 @@ typedef struct probs_seen {
     size_t n_kept;
 } probs_seen;
 
+/* " name=value" for one non-default extension field (the field table's
+ * names): lists in brackets, at most a few of their entries. */
+static size_t label_field(const gf_sampler_field *f, const gf_sampler_params *p, char *buf, size_t cap)
+{
+    const gf_sampler_ext *e = p->ext;
+    const void *v = gf_sf_cat(f, p, e, f->off);
+    const int32_t n = gf_sf_count(f, p, e);
+    size_t w = (size_t)snprintf(buf, cap, " %s=", f->name);
+    switch (f->type) {
+    case GF_SF_REAL:
+    case GF_SF_REAL_OPT: w += (size_t)snprintf(buf + w, w < cap ? cap - w : 0, "%g", *(const double *)v); break;
+    case GF_SF_INT:
+    case GF_SF_INT_OPT:
+    case GF_SF_PROMPT_LEN:
+    case GF_SF_PROFILE: w += (size_t)snprintf(buf + w, w < cap ? cap - w : 0, "%d", (int)*(const int32_t *)v); break;
+    case GF_SF_SEED:
+        w += (size_t)snprintf(buf + w, w < cap ? cap - w : 0, "%llu", (unsigned long long)*(const uint64_t *)v);
+        break;
+    case GF_SF_CHAIN:
+    case GF_SF_IDS:
+    case GF_SF_BIAS:
+        for (int32_t i = 0; i < n && i < 6 && w < cap; i++) {
+            const char *sep = i ? "," : "[";
+            if (f->type == GF_SF_CHAIN)
+                w += (size_t)snprintf(buf + w, cap - w, "%s%s", sep, gf_sampler_stage_name(e->chain[i]));
+            else if (f->type == GF_SF_IDS)
+                w += (size_t)snprintf(buf + w, cap - w, "%s%d", sep, (int)(*(const int32_t *const *)v)[i]);
+            else
+                w += (size_t)snprintf(buf + w, cap - w, "%s%d:%g", sep, (int)e->bias[i].token, (double)e->bias[i].bias);
+        }
+        if (w < cap)
+            w += (size_t)snprintf(buf + w, cap - w, "%s]", n > 6 ? ",..." : "");
+        break;
+    }
+    return w;
+}
+
+/* The entry's sampler: its profile, T, k, p, then every other field not at
+ * its default, by the field table (entries that differ in min_p, typical_p,
+ * penalties or chain are told apart by name, not only by line). */
 static void label_of(const gf_sampler_params *p, char *buf, size_t cap)
 {
     char k[32] = "off", tp[32] = "off";
@@ -252,9 +293,14 @@ static void label_of(const gf_sampler_params *p, char *buf, size_t cap)
     if (p->use_top_p)
         snprintf(tp, sizeof tp, "%g", p->top_p);
     const int prof = gf_sampler_params_profile(p);
-    snprintf(buf, cap, "%s%sT=%g k=%s p=%s%s", prof != GF_PROFILE_SEED ? gf_sampler_profile_name(prof) : "",
-             prof != GF_PROFILE_SEED ? " " : "", p->temperature, k, tp,
-             gf_sampler_params_plain(p) || prof != GF_PROFILE_SEED ? "" : " +filters");
+    size_t w = (size_t)snprintf(buf, cap, "%s%sT=%g k=%s p=%s", prof != GF_PROFILE_SEED ? gf_sampler_profile_name(prof) : "",
+                                prof != GF_PROFILE_SEED ? " " : "", p->temperature, k, tp);
+    for (int i = 0; p->ext && i < GF_SF_COUNT && w < cap; i++) {
+        const gf_sampler_field *f = &gf_sampler_fields[i];
+        if (!f->in_ext || f->type == GF_SF_PROFILE || gf_sf_is_default(f, p, p->ext))
+            continue;
+        w += label_field(f, p, buf + w, cap - w);
+    }
 }
 
 static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e, probs_seen *seen, json_t *per)
@@ -263,7 +309,7 @@ static void run_entry(gf_krun *k, const probs_spec *s, const float *L, size_t e,
     const int32_t V = s->V;
     double *z = malloc((size_t)V * sizeof *z), *pr = malloc((size_t)V * sizeof *pr);
     int32_t *kept = malloc((size_t)V * sizeof *kept);
-    char label[160], name[1024], a[512], b[512];
+    char label[512], name[1024], a[512], b[512];
     snprintf(label, sizeof label, "line %d: ", x->line);
     label_of(&x->p, label + strlen(label), sizeof label - strlen(label));
     if (!z || !pr || !kept) {
@@ -451,7 +497,7 @@ static void run_probs(const gf_case *c, gf_krun *k)
     for (size_t e = 0; e < s->n_ex; e++) {
         const probs_expect *x = &s->ex[e];
         if (x->fewer_than >= 0 && seen[e].ok && seen[x->fewer_than].ok) {
-            char name[512], la[128], lb[128];
+            char name[1200], la[512], lb[512];
             label_of(&x->p, la, sizeof la);
             label_of(&s->ex[x->fewer_than].p, lb, sizeof lb);
             snprintf(name, sizeof name, "line %d: %s keeps fewer than line %d: %s", x->line, la,
@@ -464,7 +510,7 @@ static void run_probs(const gf_case *c, gf_krun *k)
             if (o < 0 || !seen[e].ok || !seen[o].ok)
                 continue;
             const probs_seen *f = dir == 0 ? &seen[e] : &seen[o], *sh = dir == 0 ? &seen[o] : &seen[e];
-            char name[512], la[128], lb[128];
+            char name[1200], la[512], lb[512];
             label_of(&x->p, la, sizeof la);
             label_of(&s->ex[o].p, lb, sizeof lb);
             snprintf(name, sizeof name, "line %d: %s %s than line %d: %s", x->line, la, dir == 0 ? "flatter" : "sharper",

@@ -54,6 +54,24 @@ static int parse_dist(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         gf_y_error(ctx, gf_y_get(ctx, m, "expect_probs", 0), "'expect_probs' has %zu entries; the distribution has %d",
                    s->n_expect, s->V);
         bad = 1;
+    } else if (s->expect_probs) {
+        /* the expectation is normalised before the chi-square: every entry
+         * must be a finite weight >= 0 and one > 0 (all zero: 0/0 = NaN) */
+        const gf_ynode *ep = gf_y_get(ctx, m, "expect_probs", 0);
+        double tot = 0;
+        for (size_t i = 0; i < s->n_expect && !bad; i++) {
+            const double w = s->expect_probs[i];
+            if (!(w >= 0) || isinf(w)) {
+                gf_y_error(ctx, ep && i < ep->n ? ep->items[i] : ep,
+                           "'expect_probs'[%zu] must be a finite number >= 0, got %g", i, w);
+                bad = 1;
+            }
+            tot += w;
+        }
+        if (!bad && !(tot > 0)) {
+            gf_y_error(ctx, ep, "'expect_probs' sums to 0: at least one entry must be > 0");
+            bad = 1;
+        }
     }
     return bad ? -1 : 0;
 }

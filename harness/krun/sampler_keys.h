@@ -4,7 +4,7 @@
  *   min_p, typical_p (null = off), repetition_penalty, frequency_penalty,
  *   presence_penalty, penalty_last_n, min_tokens_to_keep, logit_bias
  *   ({token: bias}), history, history_prompt, min_new_tokens, eos_id,
- *   stop_token_ids
+ *   stop_token_ids, xtc_probability, xtc_threshold, xtc_min_keep
  * into params->ext (process lifetime); a case with none of them keeps ext
  * NULL and runs under the seed profile exactly as before. */
 #ifndef GENFENCE_HARNESS_SAMPLER_KEYS_H

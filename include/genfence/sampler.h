@@ -83,13 +83,15 @@ int gf_sampler_profile_from_name(const char *name);
     X(TYPICAL_P, 3, "typical_p")                                                                                       \
     X(TOP_P, 4, "top_p")                                                                                               \
     X(MIN_P, 5, "min_p")                                                                                               \
-    X(TEMPERATURE, 6, "temperature")
+    X(TEMPERATURE, 6, "temperature")                                                                                   \
+    X(XTC, 7, "xtc")
 typedef enum gf_sampler_stage {
 #define GF_STAGE_ENUM_(ID, v, name) GF_STAGE_##ID = v,
     GF_SAMPLER_STAGE_LIST(GF_STAGE_ENUM_)
 #undef GF_STAGE_ENUM_
 } gf_sampler_stage;
-#define GF_SAMPLER_MAX_CHAIN 6 /* the capacity of gf_sampler_ext.chain (part of its layout) */
+#define GF_SAMPLER_MAX_CHAIN 6 /* the capacity of gf_sampler_ext.chain (part of its layout: an explicit chain
+                                  names at most 6 of the stages) */
 /* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"; NULL otherwise. */
 const char *gf_sampler_stage_name(int stage);
 int gf_sampler_stage_from_name(const char *name); /* -1 if unknown */
@@ -125,6 +127,13 @@ struct gf_sampler_ext {
     int32_t eos_id;              /* -1: none */
     int32_t n_stop_ids;
     const int32_t *stop_ids;     /* (n_stop_ids) generation stops on these (generate) */
+    /* llamacpp's XTC (exclude top choices): when it fires, every token with
+     * p >= threshold but the least probable of them is dropped, if at least
+     * min_keep stay. probability 0: off; 1: fires every step (genfence has no
+     * per-step coin: (0, 1) is refused); threshold > 0.5: off. */
+    double xtc_probability;      /* 0 */
+    double xtc_threshold;        /* 0.1 */
+    int32_t xtc_min_keep;        /* 1 */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n

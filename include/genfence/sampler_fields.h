@@ -142,7 +142,7 @@ enum {
     X(CHAIN, "chain", GF_SF_CHAIN, E, chain, n_chain, 0.0, 0.0, 0.0, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER,  \
       "--chain",                                                                                                      \
       "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"                           \
-      "                         top_p, min_p, temperature (each set filter must be in it,\n"                          \
+      "                         top_p, min_p, xtc, temperature (each set filter must be in it,\n"                     \
       "                         the default top-k 40 and top-p 0.95 too: or give none)\n",                            \
       GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                          \
     X(MIN_P, "min_p", GF_SF_REAL_OPT, E, min_p, use_min_p, 0.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_MIN_P, GF_SF_REC_SET, \
@@ -221,12 +221,33 @@ enum {
     X(STOP_TOKEN_IDS, "stop_token_ids", GF_SF_IDS, E, stop_ids, n_stop_ids, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,   \
       GF_SF_EXT_KEY, "--stop-token-ids",                                                                              \
       "  --stop-token-ids A,B   stop after any of these ids (stop_reason stop_token_id)\n", GF_SFC_NONE, GF_SFC_NONE, \
-      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)
+      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                          \
+    X(XTC_PROBABILITY, "xtc_probability", GF_SF_REAL, E, xtc_probability, xtc_probability, 0.0, -GF_SF_INF,           \
+      GF_SF_INF, GF_STAGE_XTC, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-probability",                      \
+      "  --xtc-probability P    llamacpp's XTC: 0 off, 1 every step (default 0)\n", GF_SFC_NONE,                      \
+      GF_SF_XTC_ONLY("xtc_probability", 0.0), GF_SF_XTC_ONLY("xtc_probability", 0.0),                                          \
+      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE, "xtc_probability is NaN"),                         \
+      GF_SF_XTC_ONLY("xtc_probability", 0.0))                                                                              \
+    X(XTC_THRESHOLD, "xtc_threshold", GF_SF_REAL, E, xtc_threshold, xtc_threshold, 0.1, -GF_SF_INF, GF_SF_INF, 0,     \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-threshold",                                                 \
+      "  --xtc-threshold T      XTC drops the tokens with p >= T but the last (> 0.5: off; default 0.1)\n",          \
+      GF_SFC_NONE, GF_SF_XTC_ONLY("xtc_threshold", 0.1), GF_SF_XTC_ONLY("xtc_threshold", 0.1),                                 \
+      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE, "xtc_threshold is NaN"),                           \
+      GF_SF_XTC_ONLY("xtc_threshold", 0.1))                                                                                \
+    X(XTC_MIN_KEEP, "xtc_min_keep", GF_SF_INT, E, xtc_min_keep, xtc_min_keep, 1.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET, \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-min-keep",                                                                 \
+      "  --xtc-min-keep N       XTC fires only if at least N tokens stay (default 1)\n", GF_SFC_NONE,                \
+      GF_SF_XTC_ONLY("xtc_min_keep", 1.0), GF_SF_XTC_ONLY("xtc_min_keep", 1.0),                                                \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "xtc_min_keep must be >= 0, got %s"),                       \
+      GF_SF_XTC_ONLY("xtc_min_keep", 1.0))
 
 /* the shared rules of two rows above */
 #define GF_SF_FIXED_ORDER                                                                          \
     GF_SFC_EXCEPT(GF_PROFILE_BIT(GF_PROFILE_LLAMACPP), 0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_PROFILE, \
                   "an explicit chain is llamacpp's (its order is configurable); %s has a fixed order")
+/* XTC is llama.cpp's: every other profile refuses a field away from its default */
+#define GF_SF_XTC_ONLY(name, def) \
+    GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, name " is llamacpp's XTC (give profile: llamacpp)")
 #define GF_SF_FINITE(msg) \
     GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_G, msg)
 
@@ -270,7 +291,7 @@ void gf_sf_reset(const gf_sampler_field *f, gf_sampler_params *p, gf_sampler_ext
 /* "seed, hf, llamacpp, vllm" (last_sep ", ") or "seed, hf, llamacpp or vllm"
  * (" or "): the profiles for a message. Static storage. */
 const char *gf_sampler_profile_list(const char *last_sep);
-/* "penalties, top_k, typical_p, top_p, min_p, temperature": the stages. */
+/* "penalties, top_k, typical_p, top_p, min_p, temperature, xtc": the stages. */
 const char *gf_sampler_stage_list(void);
 
 #ifdef __cplusplus

@@ -137,6 +137,58 @@ Test(plugin_sampler, llamacpp_min_p_above_one_and_nan)
     cr_assert_eq(rows, 4 * 5 * 2 * 8);
 }
 
+/* llamacpp's XTC (issue 34): thresholds below, at and above the cut, every
+ * min_keep, alone and after top_k, greedy and sampled, and a row of ties
+ * exactly at the threshold: the plugin's own XTC draws what gf_sample does,
+ * and XTC did cut on some rows (the grid is not vacuous). */
+Test(plugin_sampler, llamacpp_xtc)
+{
+    float L[2][V];
+    for (int i = 0; i < V; i++) {
+        L[0][i] = (float)(3.0 * gf_rng_uniform(31, 4, 0, (uint32_t)i) - 1.5);
+        L[1][i] = i < 2 ? 0.0f : -INFINITY; /* two tokens at exactly 0.5 */
+    }
+    const double ts[] = {0.02, 0.05, 0.1, 0.2, 0.5, 0.51};
+    long rows = 0, cut = 0;
+    for (int row = 0; row < 2; row++)
+        for (int t = 0; t < 6; t++)
+            for (int32_t keep = 0; keep <= 4; keep++)
+                for (int a = 0; a < 4; a++) {
+                    gf_sampler_ext e = gf_sampler_ext_defaults();
+                    e.profile = GF_PROFILE_LLAMACPP;
+                    e.xtc_probability = 1.0;
+                    e.xtc_threshold = ts[t];
+                    e.xtc_min_keep = keep;
+                    gf_sampler_params p = gf_sampler_greedy();
+                    p.temperature = (a & 1) ? 0.9 : 0.0;
+                    p.use_top_k = (a & 2) != 0;
+                    p.top_k = 3;
+                    p.seed = 5;
+                    p.ext = &e;
+                    cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                    gf_sampler_ext off = e;
+                    off.xtc_probability = 0.0;
+                    gf_sampler_params po = p;
+                    po.ext = &off;
+                    for (uint64_t step = 0; step < 4; step++) {
+                        gf_sample_result r, ro;
+                        cr_assert_eq(gf_sample(L[row], V, &p, 2, step, &r), GF_OK, "%s", gf_error_msg());
+                        cr_assert_eq(gf_sample(L[row], V, &po, 2, step, &ro), GF_OK, "%s", gf_error_msg());
+                        cut += r.kept < ro.kept || r.token != ro.token;
+                        double u[V];
+                        gf_rng_uniforms(p.seed, 2, step, V, u);
+                        int32_t id = -1;
+                        cr_assert_eq(in_tree(L[row], &p, u, &id), GF_OK);
+                        cr_assert_eq(id, r.token, "row %d, threshold %g, min_keep %d, T %g, top_k %d, step %d: plugin %d, "
+                                     "gf_sample %d", row, ts[t], (int)keep, p.temperature, p.use_top_k, (int)step,
+                                     (int)id, (int)r.token);
+                        rows++;
+                    }
+                }
+    cr_assert_eq(rows, 2 * 6 * 5 * 4 * 4);
+    cr_assert_gt(cut, 50, "XTC changed only %ld of %ld draws", cut, rows);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {

@@ -555,10 +555,44 @@ Test(sampler_profiles, vllm_poisoned_rows_give_a_valid_id)
                 cr_assert_eq(st, GF_OK, "%s", gf_error_msg());
                 cr_assert_eq(r.token, rows[i].want, "row %zu: token %d", i, r.token);
                 cr_assert_eq(r.kept, 0);
-                double q[3];
+                double q[3], z[3];
                 cr_assert_eq(gf_sampler_probs(rows[i].L, 3, &p, q), GF_OK);
-                cr_assert_eq(q[rows[i].want], 1.0);
+                cr_assert_eq(gf_sampler_filter(rows[i].L, 3, &p, z), GF_OK);
+                if (rows[i].L == ninf) { /* issue 34: the filters are no-ops, nothing is kept */
+                    for (int t = 0; t < 3; t++) {
+                        cr_assert_eq(q[t], 0.0, "all -inf row: probs[%d] = %g (a one-hot at 0?)", t, q[t]);
+                        cr_assert(z[t] == -INFINITY, "all -inf row: z[%d] = %g, want -inf (kept 0)", t, z[t]);
+                    }
+                } else {
+                    cr_assert_eq(q[rows[i].want], 1.0);
+                }
             }
+}
+
+/* issue 34: a row the filters empty (the EOS ban on the only finite logit)
+ * is vllm's all -inf row too: token 0, kept 0, z all -inf, probs all 0. */
+Test(sampler_profiles, vllm_row_filtered_to_nothing_keeps_nothing)
+{
+    const float L[3] = {-INFINITY, -INFINITY, 2.0f};
+    gf_sampler_params p = prof(GF_PROFILE_VLLM, 0.8);
+    gf_sampler_ext *e = ext_of(&p);
+    static const int32_t hist[1] = {1};
+    e->history = hist;
+    e->n_history = 1;
+    e->n_prompt = 1;
+    e->min_new_tokens = 4;
+    e->eos_id = 2;
+    gf_sample_result r;
+    cr_assert_eq(gf_sample(L, 3, &p, 0, 0, &r), GF_OK, "%s", gf_error_msg());
+    cr_assert_eq(r.token, 0);
+    cr_assert_eq(r.kept, 0);
+    double z[3], q[3];
+    cr_assert_eq(gf_sampler_filter(L, 3, &p, z), GF_OK);
+    cr_assert_eq(gf_sampler_probs(L, 3, &p, q), GF_OK);
+    for (int t = 0; t < 3; t++) {
+        cr_assert(z[t] == -INFINITY, "z[%d] = %g", t, z[t]);
+        cr_assert_eq(q[t], 0.0, "probs[%d] = %g", t, q[t]);
+    }
 }
 
 /* ---- the draw is the Philox race for every profile ---- */
