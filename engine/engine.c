@@ -295,7 +295,17 @@ gf_status gf_engine_cache_reset(gf_engine *e, void *cache)
     gf_trace_enter("cache_reset", 0, 0, e->ops->cache_length(cache));
     gf_status st = e->ops->cache_reset(cache);
     gf_trace_leave();
-    return st == GF_OK ? GF_OK : backend_error(e, gf_error_prefix(st, "cache_reset"));
+    if (st != GF_OK)
+        return backend_error(e, gf_error_prefix(st, "cache_reset"));
+    /* a reset that leaves the cache full is the backend's fault: caught here,
+     * not later as a context limit (bad input) when the next prefill overflows */
+    int32_t len = e->ops->cache_length(cache);
+    if (len != 0)
+        return gf_error_set(GF_E_BACKEND,
+                            "backend '%s': cache_reset returned GF_OK but cache_length is %d after it; the contract "
+                            "says 0",
+                            e->ops->name, len);
+    return GF_OK;
 }
 
 int32_t gf_engine_cache_length(gf_engine *e, const void *cache)
@@ -329,6 +339,17 @@ size_t gf_engine_cache_bytes(gf_engine *e, const void *cache)
 gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out)
 {
     gf_error_clear();
+    /* a token the model cannot take is the caller's bad input (error, exit
+     * 2), never handed to the backend, whose refusal would read as its fault */
+    for (int32_t b = 0; in->tokens && b < in->B; b++)
+        for (int32_t t = 0; t < in->T; t++) {
+            int32_t id = in->tokens[(size_t)b * (size_t)in->T + (size_t)t];
+            if (id < 0 || id >= e->cfg.vocab_size)
+                return gf_error_set(GF_E_INVALID_ARG,
+                                    "forward (B %d, T %d): token %d at (row %d, position %d) is outside the model's "
+                                    "vocabulary [0, %d); not sent to backend '%s'",
+                                    in->B, in->T, id, b, t, e->cfg.vocab_size, e->ops->name);
+        }
     long long call = ++e->n_forward;
     int32_t len0 = cache ? e->ops->cache_length(cache) : 0;
     char where[200];

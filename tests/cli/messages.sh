@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Messages that say it once, with the row (issue 25, items 5 and 7): each
+# message's text is checked here, and each leftover of issue 25's item 8 has
+# the check that failed before its fix.
+#   - a prompt token outside the vocabulary is bad input (error, exit 2) on a
+#     correct backend, in every kind and in `generate --verify`, and the reason
+#     names the model (before: cache_equals_recompute and --verify sent it to
+#     the backend, whose refusal was a FAIL, exit 1);
+#   - a cache_reset that does nothing is the backend's fault (fail) wherever
+#     it is met (before: sliding.window64.llama read the overflow it causes as
+#     a context limit, error, exit 2);
+#   - no reason repeats its own prefix ("cached: cached: batch of 3: generate:
+#     generate: step 1", "... backend failure (backend failure)");
+#   - a FAIL from a backend call says so in the metrics column (before: "4/4
+#     checks" or max|d| 0);
+#   - eos names the row, the step and the tokens it produced instead.
+set -euo pipefail
+: "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "messages: FAIL: $*" >&2; exit 1; }
+source "$GF_SRC/tests/support/test_lib.sh"
+cd "$GF_SRC"
+BE="$GF_BUILD/tests/backends"
+model=$(gf_test_model)
+
+# run_rc OUT ARGS...: genfence ARGS > OUT 2>&1; prints the exit status
+run_rc() {
+    local out=$1 rc=0
+    shift
+    "$GENFENCE" "$@" >"$out" 2>&1 || rc=$?
+    echo "$rc"
+}
+has() { grep -qF -- "$2" "$1" || { cat "$1"; fail "$3: no '$2'"; }; }
+
+# ---- out-of-vocabulary prompt tokens: error, exit 2, the model named ----
+cat >"$tmp/oov.yaml" <<EOF
+cases:
+  - id: oov.cache
+    kind: cache_equals_recompute
+    model: $model
+    prompt_tokens: [1, 2, 99999]
+    steps: 4
+  - id: oov.eos
+    kind: eos
+    model: $model
+    prompts: [[1, 2, 99999]]
+    max_new_tokens: 4
+    eos_id: 3
+  - id: oov.batch
+    kind: batch_consistency
+    model: $model
+    prompts: [[1, 2, 99999], [1, 2]]
+    max_new_tokens: 4
+EOF
+rc=$(run_rc "$tmp/oov.out" run "$tmp/oov.yaml" --backend ref --report-dir "$tmp/oov-r" --no-triangulate)
+[[ $rc -eq 2 ]] || { cat "$tmp/oov.out"; fail "out-of-vocabulary prompts on ref: exit $rc, want 2"; }
+for id in oov.cache oov.eos oov.batch; do
+    v=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .verdict' "$tmp/oov-r/run.json")
+    r=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .reason' "$tmp/oov-r/run.json")
+    [[ $v == error ]] || fail "$id on ref: verdict $v, want error ($r)"
+    [[ $r == *"99999"*"outside"*"[0, 512)"* ]] || fail "$id: '$r' does not name the token and the vocabulary"
+    echo "ok   $id on ref: error: $r"
+done
+rc=$(run_rc "$tmp/v.out" generate --model "$model" --tokens 1,99999 --max-new-tokens 2 --verify)
+[[ $rc -eq 2 ]] || { cat "$tmp/v.out"; fail "generate --verify with token 99999: exit $rc, want 2"; }
+has "$tmp/v.out" "token 99999 at (row 0, position 1) is outside the model's vocabulary [0, 512); not sent to backend 'ref'" "generate --verify"
+echo "ok   generate --verify --tokens 1,99999: exit 2: $(cat "$tmp/v.out")"
+
+# ---- a cache_reset that does nothing: fail everywhere, never error ----
+rc=$(run_rc "$tmp/nr.out" run cases/generation.yaml cases/sliding_llama.yaml --filter '^(cache\.sherlock|sliding\.window64\.llama)$' \
+    --backend "$BE/libgenfence_test_faulty_ref_noop_reset.so" --report-dir "$tmp/nr-r" --no-triangulate)
+[[ $rc -eq 1 ]] || { cat "$tmp/nr.out"; fail "ref-noop-reset: exit $rc, want 1"; }
+for id in cache.sherlock sliding.window64.llama; do
+    v=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .verdict' "$tmp/nr-r/run.json")
+    r=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .reason' "$tmp/nr-r/run.json")
+    [[ $v == fail ]] || fail "$id on ref-noop-reset: verdict $v, want fail ($r)"
+    [[ $r == *"cache_reset returned GF_OK but cache_length is "*" after it; the contract says 0"* ]] ||
+        fail "$id on ref-noop-reset: '$r' does not name the reset"
+    echo "ok   $id on ref-noop-reset: fail: $r"
+done
+
+echo "messages: all checks passed"
