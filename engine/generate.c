@@ -209,7 +209,7 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
             return gf_error_set(GF_E_INVALID_ARG, "generate: prompt %d is empty", b);
         for (int32_t t = 0; t < prompt_lens[b]; t++)
             if (prompts[b][t] < 0 || prompts[b][t] >= V)
-                return gf_error_set(GF_E_INVALID_ARG, "generate: prompt %d token %d is %d, outside [0, %d)",
+                return gf_error_set(GF_E_INVALID_ARG, "generate: prompt %d token %d is %d, outside the model's vocabulary [0, %d)",
                                     b, t, prompts[b][t], V);
         if (prompt_lens[b] > Pmax)
             Pmax = prompt_lens[b];

@@ -33,8 +33,18 @@ gf_status gf_error_prefix(gf_status s, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%.1000s: %.1000s", prefix, old[0] ? old : gf_status_str(s));
+    snprintf(g_msg, sizeof g_msg, "%.1000s: %.1000s", prefix, gf_error_unprefixed(old[0] ? old : gf_status_str(s), prefix));
     return s;
+}
+
+const char *gf_error_unprefixed(const char *msg, const char *prefix)
+{
+    /* the prefix's first segment ("generate" of "generate: step 3") said once */
+    const char *colon = strstr(prefix, ": ");
+    size_t n = colon ? (size_t)(colon - prefix) : strlen(prefix);
+    while (n && !strncmp(msg, prefix, n) && msg[n] == ':' && msg[n + 1] == ' ')
+        msg += n + 2;
+    return msg;
 }
 
 const char *gf_error_msg(void) { return g_msg; }

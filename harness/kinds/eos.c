@@ -150,8 +150,20 @@ static void run_eos(const gf_case *c, gf_krun *k)
     int32_t want_steps = all_eos ? longest : (int32_t)s->max_new;
     gf_k_check(k, g->steps == want_steps, "loop ends when every row has finished", "%d steps, expected %d", g->steps,
                want_steps);
-    gf_k_check(k, eos_rows >= s->require_eos, "rows finished by eos_id", "%d of %d rows (required %lld)", eos_rows, B,
-               s->require_eos);
+    /* short of the required rows: name the first that did not finish, where
+     * it stopped and what it produced instead */
+    char unfinished[600] = "";
+    for (int32_t b = 0; eos_rows < s->require_eos && b < B; b++)
+        if (g->stop[b] != GF_STOP_EOS) {
+            const int32_t P = g->prompt_len[b], until = g->n_until_stop[b];
+            char ids[400];
+            gf_k_ids_str(ids, sizeof ids, g->tokens[b] + P, (size_t)(until - P));
+            snprintf(unfinished, sizeof unfinished, "; row %d stopped by %s at step %d, no eos_id %d in its %d new "
+                     "tokens %s", b, gf_stop_reason_str(g->stop[b]), until - P - 1, eos, until - P, ids);
+            break;
+        }
+    gf_k_check(k, eos_rows >= s->require_eos, "rows finished by eos_id", "%d of %d rows (required %lld)%s", eos_rows,
+               B, s->require_eos, unfinished);
 done:
     gf_generation_free(g);
     gf_k_free_tokens(prompts, B);

@@ -37,6 +37,7 @@ struct gf_krun {
     const char *golden_dir;    /* run --golden-dir: goldens are read from here (NULL: each case's own) */
     const char *stat_note;     /* the plan's word on the statistical tier for a backend with lower-precision
                                   weights that no statistical case judges (harness/run/plan.c), or NULL */
+    const char *model;         /* the case's model directory (NULL: none), named in bad-input reasons */
 
     json_t *checks;            /* [{name, passed, detail}] */
     json_t *metrics;           /* {...}; "summary" holds the comparison metrics */
@@ -44,6 +45,7 @@ struct gf_krun {
     json_t *artifacts;         /* [path] */
     gf_verdict verdict;        /* so far */
     char reason[1024];         /* why (first failure, error or skip; or a near tie) */
+    char failed_call[128];     /* what gf_k_status failed on (the record's failed_call; "" none) */
     gf_cmp summary;            /* every comparison merged */
     int has_summary;
 };

@@ -101,11 +101,23 @@ static void near_tie(gf_krun *k, const char *fmt, ...)
 
 void gf_k_status(gf_krun *k, gf_status st, const char *what)
 {
+    /* said once: what is not repeated where the message starts with it (a
+     * label batch.c put there), nor the status where the message ends with it */
+    const char *msg = gf_error_unprefixed(gf_error_msg(), what), *sts = gf_status_str(st);
+    size_t nm = strlen(msg), ns = strlen(sts);
+    int said = nm >= ns && !strcmp(msg + nm - ns, sts);
+    char model[600] = "";
+    if ((st == GF_E_INVALID_ARG || st == GF_E_CONTEXT_LIMIT) && k->model && !strstr(msg, k->model))
+        snprintf(model, sizeof model, " (model %.500s)", k->model); /* the request did not fit this model */
     switch (gf_verdict_of_status(st)) {
     case GF_V_PASS: return;
-    case GF_V_SKIP: gf_k_skip(k, "%s: %s", what, gf_error_msg()); return;
-    case GF_V_ERROR: gf_k_error(k, "%s: %s", what, gf_error_msg()); return;
-    default: gf_k_fail(k, "%s: %s (%s)", what, gf_error_msg(), gf_status_str(st)); return;
+    case GF_V_SKIP: gf_k_skip(k, "%s: %s", what, msg); return;
+    case GF_V_ERROR: gf_k_error(k, "%s: %s%s", what, msg, model); return;
+    default:
+        if (!k->failed_call[0] && (gf_verdict_worse(k->verdict, GF_V_FAIL) != k->verdict || !k->reason[0]))
+            snprintf(k->failed_call, sizeof k->failed_call, "%s", what);
+        gf_k_fail(k, "%s: %s%s%s%s", what, msg, said ? "" : " (", said ? "" : sts, said ? "" : ")");
+        return;
     }
 }
 
@@ -208,6 +220,8 @@ json_t *gf_krun_record(const gf_krun *k)
     json_object_set_new(r, "metrics", m);
     json_object_set(r, "seeds", k->seeds);
     json_object_set(r, "artifacts", k->artifacts);
+    if (k->failed_call[0]) /* the failure came from an engine or backend call, not a check */
+        json_object_set_new(r, "failed_call", gf_json_text(k->failed_call));
     return r;
 }
 

@@ -26,6 +26,18 @@ static double num(json_t *o, const char *key)
 
 void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap)
 {
+    /* a failure from a backend call, not from a check or a comparison, says so */
+    if (j->verdict == GF_V_FAIL && json_is_string(j->record ? json_object_get(j->record, "failed_call") : NULL)) {
+        json_t *checks = json_object_get(j->record, "checks");
+        size_t ok = 0, n = json_is_array(checks) ? json_array_size(checks) : 0;
+        for (size_t i = 0; i < n; i++)
+            ok += json_is_true(json_object_get(json_array_get(checks, i), "passed"));
+        if (n)
+            snprintf(buf, cap, "backend call failed (after %zu/%zu checks)", ok, n);
+        else
+            snprintf(buf, cap, "backend call failed");
+        return;
+    }
     gf_key_metrics(j->record ? json_object_get(j->record, "metrics") : NULL,
                    j->record ? json_object_get(j->record, "checks") : NULL, buf, cap);
 }

@@ -49,6 +49,7 @@ static json_t *job_child(const void *arg)
     k.artifact_dir = a->o->report_dir ? dir : NULL;
     k.golden_dir = a->o->golden_dir;
     k.stat_note = j->stat_note;
+    k.model = c->model_arg;
     if (c->kind->reaches == GF_KIND_REACHES_MODEL) {
         gf_session s;
         gf_status st = gf_session_open(&s, c->model, k.backend, k.threads, 0);

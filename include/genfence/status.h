@@ -40,9 +40,14 @@ const char *gf_status_str(gf_status s);
 /* Record a message for the current thread and return `s` (so: return gf_error_set(...)). */
 gf_status gf_error_set(gf_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Prepend "context: " to the current message; returns `s`. */
+/* Prepend "context: " to the current message; returns `s`. The context's
+ * first segment is said once: "generate: step 3" before "generate: prefill
+ * ..." gives "generate: step 3: prefill ...". */
 gf_status gf_error_prefix(gf_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* msg past any leading "SEG: " where SEG is prefix's first segment (the text
+ * before its first ": ", or all of it). */
+const char *gf_error_unprefixed(const char *msg, const char *prefix);
 /* The current thread's last message ("" if none). Valid until the next set. */
 const char *gf_error_msg(void);
 void gf_error_clear(void);

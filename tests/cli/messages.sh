@@ -59,7 +59,8 @@ for id in oov.cache oov.eos oov.batch; do
     v=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .verdict' "$tmp/oov-r/run.json")
     r=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .reason' "$tmp/oov-r/run.json")
     [[ $v == error ]] || fail "$id on ref: verdict $v, want error ($r)"
-    [[ $r == *"99999"*"outside"*"[0, 512)"* ]] || fail "$id: '$r' does not name the token and the vocabulary"
+    [[ $r == *"99999"*"outside the model's vocabulary [0, 512)"* ]] || fail "$id: '$r' does not name the token and the vocabulary"
+    [[ $r == *"(model $model)"* ]] || fail "$id: '$r' does not name the model"
     echo "ok   $id on ref: error: $r"
 done
 rc=$(run_rc "$tmp/v.out" generate --model "$model" --tokens 1,99999 --max-new-tokens 2 --verify)
@@ -79,5 +80,43 @@ for id in cache.sherlock sliding.window64.llama; do
         fail "$id on ref-noop-reset: '$r' does not name the reset"
     echo "ok   $id on ref-noop-reset: fail: $r"
 done
+
+# ---- no repeated prefixes; a FAIL from a backend call says so ----
+rc=$(run_rc "$tmp/es.out" run cases/generation.yaml cases/golden.yaml --filter '^(eos\.rows|batch\.left_padded|sampling\.seeded|golden\.greedy\.sherlock|oov\..*)$' \
+    "$tmp/oov.yaml" --backend "$BE/libgenfence_test_faulty_error_status.so" --report-dir "$tmp/es-r" --no-triangulate)
+[[ $rc -ne 0 ]] || fail "error-status: exit 0"
+n=$(jq '.results | length' "$tmp/es-r/run.json")
+[[ $n -ge 5 ]] || fail "error-status: $n results"
+jq -r '.results[].reason' "$tmp/es-r/run.json" >"$tmp/reasons"
+if grep -En '(^|: )([^:]+): \2: ' "$tmp/reasons"; then fail "a reason repeats its prefix"; fi
+if grep -En '\(([a-z ]+)\) \(\1\)|([a-z][a-z ]+) \(\2\)$' "$tmp/reasons"; then fail "a reason repeats its status"; fi
+has "$tmp/reasons" "cached: batch of 3: generate: step 1 (after token 0): backend 'error-status'" "batch.left_padded's reason"
+echo "ok   no reason of $n repeats its prefix or its status"
+for id in eos.rows batch.left_padded golden.greedy.sherlock; do
+    line=$(grep -E "^FAIL +$id \[error-status\]" "$tmp/es.out") || { cat "$tmp/es.out"; fail "no FAIL line for $id"; }
+    [[ $line == *"backend call failed"* ]] || fail "$id: '$line' does not say a backend call failed"
+    [[ $line != *"checks "* || $line == *"(after "*" checks)"* ]] || fail "$id: '$line' reads as checks"
+    [[ $line != *"max|d|"* ]] || fail "$id: '$line' shows a comparison"
+    fc=$(jq -r --arg id "$id" '.results[] | select(.id == $id) | .failed_call // empty' "$tmp/es-r/run.json")
+    [[ -n $fc ]] || fail "$id: run.json has no failed_call"
+    echo "ok   $line"
+done
+
+# ---- eos: the row, the step, the tokens ----
+cat >"$tmp/eos.yaml" <<EOF
+cases:
+  - id: msg.eos
+    kind: eos
+    model: $model
+    prompts: ["Holmes", "It was a dark night and"]
+    max_new_tokens: 4
+    eos_id: 11
+    require_eos: 2
+EOF
+rc=$(run_rc "$tmp/eos.out" run "$tmp/eos.yaml" --backend ref --no-report --no-triangulate)
+[[ $rc -eq 1 ]] || { cat "$tmp/eos.out"; fail "eos short of its rows: exit $rc, want 1"; }
+grep -Eq "rows finished by eos_id: [01] of 2 rows \(required 2\); row [01] stopped by length at step 3, no eos_id 11 in its 4 new tokens \[[0-9]+, [0-9]+, [0-9]+, [0-9]+\]" \
+    "$tmp/eos.out" || { cat "$tmp/eos.out"; fail "eos: the reason does not name the row, the step and the tokens"; }
+echo "ok   $(grep 'rows finished by eos_id' "$tmp/eos.out" | head -1 | sed 's/^ *//')"
 
 echo "messages: all checks passed"
