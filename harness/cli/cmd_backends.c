@@ -17,31 +17,49 @@ static void usage(FILE *f)
                "and, where it says, the CPU kernel path they run here (cpu path ...).\n");
 }
 
-static void show(const char *name, long threads, int json, int first)
+/* One line (or object) per backend. Returns 1 when it cannot be used at all
+ * (not loaded, or its info refuses these options: exec without a command or
+ * with one that cannot run), 0 otherwise (an unavailable probe included). */
+static int show(const char *name, long threads, int json, int first)
 {
     gf_backend_handle h;
     gf_status st = gf_registry_open(name, &h);
     int opened = st == GF_OK;
     char why[512] = "";
     gf_backend_info info = {.struct_size = sizeof info};
-    int avail = 0;
+    int avail = 0, unusable = 0;
     if (st != GF_OK) {
         snprintf(why, sizeof why, "%s", gf_error_msg());
+        unusable = 1;
+        snprintf(h.source, sizeof h.source, "%s", "");
     } else if ((st = gf_backend_available(h.ops, why, sizeof why)) == GF_OK) {
         avail = 1;
         gf_backend_options o = gf_registry_options(&h, (int32_t)threads);
         gf_error_clear();
         gf_status dst = gf_backend_describe(h.ops, &o, &info);
-        if (dst != GF_OK && h.ops->info) { /* its options refused (openblas:coretype=BAD), or not here */
-            avail = 0;
+        if (dst != GF_OK && h.ops->info) { /* its options refused (openblas:coretype=BAD, exec without a command), or not here */
             const char *vendor = gf_backend_last_error(h.ops, NULL);
-            snprintf(why, sizeof why, "info: %s: %s", gf_status_str(dst), vendor[0] ? vendor : gf_error_msg());
+            snprintf(why, sizeof why, "info: %s%s%s", gf_status_str(dst), vendor[0] || gf_error_msg()[0] ? ": " : "",
+                     vendor[0] ? vendor : gf_error_msg());
+            avail = 0;
+            unusable = 1;
         }
     }
+    /* where it came from: built-in, a plugin path, or a module and the rule
+     * that chose its folder (registry.h) */
+    const char *origin = NULL;
+    int module = 0;
+    for (const char *const *k = gf_registry_names(); *k; k++) {
+        size_t n = strlen(*k);
+        module |= strcmp(*k, "ref") && !strncmp(name, *k, n) && (!name[n] || name[n] == ':');
+    }
+    const char *dir = module ? gf_registry_module_dir_origin(&origin) : NULL;
+    /* a backend that needs a config (exec) is not run without one: say so */
+    const char *state = avail ? "available" : unusable && gf_registry_on_request(name) ? "on request" : "unavailable";
     if (json) {
         printf("%s{\"name\": ", first ? "" : ", ");
         gf_json_write_string(stdout, name, strlen(name));
-        printf(", \"available\": %s, \"why\": ", avail ? "true" : "false");
+        printf(", \"available\": %s, \"usable\": %s, \"why\": ", avail ? "true" : "false", unusable ? "false" : "true");
         gf_json_write_string(stdout, why, strlen(why));
         printf(", \"dtype\": \"%s\", \"threads\": %d, \"library\": ", avail ? gf_dtype_str(info.dtype) : "",
                info.threads);
@@ -67,6 +85,12 @@ static void show(const char *name, long threads, int json, int first)
             gf_json_write_string(stdout, rn, strlen(rn));
             printf(", \"sample_slot\": %s", h.ops && gf_backend_has_sample(h.ops) ? "true" : "false");
         }
+        if (module) {
+            printf(", \"module_dir\": ");
+            gf_json_write_string(stdout, dir, strlen(dir));
+            printf(", \"module_origin\": ");
+            gf_json_write_string(stdout, origin, strlen(origin));
+        }
         printf("}");
     } else if (avail) {
         printf("%-10s available    %-5s threads %-3d %s%s%s", name, gf_dtype_str(info.dtype), info.threads,
@@ -80,9 +104,16 @@ static void show(const char *name, long threads, int json, int first)
             printf("; cpu path %s", info.cpu_path);
         printf("\n");
     } else {
-        printf("%-10s unavailable  %s\n", name, why);
+        printf("%-10s %-12s %s\n", name, state, why);
+    }
+    if (!json) {
+        if (h.source[0])
+            printf("%-10s   from %s%s%s%s\n", "", h.source, origin ? " (" : "", origin ? origin : "", origin ? ")" : "");
+        else if (module)
+            printf("%-10s   module folder %s (%s)\n", "", dir, origin);
     }
     gf_registry_close(&h);
+    return unusable && !gf_registry_on_request(name);
 }
 
 int gf_cmd_backends(int argc, char **argv)
@@ -123,12 +154,12 @@ int gf_cmd_backends(int argc, char **argv)
     }
     if (json)
         printf("[");
-    int i = 0;
+    int i = 0, bad = 0;
     for (const char *const *n = gf_registry_names(); *n; n++, i++)
         show(*n, threads, json, i == 0);
     for (int k = 0; k < n_extra; k++, i++)
-        show(extra[k], threads, json, i == 0);
+        bad |= show(extra[k], threads, json, i == 0); /* a named backend that cannot be used: exit 2, as in run */
     if (json)
         printf("]\n");
-    return GF_EXIT_OK;
+    return bad ? GF_EXIT_USAGE : GF_EXIT_OK;
 }

@@ -186,7 +186,7 @@ static void print_durations(gf_job *jobs, size_t n_jobs, size_t n)
         qsort(v, k, sizeof *v, by_seconds_desc);
     printf("slowest %zu of %zu runs:\n", n < k ? n : k, k);
     for (size_t i = 0; i < k && i < n; i++)
-        printf("  %8.2fs  %-44s [%s] %s\n", v[i]->seconds, v[i]->c->id, v[i]->backend ? v[i]->backend->requested : "-",
+        printf("  %8.2fs  %-44s [%s] %s\n", v[i]->seconds, v[i]->c->id, v[i]->backend ? v[i]->backend->name : "-",
                gf_verdict_str(v[i]->verdict));
     free(v);
 }

@@ -36,6 +36,7 @@ static void usage(FILE *f)
             "usage: genfence COMMAND [OPTIONS]\n"
             "       genfence COMMAND --help\n"
             "       genfence --version\n"
+            "       genfence --module-dir DIR COMMAND ...  (backend modules from DIR: GENFENCE_MODULE_DIR)\n"
             "\n"
             "commands:\n",
             GENFENCE_VERSION);
@@ -49,6 +50,23 @@ int main(int argc, char **argv)
     /* OpenMP backends (oneDNN) otherwise spin between products, which starves
      * the other processes of a parallel run; a user's own setting wins. */
     setenv("OMP_WAIT_POLICY", "passive", 0);
+    if (argc < 2) {
+        usage(stderr);
+        return GF_EXIT_USAGE;
+    }
+    /* genfence --module-dir DIR COMMAND ...: the backend modules from DIR
+     * (GENFENCE_MODULE_DIR, so the children and reproduce lines see it too) */
+    while (argc >= 3 && (!strcmp(argv[1], "--module-dir") || !strncmp(argv[1], "--module-dir=", 13))) {
+        int eq = argv[1][12] == '=';
+        const char *dir = eq ? argv[1] + 13 : argv[2];
+        if (!dir[0]) {
+            fprintf(stderr, "genfence: --module-dir needs a directory\n");
+            return GF_EXIT_USAGE;
+        }
+        setenv("GENFENCE_MODULE_DIR", dir, 1);
+        argc -= eq ? 1 : 2;
+        argv += eq ? 1 : 2;
+    }
     if (argc < 2) {
         usage(stderr);
         return GF_EXIT_USAGE;

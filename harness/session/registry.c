@@ -64,17 +64,21 @@ static void known_list(char *out, size_t len)
     }
 }
 
-const char *gf_registry_module_dir(void)
+/* Where the modules come from, and why there: $GENFENCE_MODULE_DIR (or
+ * `genfence --module-dir`), else an installed genfence's own
+ * <exe>/../lib/genfence/backends when that folder exists, else the build
+ * tree's. An installed binary never picks up a build tree's modules just
+ * because that tree still exists. */
+const char *gf_registry_module_dir_origin(const char **origin)
 {
-    /* $GENFENCE_MODULE_DIR, else the build tree's, else <exe>/../lib/genfence/backends
-     * (an installed genfence) */
     static char installed[4096];
     const char *env = getenv("GENFENCE_MODULE_DIR");
-    if (env && env[0])
+    if (env && env[0]) {
+        if (origin)
+            *origin = "GENFENCE_MODULE_DIR";
         return env;
+    }
     struct stat sb;
-    if (stat(GENFENCE_MODULE_DIR, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return GENFENCE_MODULE_DIR;
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
@@ -83,11 +87,19 @@ const char *gf_registry_module_dir(void)
         if (slash) {
             *slash = '\0';
             snprintf(installed, sizeof installed, "%.4000s/../lib/genfence/backends", exe);
-            return installed;
+            if (stat(installed, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                if (origin)
+                    *origin = "installed with this genfence";
+                return installed;
+            }
         }
     }
+    if (origin)
+        *origin = "the build tree";
     return GENFENCE_MODULE_DIR;
 }
+
+const char *gf_registry_module_dir(void) { return gf_registry_module_dir_origin(NULL); }
 
 static gf_status open_shared(const char *path, const char *label, gf_backend_handle *h)
 {

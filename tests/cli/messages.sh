@@ -119,4 +119,47 @@ grep -Eq "rows finished by eos_id: [01] of 2 rows \(required 2\); row [01] stopp
     "$tmp/eos.out" || { cat "$tmp/eos.out"; fail "eos: the reason does not name the row, the step and the tokens"; }
 echo "ok   $(grep 'rows finished by eos_id' "$tmp/eos.out" | head -1 | sed 's/^ *//')"
 
+# ---- --durations names a plugin by its registered name ----
+rc=$(run_rc "$tmp/d.out" run cases/generation.yaml --filter '^eos\.rows$' --backend "$BE/libgenfence_test_sample_ok.so" \
+    --durations 1 --no-report --no-triangulate)
+[[ $rc -eq 0 ]] || { cat "$tmp/d.out"; fail "--durations run: exit $rc"; }
+line=$(grep -A1 '^slowest ' "$tmp/d.out" | tail -n 1)
+[[ $line == *"eos.rows"*"[ref-sample] pass" ]] || fail "--durations: '$line' does not name the plugin ref-sample"
+echo "ok   --durations: $line"
+
+# ---- genfence backends: exec needs a command; a named one that cannot run exits 2; where modules come from ----
+rc=$(run_rc "$tmp/b.out" backends)
+[[ $rc -eq 0 ]] || { cat "$tmp/b.out"; fail "backends: exit $rc"; }
+line=$(awk '$1 == "exec"' "$tmp/b.out")
+[[ $line == "exec"*"on request"*"none was named: --backend 'exec:PROGRAM ARGS...'"* ]] || fail "backends: exec reads '$line'"
+grep -A1 '^ref ' "$tmp/b.out" | grep -q '^ *from built-in$' || { cat "$tmp/b.out"; fail "backends: ref does not say built-in"; }
+echo "ok   backends: $line"
+rc=$(run_rc "$tmp/b2.out" backends --backend exec:/nonexistent/prog)
+[[ $rc -eq 2 ]] || { cat "$tmp/b2.out"; fail "backends --backend exec:/nonexistent/prog: exit $rc, want 2"; }
+line=$(awk '$1 == "exec:/nonexistent/prog"' "$tmp/b2.out")
+[[ $line == *"unavailable"*"cannot run '/nonexistent/prog'"* ]] || fail "backends: exec:/nonexistent/prog reads '$line'"
+echo "ok   backends --backend exec:/nonexistent/prog: exit 2: $line"
+# an installed genfence (bin/ beside lib/genfence/backends) uses its own modules
+# while the build tree still exists; GENFENCE_MODULE_DIR and --module-dir win
+if [ -f "$GF_BUILD/backends/libgenfence_backend_exec.so" ]; then
+    mkdir -p "$tmp/prefix/bin" "$tmp/prefix/lib/genfence/backends" "$tmp/other"
+    cp "$GENFENCE" "$tmp/prefix/bin/genfence"
+    cp "$GF_BUILD/backends/libgenfence_backend_exec.so" "$tmp/prefix/lib/genfence/backends/"
+    origin() { jq -r '.[] | select(.name == "exec") | "\(.module_origin) \(.module_dir)"' "$1"; }
+    env -u GENFENCE_MODULE_DIR "$tmp/prefix/bin/genfence" backends --json >"$tmp/i.json" || true
+    o=$(origin "$tmp/i.json")
+    [[ $o == "installed with this genfence $tmp/prefix/bin/../lib/genfence/backends" ]] || fail "installed genfence: exec's modules from '$o'"
+    grep -q "$tmp/prefix/bin/../lib/genfence/backends/libgenfence_backend_exec.so" <(env -u GENFENCE_MODULE_DIR "$tmp/prefix/bin/genfence" backends) \
+        || fail "installed genfence: backends does not print the installed module's path"
+    GENFENCE_MODULE_DIR="$tmp/other" "$tmp/prefix/bin/genfence" backends --json >"$tmp/i2.json" || true
+    [[ $(origin "$tmp/i2.json") == "GENFENCE_MODULE_DIR $tmp/other" ]] || fail "GENFENCE_MODULE_DIR: '$(origin "$tmp/i2.json")'"
+    env -u GENFENCE_MODULE_DIR "$tmp/prefix/bin/genfence" --module-dir "$tmp/other" backends --json >"$tmp/i3.json" || true
+    [[ $(origin "$tmp/i3.json") == "GENFENCE_MODULE_DIR $tmp/other" ]] || fail "--module-dir: '$(origin "$tmp/i3.json")'"
+    env -u GENFENCE_MODULE_DIR "$GENFENCE" backends --json >"$tmp/i4.json" || true
+    [[ $(origin "$tmp/i4.json") == "the build tree $GF_BUILD/backends" ]] || fail "build tree genfence: '$(origin "$tmp/i4.json")'"
+    echo "ok   modules: installed -> its own lib/genfence/backends; GENFENCE_MODULE_DIR / --module-dir win; the build tree's binary uses the build tree"
+else
+    echo "skip module origin: the exec module is not built"
+fi
+
 echo "messages: all checks passed"
