@@ -591,7 +591,7 @@ int gf_cmd_run(int argc, char **argv)
     info.as_declared = cli.as_declared;
     if (cli.no_report)
         o->report_dir = NULL;
-    info.report_dir = o->report_dir;
+    info.report_dir = o->report_home = o->report_dir;
     if (o->report_dir) { /* locked for the run; the new report is staged until complete */
         char why[1024];
         if (gf_report_dir_open(&rd, o->report_dir, why, sizeof why) != 0) {

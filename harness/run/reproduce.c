@@ -2,7 +2,8 @@
  * printed (docs/harness.md): the binary's absolute path, the case file's
  * absolute path, and every flag that changes the outcome (--backend or
  * --require-backend as given, --threads, --timeout, --memory-limit,
- * --golden-dir). */
+ * --golden-dir) and its own report folder (--report-dir DIR/reproduce/ID,
+ * or --no-report like the run). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
             gf_shell_quote(q, sizeof q, req);
         snprintf(be, sizeof be, " %s %s", j->backend->required ? "--require-backend" : "--backend", q);
     }
-    char extra[4600] = "";
+    char extra[12288] = "";
     size_t used = 0;
 #define ADD(...) used += (size_t)snprintf(extra + used, used < sizeof extra ? sizeof extra - used : 0, __VA_ARGS__)
     if (o->threads != 1)
@@ -67,6 +68,24 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
         char q[4200];
         abs_quoted(q, sizeof q, o->golden_dir);
         ADD(" --golden-dir %s", q);
+    }
+    /* its own report folder, <the run's report folder>/reproduce/ID (a rerun
+     * of the line keeps it), so it never replaces the run's report; none
+     * when the run wrote none */
+    if (!o->report_home) {
+        ADD(" --no-report");
+    } else {
+        char home[PATH_MAX], dir[PATH_MAX + 700], q[2 * PATH_MAX + 1400], tail[700];
+        if (!realpath(o->report_home, home))
+            snprintf(home, sizeof home, "%s", o->report_home);
+        snprintf(tail, sizeof tail, "/reproduce/%s", j->c->id);
+        size_t nh = strlen(home), nt = strlen(tail);
+        if (nh >= nt && !strcmp(home + nh - nt, tail))
+            snprintf(dir, sizeof dir, "%s", home);
+        else
+            snprintf(dir, sizeof dir, "%s%s", home, tail);
+        gf_shell_quote(q, sizeof q, dir);
+        ADD(" --report-dir %s", q);
     }
 #undef ADD
     size_t n = strlen(exe) + strlen(file) + strlen(filt) + strlen(be) + strlen(extra) + 64;

@@ -162,4 +162,20 @@ else
     echo "skip module origin: the exec module is not built"
 fi
 
+# ---- a reproduce line reports into <report folder>/reproduce/ID, never over the run's report ----
+rc=$(run_rc "$tmp/rp.out" run cases/generation.yaml --filter '^(eos\.rows|cache\.sherlock)$' \
+    --backend "$BE/libgenfence_test_faulty_ref_nan.so" --report-dir "$tmp/nightly" --no-triangulate)
+[[ $rc -eq 1 ]] || { cat "$tmp/rp.out"; fail "ref-nan run: exit $rc"; }
+line=$(grep -m1 "^    reproduce: .*eos" "$tmp/rp.out" | sed 's/^    reproduce: //')
+[[ $line == *"--report-dir $(realpath "$tmp/nightly")/reproduce/eos.rows" ]] || fail "reproduce line: '$line'"
+(cd / && eval "$line") >"$tmp/rp2.out" 2>&1 || true
+[[ $(jq '.results | length' "$tmp/nightly/run.json") -eq 2 ]] || fail "the reproduce line replaced the run's report"
+[[ $(jq '.results | length' "$tmp/nightly/reproduce/eos.rows/run.json") -eq 1 ]] || fail "no one-case report in reproduce/eos.rows"
+line2=$(grep -m1 "^    reproduce: " "$tmp/rp2.out" | sed 's/^    reproduce: //')
+[[ $line2 == "$line" ]] || fail "the reproduce line's own reproduce line moved: '$line2'"
+rc=$(run_rc "$tmp/rp3.out" run cases/generation.yaml --filter '^eos\.rows$' --backend "$BE/libgenfence_test_faulty_ref_nan.so" \
+    --no-report --no-triangulate)
+grep -q "^    reproduce: .* --no-report$" "$tmp/rp3.out" || { cat "$tmp/rp3.out"; fail "a --no-report run's reproduce line writes a report"; }
+echo "ok   reproduce: $line"
+
 echo "messages: all checks passed"

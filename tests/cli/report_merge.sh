@@ -33,7 +33,7 @@ cat "$tmp/merge.txt"
 [ "$rc" = 1 ] || fail "merge exit $rc, expected the merged run's status 1"
 [ -s "$tmp/merged.html" ] || fail "no merged HTML report"
 "$PY" - "$tmp/all/run.json" "$tmp/merged.json" "$tmp/s1/run.json" <<'PY'
-import json, os, sys
+import json, os, re, sys
 a, b, s1 = (json.load(open(p)) for p in sys.argv[1:4])
 TIMING = {"seconds", "child_seconds", "started"}
 def strip(v, key=""):
@@ -42,6 +42,8 @@ def strip(v, key=""):
     if isinstance(v, list):
         # failure artifacts live in each run's own report folder
         return [os.path.basename(x) if key == "artifacts" and isinstance(x, str) else strip(x) for x in v]
+    if key == "reproduce" and isinstance(v, str):  # so does a reproduce line's own report folder
+        return re.sub(r" --report-dir \S+", "", v)
     return v
 assert len(s1["results"]) < len(a["results"]), "shard 1/2 ran everything: the test shards nothing"
 for k in ("schema_version", "genfence", "case_files", "backends", "audit", "results", "summary", "triangulation"):
