@@ -34,7 +34,7 @@ static void usage(FILE *f)
                "  --eos-id N | --no-eos  stop token (default: the config's eos_token_id)\n"
                "  --no-cache             recompute every step (crops to the last n_positions tokens)\n"
                "  --on-limit stop|raise|slide  cached generation at a full cache: stop with\n"
-               "                         stop_reason context_limit (default), fail with exit status 1,\n"
+               "                         stop_reason context_limit (default), fail with exit status 2,\n"
                "                         or slide by recompute (re-prefill the last n_positions\n"
                "                         tokens every step: the uncached loop's tokens)\n"
                "  --stream               print the continuation as it is generated (UTF-8 safe)\n"
@@ -181,7 +181,7 @@ static int run_verify(gf_session *s, const int32_t *prompt, size_t n, const gen_
     gf_verify_result r;
     gf_status st = gf_verify_cache(s->engine, prompt, (int32_t)n, o->gp.max_new_tokens, NULL, 0, NULL, &r);
     if (st != GF_OK) {
-        gf_cli_error("verify: %s", gf_error_msg());
+        gf_cli_error("verify: %s", gf_error_unprefixed(gf_error_msg(), "verify"));
         return gf_verdict_exit(gf_verdict_of_status(st), 0);
     }
     /* the one gate (verdict/compare.h), as the cache_equals_recompute kind uses it */
@@ -433,9 +433,10 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
     double dt = gf_now_s() - t0;
     if (st != GF_OK && !sc.stopped) {
         gf_cli_error("%s", gf_error_msg());
-        /* --on-limit raise asked for the full cache to be a failure (exit 1) */
-        rc = st == GF_E_CONTEXT_LIMIT && gp.raise_on_context_limit ? GF_EXIT_FAIL
-                                                                   : gf_verdict_exit(gf_verdict_of_status(st), 0);
+        /* one mapping (gf_verdict_of_status): a context limit hit, --on-limit
+         * raise's included, is a request the model cannot take: exit 2, as
+         * --verify and run give it */
+        rc = gf_verdict_exit(gf_verdict_of_status(st), 0);
         goto done;
     }
     /* a stop string ended it: the tokens through the one that completed it */

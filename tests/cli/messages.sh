@@ -178,4 +178,16 @@ rc=$(run_rc "$tmp/rp3.out" run cases/generation.yaml --filter '^eos\.rows$' --ba
 grep -q "^    reproduce: .* --no-report$" "$tmp/rp3.out" || { cat "$tmp/rp3.out"; fail "a --no-report run's reproduce line writes a report"; }
 echo "ok   reproduce: $line"
 
+# ---- a context limit: exit 2 from every command that hits it ----
+long=$(printf 'Holmes %.0s' $(seq 200))
+mid=$(printf 'Holmes %.0s' $(seq 60))
+for args in "--prompt:$long:" "--prompt:$long:--verify" "--prompt:$mid:--on-limit raise" "--prompt:$mid:--verify"; do
+    IFS=: read -r flag text extra <<<"$args"
+    # shellcheck disable=SC2086
+    rc=$(run_rc "$tmp/cl.out" generate --model "$model" $flag "$text" --max-new-tokens 80 $extra)
+    [[ $rc -eq 2 ]] || { cat "$tmp/cl.out"; fail "generate ${extra:-(cached)} past the context: exit $rc, want 2"; }
+    if grep -q 'verify: verify:' "$tmp/cl.out"; then fail "generate --verify repeats 'verify:'"; fi
+    echo "ok   generate ${extra:-} past the context: exit 2: $(tail -n 1 "$tmp/cl.out")"
+done
+
 echo "messages: all checks passed"
