@@ -18,6 +18,9 @@ void gf_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * subcommand cmd: 0 ok (free both); -1 with nothing to free after printing
  * "CMD: <filter error>" or each schema error then "CMD: N errors in the case
  * files<note>" (select.c). */
+/* "no case found in FILE, FILE2 (N case files read)" into buf: the files
+ * read (up to 3 named), else the paths given, else the default suite. */
+void gf_case_none_found(char *buf, size_t cap, const gf_case_set *set, char *const *paths, size_t n_paths);
 int gf_case_select_load(const char *cmd, const char *note, const char *regex, char **kinds, size_t n_kinds, char **tags,
                         size_t n_tags, const char *const *paths, size_t n_paths, gf_case_filter *cf, gf_case_set *set);
 

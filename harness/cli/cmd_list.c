@@ -250,7 +250,11 @@ int gf_cmd_list(int argc, char **argv)
         if (set.n)
             gf_cli_error("list: no case matches the filters");
         else
-            gf_cli_error("list: no case found (%zu case file%s read)", set.n_files, set.n_files == 1 ? "" : "s");
+        {
+            char none[2048];
+            gf_case_none_found(none, sizeof none, &set, argv + optind, (size_t)(argc - optind));
+            gf_cli_error("list: %s", none);
+        }
         json_decref(arr);
         json_decref(mh_cache);
         gf_case_set_free(&set);

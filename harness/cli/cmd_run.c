@@ -459,12 +459,11 @@ static int select_cases(const run_cli *cli, gf_case_set *set, const gf_case ***s
     }
     if (set->n)
         gf_cli_error("run: no case matches the filters");
-    else if (cli->n_paths) /* name where it looked: the paths, and whether any file was read */
-        gf_cli_error("run: no case found in %s%s (%zu case file%s read)", cli->paths[0], cli->n_paths > 1 ? " ..." : "",
-                     set->n_files, set->n_files == 1 ? "" : "s");
-    else
-        gf_cli_error("run: no case found in the default suite (%zu case file%s read)", set->n_files,
-                     set->n_files == 1 ? "" : "s");
+    else { /* name where it looked: the files read (or the paths), and how many */
+        char none[2048];
+        gf_case_none_found(none, sizeof none, set, (char *const *)cli->paths, cli->n_paths);
+        gf_cli_error("run: %s", none);
+    }
     return GF_EXIT_USAGE;
 }
 

@@ -45,3 +45,23 @@ int gf_shard_takes(size_t *counter, int i, int n)
         return 1;
     return (int)((*counter)++ % (size_t)n) == i - 1;
 }
+
+void gf_case_none_found(char *buf, size_t cap, const gf_case_set *set, char *const *paths, size_t n_paths)
+{
+    size_t at = 0;
+#define PUT(...) at += (size_t)snprintf(buf + at, at < cap ? cap - at : 0, __VA_ARGS__)
+    PUT("no case found in ");
+    if (set->n_files) /* the files read, each of which held none (a `cases: []`, only comments) */
+        for (size_t i = 0; i < set->n_files && i < 3; i++)
+            PUT("%s%s", i ? ", " : "", set->files[i]);
+    else if (n_paths)
+        for (size_t i = 0; i < n_paths && i < 3; i++)
+            PUT("%s%s", i ? ", " : "", paths[i]);
+    else
+        PUT("the default suite");
+    size_t shown = set->n_files ? set->n_files : n_paths;
+    if (shown > 3)
+        PUT(" and %zu more", shown - 3);
+    PUT(" (%zu case file%s read)", set->n_files, set->n_files == 1 ? "" : "s");
+#undef PUT
+}

@@ -61,7 +61,7 @@ static int parse_err(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     s->vocab = 64;
     s->seed = 35;
     int from_probs = 0;
-    int bad = gf_y_probs_or_logits(ctx, m, 0, &s->logits, &s->V, &from_probs) < 0;
+    int bad = gf_y_probs_or_logits(ctx, m, GF_Y_ANY_LOGITS, &s->logits, &s->V, &from_probs) < 0;
     bad |= gf_y_int(ctx, m, "vocab", 0, 2, 1 << 20, &s->vocab) < 0;
     bad |= gf_y_int(ctx, m, "seed", 0, 0, 0x7fffffffffffffffLL, &s->seed) < 0;
     const gf_ynode *calls = gf_y_get(ctx, m, "calls", GF_Y_REQUIRED);

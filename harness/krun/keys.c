@@ -379,6 +379,18 @@ int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **l
             return (flags & GF_Y_REQUIRED) ? -1 : 0;
         }
         *from_probs = 0;
+        /* the sampler's rule (engine/sampler.c) at load time, so that list
+         * and run refuse the same file: no NaN, no +inf (-inf masks a token;
+         * an all -inf row stays the run's error, cases/detect/schema.yaml).
+         * sampler_errors feeds refusals on purpose. */
+        for (size_t i = 0; !(flags & GF_Y_ANY_LOGITS) && i < n; i++)
+            if (isnan(v[i]) || v[i] == INFINITY) {
+                gf_y_error(ctx, gf_y_get(ctx, map, "logits", 0),
+                           "logits entry %zu is %s; logits must be finite, or -inf to mask a token", i,
+                           isnan(v[i]) ? "NaN" : "+inf");
+                free(v);
+                return -1;
+            }
     }
     *logits = malloc(n * sizeof **logits);
     if (!*logits) {

@@ -95,7 +95,10 @@ int gf_y_sampler_raw(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p);
 json_t *gf_sampler_json(const gf_sampler_params *p);
 
 /* `probs` or `logits` (exactly one, unless optional): V float logits
- * (probabilities become their logs). Returns 1 read, 0 absent, -1 error. */
+ * (probabilities become their logs). Logits follow the sampler's rule (no
+ * NaN, no +inf) unless flags has GF_Y_ANY_LOGITS (a
+ * kind that feeds the sampler's refusals). Returns 1 read, 0 absent, -1 error. */
+enum { GF_Y_ANY_LOGITS = 0x100 };
 int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits,
                          int32_t *V, int *from_probs);
 
