@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "genfence/model_desc.h"
 #include "genfence/status.h"
@@ -110,6 +111,10 @@ double bench_dtype_bytes(int dtype);
  * logits rows through the output layer. */
 double bench_flops(const bench_model *m, int tokens, int ctx0, int rows);
 void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows);
+/* One backend's rows of the first table (its error instead when it failed),
+ * to f: the table at the end, and stderr as each backend finishes. */
+void bench_print_row(FILE *f, const bench_opts *o, int i, const bench_model *m, const probe_result *p,
+                     const bench_row *r);
 void bench_print_json(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows);
 
 #endif

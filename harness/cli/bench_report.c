@@ -93,6 +93,49 @@ static double batched_gflops(const bench_model *m, const bench_row *r)
 
 static double weight_mib(const bench_model *m) { return m->params * 4 / 1048576.0; }
 
+/* A figure in a fixed-width cell, "-" where it was not measured (NaN: the
+ * probe skipped or failed), never "nan". */
+static const char *cell(char *buf, size_t cap, int width, int prec, double v)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "%*s", width, "-");
+    else
+        snprintf(buf, cap, "%*.*f", width, prec, v);
+    return buf;
+}
+
+/* "read 12.3 GB/s" or "read bandwidth not measured" */
+static void machine_figure(char *buf, size_t cap, const char *what, const char *unit, double v, const char *isa)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "%s not measured", what);
+    else
+        snprintf(buf, cap, "%s %.1f %s%s%s%s", what, v, unit, isa && isa[0] ? " (" : "", isa ? isa : "",
+                 isa && isa[0] ? ")" : "");
+}
+
+void bench_print_row(FILE *f, const bench_opts *o, int i, const bench_model *m, const probe_result *p,
+                     const bench_row *r)
+{
+    if (!r->ok) {
+        fprintf(f, "%-12s error: %s\n", o->backends[i], r->err);
+        return;
+    }
+    char c1[32];
+    for (int mode = 0; mode < 2; mode++) {
+        const mode_result *x = mode ? &r->uncached : &r->cached;
+        if (!x->ran)
+            continue;
+        double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
+        fprintf(f, "%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %s %9.3f", o->backends[i], mode ? "uncached" : "cached",
+               x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT, x->decode_s * 1e3, 1.0 / x->decode_s,
+               gbps, cell(c1, sizeof c1, 7, 2, gbps / p->bw_gbps), x->decode_cpu_s * 1e3);
+        if (!mode && r->uncached.ran)
+            fprintf(f, " %9.2f", r->uncached.total_s / r->cached.total_s);
+        fprintf(f, "\n");
+    }
+}
+
 void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows)
 {
     char cpu[256];
@@ -101,34 +144,19 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
     double peak = peak_gflops(p, &which);
     printf("model    %s: %.1fM parameters, %.1f MiB of f32 weights, %.1f MB read per decoded f32 token\n",
            m->name, m->params / 1e6, weight_mib(m), (m->matmul_params + m->head_params) * 4 / 1e6);
-    printf("machine  %s, %d CPUs; at %d thread%s: read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), "
-           "sgemm %.1f GFLOP/s\n",
-           cpu, gf_cpu_count(), o->threads, o->threads > 1 ? "s" : "", p->bw_gbps, p->fma_gflops, p->fma_isa,
-           p->sgemm_gflops);
+    char bw[96], fma[128], sg[96];
+    machine_figure(bw, sizeof bw, "read", "GB/s", p->bw_gbps, NULL);
+    machine_figure(fma, sizeof fma, "fp32 FMA peak", "GFLOP/s", p->fma_gflops, p->fma_isa);
+    machine_figure(sg, sizeof sg, "sgemm", "GFLOP/s", p->sgemm_gflops, NULL);
+    printf("machine  %s, %d CPUs; at %d thread%s: %s, %s, %s%s\n", cpu, gf_cpu_count(), o->threads,
+           o->threads > 1 ? "s" : "", bw, fma, sg, o->probe ? "" : " (--no-probe)");
     printf("workload %d-token prompt, %d greedy tokens, 1 warm-up, median of %d; prefill %d tokens; "
            "decode B=%d\n\n",
            GF_BENCH_PROMPT, o->new_tokens, o->repeats, GF_BENCH_PREFILL, GF_BENCH_ROWS);
     printf("%-12s %-9s %9s %15s %14s %10s %9s %7s %9s %9s\n", "backend", "mode", "tok/s", "prefill ms/tok",
            "decode ms/tok", "decode t/s", "GB/s", "of BW", "cpu ms/t", "c/u");
-    for (int i = 0; i < o->n_backends; i++) {
-        const bench_row *r = &rows[i];
-        if (!r->ok) {
-            printf("%-12s error: %s\n", o->backends[i], r->err);
-            continue;
-        }
-        for (int mode = 0; mode < 2; mode++) {
-            const mode_result *x = mode ? &r->uncached : &r->cached;
-            if (!x->ran)
-                continue;
-            double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
-            printf("%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %7.2f %9.3f", o->backends[i],
-                   mode ? "uncached" : "cached", x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT,
-                   x->decode_s * 1e3, 1.0 / x->decode_s, gbps, gbps / p->bw_gbps, x->decode_cpu_s * 1e3);
-            if (!mode && r->uncached.ran)
-                printf(" %9.2f", r->uncached.total_s / r->cached.total_s);
-            printf("\n");
-        }
-    }
+    for (int i = 0; i < o->n_backends; i++)
+        bench_print_row(stdout, o, i, m, p, &rows[i]);
     printf("\n%-12s %12s %9s %7s %12s %9s %7s %10s %8s %9s\n", "backend", "prefill t/s", "GFLOP/s",
            which[0] == 's' ? "of gemm" : "of fma", "B=8 tok/s", "GFLOP/s", "of peak", "RSS MiB", "RSS/wts",
            "cache MiB");
@@ -138,15 +166,19 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
             continue;
         double pg = prefill_gflops(m, r), bg = batched_gflops(m, r);
         double rss = r->maxrss_kb / 1024.0;
-        printf("%-12s %12.1f %9.1f %7.2f %12.1f %9.1f %7.2f %10.0f %8.2f %9.1f\n", o->backends[i],
-               r->prefill.tokens / r->prefill.s, pg, pg / peak, r->batched.tokens / r->batched.s, bg, bg / peak,
-               rss, rss / weight_mib(m), r->cache_bytes / 1048576.0);
+        char c1[32], c2[32];
+        printf("%-12s %12.1f %9.1f %s %12.1f %9.1f %s %10.0f %8.2f %9.1f\n", o->backends[i],
+               r->prefill.tokens / r->prefill.s, pg, cell(c1, sizeof c1, 7, 2, pg / peak),
+               r->batched.tokens / r->batched.s, bg, cell(c2, sizeof c2, 7, 2, bg / peak), rss, rss / weight_mib(m),
+               r->cache_bytes / 1048576.0);
     }
     printf("\n");
     for (int i = 0; i < o->n_backends; i++)
         if (rows[i].ok)
             printf("%-12s %s, %d thread%s; %s%s%s\n", o->backends[i], dtype_name(rows[i].dtype), rows[i].threads,
                    rows[i].threads == 1 ? "" : "s", rows[i].library, rows[i].detail[0] ? "; " : "", rows[i].detail);
+    if (isnan(p->bw_gbps) || isnan(peak))
+        printf("-: not measured (the machine probe %s)\n", o->probe ? "failed" : "was skipped: --no-probe");
     printf("GB/s: weight bytes per decoded token / decode time; of BW: that over the read bandwidth;\n"
            "cpu ms/t: decode CPU time per token of the backend's process (all its threads; on a busy\n"
            "machine wall time over it shows how long the backend waited for a CPU);\n"

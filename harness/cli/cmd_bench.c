@@ -54,7 +54,8 @@ static void usage(FILE *f)
 "  --json              print one JSON object instead of the tables\n"
 "  -h, --help          this help\n"
 "\n"
-"A progress line goes to stderr when it is a terminal. Timings are not checked:\n"
+"Progress and each backend's row go to stderr as it finishes (a \\r line on a terminal);\n"
+"figures not measured (--no-probe) print as -, never nan. Timings are not checked:\n"
 "exit status 0 every backend ran, 1 a backend failed or is unavailable, 2 bad input.\n");
 }
 
@@ -442,6 +443,11 @@ int gf_cmd_bench(int argc, char **argv)
     for (int i = 0; i < o.n_backends; i++) {
         child_arg a = {&o, o.backends[i]};
         long rss = 0;
+        /* progress whether or not stderr is a terminal: a large shape on a slow
+         * backend takes minutes, and the log says what it is doing meanwhile */
+        fprintf(stderr, "bench: %s (%d/%d): %d greedy tokens, median of %d%s, then prefill %d and B=%d ...\n",
+                o.backends[i], i + 1, o.n_backends, o.new_tokens, o.repeats, o.uncached ? ", cached and uncached" : "",
+                GF_BENCH_PREFILL, GF_BENCH_ROWS);
         memset(&rows[i], 0, sizeof rows[i]);
         if (in_child(backend_fn, &a, &rows[i], sizeof rows[i], &rss, err, sizeof err) != 0) {
             memset(&rows[i], 0, sizeof rows[i]);
@@ -450,6 +456,9 @@ int gf_cmd_bench(int argc, char **argv)
         rows[i].maxrss_kb = rss;
         if (!rows[i].ok)
             rc = GF_EXIT_FAIL;
+        fprintf(stderr, "bench: %s done (%d/%d):\n", o.backends[i], i + 1, o.n_backends);
+        bench_print_row(stderr, &o, i, &bm, &probe, &rows[i]); /* its row now; the tables at the end */
+        fflush(stderr);
     }
     /* the machine again after the backends: a shared machine's load comes
      * and goes, and the best of the two is the closest to what it can do */

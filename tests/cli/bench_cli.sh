@@ -77,5 +77,16 @@ check "table: machine line with a bandwidth" grep -Eq "^machine  .* read [0-9.]+
 check "table: cached row" grep -Eq "^ref +cached +[0-9.]+ " "$tmp/out"
 check "table: no uncached row with --no-uncached" bash -c '! grep -Eq "^ref +uncached" "$0"' "$tmp/out"
 check "table: memory columns" grep -q "RSS MiB" "$tmp/out"
-check "no progress line when stderr is not a terminal" bash -c '! grep -q "bench:" "$0"' "$tmp/err"
+check "no terminal escapes when stderr is not a terminal" bash -c '! grep -q $'"'"'\r'"'"' "$0"' "$tmp/err"
+# progress whatever stderr is (issue 25: gpt2-small printed nothing for 480 s):
+# each backend announced, then its row as it finishes
+check "progress: the backend announced" grep -q "^bench: ref (1/1): 2 greedy tokens" "$tmp/err"
+check "progress: its row as it finished" bash -c 'grep -A1 "^bench: ref done (1/1):" "$0" | grep -Eq "^ref +cached +[0-9.]+ "' "$tmp/err"
+
+# --no-probe: 'not measured' and '-', never nan or an empty '()'
+expect_rc 0 "table --no-probe" "$GENFENCE" bench --model "$model" --new-tokens 2 --repeats 1 --no-uncached --no-probe
+check "--no-probe: no nan" bash -c '! grep -qi "nan" "$0"' "$tmp/out"
+check "--no-probe: no empty ()" bash -c '! grep -qF "()" "$0"' "$tmp/out"
+check "--no-probe: machine line says not measured" grep -q "^machine  .* read not measured, fp32 FMA peak not measured, sgemm not measured (--no-probe)" "$tmp/out"
+check "--no-probe: the ratios are -" grep -Eq "^ref +cached( +[0-9.]+){5} +- " "$tmp/out"
 exit $fail
