@@ -1,6 +1,7 @@
 /* gf_engine: a checked handle on one backend and one loaded model. */
 #include "genfence/engine.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,10 +62,28 @@ long long gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_l
     return n;
 }
 
+/* Threads of this process now (/proc/self/task), 0 if it cannot say. */
+static int32_t threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    int32_t n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 void gf_trace_leave(void)
 {
-    if (g_trace)
-        g_trace->in_call = 0;
+    if (!g_trace)
+        return;
+    /* after model_free: how many threads are still running, so that a crash
+     * after it can say whether one of them outlived the model */
+    g_trace->in_call = 0;
+    if (!strcmp(g_trace->slot, "model_free"))
+        g_trace->threads_after = threads_now();
 }
 
 gf_status gf_backend_check_ops(const gf_backend_ops *ops)

@@ -116,6 +116,12 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
         snprintf(shapes, sizeof shapes, " (%s)", parts);
     if (c->in_call)
         snprintf(buf, cap, " in %s call #%lld%s", c->slot, c->call, shapes);
+    else if (!strcmp(c->slot, "model_free") && c->threads_after > 1)
+        /* nothing of genfence runs a thread: one still there is the backend's (or its libraries') */
+        snprintf(buf, cap,
+                 " (after %s call #%lld%s had returned, with %d threads still running: a thread the backend started "
+                 "outlived model_free)",
+                 c->slot, c->call, shapes, (int)c->threads_after);
     else
         snprintf(buf, cap, " (after %s call #%lld%s had returned)", c->slot, c->call, shapes);
 }
@@ -131,6 +137,8 @@ json_t *gf_task_trace_json(const gf_task *t)
         return NULL;
     json_object_set_new(o, "step", c->step >= 0 ? json_integer((json_int_t)c->step) : json_null());
     json_object_set_new(o, "cache_length", c->cache_length >= 0 ? json_integer(c->cache_length) : json_null());
+    if (!strcmp(c->slot, "model_free") && c->threads_after > 0)
+        json_object_set_new(o, "threads_after", json_integer(c->threads_after));
     return o;
 }
 

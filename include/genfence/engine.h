@@ -77,6 +77,7 @@ typedef struct gf_call_trace {
     int32_t B, T;                /* rows and new positions (0 where the slot has none) */
     int32_t cache_length;        /* before the call (-1: uncached or not a cache call) */
     long long calls_total;       /* backend calls so far in this process, this one included */
+    int32_t threads_after;       /* after model_free returned: threads of the process (0: unknown) */
 } gf_call_trace;
 void gf_engine_trace_to(gf_call_trace *t);
 /* The generation step later calls belong to (-1: none); the generation loop

@@ -45,6 +45,41 @@ static void fork_helper(void)
 }
 #endif
 
+#if GF_FAULT == 31
+#include <pthread.h>
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_started, g_unloading;
+static volatile int *volatile g_nowhere; /* NULL: a write through it faults */
+/* outlives model_free: when genfence unloads the module (after model_free
+ * has returned) it writes where nothing is, as a worker thread writing into
+ * freed model memory would */
+static void *late_writer(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_mu);
+    while (!g_unloading)
+        pthread_cond_wait(&g_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+    *g_nowhere = 1;
+    return NULL;
+}
+
+/* dlclose runs this in genfence's thread: wake the writer and wait for it
+ * (it ends the process), so the crash always lands after model_free */
+__attribute__((destructor)) static void unloading(void)
+{
+    if (!g_started)
+        return;
+    pthread_mutex_lock(&g_mu);
+    g_unloading = 1;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+    for (;;)
+        pause();
+}
+#endif
+
 #if GF_FAULT == 22
 /* a daemon: fork, setsid (a new session and group), fork again; the middle
  * process exits, the daemon keeps every fd (the result pipe too) */
@@ -130,6 +165,12 @@ static gf_status faulty_model_load(const gf_model_desc *desc, const gf_backend_o
     fork_helper();
 #elif GF_FAULT == 22
     daemonise_helper();
+#elif GF_FAULT == 31
+    pthread_t th;
+    if (pthread_create(&th, NULL, late_writer, NULL) == 0) {
+        pthread_detach(th);
+        g_started = 1;
+    }
 #elif GF_FAULT == 28
     void *huge = malloc((size_t)1 << 41);
     if (!huge) {

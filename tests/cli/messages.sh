@@ -190,4 +190,15 @@ for args in "--prompt:$long:" "--prompt:$long:--verify" "--prompt:$mid:--on-limi
     echo "ok   generate ${extra:-} past the context: exit 2: $(tail -n 1 "$tmp/cl.out")"
 done
 
+# ---- a crash after model_free says a thread outlived it (tests/backends/faulty.c GF_FAULT 30) ----
+rc=$(run_rc "$tmp/th.out" run cases/generation.yaml --filter '^eos\.rows$' \
+    --backend "$BE/libgenfence_test_faulty_thread_after_free.so" --report-dir "$tmp/th-r" --no-triangulate)
+[[ $rc -eq 1 ]] || { cat "$tmp/th.out"; fail "thread-after-free: exit $rc, want 1"; }
+r=$(jq -r '.results[0].reason' "$tmp/th-r/run.json")
+[[ $(jq -r '.results[0].verdict' "$tmp/th-r/run.json") == crash ]] || fail "thread-after-free: not a crash: $r"
+[[ $r == *"(after model_free call #1 had returned, with "*" threads still running: a thread the backend started outlived model_free)"* ]] ||
+    fail "thread-after-free: '$r' does not say a thread outlived model_free"
+[[ $(jq -r '.results[0].crash_context.threads_after' "$tmp/th-r/run.json") -ge 2 ]] || fail "crash_context has no threads_after"
+echo "ok   thread-after-free: $r"
+
 echo "messages: all checks passed"
