@@ -58,8 +58,26 @@ long long gf_trace_enter(const char *slot, int32_t B, int32_t T, int32_t cache_l
     t->T = T;
     t->cache_length = cache_length;
     t->calls_total = g_trace_total;
+    t->n_bufs = 0;
+    t->logits_mode[0] = '\0';
     t->in_call = 1;
     return n;
+}
+
+/* A guarded buffer of the call in progress, for the crash context. */
+static void trace_buf(const char *name, const gf_guard *g, const char *shape)
+{
+    gf_call_trace *t = g_trace;
+    if (!t || !g->map || t->n_bufs >= (int32_t)(sizeof t->bufs / sizeof t->bufs[0]))
+        return;
+    int32_t i = t->n_bufs;
+    snprintf(t->bufs[i].name, sizeof t->bufs[i].name, "%s", name);
+    snprintf(t->bufs[i].shape, sizeof t->bufs[i].shape, "%s", shape);
+    t->bufs[i].map_lo = (uintptr_t)g->map;
+    t->bufs[i].map_hi = (uintptr_t)g->map + g->map_len;
+    t->bufs[i].data = (uintptr_t)g->data;
+    t->bufs[i].n = g->n;
+    t->n_bufs = i + 1;
 }
 
 /* Threads of this process now (/proc/self/task), 0 if it cannot say. */
@@ -393,6 +411,21 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
     for (size_t i = 0; i < n; i++)
         memcpy(&lg[i], &unwritten, sizeof unwritten);
     gf_trace_enter("forward", in->B, in->T, cache ? len0 : -1);
+    if (g_trace) { /* what a fault on a guard page hit (harness/run/pool.c names it) */
+        char sh[48];
+        snprintf(g_trace->logits_mode, sizeof g_trace->logits_mode, "%s",
+                 in->logits_mode == GF_LOGITS_LAST ? "last" : "all");
+        snprintf(sh, sizeof sh, "(B, %s, V) = (%d, %d, %d) floats", rows_t == in->T ? "T" : "1", in->B, rows_t, V);
+        trace_buf("logits_out", &e->g_logits, sh);
+        snprintf(sh, sizeof sh, "(B, T) = (%d, %d) int32", in->B, in->T);
+        if (in->tokens)
+            trace_buf("tokens", &e->g_tokens, sh);
+        if (in->position_ids)
+            trace_buf("position_ids", &e->g_pos, sh);
+        snprintf(sh, sizeof sh, "(B, Tk) = (%d, %d) bytes", in->B, Tk);
+        if (in->key_mask)
+            trace_buf("key_mask", &e->g_mask, sh);
+    }
     gf_status st = e->ops->forward(e->model, cache, &g, lg);
     gf_trace_leave();
     {

@@ -201,7 +201,7 @@ static void on_finished(size_t ti, size_t done, void *u)
     t->err = NULL;
     j->record = t->record;
     t->record = NULL;
-    char ctx[200], why[256];
+    char ctx[600], why[256];
     gf_task_trace_text(t, ctx, sizeof ctx);
     const char *after = j->record ? " after writing its result" : "";
     if (t->spawn_failed) {

@@ -114,8 +114,24 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
     char shapes[180] = "";
     if (parts[0])
         snprintf(shapes, sizeof shapes, " (%s)", parts);
+    /* a fault on a guard page of one of forward's buffers: which, how far, the logits mode */
+    char hit[300] = "";
+    for (int32_t i = 0; c->in_call && c->fault_sig && i < c->n_bufs && i < 4; i++) {
+        uintptr_t a = c->fault_addr, lo = c->bufs[i].map_lo, hi = c->bufs[i].map_hi, d = c->bufs[i].data;
+        if (a < lo || a >= hi)
+            continue;
+        if (a >= d + c->bufs[i].n)
+            snprintf(hit, sizeof hit, ": a write %llu bytes past %s (%s) hit its guard page; logits mode %s",
+                     (unsigned long long)(a - (d + c->bufs[i].n)), c->bufs[i].name, c->bufs[i].shape,
+                     c->logits_mode[0] ? c->logits_mode : "?");
+        else if (a < d)
+            snprintf(hit, sizeof hit, ": a write %llu bytes before %s (%s) hit its guard page; logits mode %s",
+                     (unsigned long long)(d - a), c->bufs[i].name, c->bufs[i].shape,
+                     c->logits_mode[0] ? c->logits_mode : "?");
+        break;
+    }
     if (c->in_call)
-        snprintf(buf, cap, " in %s call #%lld%s", c->slot, c->call, shapes);
+        snprintf(buf, cap, " in %s call #%lld%s%s", c->slot, c->call, shapes, hit);
     else if (!strcmp(c->slot, "model_free") && c->threads_after > 1)
         /* nothing of genfence runs a thread: one still there is the backend's (or its libraries') */
         snprintf(buf, cap,
@@ -143,6 +159,23 @@ json_t *gf_task_trace_json(const gf_task *t)
 }
 
 /* ---- child tasks ---- */
+
+/* In the child: a fault the kernel raised (not a raise() or kill) leaves its
+ * address in the trace, then the signal is raised again with its default
+ * action, so the child still dies of it (the verdict and reason unchanged). */
+static gf_call_trace *volatile g_child_trace;
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    gf_call_trace *t = g_child_trace;
+    if (t && si && si->si_code > 0) {
+        t->fault_addr = (uintptr_t)si->si_addr;
+        t->fault_sig = sig;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig); /* pending until this returns: then the default action */
+}
 
 typedef struct slot {
     size_t task;
@@ -223,6 +256,14 @@ static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long me
     (void)mem;
 #endif
     gf_engine_trace_to(trace);
+    g_child_trace = trace;
+    struct sigaction fa;
+    memset(&fa, 0, sizeof fa);
+    fa.sa_sigaction = on_fault;
+    fa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&fa.sa_mask);
+    sigaction(SIGSEGV, &fa, NULL);
+    sigaction(SIGBUS, &fa, NULL);
     if (t->timeout_s > 0)
         alarm((unsigned)ceil(t->timeout_s));
     json_t *r = t->fn(t->arg);

@@ -78,6 +78,18 @@ typedef struct gf_call_trace {
     int32_t cache_length;        /* before the call (-1: uncached or not a cache call) */
     long long calls_total;       /* backend calls so far in this process, this one included */
     int32_t threads_after;       /* after model_free returned: threads of the process (0: unknown) */
+    /* forward's guarded buffers during the call (engine/guard.h), so that a
+     * fault on a guard page can name the buffer: the mapping [map_lo,
+     * map_hi), the data [data, data + n) */
+    struct {
+        char name[16];           /* "logits_out", "tokens", ... */
+        char shape[48];          /* "(B, 1, V) = (1, 1, 512) floats" */
+        uintptr_t map_lo, map_hi, data, n;
+    } bufs[4];
+    int32_t n_bufs;
+    char logits_mode[8];         /* forward: "all" or "last" */
+    uintptr_t fault_addr;        /* SIGSEGV / SIGBUS from the kernel: the address (the runner's handler) */
+    int32_t fault_sig;           /* that signal (0: none recorded) */
 } gf_call_trace;
 void gf_engine_trace_to(gf_call_trace *t);
 /* The generation step later calls belong to (-1: none); the generation loop

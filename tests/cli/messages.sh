@@ -201,4 +201,12 @@ r=$(jq -r '.results[0].reason' "$tmp/th-r/run.json")
 [[ $(jq -r '.results[0].crash_context.threads_after' "$tmp/th-r/run.json") -ge 2 ]] || fail "crash_context has no threads_after"
 echo "ok   thread-after-free: $r"
 
+# ---- a write onto a guard page names the buffer, how far, and the logits mode ----
+rc=$(run_rc "$tmp/gp.out" run cases/detect/guards.yaml --filter '^detect\.guard\.write_page$' \
+    --backend "$BE/libgenfence_test_faulty_ref_write_page.so" --no-report --no-triangulate)
+[[ $rc -eq 1 ]] || { cat "$tmp/gp.out"; fail "ref-write-page: exit $rc, want 1"; }
+grep -Eq "killed by signal 11 \(SIGSEGV, Segmentation fault\) in forward call #2 \(B 1, T 5, uncached\): a write [0-9]+ bytes past logits_out \(\(B, T, V\) = \(1, 5, [0-9]+\) floats\) hit its guard page; logits mode all" \
+    "$tmp/gp.out" || { cat "$tmp/gp.out"; fail "ref-write-page: the crash does not name the buffer and the logits mode"; }
+echo "ok   $(grep -m1 'killed by signal 11' "$tmp/gp.out" | sed 's/^ *//')"
+
 echo "messages: all checks passed"
