@@ -490,6 +490,21 @@ static void select_backends(const run_cli *cli, gf_backend_probe **bs, size_t *n
 
 /* Write run.json and junit.xml in the staging folder, then move them over
  * the old report at once; info's paths are set when that worked. */
+/* What a backend left in the report folder: said, not removed (stray.c). */
+static void list_strays(gf_run_info *info, const gf_report_dir *rd, json_t *before)
+{
+    info->stray_files = gf_report_dir_strays(rd, before, info->jobs, info->n_jobs);
+    size_t ns = json_array_size(info->stray_files);
+    if (!ns)
+        return;
+    printf("report folder %s: %zu file%s genfence did not write (a backend's, during the run; listed in run.json's "
+           "stray_files):",
+           rd->dir, ns, ns == 1 ? "" : "s");
+    for (size_t i = 0; i < ns && i < 5; i++)
+        printf(" %s", json_string_value(json_array_get(info->stray_files, i)));
+    printf("%s\n", ns > 5 ? " ..." : "");
+}
+
 static void write_reports(gf_run_info *info, gf_report_dir *rd, char *json_path, char *junit_path, size_t cap)
 {
     gf_report_dir_rebase(rd, info->jobs, info->n_jobs); /* (each job's already, as it finished) */
@@ -608,6 +623,7 @@ int gf_cmd_run(int argc, char **argv)
         if (jobs[i].decided)
             gf_console_line(&info, &jobs[i]);
     g_report_dir = rd.stage ? &rd : NULL;
+    json_t *before = rd.stage ? gf_report_dir_listing(rd.dir) : NULL; /* what was there: not this run's */
     gf_run_hooks hooks = {.started = gf_console_started, .finished = on_finished, .user = &info};
     if (!gf_report_signal_seen())
         gf_runner_run(jobs, n_jobs, o, &hooks);
@@ -636,8 +652,11 @@ int gf_cmd_run(int argc, char **argv)
 
     /* the reports */
     char json_path[4096], junit_path[4096];
-    if (rd.stage)
+    if (rd.stage) {
+        gf_report_dir_rebase(&rd, jobs, n_jobs); /* (each job's already, as it finished) */
+        list_strays(&info, &rd, before);
         write_reports(&info, &rd, json_path, junit_path, sizeof json_path);
+    }
     gf_report_dir_close(&rd);
     g_report_dir = NULL;
     gf_console_summary(&info);
@@ -646,6 +665,8 @@ int gf_cmd_run(int argc, char **argv)
     rc = info.exit_status;
 
     json_decref(info.triangulation);
+    json_decref(info.stray_files);
+    json_decref(before);
 done:
     gf_report_dir_close(&rd);
     gf_plan_free(&plan);

@@ -391,6 +391,8 @@ json_t *gf_report_json(const gf_run_info *r)
     json_object_set_new(doc, "triangulation", r->triangulation ? json_incref(r->triangulation) : json_null());
     if (r->baseline) /* --baseline: its files, counts and the entries no run met (baseline.c) */
         json_object_set(doc, "baseline", r->baseline);
+    /* what a backend left in the report folder: listed, not genfence's (stray.c) */
+    json_object_set_new(doc, "stray_files", r->stray_files ? json_incref(r->stray_files) : json_array());
     json_object_set_new(doc, "summary", sum);
     return doc;
 }

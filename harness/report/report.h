@@ -43,6 +43,7 @@ typedef struct gf_run_info {
     size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
     size_t required_unreached;        /* --require-backend backends that no case reached */
     json_t *baseline;      /* --baseline: what the baseline found (baseline.h); NULL without one */
+    json_t *stray_files;   /* files in the report folder genfence did not write (stray.c); NULL: none */
 } gf_run_info;
 
 /* How one run counts: passed, skipped or failed (a required skip is failed;
@@ -137,6 +138,13 @@ int gf_report_dir_open(gf_report_dir *d, const char *dir, char *why, size_t why_
 void gf_report_dir_rebase(const gf_report_dir *d, gf_job *jobs, size_t n_jobs);
 /* Move the staged report into place (above). */
 int gf_report_dir_commit(gf_report_dir *d);
+/* The names in dir (a JSON object name -> true; empty when unreadable). */
+json_t *gf_report_dir_listing(const char *dir);
+/* What is in the report folder now that genfence did not write: names new
+ * since before (a listing) that are not its own (run.json, junit.xml,
+ * index.html, failures, reproduce, .lock, .staging.*), and files in this
+ * run's failures/ that no result names; as paths under DIR (stray.c). */
+json_t *gf_report_dir_strays(const gf_report_dir *d, json_t *before, const gf_job *jobs, size_t n_jobs);
 /* Remove the staging folder, unlock. Safe on a cleared or closed d. */
 void gf_report_dir_close(gf_report_dir *d);
 /* SIGINT / SIGTERM from now on only recorded (the run's pool has its own

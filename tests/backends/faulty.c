@@ -171,6 +171,17 @@ static gf_status faulty_model_load(const gf_model_desc *desc, const gf_backend_o
         pthread_detach(th);
         g_started = 1;
     }
+#elif GF_FAULT == 32
+    const char *sd = getenv("GF_TEST_STRAY_DIR");
+    if (sd && sd[0]) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/stray-backend.log", sd);
+        FILE *f = fopen(p, "w");
+        if (f) {
+            fputs("a backend's log, left in the report folder\n", f);
+            fclose(f);
+        }
+    }
 #elif GF_FAULT == 28
     void *huge = malloc((size_t)1 << 41);
     if (!huge) {

@@ -209,4 +209,18 @@ grep -Eq "killed by signal 11 \(SIGSEGV, Segmentation fault\) in forward call #2
     "$tmp/gp.out" || { cat "$tmp/gp.out"; fail "ref-write-page: the crash does not name the buffer and the logits mode"; }
 echo "ok   $(grep -m1 'killed by signal 11' "$tmp/gp.out" | sed 's/^ *//')"
 
+# ---- files a backend leaves in the report folder are listed as not genfence's ----
+mkdir -p "$tmp/sr"
+echo "kept" >"$tmp/sr/notes.txt" # there before the run: not the run's
+rc=$(GF_TEST_STRAY_DIR="$tmp/sr" run_rc "$tmp/sr.out" run cases/generation.yaml --filter '^eos\.rows$' \
+    --backend "$BE/libgenfence_test_faulty_stray_writer.so" --report-dir "$tmp/sr" --no-triangulate)
+[[ $rc -eq 0 ]] || { cat "$tmp/sr.out"; fail "stray-writer: exit $rc, want 0"; }
+strays=$(jq -r '.stray_files | join(" ")' "$tmp/sr/run.json")
+[[ $strays == "$tmp/sr/stray-backend.log" ]] || fail "stray_files: '$strays', want $tmp/sr/stray-backend.log"
+grep -q "^report folder $tmp/sr: 1 file genfence did not write .*: $tmp/sr/stray-backend.log$" "$tmp/sr.out" ||
+    { cat "$tmp/sr.out"; fail "the console does not name the stray file"; }
+[[ -f "$tmp/sr/stray-backend.log" && -f "$tmp/sr/notes.txt" ]] || fail "a file in the report folder was removed"
+tail -n 1 "$tmp/sr.out" | grep -Eq '^[0-9]+ passed, 0 failed, 0 skipped$' || fail "the summary is not the last line"
+echo "ok   stray files: $strays"
+
 echo "messages: all checks passed"
