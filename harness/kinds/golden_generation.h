@@ -9,6 +9,11 @@
 #include "krun.h"
 
 /* The golden_generation kind's keys (golden_generation.c). */
+/* The tolerance rule's factor (docs/goldens.md "The tolerance rule"): a
+ * golden's atol is max(the case's atol, GF_GOLDEN_SPREAD_K x the golden's
+ * fp32_spread). */
+#define GF_GOLDEN_SPREAD_K 8.0
+
 typedef struct gf_golden_spec {
     gf_prompt_spec *prompts;
     size_t n_prompts;
