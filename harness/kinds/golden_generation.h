@@ -9,6 +9,20 @@
 #include "krun.h"
 
 /* The golden_generation kind's keys (golden_generation.c). */
+/* The tolerance rule's factor (docs/goldens.md "The tolerance rule"): a
+ * golden's atol is max(the case's atol, GF_GOLDEN_SPREAD_K x the golden's
+ * fp32_spread). */
+#define GF_GOLDEN_SPREAD_K 8.0
+
+/* A sampled step whose tokens differ, judged on the golden's logits with the
+ * case's sampler (seed profile): 1 when adding the first token a top-k or
+ * top-p boundary drops, or dropping the last it keeps, makes the seeded race
+ * pick test_token, and that boundary lies within thr (z = logit / T units,
+ * the race margin's) of moving; *margin_out = its distance. 0 otherwise, and
+ * for greedy or a profile sampler (golden_boundary.c). */
+int gf_golden_boundary_excuse(const float *logits, int32_t V, const gf_sampler_params *sp, uint64_t seq_id,
+                              uint64_t step, int32_t test_token, double thr, double *margin_out);
+
 typedef struct gf_golden_spec {
     gf_prompt_spec *prompts;
     size_t n_prompts;

@@ -198,24 +198,39 @@ static void stat_cache_free(stat_cache *sc)
     free(sc->v);
 }
 
+/* Does s, a statistical case, judge weights w on c's model? */
+static int stat_covers(const gf_case *s, const gf_case *c, const char *w)
+{
+    return s->kind->judges_weights && s->model && !strcmp(s->model, c->model) && s->kind->judges_weights(s, w);
+}
+
 /* A token-equality kind on a backend with lower-precision weights (its info
  * names weights other than f32): a skip naming the statistical case that
- * judges them, else a note for the child (token equality judges them). */
-static void stat_defer(stat_cache *sc, gf_job *j)
+ * judges them, else a note for the child (token equality judges them). The
+ * case may be one of this run's (a user's own, wherever its file lives) or
+ * one of the root's cases/statistical*.yaml; the run's are looked at first. */
+static void stat_defer(stat_cache *sc, gf_job *j, const gf_case *const *run, size_t n_run)
 {
     const gf_case *c = j->c;
     const char *w = j->backend->weights;
-    if (!c->kind->defers_to_statistical || !w[0] || !strcmp(w, "f32"))
+    if (!c->kind->defers_to_statistical || !w[0] || !strcmp(w, "f32") || !c->model)
         return;
-    const gf_case_set *set = c->model ? stat_cases(sc, c->file) : NULL;
+    for (size_t i = 0; i < n_run; i++)
+        if (stat_covers(run[i], c, w)) {
+            gf_job_decide(j, GF_V_SKIP, "weights %s: judged by the statistical tier (case %s) of %s", w, run[i]->id,
+                          run[i]->file);
+            return;
+        }
+    const gf_case_set *set = stat_cases(sc, c->file);
     for (size_t i = 0; set && i < set->n; i++) {
         const gf_case *s = &set->cases[i];
-        if (s->kind->judges_weights && s->model && !strcmp(s->model, c->model) && s->kind->judges_weights(s, w)) {
-            gf_job_decide(j, GF_V_SKIP, "weights %s: judged by the statistical tier (case %s)", w, s->id);
+        if (stat_covers(s, c, w)) {
+            gf_job_decide(j, GF_V_SKIP, "weights %s: judged by the statistical tier (case %s) of %s", w, s->id,
+                          s->file);
             return;
         }
     }
-    const char *fmt = "no distribution_match case in cases/statistical*.yaml judges weights %s on %s";
+    const char *fmt = "no distribution_match case in this run or in cases/statistical*.yaml judges weights %s on %s";
     const char *m = c->model_arg ? c->model_arg : "this model";
     int len = snprintf(NULL, 0, fmt, w, m);
     j->stat_note = len >= 0 ? malloc((size_t)len + 1) : NULL;
@@ -274,7 +289,7 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
             else if (!bs[b].available)
                 gf_job_decide(j, GF_V_SKIP, "backend unavailable: %s", bs[b].why);
             else
-                stat_defer(&sc, j);
+                stat_defer(&sc, j, cases, n_cases);
         }
         if (on_engine && rerun && !gf_rerun_has(rerun, c->id, "engine")) {
             on_engine = 0;

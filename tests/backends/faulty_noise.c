@@ -14,6 +14,9 @@
  *                   refuse, and whose golden cases are skipped for the tier
  *   ref-q4_0        amp 0, declares q4_0 weights, which no thresholds cover:
  *                   the tier skips it and its golden cases run (and pass)
+ *   ref-noise-1.5e-3  amp 1.5e-3, declares fp32: 10x onednn's honest error on
+ *                   SmolLM2-135M, which the goldens' tolerance rule must
+ *                   refuse (make real-model, docs/real_model.md)
  *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <stddef.h>

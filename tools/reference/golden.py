@@ -17,7 +17,12 @@ its `golden:` path, or --out-dir DIR/<id>.safetensors):
                               sampled
   __metadata__ format, generator, generator_version, torch_version, ..., model,
                model_hash, case_id, case_hash, created, sampler, seed, rows,
-               steps, data_sha256
+               steps, fp32_spread, data_sha256
+
+fp32_spread is max |float32 - float64| of the logits over every row and step:
+the same transformers class in float64, teacher-forced through the golden's
+tokens. genfence's tolerance for the golden is max(the case's atol,
+GF_GOLDEN_SPREAD_K x fp32_spread) (docs/goldens.md "The tolerance rule").
 
 A case naming any sampler profile or filter key (profile, chain, min_p,
 typical_p, the penalties, logit_bias, history, min_new_tokens,
@@ -268,6 +273,23 @@ def golden_row(model, prompt_ids, n_new, s, seq):
             np.array(margins, dtype=np.float64))
 
 
+def fp32_spread(model64, rows):
+    """max |float32 logits - float64 logits| over every row and step: the
+    generator's own float32 rounding error on this model, from the same
+    transformers class in float64, teacher-forced through the row's tokens
+    (one full-sequence forward). docs/goldens.md "The tolerance rule"."""
+    import numpy as np
+    import torch
+    spread = 0.0
+    for toks, logits, n_new in rows:
+        P = len(toks) - n_new
+        with torch.no_grad():
+            out = model64(input_ids=torch.tensor([list(toks[:-1])], dtype=torch.long), use_cache=False)
+        l64 = out.logits[0, P - 1:].numpy()
+        spread = max(spread, float(np.abs(logits.astype(np.float64) - l64).max()))
+    return spread
+
+
 def list_cases(genfence, paths, kind=None, regex=None):
     cmd = [genfence, "list", "--json"]
     if kind:
@@ -385,8 +407,10 @@ def main(argv=None):
         case = e["case"]
         model_dir = e["model_dir"]
         if model_dir not in loaded:
-            loaded[model_dir] = (reference.load_model(model_dir), reference.load_tokenizer(model_dir))
-        model, tok = loaded[model_dir]
+            import copy
+            m = reference.load_model(model_dir)
+            loaded[model_dir] = (m, reference.load_tokenizer(model_dir), copy.deepcopy(m).double().eval())
+        model, tok, model64 = loaded[model_dir]
         s = sampler_of(case)
         n_new = int(case.get("max_new_tokens", 64))
         tensors = {}
@@ -396,6 +420,8 @@ def main(argv=None):
                 raise SystemExit(f"golden.py: {e['id']}: prompt {b} encodes to no tokens")
             toks, logits, margins = golden_row(model, ids, n_new, s, b)
             tensors[f"tokens.{b}"], tensors[f"logits.{b}"], tensors[f"margins.{b}"] = toks, logits, margins
+        spread = fp32_spread(model64, [(tensors[f"tokens.{b}"], tensors[f"logits.{b}"], n_new)
+                                       for b in range(len(case["prompts"]))])
         meta = {
             "generator": "transformers",
             **ver,
@@ -407,13 +433,14 @@ def main(argv=None):
             "sampler": canonical_json(s),
             "seed": str(s["seed"]),
             "decoding": "each prompt alone, uncached full recompute (" + type(model).__name__ + ", float32)",
+            "fp32_spread": "%.6g" % spread,
         }
         out = os.path.join(a.out_dir, case["id"] + ".safetensors") if a.out_dir else e["golden"]
         write_golden(out, tensors, meta)
         rows = len(case["prompts"])
         mins = min(float(tensors[f"margins.{b}"].min()) for b in range(rows))
         print(f"golden.py: wrote {out}: {rows} row{'s' if rows != 1 else ''} x {n_new} steps, "
-              f"smallest margin {mins:.4g}")
+              f"smallest margin {mins:.4g}, fp32 spread {spread:.3g}")
     return 0
 
 
