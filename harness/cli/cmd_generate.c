@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "gen_sampler.h"
 #include "genfence/stop.h"
-#include "krun.h"
+#include "keys.h"
 #include "sys.h"
 
 static void usage(FILE *f)

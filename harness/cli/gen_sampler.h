@@ -2,7 +2,7 @@
  * --profile, --chain, --min-p, --typical-p, the penalties, --penalty-last-n,
  * --min-tokens-to-keep, --logit-bias, --min-new-tokens, --stop-token-ids and
  * --stop, read into a gf_sampler_ext with the case keys' rules
- * (harness/krun/keys.c, docs/sampler.md) and validated by
+ * (harness/kit/keys.c, docs/sampler.md) and validated by
  * gf_sampler_validate, the error naming the flags it comes from. */
 #ifndef GENFENCE_HARNESS_GEN_SAMPLER_H
 #define GENFENCE_HARNESS_GEN_SAMPLER_H

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "keys.h"
+#include "batch.h"
 
 typedef struct batch_spec {
     gf_prompt_spec *prompts;

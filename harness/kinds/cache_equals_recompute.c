@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "keys.h"
 
 /* One prompt from `prompt` (text) or `prompt_tokens` (ids). */
 static int parse_one_prompt(gf_cctx *ctx, const gf_ynode *m, gf_prompt_spec *p)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "keys.h"
 
 typedef struct limit_spec {
     char *text;

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "krun.h"
+#include "keys.h"
 
 /* The weight type the thresholds are keyed on: the backend's info.weights
  * ("q8_0", "f16", ...), else its declared compute dtype as a storage name

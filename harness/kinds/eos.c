@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 typedef struct eos_spec {
     gf_prompt_spec *prompts;

@@ -8,7 +8,8 @@
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
 #include "kept_list.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 static int cmp_i32(const void *a, const void *b)
 {

@@ -13,6 +13,7 @@
 #include "genfence/version.h"
 #include "golden_generation.h"
 #include "hash.h"
+#include "slot.h"
 #include "sys.h"
 
 /* ---- keys ---- */

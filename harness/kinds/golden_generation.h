@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "golden.h"
-#include "krun.h"
+#include "keys.h"
 
 /* The golden_generation kind's keys (golden_generation.c). */
 /* The tolerance rule's factor (docs/goldens.md "The tolerance rule"): a

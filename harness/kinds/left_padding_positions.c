@@ -7,7 +7,8 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
-#include "krun.h"
+#include "case.h"
+#include "record.h"
 
 typedef struct pad_spec {
     double *mask, *pos;

@@ -8,7 +8,8 @@
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
 #include "genfence/sampler_fields.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 enum { EXPECT_ERROR = 0, EXPECT_ARGMAX = 1, EXPECT_OK = 2 };
 static const char *const k_expect_words[] = {"error", "argmax", "ok", NULL};

@@ -13,7 +13,8 @@
 #include "genfence/sampler.h"
 #include "genfence/sampler_fields.h"
 #include "kept_list.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 typedef struct bound {
     double le, ge; /* NAN: unchecked */

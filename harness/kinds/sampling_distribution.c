@@ -7,7 +7,8 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 typedef struct dist_spec {
     float *logits;

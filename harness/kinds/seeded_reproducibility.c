@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
+#include "batch.h"
 
 typedef struct seeded_spec {
     gf_prompt_spec *prompts;

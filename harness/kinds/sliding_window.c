@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "keys.h"
 
 typedef struct slide_spec {
     char *text;

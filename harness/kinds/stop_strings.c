@@ -22,7 +22,7 @@
 #include "genfence/tokenizer.h"
 #include "genfence/util.h"
 #include "buf.h"
-#include "krun.h"
+#include "token_source.h"
 
 #define STOP_MAX       64   /* stop strings per case */
 #define STOP_MAX_BYTES 4096 /* stream bytes the single-split scheme covers */

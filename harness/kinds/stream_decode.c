@@ -11,7 +11,7 @@
 #include "buf.h"
 #include "hash.h"
 #include "kept_list.h"
-#include "krun.h"
+#include "token_source.h"
 
 /* the most bytes of decoded text a record shows */
 #define STREAM_SHOWN_BYTES 4096

@@ -6,7 +6,8 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 typedef struct temp_spec {
     double *logits; /* (rows, V) */

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "kept_list.h"
-#include "krun.h"
+#include "keys.h"
 
 enum { MASK_OFFSET = 0, MASK_LOCAL = 1 };
 static const char *const k_masks[] = {"offset", "local", NULL};

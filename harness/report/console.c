@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "genfence/version.h"
-#include "krun.h"
+#include "record.h"
 #include "report.h"
 #include "sys.h"
 

@@ -12,7 +12,7 @@
 
 #include "genfence/version.h"
 #include "hash.h"
-#include "krun.h"
+#include "record.h"
 #include "report.h"
 #include "sys.h"
 #include "utf8.h"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "genfence/version.h"
-#include "krun.h"
+#include "record.h"
 #include "report.h"
 #include "buf.h"
 #include "sys.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "krun.h"
+#include "slot.h"
 #include "pool.h"
 #include "registry.h"
 #include "runner.h"
@@ -131,7 +131,7 @@ static void set_reason(gf_job *j, const char *fmt, ...)
     j->reason = strdup(buf);
 }
 
-/* The record's schema (runner.h), as krun writes it (harness/krun/record.c). */
+/* The record's schema (runner.h), as the record layer writes it (harness/record/record.c). */
 int gf_runner_record_check(const json_t *r, const char *case_id, char *why, size_t cap)
 {
     const char *rc = json_string_value(json_object_get(r, "case"));

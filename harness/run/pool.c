@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "krun.h"
+#include "record.h"
 #include "registry.h"
 #include "sys.h"
 

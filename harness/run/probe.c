@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "krun.h"
+#include "record.h"
 #include "pool.h"
 #include "utf8.h"
 #include "registry.h"

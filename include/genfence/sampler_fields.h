@@ -10,7 +10,7 @@
  * that reads, checks or writes a sampler walks this table:
  *
  *   engine/sampler_profile.c   gf_sampler_validate, gf_sampler_ext_defaults
- *   harness/krun/keys.c        the case keys (gf_y_sampler) and the record (gf_sampler_json)
+ *   harness/kit/keys.c         the case keys (gf_y_sampler) and the record (gf_sampler_json)
  *   harness/cli/gen_sampler.c  genfence generate's flags, their --help lines
  *   harness/golden/golden.c    the golden's sampler record (and its diff)
  *

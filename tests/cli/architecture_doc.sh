@@ -2,7 +2,7 @@
 # docs/architecture.md stays true to the tree: every file or folder it names in
 # backticks (a path with a '/', or a name ending in .c .h .md .sh .txt .py
 # .yaml) exists, resolved against the checkout, then against harness/ (the doc
-# names harness layers by their folder: `krun/keys.c`), then as the tail of
+# names harness layers by their folder: `kit/keys.c`), then as the tail of
 # any path in the tree (`private/`, `html.c`); `<name>` and `*` are patterns that must match at
 # least one file. The check first proves it can fail on a name that is not
 # there.

@@ -9,7 +9,8 @@
 
 #include "genfence/engine.h"
 #include "kinds.h"
-#include "krun.h"
+#include "keys.h"
+#include "slot.h"
 
 enum { B = 3, V = 9 };
 static const uint64_t k_seq[B] = {5, 7, 1u << 20};

@@ -9,7 +9,7 @@
 
 #include "case.h"
 #include "kinds.h"
-#include "krun.h"
+#include "record.h"
 
 static int load(const char *text, gf_case_set *set)
 {

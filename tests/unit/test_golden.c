@@ -15,7 +15,7 @@
 #include "golden_generation.h"
 #include "hash.h"
 #include "kinds.h"
-#include "krun.h"
+#include "record.h"
 
 static char g_dir[256];
 

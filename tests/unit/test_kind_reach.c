@@ -14,7 +14,7 @@
 
 #include "genfence/engine.h"
 #include "kinds.h"
-#include "krun.h"
+#include "slot.h"
 
 static long g_calls; /* calls of the recording slots */
 

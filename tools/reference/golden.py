@@ -216,7 +216,7 @@ def sampler_of(case):
     }
 
 
-# The sampler profile / filter keys (harness/krun/keys.c k_sampler_ext_keys,
+# The sampler profile / filter keys (harness/kit/keys.c k_sampler_ext_keys,
 # docs/sampler.md). This maker implements none of them: a case naming any one
 # (even at a value that filters nothing: genfence then records the whole
 # extension in the golden's sampler) is refused, never made wrong. The list

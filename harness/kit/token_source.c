@@ -10,7 +10,7 @@
 #include "genfence/sampler.h"
 #include "genfence/tokenizer.h"
 #include "buf.h"
-#include "krun.h"
+#include "token_source.h"
 
 int gf_y_token_source(gf_cctx *ctx, const gf_ynode *m, long long max_sample, gf_token_source *src)
 {

@@ -10,7 +10,7 @@
 #include "genfence/engine.h"
 #include "genfence/safetensors.h"
 #include "genfence/version.h"
-#include "krun.h"
+#include "record.h"
 #include "utf8.h"
 
 void gf_krun_init(gf_krun *k)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "slot.h"
 #include "utf8.h"
 
 void gf_k_note_sampler(gf_krun *k)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "genfence/engine.h"
-#include "krun.h"
+#include "batch.h"
 
 /* on_step capture: every step's (B, V) logits */
 typedef struct capture {

@@ -7,8 +7,7 @@
 
 #include "genfence/sampler.h"
 #include "genfence/sampler_fields.h"
-#include "krun.h"
-#include "sampler_keys.h"
+#include "keys.h"
 
 const char *const gf_stop_words[] = {"eos", "length", "context_limit", NULL};
 const gf_stop_reason gf_stop_values[] = {GF_STOP_EOS, GF_STOP_LENGTH, GF_STOP_CONTEXT_LIMIT};
