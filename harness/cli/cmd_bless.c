@@ -1,6 +1,6 @@
 /* genfence bless: goldens from a C backend (docs/goldens.md), for audits on
  * machines without Python. The recording is gf_golden_record
- * (kinds/golden_generation.c); this file is the command around it. */
+ * (golden/bless.c); this file is the command around it. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "golden_generation.h"
+#include "bless.h"
 
 static void usage(FILE *f)
 {

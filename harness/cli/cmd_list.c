@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "golden_generation.h"
+#include "golden_case.h"
 #include "genfence/sampler.h"
 #include "hash.h"
 #include "kinds.h"

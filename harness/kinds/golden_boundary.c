@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "genfence/sampler.h"
-#include "golden_generation.h"
+#include "golden_case.h"
 
 typedef struct zi {
     double z;

@@ -12,7 +12,7 @@
 
 #include "case.h"
 #include "genfence/safetensors.h"
-#include "golden_generation.h"
+#include "golden_case.h"
 #include "hash.h"
 #include "kinds.h"
 #include "record.h"

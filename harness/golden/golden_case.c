@@ -1,0 +1,41 @@
+/* A golden_generation case's golden: where it lives, the case hash, the
+ * commands that make it (golden_case.h). The kind, run and bless share them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "golden_case.h"
+#include "hash.h"
+#include "sys.h"
+
+char *gf_golden_path_for(const gf_case *c, const char *dir)
+{
+    if (dir) {
+        size_t n = strlen(dir) + strlen(c->id) + 16;
+        char *p = malloc(n);
+        if (p)
+            snprintf(p, n, "%s/%s.safetensors", dir, c->id);
+        return p;
+    }
+    const gf_golden_spec *s = c->spec;
+    return s && s->golden ? strdup(s->golden) : NULL;
+}
+
+gf_status gf_case_hash_of(const gf_case *c, char hex[65])
+{
+    if (!c->tree)
+        return gf_error_set(GF_E_INTERNAL, "case %s has no JSON tree", c->id);
+    return gf_case_hash(c->tree, hex);
+}
+
+void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t cap)
+{
+    char re[600], out[1100] = "";
+    gf_id_regex(re, sizeof re, c->id);
+    if (dir)
+        snprintf(out, sizeof out, " --out-dir %s", dir);
+    snprintf(buf, cap,
+             "make it with `.venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '%s'%s %s`%s, "
+             "or without Python `genfence bless --backend NAME --filter '%s'%s %s`",
+             re, out, c->file, dir ? "" : " (`make goldens` remakes those of cases/golden.yaml)", re, out, c->file);
+}
