@@ -488,7 +488,7 @@ static void select_backends(const run_cli *cli, gf_backend_probe **bs, size_t *n
         }
 }
 
-/* Write run.json and junit.xml in the staging folder, then move them over
+/* Write the report (GF_REPORT_FORMAT_LIST) in the staging folder, then move it over
  * the old report at once; info's paths are set when that worked. */
 /* What a backend left in the report folder: said, not removed (stray.c). */
 static void list_strays(gf_run_info *info, const gf_report_dir *rd, json_t *before)
@@ -508,10 +508,8 @@ static void list_strays(gf_run_info *info, const gf_report_dir *rd, json_t *befo
 static void write_reports(gf_run_info *info, gf_report_dir *rd, char *json_path, char *junit_path, size_t cap)
 {
     gf_report_dir_rebase(rd, info->jobs, info->n_jobs); /* (each job's already, as it finished) */
-    snprintf(json_path, cap, "%s/run.json", rd->stage);
-    snprintf(junit_path, cap, "%s/junit.xml", rd->stage);
     int ok = 1;
-    if (gf_report_json_write(info, json_path) != 0 || gf_report_junit_write(info, junit_path) != 0) {
+    if (gf_report_write(info, rd->stage) != 0) { /* every format of GF_REPORT_FORMAT_LIST */
         gf_cli_error("run: cannot write the report in %s: %s; the previous report is kept", rd->stage,
                      strerror(errno));
         ok = 0;

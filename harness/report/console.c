@@ -246,7 +246,7 @@ void gf_console_summary(const gf_run_info *r)
 {
     clear_progress(r);
     if (r->json_path || r->junit_path) {
-        /* index.html is written beside run.json (json.c) */
+        /* index.html is written beside run.json (GF_REPORT_FORMAT_LIST) */
         const char *jp = r->json_path, *slash = jp ? strrchr(jp, '/') : NULL;
         printf("reports: %s%s%s", jp ? jp : "", jp && r->junit_path ? ", " : "", r->junit_path ? r->junit_path : "");
         if (jp)

@@ -397,22 +397,9 @@ json_t *gf_report_json(const gf_run_info *r)
     return doc;
 }
 
-/* The HTML report (html.c) in the folder of the JSON one; a failure is said, not fatal. */
-static void html_next_to(const json_t *doc, const char *json_path)
+int gf_report_json_write_doc(const json_t *doc, const char *path)
 {
-    const char *slash = strrchr(json_path, '/');
-    char path[4096];
-    snprintf(path, sizeof path, "%.*sindex.html", slash ? (int)(slash - json_path + 1) : 0, json_path);
-    if (gf_report_html_write_doc(doc, path) != 0)
-        fprintf(stderr, "genfence: cannot write %s: %s\n", path, strerror(errno));
-}
-
-int gf_report_json_write(const gf_run_info *r, const char *path)
-{
-    json_t *doc = gf_report_json(r);
     char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    html_next_to(doc, path); /* index.html beside run.json */
-    json_decref(doc);
     if (!s) {
         errno = ENOMEM;
         return -1;

@@ -264,15 +264,3 @@ int gf_report_junit_write_doc(const json_t *doc, const char *path)
     gf_buf_free(&b);
     return rc;
 }
-
-int gf_report_junit_write(const gf_run_info *r, const char *path)
-{
-    json_t *doc = gf_report_json(r);
-    if (!doc) {
-        errno = ENOMEM;
-        return -1;
-    }
-    int rc = gf_report_junit_write_doc(doc, path);
-    json_decref(doc);
-    return rc;
-}

@@ -248,12 +248,12 @@ int gf_report_dir_commit(gf_report_dir *d)
 {
     if (!d->stage)
         return 0;
-    /* failures/ first: the new run.json names only files that exist */
-    static const char *const files[] = {"run.json", "junit.xml", "index.html"};
+    /* failures/ first: the new run.json names only files that exist; then
+     * each format's file (GF_REPORT_FORMAT_LIST) */
     if (put_in_place(d, "failures", 1) != 0)
         return -1;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        if (put_in_place(d, files[i], 0) != 0)
+    for (const gf_report_format *f = gf_report_formats; f->name; f++)
+        if (put_in_place(d, f->file, 0) != 0)
             return -1;
     return 0;
 }

@@ -1,5 +1,6 @@
-/* Reports of a run: console lines (and a progress line on a terminal), the
- * JSON report and JUnit XML, written atomically (temporary file + rename). */
+/* Reports of a run: console lines (and a progress line on a terminal), and
+ * the report files of GF_REPORT_FORMAT_LIST (the JSON report, JUnit XML, the
+ * HTML page), written atomically (temporary file + rename). */
 #ifndef GENFENCE_HARNESS_REPORT_H
 #define GENFENCE_HARNESS_REPORT_H
 
@@ -100,13 +101,39 @@ void gf_job_key_metrics(const gf_job *j, char *buf, size_t cap);
 /* The same from a result's metrics and checks (JSON report). */
 void gf_key_metrics(const json_t *metrics, const json_t *checks, char *buf, size_t cap);
 
+/* ---- the report formats (formats.c) ----
+ * X(name, file, write_doc, fatal): the files of a run's report, each written
+ * from the one JSON document of the run (gf_report_json) into the report
+ * folder, in this order, and moved into place together (gf_report_dir_commit).
+ * fatal: a failure keeps the previous report; else it is said and the run
+ * goes on. A new format is a writer and one row. The console (console.c) is
+ * printed while the run goes, its summary after the report is in place; the
+ * scoreboard (scoreboard.c, genfence scoreboard) tables several runs' run.json:
+ * neither is a file of one run. */
+/* clang-format off */
+#define GF_REPORT_FORMAT_LIST(X)                                  \
+    X(json,  "run.json",   gf_report_json_write_doc,  1)          \
+    X(junit, "junit.xml",  gf_report_junit_write_doc, 1)          \
+    X(html,  "index.html", gf_report_html_write_doc,  0)
+/* clang-format on */
+typedef struct gf_report_format {
+    const char *name;
+    const char *file; /* in the report folder */
+    int (*write_doc)(const json_t *doc, const char *path); /* 0, or -1 with errno set */
+    int fatal;
+} gf_report_format;
+/* The rows of GF_REPORT_FORMAT_LIST, then {NULL}. */
+extern const gf_report_format gf_report_formats[];
+/* Every format into dir/<file>. 0, or -1 with errno set when a fatal one
+ * could not be written (the others' failures are said on stderr). */
+int gf_report_write(const gf_run_info *r, const char *dir);
+
 /* ---- files ---- */
 json_t *gf_report_json(const gf_run_info *r);
 json_t *gf_report_environment(const gf_run_info *r);
 /* The ISA flags of this CPU that matter (avx2 avx512f ... amx_int8), space-separated. */
 const char *gf_report_cpu_flags(void);
-int gf_report_json_write(const gf_run_info *r, const char *path);
-int gf_report_junit_write(const gf_run_info *r, const char *path);
+int gf_report_json_write_doc(const json_t *doc, const char *path);
 /* JUnit from a JSON report (run's, or merge's): junit.c */
 struct gf_buf;
 int gf_report_junit_doc(const json_t *doc, struct gf_buf *out);
