@@ -166,7 +166,7 @@ int gf_cmd_list(int argc, char **argv)
     if (list_kinds) {
         for (const gf_kind_def *const *k = gf_kinds(); *k; k++) {
             /* the keys its parse asks for (gf_kind_keys): its own, then the
-             * sampler-profile keys (sampler_keys.h) it takes with a profile */
+             * sampler-profile keys (kit/keys.h) it takes with a profile */
             char own[1024], more[1024];
             gf_kind_keys(*k, GF_KEYS_PLAIN, own, sizeof own);
             printf("%-24s %s\n%-24s   keys: %s%s%s\n", (*k)->name, (*k)->summary, "",
