@@ -138,7 +138,7 @@ int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out);
  * harness/kinds/, above this layer, and come in as a NULL-terminated list). */
 typedef struct gf_kind_def gf_kind_def;
 typedef struct gf_case gf_case;
-typedef struct gf_krun gf_krun;     /* harness/krun: the run of one (case, backend) */
+typedef struct gf_krun gf_krun;     /* harness/record: the run record of one (case, backend) */
 
 /* What a kind needs from the case: nothing, a model directory for its
  * tokenizer only, or a model it loads (the loader requires / refuses the
@@ -192,7 +192,7 @@ struct gf_kind_def {
  *   GF_KEYS_PLAIN        the keys it reads whatever else the case holds;
  *   GF_KEYS_CONDITIONAL  the keys a reader reads only when the case names
  *                        one of them (the sampler-profile keys,
- *                        harness/krun/keys.c: such a reader asks
+ *                        harness/kit/keys.c: such a reader asks
  *                        gf_y_census_all and reads them all when it says 1). */
 typedef enum gf_kind_keys_which { GF_KEYS_ALL, GF_KEYS_PLAIN, GF_KEYS_CONDITIONAL } gf_kind_keys_which;
 int gf_kind_keys(const gf_kind_def *k, gf_kind_keys_which which, char *buf, size_t cap);
