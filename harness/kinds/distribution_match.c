@@ -16,50 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distribution_match.h"
+#include "stat_thresholds.h"
 #include "genfence/engine.h"
 #include "golden.h"
 #include "hash.h"
 #include "kinds.h"
-
-/* ---- thresholds ---- */
-
-typedef struct dm_thr {
-    double kld_mean, kld_p99, kld_max, top1_min, dp_max; /* NaN: not judged */
-} dm_thr;
-
-typedef struct dm_thr_entry {
-    char weights[32];
-    dm_thr t;
-} dm_thr_entry;
-
-/* The defaults, calibrated in docs/cases.md ("distribution_match:
- * calibration") on holmes-gpt and holmes-llama (576 positions each): each KL
- * bound is about 10x the worst figure measured for that type (x30 for f32,
- * whose figures are fp32 rounding noise, so that a reordered sum on another
- * CPU still passes), |delta p| about 3x (KL grows with the square of a logit
- * error, |delta p| linearly), top-1 about 2x the disagreement rate. Weight
- * types nobody measured (bf16, q4_0 ...) have no default: the case must give
- * them. Order: kld_mean, kld_p99, kld_max, top1_min, dp_max. */
-static const dm_thr_entry k_defaults[] = {
-    {"f32", {5e-11, 5e-10, 1e-9, 1.0, 1.5e-5}},
-    {"f16", {1e-5, 6e-5, 2.5e-4, 0.99, 1e-2}},
-    {"q8_0", {6e-3, 5e-2, 1.3e-1, 0.95, 0.2}},
-};
-
-static const char *const k_thr_keys[] = {"kld_mean", "kld_p99", "kld_max", "top1_min", "dp_max", NULL};
-
-static double *thr_field(dm_thr *t, int i)
-{
-    double *f[] = {&t->kld_mean, &t->kld_p99, &t->kld_max, &t->top1_min, &t->dp_max};
-    return f[i];
-}
-
-static double thr_get(const dm_thr *t, int i)
-{
-    const double f[] = {t->kld_mean, t->kld_p99, t->kld_max, t->top1_min, t->dp_max};
-    return f[i];
-}
 
 /* ---- keys ---- */
 
@@ -70,7 +31,7 @@ typedef struct dm_spec {
     gf_prompt_spec *prompts;
     size_t n_prompts;
     long long steps;     /* greedy ref tokens after each prompt */
-    dm_thr_entry *thr;   /* the case's (over the defaults, field by field) */
+    gf_stat_thr_entry *thr;   /* the case's (over the defaults, field by field) */
     size_t n_thr;
     gf_gate gate;        /* for the near-tie count beside the figures */
 } dm_spec;
@@ -89,48 +50,6 @@ static void spec_free(void *p)
     free(s);
 }
 
-static int parse_thresholds(gf_cctx *ctx, const gf_ynode *m, dm_spec *s)
-{
-    const gf_ynode *t = gf_y_get(ctx, m, "thresholds", GF_Y_OPTIONAL);
-    if (!t || (t->type == GF_YN_SCALAR && gf_yscalar_resolve(t).type == GF_YS_NULL))
-        return 0;
-    if (!gf_y_node_is_map(ctx, t, "'thresholds'"))
-        return -1;
-    s->thr = calloc(t->n ? t->n : 1, sizeof *s->thr);
-    if (!s->thr)
-        return -1;
-    int bad = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        const gf_ynode *key = t->items[2 * i], *val = t->items[2 * i + 1];
-        t->used[i] = 1;
-        dm_thr_entry *e = &s->thr[s->n_thr++];
-        snprintf(e->weights, sizeof e->weights, "%s", key->value ? key->value : "");
-        if (!key->value || !key->value[0] || strlen(key->value) >= sizeof e->weights) {
-            gf_y_error(ctx, key, "a 'thresholds' key is a weight type (f32, f16, bf16, q8_0 ...)");
-            bad = 1;
-            continue;
-        }
-        if (!gf_y_node_is_map(ctx, val, "a 'thresholds' entry")) {
-            bad = 1;
-            continue;
-        }
-        for (int f = 0; k_thr_keys[f]; f++) {
-            double *d = thr_field(&e->t, f);
-            *d = NAN;
-            int r = gf_y_double(ctx, val, k_thr_keys[f], 0, d);
-            if (r < 0)
-                bad = 1;
-            else if (r > 0 && (!(*d >= 0) || !isfinite(*d) || (f == 3 && *d > 1))) {
-                gf_y_error(ctx, gf_y_get(ctx, val, k_thr_keys[f], 0), "'%s' must be a finite number >= 0%s",
-                           k_thr_keys[f], f == 3 ? " and <= 1" : "");
-                bad = 1;
-            }
-        }
-        gf_y_check_unknown(ctx, val, "in a 'thresholds' entry (known: kld_mean, kld_p99, kld_max, top1_min, dp_max)");
-    }
-    return bad ? -1 : 0;
-}
-
 static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 {
     dm_spec *s = calloc(1, sizeof *s);
@@ -142,7 +61,7 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_prompts(ctx, m, "prompts", 0, &s->prompts, &s->n_prompts) < 0;
     bad |= gf_y_int(ctx, m, "steps", 0, 1, 1 << 20, &s->steps) < 0;
     bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
-    bad |= parse_thresholds(ctx, m, s) < 0;
+    bad |= gf_stat_thr_parse(ctx, m, &s->thr, &s->n_thr) < 0;
     if (!bad && !s->n_goldens && !s->n_prompts) {
         gf_y_error(ctx, m, "distribution_match needs 'goldens' or 'prompts' (or both)");
         bad = 1;
@@ -161,72 +80,13 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     return bad ? -1 : 0;
 }
 
-/* The thresholds for weight type w: the defaults, with the case's fields over
- * them. 0 when neither has an entry for w. */
-static int thresholds_for(const dm_spec *s, const char *w, dm_thr *out, int *from_case)
-{
-    int found = 0;
-    *from_case = 0;
-    for (size_t i = 0; i < sizeof k_defaults / sizeof *k_defaults; i++)
-        if (!strcmp(k_defaults[i].weights, w)) {
-            *out = k_defaults[i].t;
-            found = 1;
-        }
-    for (size_t i = 0; i < s->n_thr; i++)
-        if (!strcmp(s->thr[i].weights, w)) {
-            if (!found)
-                *out = (dm_thr){NAN, NAN, NAN, NAN, NAN};
-            for (int f = 0; k_thr_keys[f]; f++)
-                if (!isnan(thr_get(&s->thr[i].t, f)))
-                    *thr_field(out, f) = thr_get(&s->thr[i].t, f);
-            found = 1;
-            *from_case = 1;
-        }
-    return found;
-}
-
-/* ---- the backend's types ---- */
-
-static const char *dtype_storage(gf_compute_dtype dt)
-{
-    switch (dt) {
-    case GF_COMPUTE_F16:
-        return "f16";
-    case GF_COMPUTE_BF16:
-        return "bf16";
-    case GF_COMPUTE_TF32:
-        return "tf32";
-    case GF_COMPUTE_F64:
-        return "f64";
-    default:
-        return "f32";
-    }
-}
-
-void gf_stat_backend_types(const gf_krun *k, char *weights, size_t wcap, char *kv, size_t kvcap)
-{
-    gf_backend_info info;
-    gf_backend_options o = gf_registry_options(&k->session->backend, k->threads);
-    if (gf_backend_describe(gf_engine_ops(k->session->engine), &o, &info) != GF_OK)
-        info.weights = info.kv_cache = NULL;
-    snprintf(weights, wcap, "%s", info.weights ? info.weights : dtype_storage(k->dtype));
-    snprintf(kv, kvcap, "%s", info.kv_cache ? info.kv_cache : dtype_storage(k->dtype));
-}
-
-/* The thresholds' key: the weight type, or the KV cache's type when the
- * weights are f32 and the cache is narrower (f32 weights, kv f16 -> "f16"). */
-static const char *threshold_key(const char *w, const char *kv)
-{
-    return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w;
-}
-
 /* judges_weights (case.h): the plan skips token-equality kinds on weights
  * a statistical case has thresholds for (harness/run/plan.c). */
 static int dm_judges_weights(const gf_case *c, const char *weights)
 {
-    dm_thr t;
+    gf_stat_thr t;
     int from_case;
-    return c->spec && thresholds_for(c->spec, weights, &t, &from_case);
+    return c->spec && gf_stat_thr_for(((const dm_spec *)c->spec)->thr, ((const dm_spec *)c->spec)->n_thr, weights, &t, &from_case);
 }
 
 /* ---- figures ---- */
@@ -550,20 +410,16 @@ static void run_dm(const gf_case *c, gf_krun *k)
     gf_stat_backend_types(k, w, sizeof w, kv, sizeof kv);
     gf_k_metric_json(k, "weights", json_string(w));
     gf_k_metric_json(k, "kv_cache", json_string(kv));
-    const char *key = threshold_key(w, kv);
+    const char *key = gf_stat_thr_key(w, kv);
     gf_k_metric_json(k, "threshold_key", json_string(key));
-    dm_thr thr;
+    gf_stat_thr thr;
     int from_case = 0;
-    if (!thresholds_for(s, key, &thr, &from_case)) {
+    if (!gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case)) {
         gf_k_skip(k, "no thresholds for %s (weights %s, kv %s; defaults exist for f32, f16, q8_0: give 'thresholds: "
                      "{%s: {...}}')", key, w, kv, key);
         return;
     }
-    json_t *jt = json_object();
-    for (int f = 0; k_thr_keys[f]; f++)
-        gf_json_set_number(jt, k_thr_keys[f], thr_get(&thr, f), "not judged");
-    json_object_set_new(jt, "from", json_string(from_case ? "case" : "defaults"));
-    gf_k_metric_json(k, "thresholds", jt);
+    gf_k_metric_json(k, "thresholds", gf_stat_thr_json(&thr, from_case));
 
     dm_acc a = {0};
     a.disagree_max_margin = -INFINITY;
