@@ -1,4 +1,4 @@
-/* Stop strings over streamed text (include/genfence/stop.h). */
+/* Stop strings over streamed text (engine/include/genfence/stop.h). */
 #include "genfence/stop.h"
 
 #include <stdint.h>

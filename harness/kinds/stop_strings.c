@@ -1,6 +1,6 @@
 /* stop_strings: the streamed text of a model's tokenizer (the token bytes of
  * a text, an explicit id list or seeded random ids) through the engine's stop
- * strings (include/genfence/stop.h) stops exactly before the first occurrence
+ * strings (engine/include/genfence/stop.h) stops exactly before the first occurrence
  * of any stop string, however the stream is split, and every piece it
  * releases is whole UTF-8 characters. Two streams, each fed split every way
  * the case asks (per token, byte by byte, at every single byte, seeded random

@@ -18,6 +18,13 @@ cmake --install "$GF_BUILD" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat 
 pc=$(find "$tmp/prefix" -name genfence.pc | head -1)
 [ -n "$pc" ] || fail "no genfence.pc installed"
 [ -f "$tmp/prefix/include/genfence/backend.h" ] || fail "backend.h not installed"
+# include/genfence/ in the tree is the installed ABI and nothing more (the
+# engine's own headers live in engine/include/genfence/): the two lists agree
+tree_h=$(cd "$GF_SRC/include/genfence" && ls | sed 's/\.in$//' | sort | tr '\n' ' ')
+inst_h=$(cd "$tmp/prefix/include/genfence" && ls | sort | tr '\n' ' ')
+[ "$tree_h" = "$inst_h" ] \
+    || fail "include/genfence/ holds $tree_h; the install puts out $inst_h (an in-tree header belongs in engine/include/genfence/)"
+echo "ok   include/genfence/ is what is installed: $inst_h"
 pcdir=$(dirname "$pc")
 echo "installed: $(cd "$tmp/prefix" && find . -type f | sort | tr '\n' ' ')"
 PKG_CONFIG_PATH="$pcdir" pkg-config --exists genfence || fail "pkg-config cannot read $pc"

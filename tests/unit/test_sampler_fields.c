@@ -1,4 +1,4 @@
-/* The sampler field table (include/genfence/sampler_fields.h): it covers
+/* The sampler field table (engine/include/genfence/sampler_fields.h): it covers
  * gf_sampler_ext to its end (a field appended without its row fails here),
  * each flag is the key's name, the defaults and name lists come from it,
  * and its rules give the engines' messages. */

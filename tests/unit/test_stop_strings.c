@@ -1,4 +1,4 @@
-/* Stop strings (include/genfence/stop.h): the text stops exactly before the
+/* Stop strings (engine/include/genfence/stop.h): the text stops exactly before the
  * first stop string however the stream is cut into pieces, partial matches
  * are held back and released when they fail, and no piece ends inside a
  * UTF-8 character. */
