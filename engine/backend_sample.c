@@ -12,9 +12,8 @@
 #include "guard.h"
 #include "sampler_internal.h"
 
-gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
-                            int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
-                            uint64_t step, int32_t *ids_out)
+gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B, int32_t V,
+                            const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step, int32_t *ids_out)
 {
     if (!ops)
         return gf_error_set(GF_E_INVALID_ARG, "backend table is NULL");
@@ -22,8 +21,10 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
     if (!gf_backend_has_sample(ops) && !GF_OPS_HAS(ops, sample_ex))
         return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no sample slot", name);
     if (!logits || !p || !ids_out || B < 1 || V < 1)
-        return gf_error_set(GF_E_INVALID_ARG, "backend '%s' sample: B %d, V %d (must be >= 1), logits, params "
-                            "and ids_out non-NULL", name, B, V);
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "backend '%s' sample: B %d, V %d (must be >= 1), logits, params "
+                            "and ids_out non-NULL",
+                            name, B, V);
     gf_status st = gf_sampler_validate(p);
     if (st != GF_OK)
         return gf_error_prefix(st, "backend '%s' sample", name);
@@ -33,8 +34,8 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
     const int plain = gf_sampler_params_plain(p);
     const int profile = gf_sampler_params_profile(p);
     const uint32_t declared = gf_backend_sample_profiles(ops);
-    const int use_ex = GF_OPS_HAS(ops, sample_ex) && (declared & GF_PROFILE_BIT(profile)) &&
-                       (!plain || !gf_backend_has_sample(ops));
+    const int use_ex =
+        GF_OPS_HAS(ops, sample_ex) && (declared & GF_PROFILE_BIT(profile)) && (!plain || !gf_backend_has_sample(ops));
     if (!use_ex && (!plain || !gf_backend_has_sample(ops)))
         return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' sample slot does not implement profile '%s'%s", name,
                             gf_sampler_profile_name(profile),
@@ -77,8 +78,8 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
         }
         for (int32_t b = 0; b < B && st == GF_OK; b++)
             if (ids_out[b] < 0 || ids_out[b] >= V)
-                st = gf_error_set(GF_E_BACKEND, "backend '%s' sample slot returned token %d for row %d (V %d)",
-                                  name, ids_out[b], b, V);
+                st = gf_error_set(GF_E_BACKEND, "backend '%s' sample slot returned token %d for row %d (V %d)", name,
+                                  ids_out[b], b, V);
     }
     free(u);
     free(z);

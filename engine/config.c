@@ -36,13 +36,11 @@ static gf_status req_pos_int(const char *path, json_t *root, const char *key, in
     if (!v)
         return gf_error_set(GF_E_FORMAT, "%s: missing required key '%s' (an integer)", path, key);
     if (!json_is_integer(v))
-        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be an integer, got %s", path, key,
-                            jtype(v));
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be an integer, got %s", path, key, jtype(v));
     json_int_t x = json_integer_value(v);
     if (x <= 0 || x > INT32_MAX)
-        return gf_error_set(GF_E_FORMAT,
-                            "%s: key '%s' is %" JSON_INTEGER_FORMAT ", must be in [1, %d]", path,
-                            key, x, (int)INT32_MAX);
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' is %" JSON_INTEGER_FORMAT ", must be in [1, %d]", path, key, x,
+                            (int)INT32_MAX);
     *out = (int32_t)x;
     return GF_OK;
 }
@@ -64,36 +62,29 @@ static gf_status req_vocab(const char *path, json_t *root, int32_t *out)
 }
 
 /* An optional token id: absent or null -> -1; otherwise an integer in [0, vocab). */
-static gf_status opt_token_id(const char *path, json_t *root, const char *key, int32_t vocab,
-                              int allow_list, int32_t *out)
+static gf_status opt_token_id(const char *path, json_t *root, const char *key, int32_t vocab, int allow_list,
+                              int32_t *out)
 {
     json_t *v = json_object_get(root, key);
     *out = -1;
     if (!v || json_is_null(v))
         return GF_OK;
-    if (allow_list && json_is_array(v) && json_array_size(v) > 0 &&
-        json_is_integer(json_array_get(v, 0)))
+    if (allow_list && json_is_array(v) && json_array_size(v) > 0 && json_is_integer(json_array_get(v, 0)))
         v = json_array_get(v, 0); /* Llama 3 lists several eos ids; the engine stops on the first */
     if (!json_is_integer(v))
-        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be an integer or null, got %s", path,
-                            key, jtype(v));
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be an integer or null, got %s", path, key, jtype(v));
     json_int_t x = json_integer_value(v);
     if (x < 0 || x >= vocab)
         return gf_error_set(GF_E_FORMAT,
-                            "%s: key '%s' is %" JSON_INTEGER_FORMAT
-                            ", outside the vocabulary [0, %d) (vocab_size %d)",
+                            "%s: key '%s' is %" JSON_INTEGER_FORMAT ", outside the vocabulary [0, %d) (vocab_size %d)",
                             path, key, x, (int)vocab, (int)vocab);
     *out = (int32_t)x;
     return GF_OK;
 }
 
-static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_model_config *c,
-                              gf_rope_params *rp);
+static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_model_config *c, gf_rope_params *rp);
 
-gf_status gf_config_load(const char *path, gf_model_config *cfg_out)
-{
-    return gf_config_load_ex(path, cfg_out, NULL);
-}
+gf_status gf_config_load(const char *path, gf_model_config *cfg_out) { return gf_config_load_ex(path, cfg_out, NULL); }
 
 gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_params *rope_out)
 {
@@ -109,8 +100,8 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     if (!root) {
         if (read_err)
             return gf_error_set(GF_E_IO, "%s: read error", path);
-        return gf_error_set(GF_E_FORMAT, "%s: invalid JSON at line %d, column %d: %s", path,
-                            err.line, err.column, err.text);
+        return gf_error_set(GF_E_FORMAT, "%s: invalid JSON at line %d, column %d: %s", path, err.line, err.column,
+                            err.text);
     }
 
     gf_model_config c;
@@ -121,20 +112,17 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     json_t *v;
 
     if (!json_is_object(root)) {
-        s = gf_error_set(GF_E_FORMAT, "%s: top level is a JSON %s, expected an object", path,
-                         jtype(root));
+        s = gf_error_set(GF_E_FORMAT, "%s: top level is a JSON %s, expected an object", path, jtype(root));
         goto out;
     }
 
     v = json_object_get(root, "model_type");
     if (!v) {
-        s = gf_error_set(GF_E_FORMAT, "%s: missing required key 'model_type' (e.g. \"gpt2\")",
-                         path);
+        s = gf_error_set(GF_E_FORMAT, "%s: missing required key 'model_type' (e.g. \"gpt2\")", path);
         goto out;
     }
     if (!json_is_string(v)) {
-        s = gf_error_set(GF_E_FORMAT, "%s: key 'model_type' must be a string, got %s", path,
-                         jtype(v));
+        s = gf_error_set(GF_E_FORMAT, "%s: key 'model_type' must be a string, got %s", path, jtype(v));
         goto out;
     }
     if (!strcmp(json_string_value(v), "llama") || !strcmp(json_string_value(v), "qwen2")) {
@@ -147,8 +135,7 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
         goto out;
     }
     if (strcmp(json_string_value(v), "gpt2") != 0) {
-        s = gf_error_set(GF_E_UNSUPPORTED,
-                         "%s: model_type '%.100s' is not supported (supported: gpt2, llama, qwen2)",
+        s = gf_error_set(GF_E_UNSUPPORTED, "%s: model_type '%.100s' is not supported (supported: gpt2, llama, qwen2)",
                          path, json_string_value(v));
         goto out;
     }
@@ -163,8 +150,8 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
         (s = req_pos_int(path, root, "n_head", &c.n_head)) != GF_OK)
         goto out;
     if (c.n_embd % c.n_head != 0) {
-        s = gf_error_set(GF_E_FORMAT, "%s: n_embd %d is not divisible by n_head %d", path,
-                         (int)c.n_embd, (int)c.n_head);
+        s = gf_error_set(GF_E_FORMAT, "%s: n_embd %d is not divisible by n_head %d", path, (int)c.n_embd,
+                         (int)c.n_head);
         goto out;
     }
     c.n_kv_head = c.n_head;
@@ -176,14 +163,12 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     if (v) {
         double e = json_is_number(v) ? json_number_value(v) : -1.0;
         if (!json_is_number(v)) {
-            s = gf_error_set(GF_E_FORMAT, "%s: key 'layer_norm_epsilon' must be a number, got %s",
-                             path, jtype(v));
+            s = gf_error_set(GF_E_FORMAT, "%s: key 'layer_norm_epsilon' must be a number, got %s", path, jtype(v));
             goto out;
         }
         if (!(e > 0.0) || !isfinite(e) || e > 1.0) {
-            s = gf_error_set(GF_E_FORMAT,
-                             "%s: key 'layer_norm_epsilon' is %g, must be a positive number <= 1",
-                             path, e);
+            s = gf_error_set(GF_E_FORMAT, "%s: key 'layer_norm_epsilon' is %g, must be a positive number <= 1", path,
+                             e);
             goto out;
         }
         c.norm_eps = (float)e;
@@ -194,8 +179,7 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     v = json_object_get(root, "activation_function");
     if (v) {
         if (!json_is_string(v)) {
-            s = gf_error_set(GF_E_FORMAT, "%s: key 'activation_function' must be a string, got %s",
-                             path, jtype(v));
+            s = gf_error_set(GF_E_FORMAT, "%s: key 'activation_function' must be a string, got %s", path, jtype(v));
             goto out;
         }
         const char *a = json_string_value(v);
@@ -218,15 +202,13 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     v = json_object_get(root, "n_inner");
     if (!v || json_is_null(v)) {
         if ((int64_t)c.n_embd * 4 > INT32_MAX) {
-            s = gf_error_set(GF_E_FORMAT, "%s: 4 x n_embd (%d) overflows; set n_inner", path,
-                             (int)c.n_embd);
+            s = gf_error_set(GF_E_FORMAT, "%s: 4 x n_embd (%d) overflows; set n_inner", path, (int)c.n_embd);
             goto out;
         }
         c.d_ff = 4 * c.n_embd;
     } else if ((s = req_pos_int(path, root, "n_inner", &c.d_ff)) != GF_OK) {
         if (!json_is_integer(v))
-            s = gf_error_set(GF_E_FORMAT, "%s: key 'n_inner' must be an integer or null, got %s",
-                             path, jtype(v));
+            s = gf_error_set(GF_E_FORMAT, "%s: key 'n_inner' must be an integer or null, got %s", path, jtype(v));
         goto out;
     }
 
@@ -238,9 +220,7 @@ gf_status gf_config_load_ex(const char *path, gf_model_config *cfg_out, gf_rope_
     v = json_object_get(root, "tie_word_embeddings");
     if (v) {
         if (!json_is_boolean(v)) {
-            s = gf_error_set(GF_E_FORMAT,
-                             "%s: key 'tie_word_embeddings' must be a boolean, got %s", path,
-                             jtype(v));
+            s = gf_error_set(GF_E_FORMAT, "%s: key 'tie_word_embeddings' must be a boolean, got %s", path, jtype(v));
             goto out;
         }
         c.tied_head = json_is_true(v) ? 1 : 0;
@@ -257,34 +237,29 @@ out:
 /* ---- the Llama family ---- */
 
 /* An optional positive integer: absent or null -> dflt. */
-static gf_status opt_pos_int(const char *path, json_t *root, const char *key, int32_t dflt,
-                             int32_t *out)
+static gf_status opt_pos_int(const char *path, json_t *root, const char *key, int32_t dflt, int32_t *out)
 {
     json_t *v = json_object_get(root, key);
     *out = dflt;
     if (!v || json_is_null(v))
         return GF_OK;
     if (!json_is_integer(v))
-        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be an integer or null, got %s", path,
-                            key, jtype(v));
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be an integer or null, got %s", path, key, jtype(v));
     return req_pos_int(path, root, key, out);
 }
 
 /* An optional number in (0, hi]: absent -> dflt. */
-static gf_status opt_pos_real(const char *path, json_t *root, const char *key, double dflt,
-                              double hi, double *out)
+static gf_status opt_pos_real(const char *path, json_t *root, const char *key, double dflt, double hi, double *out)
 {
     json_t *v = json_object_get(root, key);
     *out = dflt;
     if (!v)
         return GF_OK;
     if (!json_is_number(v))
-        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be a number, got %s", path, key,
-                            jtype(v));
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be a number, got %s", path, key, jtype(v));
     double x = json_number_value(v);
     if (!(x > 0.0) || !isfinite(x) || x > hi)
-        return gf_error_set(GF_E_FORMAT, "%s: key '%s' is %g, must be a positive number <= %g",
-                            path, key, x, hi);
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' is %g, must be a positive number <= %g", path, key, x, hi);
     *out = x;
     return GF_OK;
 }
@@ -296,8 +271,7 @@ static gf_status opt_bool(const char *path, json_t *root, const char *key, int d
     if (!v)
         return GF_OK;
     if (!json_is_boolean(v))
-        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be a boolean, got %s", path, key,
-                            jtype(v));
+        return gf_error_set(GF_E_FORMAT, "%s: key '%s' must be a boolean, got %s", path, key, jtype(v));
     *out = json_is_true(v);
     return GF_OK;
 }
@@ -312,14 +286,13 @@ static gf_status rope_scaling(const char *path, json_t *root, gf_rope_params *rp
     if (!rs || json_is_null(rs))
         return GF_OK;
     if (!json_is_object(rs))
-        return gf_error_set(GF_E_FORMAT, "%s: key 'rope_scaling' must be an object or null, got %s",
-                            path, jtype(rs));
+        return gf_error_set(GF_E_FORMAT, "%s: key 'rope_scaling' must be an object or null, got %s", path, jtype(rs));
     json_t *t = json_object_get(rs, "rope_type");
     if (!t)
         t = json_object_get(rs, "type"); /* the older spelling */
     if (!t || !json_is_string(t))
-        return gf_error_set(GF_E_FORMAT, "%s: rope_scaling needs a string 'rope_type' (or 'type')%s",
-                            path, t ? ", got a non-string" : "");
+        return gf_error_set(GF_E_FORMAT, "%s: rope_scaling needs a string 'rope_type' (or 'type')%s", path,
+                            t ? ", got a non-string" : "");
     const char *type = json_string_value(t);
     if (!strcmp(type, "default"))
         return GF_OK;
@@ -327,7 +300,8 @@ static gf_status rope_scaling(const char *path, json_t *root, gf_rope_params *rp
     if (!llama3 && strcmp(type, "linear") != 0)
         return gf_error_set(GF_E_UNSUPPORTED,
                             "%s: rope_scaling rope_type '%.60s' is not supported (supported: "
-                            "linear, llama3)", path, type);
+                            "linear, llama3)",
+                            path, type);
     gf_status s;
     double big = 1e12;
     json_t *f = json_object_get(rs, "factor");
@@ -338,12 +312,10 @@ static gf_status rope_scaling(const char *path, json_t *root, gf_rope_params *rp
     rp->type = llama3 ? GF_ROPE_SCALING_LLAMA3 : GF_ROPE_SCALING_LINEAR;
     if (!llama3)
         return GF_OK;
-    static const char *const need[] = {"low_freq_factor", "high_freq_factor",
-                                       "original_max_position_embeddings"};
+    static const char *const need[] = {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (!json_object_get(rs, need[i]))
-            return gf_error_set(GF_E_FORMAT, "%s: rope_scaling (llama3) is missing '%s'", path,
-                                need[i]);
+            return gf_error_set(GF_E_FORMAT, "%s: rope_scaling (llama3) is missing '%s'", path, need[i]);
     if ((s = opt_pos_real(path, rs, "low_freq_factor", 1.0, big, &rp->low_freq_factor)) != GF_OK ||
         (s = opt_pos_real(path, rs, "high_freq_factor", 4.0, big, &rp->high_freq_factor)) != GF_OK ||
         (s = req_pos_int(path, rs, "original_max_position_embeddings", &rp->original_max_pos)) != GF_OK)
@@ -351,12 +323,12 @@ static gf_status rope_scaling(const char *path, json_t *root, gf_rope_params *rp
     if (!(rp->high_freq_factor > rp->low_freq_factor))
         return gf_error_set(GF_E_FORMAT,
                             "%s: rope_scaling (llama3): high_freq_factor %g must exceed "
-                            "low_freq_factor %g", path, rp->high_freq_factor, rp->low_freq_factor);
+                            "low_freq_factor %g",
+                            path, rp->high_freq_factor, rp->low_freq_factor);
     return GF_OK;
 }
 
-static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_model_config *c,
-                              gf_rope_params *rp)
+static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_model_config *c, gf_rope_params *rp)
 {
     const char *fam = qwen2 ? "qwen2" : "llama";
     gf_status s;
@@ -375,19 +347,17 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
     /* num_key_value_heads: null -> num_attention_heads; absent -> LlamaConfig's
      * None (= num_attention_heads) or Qwen2Config's 32 */
     json_t *kv = json_object_get(root, "num_key_value_heads");
-    if ((s = opt_pos_int(path, root, "num_key_value_heads", kv || !qwen2 ? c->n_head : 32,
-                         &c->n_kv_head)) != GF_OK)
+    if ((s = opt_pos_int(path, root, "num_key_value_heads", kv || !qwen2 ? c->n_head : 32, &c->n_kv_head)) != GF_OK)
         return s;
     if (c->n_head % c->n_kv_head != 0)
-        return gf_error_set(GF_E_FORMAT,
-                            "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
-                            path, (int)c->n_head, (int)c->n_kv_head);
+        return gf_error_set(GF_E_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
+                            (int)c->n_head, (int)c->n_kv_head);
     /* head_dim: Llama reads it (null/absent -> hidden_size / heads); Qwen2 in
      * transformers 4.47.1 always uses hidden_size / heads */
     int32_t dh_default = c->n_embd / c->n_head;
     if (qwen2 && c->n_embd % c->n_head != 0)
-        return gf_error_set(GF_E_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d",
-                            path, (int)c->n_embd, (int)c->n_head);
+        return gf_error_set(GF_E_FORMAT, "%s: hidden_size %d is not divisible by num_attention_heads %d", path,
+                            (int)c->n_embd, (int)c->n_head);
     if ((s = opt_pos_int(path, root, "head_dim", dh_default, &c->d_head)) != GF_OK)
         return s;
     if (qwen2 && c->d_head != dh_default)
@@ -396,8 +366,7 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
                             "qwen2 (transformers 4.47.1) ignores head_dim, so this is not supported",
                             path, (int)c->d_head, (int)dh_default);
     if (c->d_head < 2 || c->d_head % 2 != 0)
-        return gf_error_set(GF_E_FORMAT, "%s: head dimension %d must be even (rotary pairs)%s", path,
-                            (int)c->d_head,
+        return gf_error_set(GF_E_FORMAT, "%s: head dimension %d must be even (rotary pairs)%s", path, (int)c->d_head,
                             json_object_get(root, "head_dim") ? "" : " (hidden_size / num_attention_heads)");
     if ((int64_t)c->n_head * c->d_head > INT32_MAX)
         return gf_error_set(GF_E_FORMAT, "%s: num_attention_heads x head_dim overflows", path);
@@ -405,10 +374,8 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
     json_t *v = json_object_get(root, "hidden_act");
     if (v && (!json_is_string(v) || strcmp(json_string_value(v), "silu") != 0)) {
         if (!json_is_string(v))
-            return gf_error_set(GF_E_FORMAT, "%s: key 'hidden_act' must be a string, got %s", path,
-                                jtype(v));
-        return gf_error_set(GF_E_UNSUPPORTED,
-                            "%s: hidden_act '%.60s' is not supported for %s (supported: silu)", path,
+            return gf_error_set(GF_E_FORMAT, "%s: key 'hidden_act' must be a string, got %s", path, jtype(v));
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: hidden_act '%.60s' is not supported for %s (supported: silu)", path,
                             json_string_value(v), fam);
     }
     double eps, theta;
@@ -421,8 +388,7 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
     if ((s = opt_pos_real(path, root, "partial_rotary_factor", 1.0, 1.0, &prf)) != GF_OK)
         return s;
     if (prf != 1.0)
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported (only 1)",
-                            path, prf);
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported (only 1)", path, prf);
     int flag;
     if (!qwen2) {
         if ((s = opt_bool(path, root, "attention_bias", 0, &flag)) != GF_OK)
@@ -430,7 +396,8 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
         if (flag)
             return gf_error_set(GF_E_UNSUPPORTED,
                                 "%s: attention_bias true (biases on q, k, v and o_proj) is not "
-                                "supported; qwen2's q/k/v biases are", path);
+                                "supported; qwen2's q/k/v biases are",
+                                path);
         if ((s = opt_bool(path, root, "mlp_bias", 0, &flag)) != GF_OK)
             return s;
         if (flag)
@@ -441,7 +408,8 @@ static gf_status llama_config(const char *path, json_t *root, int qwen2, gf_mode
         if (flag)
             return gf_error_set(GF_E_UNSUPPORTED,
                                 "%s: use_sliding_window true (Qwen2 sliding-window attention) is "
-                                "not supported", path);
+                                "not supported",
+                                path);
     }
     if ((s = opt_bool(path, root, "tie_word_embeddings", 0, &c->tied_head)) != GF_OK)
         return s;

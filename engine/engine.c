@@ -12,9 +12,9 @@
 
 struct gf_engine {
     const gf_backend_ops *ops;
-    void *model;               /* the backend's handle */
+    void *model; /* the backend's handle */
     gf_model_config cfg;
-    long long n_forward;       /* forward calls so far (1-based in messages) */
+    long long n_forward; /* forward calls so far (1-based in messages) */
     /* what forward gets instead of the caller's buffers (guard.h), kept
      * between calls: logits_out (B, T|1, V), tokens and position_ids (B, T),
      * key_mask (B, Tk) */
@@ -24,7 +24,10 @@ struct gf_engine {
 /* ---- call trace (engine.h) ---- */
 static gf_call_trace *g_trace;
 static long long g_trace_step = -1, g_trace_total;
-static struct { const char *slot; long long n; } g_trace_calls[16];
+static struct {
+    const char *slot;
+    long long n;
+} g_trace_calls[16];
 
 void gf_engine_trace_to(gf_call_trace *t)
 {
@@ -110,8 +113,7 @@ gf_status gf_backend_check_ops(const gf_backend_ops *ops)
         return gf_error_set(GF_E_ABI, "backend table is NULL");
     const char *name = ops->name ? ops->name : "(unnamed)";
     if (ops->abi_version != GF_BACKEND_ABI_VERSION)
-        return gf_error_set(GF_E_ABI,
-                            "backend '%s' was built for ABI version %u; this genfence speaks version %u",
+        return gf_error_set(GF_E_ABI, "backend '%s' was built for ABI version %u; this genfence speaks version %u",
                             name, ops->abi_version, GF_BACKEND_ABI_VERSION);
     if (!ops->name || !ops->name[0])
         return gf_error_set(GF_E_ABI, "backend table has no name");
@@ -126,7 +128,10 @@ gf_status gf_backend_check_ops(const gf_backend_ops *ops)
                             "genfence knows %zu (ABI version %u); rebuild it against this genfence's headers "
                             "or use a newer genfence",
                             name, ops->struct_size, sizeof(gf_backend_ops), GF_BACKEND_ABI_VERSION);
-    const struct { const void *slot; const char *what; } required[] = {
+    const struct {
+        const void *slot;
+        const char *what;
+    } required[] = {
         {(const void *)ops->probe, "probe"},
         {(const void *)ops->model_load, "model_load"},
         {(const void *)ops->model_free, "model_free"},
@@ -139,8 +144,7 @@ gf_status gf_backend_check_ops(const gf_backend_ops *ops)
     };
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!required[i].slot)
-            return gf_error_set(GF_E_ABI, "backend '%s' lacks the required slot '%s'", name,
-                                required[i].what);
+            return gf_error_set(GF_E_ABI, "backend '%s' lacks the required slot '%s'", name, required[i].what);
     return GF_OK;
 }
 
@@ -180,10 +184,10 @@ gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_
     return GF_E_UNAVAILABLE;
 }
 
-gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts,
-                              gf_backend_info *info_out)
+gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts, gf_backend_info *info_out)
 {
-    gf_backend_info defaults = {.struct_size = sizeof defaults, .dtype = GF_COMPUTE_F32,
+    gf_backend_info defaults = {.struct_size = sizeof defaults,
+                                .dtype = GF_COMPUTE_F32,
                                 .threads = opts && opts->threads > 0 ? opts->threads : 1};
     *info_out = defaults;
     if (!ops->info)
@@ -236,8 +240,8 @@ static gf_status backend_error(const gf_engine *e, gf_status st)
     return gf_error_prefix(st, "backend '%s'", e->ops->name);
 }
 
-gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
-                           const gf_backend_options *opts, gf_engine **engine_out)
+gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc, const gf_backend_options *opts,
+                           gf_engine **engine_out)
 {
     *engine_out = NULL;
     gf_status st = gf_backend_check_ops(ops);
@@ -431,8 +435,8 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
     {
         char who[260], shape[96];
         snprintf(who, sizeof who, "backend '%s': %s", e->ops->name, where);
-        snprintf(shape, sizeof shape, "((B, %s, V) = (%d, %d, %d) floats)", rows_t == in->T ? "T" : "1", in->B,
-                 rows_t, V);
+        snprintf(shape, sizeof shape, "((B, %s, V) = (%d, %d, %d) floats)", rows_t == in->T ? "T" : "1", in->B, rows_t,
+                 V);
         gf_status gs = gf_guard_verdict(&e->g_logits, who, "logits_out", shape, NULL, 4, "float");
         snprintf(shape, sizeof shape, "((B, T) = (%d, %d) int32)", in->B, in->T);
         if (gs == GF_OK && in->tokens)

@@ -28,8 +28,7 @@ gf_generate_params gf_generate_defaults(void)
     return p;
 }
 
-void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *positions_out,
-                            int32_t *next_out)
+void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *positions_out, int32_t *next_out)
 {
     for (int32_t b = 0; b < B; b++) {
         int32_t run = 0;
@@ -87,28 +86,36 @@ static gf_generation *generation_alloc(int32_t B, const int32_t *prompt_lens, in
 
 /* The state of one run, freed in one place. */
 typedef struct gen_state {
-    int32_t B, V, Pmax, width;   /* width: columns of seq / mask in use */
-    int32_t *seq;                /* (B, cap) left-padded tokens so far */
-    uint8_t *mask;               /* (B, cap) 1 = real token */
+    int32_t B, V, Pmax, width; /* width: columns of seq / mask in use */
+    int32_t *seq;              /* (B, cap) left-padded tokens so far */
+    uint8_t *mask;             /* (B, cap) 1 = real token */
     int32_t cap;
-    int32_t *pos;                /* (B, cap) scratch position ids */
-    int32_t *next_pos;           /* (B) */
-    uint8_t *packed_mask;        /* (B, cap) scratch: a (B, Tk) window */
-    int32_t *in_tokens;          /* (B, cap) scratch */
-    float *logits;               /* (B, V) last-position logits */
-    int32_t *step_tokens;        /* (B) */
-    gf_sample_result *results;   /* (B) */
-    uint8_t *finished;           /* (B) */
-    uint8_t *finished_before;    /* (B) */
+    int32_t *pos;              /* (B, cap) scratch position ids */
+    int32_t *next_pos;         /* (B) */
+    uint8_t *packed_mask;      /* (B, cap) scratch: a (B, Tk) window */
+    int32_t *in_tokens;        /* (B, cap) scratch */
+    float *logits;             /* (B, V) last-position logits */
+    int32_t *step_tokens;      /* (B) */
+    gf_sample_result *results; /* (B) */
+    uint8_t *finished;         /* (B) */
+    uint8_t *finished_before;  /* (B) */
     void *cache;
 } gen_state;
 
 static void state_free(gf_engine *e, gen_state *s)
 {
     gf_engine_cache_free(e, s->cache);
-    free(s->seq); free(s->mask); free(s->pos); free(s->next_pos); free(s->packed_mask);
-    free(s->in_tokens); free(s->logits); free(s->step_tokens); free(s->results);
-    free(s->finished); free(s->finished_before);
+    free(s->seq);
+    free(s->mask);
+    free(s->pos);
+    free(s->next_pos);
+    free(s->packed_mask);
+    free(s->in_tokens);
+    free(s->logits);
+    free(s->step_tokens);
+    free(s->results);
+    free(s->finished);
+    free(s->finished_before);
 }
 
 /* Copy columns [c0, c0 + n) of a (B, cap) matrix into a packed (B, n) one. */
@@ -140,7 +147,10 @@ static gf_status forward_uncached(gf_engine *e, gen_state *s, int32_t n_position
     window_i32(s->in_tokens, s->seq, s->B, s->cap, c0, W);
     window_u8(s->packed_mask, s->mask, s->B, s->cap, c0, W);
     gf_positions_from_mask(s->packed_mask, s->B, W, s->pos, NULL);
-    gf_batch in = {.B = s->B, .T = W, .tokens = s->in_tokens, .position_ids = s->pos,
+    gf_batch in = {.B = s->B,
+                   .T = W,
+                   .tokens = s->in_tokens,
+                   .position_ids = s->pos,
                    .key_mask = any_padding(s->mask, s->B, s->cap, c0, W) ? s->packed_mask : NULL,
                    .logits_mode = GF_LOGITS_LAST};
     return gf_engine_forward(e, NULL, &in, s->logits);
@@ -160,7 +170,10 @@ static gf_status forward_cached(gf_engine *e, gen_state *s, int32_t c0)
                 s->pos[(size_t)b * T + t] = s->next_pos[b] + t;
     }
     window_u8(s->packed_mask, s->mask, s->B, s->cap, 0, s->width);
-    gf_batch in = {.B = s->B, .T = T, .tokens = s->in_tokens, .position_ids = s->pos,
+    gf_batch in = {.B = s->B,
+                   .T = T,
+                   .tokens = s->in_tokens,
+                   .position_ids = s->pos,
                    .key_mask = any_padding(s->mask, s->B, s->cap, 0, s->width) ? s->packed_mask : NULL,
                    .logits_mode = GF_LOGITS_LAST};
     gf_status st = gf_engine_forward(e, s->cache, &in, s->logits);
@@ -181,15 +194,17 @@ static gf_status forward_slide(gf_engine *e, gen_state *s, int32_t n_positions)
     window_i32(s->in_tokens, s->seq, s->B, s->cap, c0, W);
     window_u8(s->packed_mask, s->mask, s->B, s->cap, c0, W);
     gf_positions_from_mask(s->packed_mask, s->B, W, s->pos, NULL);
-    gf_batch in = {.B = s->B, .T = W, .tokens = s->in_tokens, .position_ids = s->pos,
+    gf_batch in = {.B = s->B,
+                   .T = W,
+                   .tokens = s->in_tokens,
+                   .position_ids = s->pos,
                    .key_mask = any_padding(s->mask, s->B, s->cap, c0, W) ? s->packed_mask : NULL,
                    .logits_mode = GF_LOGITS_LAST};
     return gf_engine_forward(e, s->cache, &in, s->logits);
 }
 
-gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
-                      const int32_t *prompt_lens, const gf_generate_params *p,
-                      gf_generation **gen_out)
+gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts, const int32_t *prompt_lens,
+                      const gf_generate_params *p, gf_generation **gen_out)
 {
     *gen_out = NULL;
     const gf_model_config *cfg = gf_engine_config(e);
@@ -209,8 +224,9 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
             return gf_error_set(GF_E_INVALID_ARG, "generate: prompt %d is empty", b);
         for (int32_t t = 0; t < prompt_lens[b]; t++)
             if (prompts[b][t] < 0 || prompts[b][t] >= V)
-                return gf_error_set(GF_E_INVALID_ARG, "generate: prompt %d token %d is %d, outside the model's vocabulary [0, %d)",
-                                    b, t, prompts[b][t], V);
+                return gf_error_set(GF_E_INVALID_ARG,
+                                    "generate: prompt %d token %d is %d, outside the model's vocabulary [0, %d)", b, t,
+                                    prompts[b][t], V);
         if (prompt_lens[b] > Pmax)
             Pmax = prompt_lens[b];
     }
@@ -233,8 +249,8 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
     s.finished = calloc((size_t)B, 1);
     s.finished_before = calloc((size_t)B, 1);
     gf_generation *g = generation_alloc(B, prompt_lens, p->max_new_tokens);
-    if (!s.seq || !s.mask || !s.pos || !s.next_pos || !s.packed_mask || !s.in_tokens || !s.logits ||
-        !s.step_tokens || !s.results || !s.finished || !s.finished_before || !g) {
+    if (!s.seq || !s.mask || !s.pos || !s.next_pos || !s.packed_mask || !s.in_tokens || !s.logits || !s.step_tokens ||
+        !s.results || !s.finished || !s.finished_before || !g) {
         st = gf_error_set(GF_E_NOMEM, "generate: out of memory");
         goto fail;
     }
@@ -280,14 +296,17 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         memcpy(s.finished_before, s.finished, (size_t)B);
         for (int32_t b = 0; b < B; b++) {
             uint64_t seq_id = p->seq_ids ? p->seq_ids[b] : (uint64_t)b;
-            st = gf_sample_row_valid(s.logits + (size_t)b * V, V, &p->sampler, g->tokens[b], g->n_tokens[b], g->prompt_len[b],
-                               p->eos_id, seq_id, (uint64_t)step, &s.results[b]); /* history: the row's tokens */
+            st = gf_sample_row_valid(s.logits + (size_t)b * V, V, &p->sampler, g->tokens[b], g->n_tokens[b],
+                                     g->prompt_len[b], p->eos_id, seq_id, (uint64_t)step,
+                                     &s.results[b]); /* history: the row's tokens */
             if (st != GF_OK) {
                 gf_error_prefix(st, "generate: row %d, step %d", b, step);
                 goto fail;
             }
-            int32_t tok = s.finished[b] ? (p->eos_id >= 0 ? p->eos_id : g->tokens[b][g->n_until_stop[b] - 1]) /* stop id */
-                          : p->forced ? p->forced[b][step] : s.results[b].token;
+            int32_t tok = s.finished[b]
+                              ? (p->eos_id >= 0 ? p->eos_id : g->tokens[b][g->n_until_stop[b] - 1]) /* stop id */
+                          : p->forced ? p->forced[b][step]
+                                      : s.results[b].token;
             if (tok < 0 || tok >= V) {
                 st = gf_error_set(GF_E_INVALID_ARG, "generate: forced token %d at row %d, step %d is outside [0, %d)",
                                   tok, b, step, V);
@@ -307,8 +326,12 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         s.width++;
         g->steps = step + 1;
         if (p->on_step) {
-            gf_step_info info = {.step = step, .B = B, .V = V, .logits = s.logits,
-                                 .tokens = s.step_tokens, .results = s.results,
+            gf_step_info info = {.step = step,
+                                 .B = B,
+                                 .V = V,
+                                 .logits = s.logits,
+                                 .tokens = s.step_tokens,
+                                 .results = s.results,
                                  .finished_before = s.finished_before};
             st = p->on_step(p->user, &info);
             if (st != GF_OK)
@@ -331,8 +354,8 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
         }
         if (why == GF_STOP_CONTEXT_LIMIT && p->raise_on_context_limit) {
             st = gf_error_set(GF_E_CONTEXT_LIMIT,
-                              "generate: context limit: the cache holds all %d positions after %d new tokens",
-                              NP, step + 1);
+                              "generate: context limit: the cache holds all %d positions after %d new tokens", NP,
+                              step + 1);
             goto fail;
         }
         if (why != GF_STOP_NONE) {

@@ -192,8 +192,8 @@ gf_status gf_guard_verdict(gf_guard *g, const char *where, const char *what, con
     } else {
         was = ((const unsigned char *)orig)[i], now = g->data[i];
     }
-    return gf_error_set(GF_E_BACKEND, "%s: changed %s %s, its read-only input: element %zu was %lld, is %lld",
-                        where, what, shape, i, was, now);
+    return gf_error_set(GF_E_BACKEND, "%s: changed %s %s, its read-only input: element %zu was %lld, is %lld", where,
+                        what, shape, i, was, now);
 }
 
 /* the sample slot's buffers: no engine holds them (sampler-only calls have
@@ -297,20 +297,20 @@ static size_t desc_tensors(const gf_model_desc *d, gf_desc_tensor *t, size_t cap
     const size_t Q = (size_t)(c->n_head > 0 ? c->n_head : 0) * (size_t)(c->d_head > 0 ? c->d_head : 0);
     const size_t KV = (size_t)(c->n_kv_head > 0 ? c->n_kv_head : 0) * (size_t)(c->d_head > 0 ? c->d_head : 0);
     size_t k = 0, used = 0;
-#define ADD(fmt, l, ptr, rows, ncols)                                                                                \
-    do {                                                                                                             \
-        if (ptr) {                                                                                                   \
-            if (k < cap) {                                                                                           \
-                int len_ = snprintf(names + used, names_cap - used, fmt, l);                                        \
-                t[k].field = names + used;                                                                           \
-                used += (size_t)len_ + 1;                                                                            \
-                t[k].data = (ptr);                                                                                   \
-                size_t nc_ = (size_t)(ncols);                                                                        \
-                t[k].n = (size_t)(rows) * (nc_ ? nc_ : 1);                                                           \
-                t[k].cols = nc_;                                                                                     \
-            }                                                                                                        \
-            k++;                                                                                                     \
-        }                                                                                                            \
+#define ADD(fmt, l, ptr, rows, ncols)                                        \
+    do {                                                                     \
+        if (ptr) {                                                           \
+            if (k < cap) {                                                   \
+                int len_ = snprintf(names + used, names_cap - used, fmt, l); \
+                t[k].field = names + used;                                   \
+                used += (size_t)len_ + 1;                                    \
+                t[k].data = (ptr);                                           \
+                size_t nc_ = (size_t)(ncols);                                \
+                t[k].n = (size_t)(rows) * (nc_ ? nc_ : 1);                   \
+                t[k].cols = nc_;                                             \
+            }                                                                \
+            k++;                                                             \
+        }                                                                    \
     } while (0)
     ADD("weights.wte%.0d", 0, w->wte, V, D);
     ADD("weights.wpe%.0d", 0, w->wpe, P, D);
@@ -396,8 +396,8 @@ nomem:
 /* The changed block b (m floats at p, sums then s0, now s1) of tensor t: one
  * element's change decoded (its index from W's difference, its old bits
  * from S's), else the block's range. */
-static gf_status block_changed(const gf_desc_tensor *t, size_t o, size_t m, const uint64_t s0[2],
-                               const uint64_t s1[2], const char *where)
+static gf_status block_changed(const gf_desc_tensor *t, size_t o, size_t m, const uint64_t s0[2], const uint64_t s1[2],
+                               const char *where)
 {
     int64_t dS = (int64_t)(s1[0] - s0[0]), dW = (int64_t)(s1[1] - s0[1]);
     size_t n_pad = (m + 3) / 4 * 4;
@@ -436,7 +436,10 @@ gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, 
     /* the struct first: a changed pointer would send the sums elsewhere */
     if (memcmp(&g->desc.config, &d->config, sizeof d->config) != 0)
         return gf_error_set(GF_E_BACKEND, "%s: changed desc->config, a read-only input", where);
-    const struct { const void *was, *is; const char *field; } ptrs[] = {
+    const struct {
+        const void *was, *is;
+        const char *field;
+    } ptrs[] = {
         {g->desc.weights.wte, d->weights.wte, "weights.wte"},
         {g->desc.weights.wpe, d->weights.wpe, "weights.wpe"},
         {g->desc.weights.layers, d->weights.layers, "weights.layers"},

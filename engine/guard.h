@@ -23,11 +23,11 @@
 #include "genfence/backend.h"
 #include "genfence/status.h"
 
-#define GF_GUARD_SENTINEL 64 /* pattern bytes at least after the data */
-#define GF_GUARD_BEFORE 4096 /* pattern bytes before it (where the mapping has room) */
+#define GF_GUARD_SENTINEL 64   /* pattern bytes at least after the data */
+#define GF_GUARD_BEFORE   4096 /* pattern bytes before it (where the mapping has room) */
 
 typedef struct gf_guard {
-    unsigned char *map;     /* the whole mapping, guard pages included */
+    unsigned char *map; /* the whole mapping, guard pages included */
     size_t map_len;
     unsigned char *lo, *hi; /* [lo, hi): the writable bytes between the guard pages */
     unsigned char *data;    /* the buffer handed out last (NULL: none) */
@@ -97,20 +97,20 @@ gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logi
 #define GF_DESC_BLOCK 1024
 
 typedef struct gf_desc_tensor {
-    const char *field;       /* "layers[3].attn_qkv_w"; points into the guard's name pool */
+    const char *field; /* "layers[3].attn_qkv_w"; points into the guard's name pool */
     const float *data;
-    size_t n, cols;          /* elements; cols: the row length (0: 1-D) */
-    size_t block0;           /* its first block in sums */
+    size_t n, cols; /* elements; cols: the row length (0: 1-D) */
+    size_t block0;  /* its first block in sums */
 } gf_desc_tensor;
 
 typedef struct gf_desc_guard {
-    gf_model_desc desc;      /* the caller's desc, as it was */
+    gf_model_desc desc;       /* the caller's desc, as it was */
     gf_layer_weights *layers; /* (L) its layers, as they were */
-    gf_desc_tensor *t;       /* the tensors (a tied lm_head once, as wte) */
+    gf_desc_tensor *t;        /* the tensors (a tied lm_head once, as wte) */
     size_t n_t;
-    uint64_t *sums;          /* (blocks, 2): S, W */
+    uint64_t *sums; /* (blocks, 2): S, W */
     size_t n_blocks;
-    char *names;             /* the field names */
+    char *names; /* the field names */
 } gf_desc_guard;
 
 /* Before model_load: take the desc's state. GF_E_NOMEM on failure (g cleared). */

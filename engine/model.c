@@ -22,7 +22,7 @@
 struct gf_model {
     char *dir;
     float *arena;
-    float *rope_inv_freq;   /* (d_head / 2), rotary only */
+    float *rope_inv_freq; /* (d_head / 2), rotary only */
     gf_layer_weights *layers;
     gf_model_desc desc;
     size_t n_params;
@@ -35,11 +35,11 @@ typedef struct wspec {
     char name[96];
     int32_t ndim;
     int64_t shape[2];
-    const char *why;     /* how the expected shape follows from the config */
+    const char *why; /* how the expected shape follows from the config */
     const float **dst;
     const gf_st_tensor *t;
     const gf_safetensors *shard; /* the file t lives in */
-    size_t slot;         /* offset in floats into the arena */
+    size_t slot;                 /* offset in floats into the arena */
 } wspec;
 
 static int file_exists(const char *dir, const char *file)
@@ -63,24 +63,24 @@ static const char *shape_str(char *buf, size_t cap, int32_t ndim, const int64_t 
 
 /* Find NAME or PREFIX NAME (the base model's prefix: "transformer." for
  * GPT-2, "model." for Llama); both present is ambiguous. */
-static gf_status find_tensor(const gf_st_set *set, const char *prefix, const char *name,
-                             const gf_st_tensor **out, const gf_safetensors **shard)
+static gf_status find_tensor(const gf_st_set *set, const char *prefix, const char *name, const gf_st_tensor **out,
+                             const gf_safetensors **shard)
 {
     char pref[160];
     snprintf(pref, sizeof pref, "%s%s", prefix, name);
     const gf_safetensors *sa = NULL, *sb = NULL;
     const gf_st_tensor *a = gf_st_set_find(set, name, &sa), *b = gf_st_set_find(set, pref, &sb);
     if (a && b)
-        return gf_error_set(GF_E_FORMAT, "%s: both '%s' and '%s' are present; which one is meant?",
-                            gf_st_set_path(set), name, pref);
+        return gf_error_set(GF_E_FORMAT, "%s: both '%s' and '%s' are present; which one is meant?", gf_st_set_path(set),
+                            name, pref);
     *out = a ? a : b;
     if (shard)
         *shard = a ? sa : sb;
     return GF_OK;
 }
 
-static void add_w(wspec *ws, size_t *k, const char *name, int32_t ndim, int64_t d0, int64_t d1,
-                  const char *why, const float **dst)
+static void add_w(wspec *ws, size_t *k, const char *name, int32_t ndim, int64_t d0, int64_t d1, const char *why,
+                  const float **dst)
 {
     wspec *e = &ws[(*k)++];
     snprintf(e->name, sizeof e->name, "%s", name);
@@ -107,13 +107,16 @@ static gf_status check_finite(const gf_safetensors *shard, const gf_st_tensor *t
             continue;
         char idx[96] = "";
         if (t->ndim == 2 && t->shape[1] > 0)
-            snprintf(idx, sizeof idx, " [%" PRId64 ", %" PRId64 "]", (int64_t)i / t->shape[1], (int64_t)i % t->shape[1]);
+            snprintf(idx, sizeof idx, " [%" PRId64 ", %" PRId64 "]", (int64_t)i / t->shape[1],
+                     (int64_t)i % t->shape[1]);
         else if (t->ndim == 1)
             snprintf(idx, sizeof idx, " [%zu]", i);
         return gf_error_set(GF_E_FORMAT,
                             "%s: tensor '%s' element %zu%s is %s (file offset %" PRIu64 "); weights must be finite",
                             gf_safetensors_path(shard), t->name, i, idx,
-                            isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf",
+                            isnan(v[i]) ? "NaN"
+                            : v[i] > 0  ? "+Inf"
+                                        : "-Inf",
                             t->offset + (uint64_t)i * gf_dtype_size(t->dtype));
     }
     return GF_OK;
@@ -121,8 +124,8 @@ static gf_status check_finite(const gf_safetensors *shard, const gf_st_tensor *t
 
 /* A tensor "<prefix><layers>K.*" with K >= n_layer means the config and the
  * weights disagree on the depth. */
-static gf_status check_extra_layers(const gf_st_set *set, const char *cfg_path, const char *prefix,
-                                    const char *layers, int32_t n_layer)
+static gf_status check_extra_layers(const gf_st_set *set, const char *cfg_path, const char *prefix, const char *layers,
+                                    int32_t n_layer)
 {
     size_t np = strlen(prefix), nl = strlen(layers);
     for (size_t i = 0; i < gf_st_set_count(set); i++) {
@@ -146,15 +149,13 @@ static gf_status check_extra_layers(const gf_st_set *set, const char *cfg_path, 
                                 "%s: tensor '%.200s' belongs to layer %llu but %s says "
                                 "%s = %d (layers 0 .. %d); config and weights disagree",
                                 gf_safetensors_path(shard), nm, k, cfg_path,
-                                strcmp(layers, "h.") ? "num_hidden_layers" : "n_layer",
-                                (int)n_layer, (int)n_layer - 1);
+                                strcmp(layers, "h.") ? "num_hidden_layers" : "n_layer", (int)n_layer, (int)n_layer - 1);
     }
     return GF_OK;
 }
 
 /* GPT-2's weights: names relative to "transformer.". */
-static void gpt2_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_weights *w,
-                       gf_layer_weights *layers)
+static void gpt2_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_weights *w, gf_layer_weights *layers)
 {
     const int64_t V = c->vocab_size, P = c->n_positions, D = c->n_embd, F = c->d_ff;
     char nm[96];
@@ -182,8 +183,7 @@ static void gpt2_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_
 }
 
 /* Llama / Qwen2 weights (nn.Linear [out, in]): names relative to "model.". */
-static void llama_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_weights *w,
-                        gf_layer_weights *layers)
+static void llama_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model_weights *w, gf_layer_weights *layers)
 {
     const int64_t V = c->vocab_size, D = c->n_embd, F = c->d_ff;
     const int64_t Q = (int64_t)c->n_head * c->d_head, KV = (int64_t)c->n_kv_head * c->d_head;
@@ -193,19 +193,17 @@ static void llama_specs(wspec *ws, size_t *k, const gf_model_config *c, gf_model
         gf_layer_weights *lw = &layers[l];
 #define LNAME(suffix) (snprintf(nm, sizeof nm, "layers.%d.%s", (int)l, suffix), nm)
         add_w(ws, k, LNAME("input_layernorm.weight"), 1, D, 0, "(hidden_size)", &lw->attn_norm_w);
-        add_w(ws, k, LNAME("self_attn.q_proj.weight"), 2, Q, D,
-              "(num_attention_heads*head_dim, hidden_size)", &lw->wq);
-        add_w(ws, k, LNAME("self_attn.k_proj.weight"), 2, KV, D,
-              "(num_key_value_heads*head_dim, hidden_size)", &lw->wk);
-        add_w(ws, k, LNAME("self_attn.v_proj.weight"), 2, KV, D,
-              "(num_key_value_heads*head_dim, hidden_size)", &lw->wv);
+        add_w(ws, k, LNAME("self_attn.q_proj.weight"), 2, Q, D, "(num_attention_heads*head_dim, hidden_size)", &lw->wq);
+        add_w(ws, k, LNAME("self_attn.k_proj.weight"), 2, KV, D, "(num_key_value_heads*head_dim, hidden_size)",
+              &lw->wk);
+        add_w(ws, k, LNAME("self_attn.v_proj.weight"), 2, KV, D, "(num_key_value_heads*head_dim, hidden_size)",
+              &lw->wv);
         if (c->qkv_bias) {
             add_w(ws, k, LNAME("self_attn.q_proj.bias"), 1, Q, 0, "(num_attention_heads*head_dim)", &lw->bq);
             add_w(ws, k, LNAME("self_attn.k_proj.bias"), 1, KV, 0, "(num_key_value_heads*head_dim)", &lw->bk);
             add_w(ws, k, LNAME("self_attn.v_proj.bias"), 1, KV, 0, "(num_key_value_heads*head_dim)", &lw->bv);
         }
-        add_w(ws, k, LNAME("self_attn.o_proj.weight"), 2, D, Q,
-              "(hidden_size, num_attention_heads*head_dim)", &lw->wo);
+        add_w(ws, k, LNAME("self_attn.o_proj.weight"), 2, D, Q, "(hidden_size, num_attention_heads*head_dim)", &lw->wo);
         add_w(ws, k, LNAME("post_attention_layernorm.weight"), 1, D, 0, "(hidden_size)", &lw->mlp_norm_w);
         add_w(ws, k, LNAME("mlp.gate_proj.weight"), 2, F, D, "(intermediate_size, hidden_size)", &lw->w_gate);
         add_w(ws, k, LNAME("mlp.up_proj.weight"), 2, F, D, "(intermediate_size, hidden_size)", &lw->w_up);
@@ -252,8 +250,10 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
         goto fail;
     }
     if (!S_ISDIR(sb.st_mode)) {
-        s = gf_error_set(GF_E_IO, "%s: not a directory (expected a model directory with "
-                         "config.json and model.safetensors)", dir);
+        s = gf_error_set(GF_E_IO,
+                         "%s: not a directory (expected a model directory with "
+                         "config.json and model.safetensors)",
+                         dir);
         goto fail;
     }
 
@@ -266,14 +266,14 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
 
     if ((s = gf_st_set_open(dir, &set)) != GF_OK) {
         if (s == GF_E_IO && !file_exists(dir, "model.safetensors") &&
-            !file_exists(dir, "model.safetensors.index.json") &&
-            file_exists(dir, "pytorch_model.bin")) {
+            !file_exists(dir, "model.safetensors.index.json") && file_exists(dir, "pytorch_model.bin")) {
             char prev[1024];
             snprintf(prev, sizeof prev, "%s", gf_error_msg());
             s = gf_error_set(GF_E_UNSUPPORTED,
                              "%s (the directory holds pytorch_model.bin; genfence reads "
                              "only safetensors: save with save_pretrained(..., "
-                             "safe_serialization=True))", prev);
+                             "safe_serialization=True))",
+                             prev);
         }
         goto fail;
     }
@@ -347,8 +347,7 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
                              "%s: tensor '%s' missing (also looked for '%s%s')%s; "
                              "the checkpoint has %zu tensors%s%.200s%s",
                              st_path, e->name, prefix, e->name, layer_note, gf_st_set_count(set),
-                             first ? ", the first is '" : "", first ? first->name : "",
-                             first ? "'" : "");
+                             first ? ", the first is '" : "", first ? first->name : "", first ? "'" : "");
             goto fail;
         }
         char got[160], want[64];
@@ -365,16 +364,14 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
             goto fail;
         }
         if (!is_float_dtype(e->t->dtype)) {
-            s = gf_error_set(GF_E_FORMAT,
-                             "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
+            s = gf_error_set(GF_E_FORMAT, "%s: tensor '%s' has dtype %s; weights must be F32, F16, BF16 or F64",
                              gf_safetensors_path(e->shard), e->t->name, gf_dtype_name(e->t->dtype));
             goto fail;
         }
         size_t numel = (size_t)gf_st_tensor_numel(e->t);
         size_t padded = (numel + GF_ALIGN_FLOATS - 1) / GF_ALIGN_FLOATS * GF_ALIGN_FLOATS;
         e->slot = total;
-        if (__builtin_add_overflow(total, padded, &total) ||
-            __builtin_add_overflow(n_params, numel, &n_params)) {
+        if (__builtin_add_overflow(total, padded, &total) || __builtin_add_overflow(n_params, numel, &n_params)) {
             s = gf_error_set(GF_E_NOMEM, "%s: model too large", st_path);
             goto fail;
         }
@@ -382,8 +379,7 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     size_t bytes;
     if (__builtin_mul_overflow(total ? total : GF_ALIGN_FLOATS, sizeof(float), &bytes) ||
         !(m->arena = aligned_alloc(64, bytes))) {
-        s = gf_error_set(GF_E_NOMEM, "%s: cannot allocate %zu floats for the weights", st_path,
-                         total);
+        s = gf_error_set(GF_E_NOMEM, "%s: cannot allocate %zu floats for the weights", st_path, total);
         goto fail;
     }
     for (size_t i = 0; i < k; i++) {

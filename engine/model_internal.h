@@ -6,11 +6,11 @@
 #include "genfence/model.h"
 
 typedef struct gf_rope_params {
-    gf_rope_scaling type;       /* NONE, LINEAR, LLAMA3 */
-    double factor;              /* linear, llama3 */
-    double low_freq_factor;     /* llama3 */
-    double high_freq_factor;    /* llama3 */
-    int32_t original_max_pos;   /* llama3: original_max_position_embeddings */
+    gf_rope_scaling type;     /* NONE, LINEAR, LLAMA3 */
+    double factor;            /* linear, llama3 */
+    double low_freq_factor;   /* llama3 */
+    double high_freq_factor;  /* llama3 */
+    int32_t original_max_pos; /* llama3: original_max_position_embeddings */
 } gf_rope_params;
 
 /* gf_config_load, also returning the rope_scaling parameters (rope_out may be NULL). */

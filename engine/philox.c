@@ -10,10 +10,10 @@
 
 #include <stddef.h>
 
-#define GF_PHILOX_M0 UINT32_C(0xD2511F53)
-#define GF_PHILOX_M1 UINT32_C(0xCD9E8D57)
-#define GF_PHILOX_W0 UINT32_C(0x9E3779B9)
-#define GF_PHILOX_W1 UINT32_C(0xBB67AE85)
+#define GF_PHILOX_M0     UINT32_C(0xD2511F53)
+#define GF_PHILOX_M1     UINT32_C(0xCD9E8D57)
+#define GF_PHILOX_W0     UINT32_C(0x9E3779B9)
+#define GF_PHILOX_W1     UINT32_C(0xBB67AE85)
 #define GF_PHILOX_ROUNDS 10
 
 static inline void philox_round(uint32_t c[4], const uint32_t k[2])
@@ -50,10 +50,7 @@ void gf_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
 /* 32 bits -> (0, 1): the midpoint of the x-th of 2^32 equal cells. Exact in
  * double (x + 0.5 needs 33 significant bits), so every implementation that
  * follows the formula gets the same bits. */
-static inline double word_to_uniform(uint32_t x)
-{
-    return ((double)x + 0.5) / 4294967296.0;
-}
+static inline double word_to_uniform(uint32_t x) { return ((double)x + 0.5) / 4294967296.0; }
 
 static inline void make_key(uint64_t seed, uint32_t key[2])
 {

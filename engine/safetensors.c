@@ -41,7 +41,7 @@
 
 struct gf_safetensors {
     char *path;
-    void *map;          /* NULL when the file is empty of data and not mapped */
+    void *map; /* NULL when the file is empty of data and not mapped */
     size_t map_size;
     uint64_t header_len;
     uint64_t data_start; /* 8 + N */
@@ -61,11 +61,9 @@ static const struct {
     const char *name;
     size_t size;
 } k_dtypes[] = {
-    {GF_DT_BOOL, "BOOL", 1}, {GF_DT_U8, "U8", 1},     {GF_DT_I8, "I8", 1},
-    {GF_DT_I16, "I16", 2},   {GF_DT_U16, "U16", 2},   {GF_DT_I32, "I32", 4},
-    {GF_DT_U32, "U32", 4},   {GF_DT_I64, "I64", 8},   {GF_DT_U64, "U64", 8},
-    {GF_DT_F16, "F16", 2},   {GF_DT_BF16, "BF16", 2}, {GF_DT_F32, "F32", 4},
-    {GF_DT_F64, "F64", 8},
+    {GF_DT_BOOL, "BOOL", 1}, {GF_DT_U8, "U8", 1},   {GF_DT_I8, "I8", 1},   {GF_DT_I16, "I16", 2}, {GF_DT_U16, "U16", 2},
+    {GF_DT_I32, "I32", 4},   {GF_DT_U32, "U32", 4}, {GF_DT_I64, "I64", 8}, {GF_DT_U64, "U64", 8}, {GF_DT_F16, "F16", 2},
+    {GF_DT_BF16, "BF16", 2}, {GF_DT_F32, "F32", 4}, {GF_DT_F64, "F64", 8},
 };
 enum { N_DTYPES = sizeof k_dtypes / sizeof k_dtypes[0] };
 #define GF_DTYPE_LIST "BOOL, U8, I8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64"
@@ -186,7 +184,8 @@ static gf_status parse_metadata(gf_safetensors *st, json_t *meta)
         return gf_error_set(GF_E_NOMEM, "%s: out of memory reading __metadata__", path);
     const char *key;
     json_t *val;
-    json_object_foreach(meta, key, val) {
+    json_object_foreach(meta, key, val)
+    {
         if (!json_is_string(val))
             return gf_error_set(GF_E_FORMAT,
                                 "%s: header: '__metadata__' value for key '%.200s' is %s, "
@@ -231,12 +230,11 @@ static gf_status parse_tensor(gf_safetensors *st, const char *name, json_t *entr
     if (!jdt)
         return gf_error_set(GF_E_FORMAT, "%s: tensor '%.200s': missing \"dtype\"", path, name);
     if (!json_is_string(jdt))
-        return gf_error_set(GF_E_FORMAT, "%s: tensor '%.200s': \"dtype\" is %s, expected a string",
-                            path, name, json_type_name(jdt));
+        return gf_error_set(GF_E_FORMAT, "%s: tensor '%.200s': \"dtype\" is %s, expected a string", path, name,
+                            json_type_name(jdt));
     if (!dtype_from_name(json_string_value(jdt), &t->dtype))
-        return gf_error_set(GF_E_FORMAT,
-                            "%s: tensor '%.200s': unknown dtype '%.64s' (known: " GF_DTYPE_LIST ")",
-                            path, name, json_string_value(jdt));
+        return gf_error_set(GF_E_FORMAT, "%s: tensor '%.200s': unknown dtype '%.64s' (known: " GF_DTYPE_LIST ")", path,
+                            name, json_string_value(jdt));
 
     /* shape */
     json_t *jsh = json_object_get(entry, "shape");
@@ -293,8 +291,8 @@ static gf_status parse_tensor(gf_safetensors *st, const char *name, json_t *entr
     if (!jof)
         return gf_error_set(GF_E_FORMAT, "%s: tensor '%.200s': missing \"data_offsets\"", path, name);
     int64_t b, e;
-    if (!json_is_array(jof) || json_array_size(jof) != 2 ||
-        !get_nonneg_int(json_array_get(jof, 0), &b) || !get_nonneg_int(json_array_get(jof, 1), &e)) {
+    if (!json_is_array(jof) || json_array_size(jof) != 2 || !get_nonneg_int(json_array_get(jof, 0), &b) ||
+        !get_nonneg_int(json_array_get(jof, 1), &e)) {
         char *txt = json_dumps(jof, JSON_COMPACT | JSON_ENCODE_ANY);
         gf_status s = gf_error_set(GF_E_FORMAT,
                                    "%s: tensor '%.200s': \"data_offsets\" is %.100s, expected "
@@ -306,25 +304,21 @@ static gf_status parse_tensor(gf_safetensors *st, const char *name, json_t *entr
     uint64_t ub = (uint64_t)b, ue = (uint64_t)e;
     if (ub > ue)
         return gf_error_set(GF_E_FORMAT,
-                            "%s: tensor '%.200s': data_offsets [%" PRIu64 ", %" PRIu64
-                            "] have begin > end",
-                            path, name, ub, ue);
+                            "%s: tensor '%.200s': data_offsets [%" PRIu64 ", %" PRIu64 "] have begin > end", path, name,
+                            ub, ue);
     if (ue > st->data_size)
-        return gf_error_set(GF_E_FORMAT,
-                            "%s: tensor '%.200s': data_offsets [%" PRIu64 ", %" PRIu64
-                            "] end past the data section (%" PRIu64 " bytes, file offsets 8+%" PRIu64
-                            "=%" PRIu64 " .. %" PRIu64 "); the file is truncated or the offsets "
-                            "are wrong",
-                            path, name, ub, ue, st->data_size, st->header_len, st->data_start,
-                            st->data_start + st->data_size);
+        return gf_error_set(
+            GF_E_FORMAT,
+            "%s: tensor '%.200s': data_offsets [%" PRIu64 ", %" PRIu64 "] end past the data section (%" PRIu64
+            " bytes, file offsets 8+%" PRIu64 "=%" PRIu64 " .. %" PRIu64 "); the file is truncated or the offsets "
+            "are wrong",
+            path, name, ub, ue, st->data_size, st->header_len, st->data_start, st->data_start + st->data_size);
     if (ue - ub != nbytes)
         return gf_error_set(GF_E_FORMAT,
-                            "%s: tensor '%.200s': dtype %s x shape %s = %" PRIu64
-                            " bytes, but data_offsets [%" PRIu64 ", %" PRIu64 "] span %" PRIu64
-                            " bytes (file offset %" PRIu64 ")",
-                            path, name, gf_dtype_name(t->dtype),
-                            shape_str(sbuf, sizeof sbuf, t->ndim, t->shape), nbytes, ub, ue,
-                            ue - ub, st->data_start + ub);
+                            "%s: tensor '%.200s': dtype %s x shape %s = %" PRIu64 " bytes, but data_offsets [%" PRIu64
+                            ", %" PRIu64 "] span %" PRIu64 " bytes (file offset %" PRIu64 ")",
+                            path, name, gf_dtype_name(t->dtype), shape_str(sbuf, sizeof sbuf, t->ndim, t->shape),
+                            nbytes, ub, ue, ue - ub, st->data_start + ub);
     t->offset = st->data_start + ub;
     t->nbytes = (size_t)nbytes;
     t->data = (const unsigned char *)st->map + t->offset;
@@ -344,8 +338,8 @@ static gf_status parse_header(gf_safetensors *st, const char *hdr)
                             (uint64_t)8 + (uint64_t)(err.position > 0 ? err.position : 0));
     gf_status s = GF_OK;
     if (!json_is_object(root)) {
-        s = gf_error_set(GF_E_FORMAT, "%s: header (file offset 8) is %s, expected a JSON object",
-                         path, json_type_name(root));
+        s = gf_error_set(GF_E_FORMAT, "%s: header (file offset 8) is %s, expected a JSON object", path,
+                         json_type_name(root));
         goto out;
     }
     size_t n = json_object_size(root);
@@ -357,7 +351,8 @@ static gf_status parse_header(gf_safetensors *st, const char *hdr)
     }
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
+    json_object_foreach(root, key, val)
+    {
         if (!strcmp(key, "__metadata__")) {
             if ((s = parse_metadata(st, val)) != GF_OK)
                 goto out;
@@ -395,12 +390,11 @@ static gf_status parse_header(gf_safetensors *st, const char *hdr)
                 s = gf_error_set(GF_E_FORMAT,
                                  "%s: tensors '%.200s' (data_offsets [%" PRIu64 ", %" PRIu64
                                  "]) and '%.200s' (data_offsets [%" PRIu64 ", %" PRIu64
-                                 "]) overlap in data bytes [%" PRIu64 ", %" PRIu64
-                                 ") (file offsets %" PRIu64 " .. %" PRIu64 ")",
-                                 path, a->name, a->offset - st->data_start, a_end - st->data_start,
-                                 b->name, b->offset - st->data_start,
-                                 b->offset + b->nbytes - st->data_start, b->offset - st->data_start,
-                                 ov_end - st->data_start, b->offset, ov_end);
+                                 "]) overlap in data bytes [%" PRIu64 ", %" PRIu64 ") (file offsets %" PRIu64
+                                 " .. %" PRIu64 ")",
+                                 path, a->name, a->offset - st->data_start, a_end - st->data_start, b->name,
+                                 b->offset - st->data_start, b->offset + b->nbytes - st->data_start,
+                                 b->offset - st->data_start, ov_end - st->data_start, b->offset, ov_end);
                 free(ord);
                 goto out;
             }
@@ -450,8 +444,7 @@ gf_status gf_safetensors_open(const char *path, gf_safetensors **st_out)
         goto fail;
     }
     if (fsize > (uint64_t)SIZE_MAX) {
-        s = gf_error_set(GF_E_UNSUPPORTED, "%s: file of %" PRIu64 " bytes is too large to map",
-                         path, fsize);
+        s = gf_error_set(GF_E_UNSUPPORTED, "%s: file of %" PRIu64 " bytes is too large to map", path, fsize);
         close(fd);
         goto fail;
     }
@@ -460,8 +453,7 @@ gf_status gf_safetensors_open(const char *path, gf_safetensors **st_out)
     int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) {
-        s = gf_error_set(GF_E_IO, "%s: cannot mmap %zu bytes: %s", path, st->map_size,
-                         strerror(map_errno));
+        s = gf_error_set(GF_E_IO, "%s: cannot mmap %zu bytes: %s", path, st->map_size, strerror(map_errno));
         goto fail;
     }
     st->map = map;
@@ -481,8 +473,8 @@ gf_status gf_safetensors_open(const char *path, gf_safetensors **st_out)
     if (n > fsize - 8) {
         s = gf_error_set(GF_E_FORMAT,
                          "%s: header length %" PRIu64 " (u64 little-endian at file offset 0) "
-                         "runs past the end of the file: 8 + %" PRIu64 " = %" PRIu64
-                         " > file size %" PRIu64 " (truncated file?)",
+                         "runs past the end of the file: 8 + %" PRIu64 " = %" PRIu64 " > file size %" PRIu64
+                         " (truncated file?)",
                          path, n, n, 8 + n, fsize);
         goto fail;
     }

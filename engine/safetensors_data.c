@@ -121,8 +121,7 @@ static gf_status write_all(int fd, const void *buf, size_t len, const char *tmp)
 }
 
 gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tensors, size_t n,
-                               const char *const *meta_keys, const char *const *meta_values,
-                               size_t n_meta)
+                               const char *const *meta_keys, const char *const *meta_values, size_t n_meta)
 {
     if (!path || (n && !tensors) || (n_meta && (!meta_keys || !meta_values)))
         return gf_error_set(GF_E_INVALID_ARG, "gf_safetensors_write: NULL argument");
@@ -150,8 +149,7 @@ gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tenso
             }
             json_t *v = json_string(meta_values[i]);
             if (!v || json_object_set_new(meta, meta_keys[i], v)) {
-                s = gf_error_set(GF_E_INVALID_ARG,
-                                 "%s: metadata '%.200s' is not valid UTF-8 (or out of memory)", path,
+                s = gf_error_set(GF_E_INVALID_ARG, "%s: metadata '%.200s' is not valid UTF-8 (or out of memory)", path,
                                  meta_keys[i]);
                 goto out;
             }
@@ -171,13 +169,12 @@ gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tenso
         }
         size_t esz = gf_dtype_size(t->dtype);
         if (!esz) {
-            s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor '%.200s': unknown dtype %d", path,
-                             t->name, (int)t->dtype);
+            s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor '%.200s': unknown dtype %d", path, t->name, (int)t->dtype);
             goto out;
         }
         if (t->ndim < 0 || t->ndim > GF_ST_MAX_DIMS) {
-            s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor '%.200s': ndim %d outside [0, %d]",
-                             path, t->name, (int)t->ndim, GF_ST_MAX_DIMS);
+            s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor '%.200s': ndim %d outside [0, %d]", path, t->name,
+                             (int)t->ndim, GF_ST_MAX_DIMS);
             goto out;
         }
         uint64_t nb = esz;
@@ -195,14 +192,13 @@ gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tenso
         json_object_set_new(ent, "shape", shape);
         json_object_set_new(ent, "data_offsets", offs);
         if (json_object_set_new(root, t->name, ent)) {
-            s = gf_error_set(GF_E_INVALID_ARG,
-                             "%s: tensor %zu: name is not valid UTF-8 (or out of memory)", path, i);
+            s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor %zu: name is not valid UTF-8 (or out of memory)", path, i);
             goto out;
         }
         for (int32_t d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0 || __builtin_mul_overflow(nb, (uint64_t)t->shape[d], &nb)) {
-                s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor '%.200s': bad dimension %d (%" PRId64
-                                 ")", path, t->name, (int)d, t->shape[d]);
+                s = gf_error_set(GF_E_INVALID_ARG, "%s: tensor '%.200s': bad dimension %d (%" PRId64 ")", path, t->name,
+                                 (int)d, t->shape[d]);
                 goto out;
             }
             json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));

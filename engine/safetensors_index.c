@@ -23,7 +23,7 @@ struct gf_st_set {
     char *path;              /* model.safetensors or model.safetensors.index.json */
     gf_safetensors **shards; /* (n_shards) */
     size_t n_shards;
-    size_t n_tensors;        /* over all shards */
+    size_t n_tensors; /* over all shards */
 };
 
 static int exists(const char *path)
@@ -61,8 +61,7 @@ const gf_st_tensor *gf_st_set_at(const gf_st_set *set, size_t i, const gf_safete
     return NULL;
 }
 
-const gf_st_tensor *gf_st_set_find(const gf_st_set *set, const char *name,
-                                   const gf_safetensors **shard_out)
+const gf_st_tensor *gf_st_set_find(const gf_st_set *set, const char *name, const gf_safetensors **shard_out)
 {
     /* the index guarantees a name is in at most one shard */
     for (size_t s = 0; set && s < set->n_shards; s++) {
@@ -77,10 +76,7 @@ const gf_st_tensor *gf_st_set_find(const gf_st_set *set, const char *name,
 }
 
 /* A shard name is a plain file name in the model directory. */
-static int plain_name(const char *f)
-{
-    return f[0] && f[0] != '.' && !strchr(f, '/') && !strchr(f, '\\');
-}
+static int plain_name(const char *f) { return f[0] && f[0] != '.' && !strchr(f, '/') && !strchr(f, '\\'); }
 
 static gf_status open_index(const char *dir, gf_st_set *set)
 {
@@ -90,14 +86,14 @@ static gf_status open_index(const char *dir, gf_st_set *set)
     const char **names = NULL; /* (n_shards) file names, borrowed from root */
     char *shard_path = NULL;
     if (!root)
-        return gf_error_set(exists(set->path) ? GF_E_FORMAT : GF_E_IO,
-                            "%s: %s at line %d, column %d", set->path,
-                            exists(set->path) ? "invalid JSON" : "cannot read", err.line,
-                            err.column);
+        return gf_error_set(exists(set->path) ? GF_E_FORMAT : GF_E_IO, "%s: %s at line %d, column %d", set->path,
+                            exists(set->path) ? "invalid JSON" : "cannot read", err.line, err.column);
     json_t *map = json_object_get(root, "weight_map");
     if (!json_is_object(root) || !json_is_object(map) || json_object_size(map) == 0) {
-        s = gf_error_set(GF_E_FORMAT, "%s: expected an object with a non-empty 'weight_map' object "
-                         "(tensor name -> shard file)", set->path);
+        s = gf_error_set(GF_E_FORMAT,
+                         "%s: expected an object with a non-empty 'weight_map' object "
+                         "(tensor name -> shard file)",
+                         set->path);
         goto out;
     }
     size_t cap = json_object_size(map);
@@ -109,13 +105,14 @@ static gf_status open_index(const char *dir, gf_st_set *set)
     }
     const char *key;
     json_t *v;
-    json_object_foreach(map, key, v) {
+    json_object_foreach(map, key, v)
+    {
         if (!json_is_string(v) || !plain_name(json_string_value(v))) {
             s = gf_error_set(GF_E_FORMAT,
                              "%s: weight_map entry '%.200s' must name a shard file in the model "
-                             "directory (a plain file name), got %s%.200s%s", set->path, key,
-                             json_is_string(v) ? "'" : "a non-string", json_is_string(v) ? json_string_value(v) : "",
-                             json_is_string(v) ? "'" : "");
+                             "directory (a plain file name), got %s%.200s%s",
+                             set->path, key, json_is_string(v) ? "'" : "a non-string",
+                             json_is_string(v) ? json_string_value(v) : "", json_is_string(v) ? "'" : "");
             goto out;
         }
         const char *f = json_string_value(v);
@@ -136,8 +133,10 @@ static gf_status open_index(const char *dir, gf_st_set *set)
             set->n_shards++;
         }
         if (!gf_safetensors_find(set->shards[k], key)) {
-            s = gf_error_set(GF_E_FORMAT, "%s: tensor '%.200s' is mapped to shard '%s', which does "
-                             "not contain it", set->path, key, f);
+            s = gf_error_set(GF_E_FORMAT,
+                             "%s: tensor '%.200s' is mapped to shard '%s', which does "
+                             "not contain it",
+                             set->path, key, f);
             goto out;
         }
     }
@@ -146,9 +145,10 @@ static gf_status open_index(const char *dir, gf_st_set *set)
             const char *tn = gf_safetensors_at(set->shards[k], i)->name;
             json_t *m = json_object_get(map, tn);
             if (!m || strcmp(json_string_value(m), names[k]) != 0) {
-                s = gf_error_set(GF_E_FORMAT, "%s: shard '%s' holds tensor '%.200s', which the "
-                                 "weight_map %s%s%s", set->path, names[k], tn,
-                                 m ? "maps to shard '" : "does not list",
+                s = gf_error_set(GF_E_FORMAT,
+                                 "%s: shard '%s' holds tensor '%.200s', which the "
+                                 "weight_map %s%s%s",
+                                 set->path, names[k], tn, m ? "maps to shard '" : "does not list",
                                  m ? json_string_value(m) : "", m ? "'" : "");
                 goto out;
             }
@@ -175,8 +175,10 @@ gf_status gf_st_set_open(const char *dir, gf_st_set **set_out)
         goto fail;
     }
     if (exists(single) && exists(index)) {
-        s = gf_error_set(GF_E_FORMAT, "%s: both model.safetensors and model.safetensors.index.json "
-                         "are present; which one is meant?", dir);
+        s = gf_error_set(GF_E_FORMAT,
+                         "%s: both model.safetensors and model.safetensors.index.json "
+                         "are present; which one is meant?",
+                         dir);
         goto fail;
     }
     if (exists(index)) {

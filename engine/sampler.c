@@ -73,17 +73,15 @@ static int cmp_double_desc(const void *a, const void *b)
 
 /* Steps 1-3 for a non-greedy temperature: z = logits / T, then top-k, then
  * top-p. Writes z (V) with -inf where dropped; *kept = finite entries. */
-static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler_params *p,
-                                double *z, int32_t *kept)
+static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler_params *p, double *z, int32_t *kept)
 {
     const double T = p->temperature;
     for (int32_t i = 0; i < V; i++) {
         double x = (double)logits[i];
         double v = x / T;
         if (isinf(v) && !isinf(x))
-            return gf_error_set(GF_E_INVALID_ARG,
-                                "temperature %.17g overflows logits[%d] = %.9g / temperature",
-                                T, (int)i, (double)logits[i]);
+            return gf_error_set(GF_E_INVALID_ARG, "temperature %.17g overflows logits[%d] = %.9g / temperature", T,
+                                (int)i, (double)logits[i]);
         z[i] = v;
     }
 
@@ -149,8 +147,8 @@ static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler
  * at its raw logit. */
 /* A params with an extension: validated, then the profile's chain
  * (sampler_chain.c). */
-static gf_status chain_impl(const float *logits, int32_t V, const gf_sampler_params *p, double *z,
-                            int *greedy, int *poisoned, gf_sample_result *res, int valid)
+static gf_status chain_impl(const float *logits, int32_t V, const gf_sampler_params *p, double *z, int *greedy,
+                            int *poisoned, gf_sample_result *res, int valid)
 {
     gf_sampler_ext e;
     gf_status st = gf_sampler_ext_load(p, &e);
@@ -163,8 +161,8 @@ static gf_status chain_impl(const float *logits, int32_t V, const gf_sampler_par
     return gf_sampler_chain_run(logits, V, p, &e, z, greedy, poisoned, res);
 }
 
-static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_params *p,
-                             double *z, int32_t *kept, gf_sample_result *greedy, int valid)
+static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_params *p, double *z, int32_t *kept,
+                             gf_sample_result *greedy, int valid)
 {
     if (p && p->ext) {
         int g = 0, poisoned = 0;
@@ -201,8 +199,7 @@ static gf_status filter_impl(const float *logits, int32_t V, const gf_sampler_pa
     return filter_sampled(logits, V, p, z, kept);
 }
 
-gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_params *p,
-                            double *z_out)
+gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_params *p, double *z_out)
 {
     int32_t kept;
     return filter_impl(logits, V, p, z_out, &kept, NULL, 0);
@@ -214,8 +211,7 @@ gf_status gf_sampler_filter_valid(const float *logits, int32_t V, const gf_sampl
     return filter_impl(logits, V, p, z_out, &kept, NULL, 1);
 }
 
-gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p,
-                           double *probs_out)
+gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p, double *probs_out)
 {
     int32_t kept;
     gf_status st = filter_impl(logits, V, p, probs_out, &kept, NULL, 0);
@@ -285,8 +281,8 @@ static gf_status sample_chain(const float *logits, int32_t V, const gf_sampler_p
 
 /* valid: p has passed gf_sampler_validate (the caller's entry point did it
  * once; the rules are not re-read per row and step) */
-static gf_status sample_impl(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id,
-                             uint64_t step, gf_sample_result *out, int valid)
+static gf_status sample_impl(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id, uint64_t step,
+                             gf_sample_result *out, int valid)
 {
     if (out == NULL)
         return gf_error_set(GF_E_INVALID_ARG, "sampler: NULL result");

@@ -42,9 +42,9 @@ typedef struct chain_ctx {
     const gf_sampler_params *p;
     const gf_sampler_ext *e;
     int32_t V;
-    double *z;   /* (V) */
-    zi *s;       /* (V) scratch: the finite entries, sorted */
-    int32_t n;   /* entries in s */
+    double *z; /* (V) */
+    zi *s;     /* (V) scratch: the finite entries, sorted */
+    int32_t n; /* entries in s */
     const char *pn;
 } chain_ctx;
 
@@ -103,8 +103,8 @@ static gf_status stage_penalties(chain_ctx *c)
         return GF_OK;
     for (int32_t i = 0; i < e->n_history; i++)
         if (e->history[i] >= c->V)
-            return gf_error_set(GF_E_INVALID_ARG, "%s: history[%d] = %d is outside the vocabulary (%d)", c->pn,
-                                (int)i, (int)e->history[i], (int)c->V);
+            return gf_error_set(GF_E_INVALID_ARG, "%s: history[%d] = %d is outside the vocabulary (%d)", c->pn, (int)i,
+                                (int)e->history[i], (int)c->V);
     int32_t *all = calloc((size_t)c->V, sizeof *all), *out = calloc((size_t)c->V, sizeof *out);
     if (!all || !out) {
         free(all);
@@ -413,7 +413,7 @@ static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *
 static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
 /* llama.cpp's common order (common/sampling.cpp) over the stages genfence has */
-static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,  GF_STAGE_TOP_P,
                                            GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
 static const int32_t k_order_vllm[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P};
@@ -541,8 +541,10 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
             poison_result(c->z, c->V, 0, 0, poisoned, res);
             return GF_OK;
         }
-        return gf_error_set(GF_E_INVALID_ARG, "%s: every token was filtered out (logit_bias, the EOS ban or "
-                            "penalties left no finite logit)", c->pn);
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "%s: every token was filtered out (logit_bias, the EOS ban or "
+                            "penalties left no finite logit)",
+                            c->pn);
     }
     return GF_OK;
 }

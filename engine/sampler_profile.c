@@ -21,22 +21,22 @@ static const char *const k_stages[] = {
 #define N_STAGES ((int)(sizeof k_stages / sizeof k_stages[0]))
 
 const gf_sampler_field gf_sampler_fields[GF_SF_COUNT] = {
-#define FIELD_(ID, nm, ty, wh, mem, aux_, dv, rlo, rhi, stg, rc, fl, flg, hlp, c_any, c_seed, c_hf, c_lc, c_vl)     \
-    [GF_SFI_##ID] = {.name = nm,                                                                                       \
-                    .type = ty,                                                                                       \
-                    .in_ext = GF_SF_IN_EXT_##wh,                                                    \
-                    .off = offsetof(GF_SF_STRUCT_##wh, mem),                                                          \
-                    .aux = offsetof(GF_SF_STRUCT_##wh, aux_),                                                         \
-                    .def = dv,                                                                                        \
-                    .lo = rlo,                                                                                        \
-                    .hi = rhi,                                                                                        \
-                    .stage = stg,                                                                                     \
-                    .rec = rc,                                                                                        \
-                    .flags = fl,                                                                                      \
-                    .flag = flg,                                                                                      \
-                    .help = hlp,                                                                                      \
-                    .any = c_any,                                                                                     \
-                    .by_profile = {c_seed, c_hf, c_lc, c_vl}},
+#define FIELD_(ID, nm, ty, wh, mem, aux_, dv, rlo, rhi, stg, rc, fl, flg, hlp, c_any, c_seed, c_hf, c_lc, c_vl) \
+    [GF_SFI_##ID] = {.name = nm,                                                                                \
+                     .type = ty,                                                                                \
+                     .in_ext = GF_SF_IN_EXT_##wh,                                                               \
+                     .off = offsetof(GF_SF_STRUCT_##wh, mem),                                                   \
+                     .aux = offsetof(GF_SF_STRUCT_##wh, aux_),                                                  \
+                     .def = dv,                                                                                 \
+                     .lo = rlo,                                                                                 \
+                     .hi = rhi,                                                                                 \
+                     .stage = stg,                                                                              \
+                     .rec = rc,                                                                                 \
+                     .flags = fl,                                                                               \
+                     .flag = flg,                                                                               \
+                     .help = hlp,                                                                               \
+                     .any = c_any,                                                                              \
+                     .by_profile = {c_seed, c_hf, c_lc, c_vl}},
     GF_SAMPLER_FIELD_LIST(FIELD_)
 #undef FIELD_
 };
@@ -54,10 +54,7 @@ int gf_sampler_profile_from_name(const char *name)
     return -1;
 }
 
-const char *gf_sampler_stage_name(int stage)
-{
-    return stage > 0 && stage < N_STAGES ? k_stages[stage] : NULL;
-}
+const char *gf_sampler_stage_name(int stage) { return stage > 0 && stage < N_STAGES ? k_stages[stage] : NULL; }
 
 int gf_sampler_stage_from_name(const char *name)
 {
@@ -402,16 +399,19 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
 
 /* ---- the semantics table (genfence list --profiles, docs/sampler.md) ---- */
 
-#define ROW(w, a, b, c, d) {w, {a, b, c, d}}
+#define ROW(w, a, b, c, d) \
+    {                      \
+        w, { a, b, c, d }  \
+    }
 static const gf_profile_row k_rows[] = {
     ROW("order", "bias, eos ban, penalties, temperature, top_k, top_p, min_p, typical_p",
-     "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
-     "bias, penalties, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
-     "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
+        "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
+        "bias, penalties, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
+        "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
-     "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
+        "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
     ROW("temperature NaN / inf / < 0", "error / error / error", "error / uniform / error", "error / uniform / greedy",
-     "error / error / error"),
+        "error / error / error"),
     ROW("top_k off", "unset", "0 (unset)", "<= 0", "-1 or 0 (vLLM >= 0.8; older refused 0)"),
     ROW("top_k < 0", "error (k < 1)", "error", "off", "< -1: error"),
     ROW("top_k ties", "kept", "kept", "exactly k (lowest index first)", "kept"),
@@ -419,22 +419,24 @@ static const gf_profile_row k_rows[] = {
     ROW("top_p >= 1", "1: drop once prefix >= 1 (underflow); > 1 error", "off", "off", "1: off; > 1 error"),
     ROW("top_p NaN", "error", "off", "keeps all", "error"),
     ROW("top_p rule", "drop once exclusive prefix >= p", "drop ascending cumsum <= 1 - p",
-     "keep shortest prefix with inclusive sum >= p", "drop ascending cumsum <= 1 - p, keep top 1"),
-    ROW("min_p", "[0, 1]; keep p >= min_p * p_max", "[0, 1]; same", "<= 0 off; NaN keeps all; z >= z_max + log min_p, at least max(1, min_keep) (> 1: the top)",
-     "[0, 1]; same, after temperature"),
+        "keep shortest prefix with inclusive sum >= p", "drop ascending cumsum <= 1 - p, keep top 1"),
+    ROW("min_p", "[0, 1]; keep p >= min_p * p_max", "[0, 1]; same",
+        "<= 0 off; NaN keeps all; z >= z_max + log min_p, at least max(1, min_keep) (> 1: the top)",
+        "[0, 1]; same, after temperature"),
     ROW("typical_p", "(0, 1]; HF's rule", "<= 0 error; >= 1, NaN off; cumsum < mass",
-     ">= 1 off; NaN keeps all; first cumsum > p", "error (none)"),
+        ">= 1 off; NaN keeps all; first cumsum > p", "error (none)"),
     ROW("repetition_penalty", "> 0, whole history, z < 0 ? z*r : z/r", "> 0, whole history, z < 0 ? z*r : z/r",
-     "> 0, last penalty_last_n, z <= 0 ? z*r : z/r", "> 0, prompt + output, z > 0 ? z/r : z*r"),
+        "> 0, last penalty_last_n, z <= 0 ? z*r : z/r", "> 0, prompt + output, z > 0 ? z/r : z*r"),
     ROW("frequency / presence", "generated ids; z -= f*count + p*(count>0)", "error (none)",
-     "last penalty_last_n ids; same formula", "generated ids; [-2, 2]; same formula"),
+        "last penalty_last_n ids; same formula", "generated ids; [-2, 2]; same formula"),
     ROW("min_tokens_to_keep", ">= 1 (top_k, top_p, min_p, typical)", ">= 1 (top_k, top_p, min_p, typical)",
-     "min_keep >= 0 (top_p, min_p, typical)", "1 only"),
+        "min_keep >= 0 (top_p, min_p, typical)", "1 only"),
     ROW("min_new_tokens", "bans eos_id", "bans eos_id", "error (none)", "bans eos_id and stop_token_ids"),
-    ROW("logit_bias", "added", "added (sequence_bias)", "added", "added (SamplingParams; the OpenAI server clamps to [-100, 100])"),
+    ROW("logit_bias", "added", "added (sequence_bias)", "added",
+        "added (SamplingParams; the OpenAI server clamps to [-100, 100])"),
     ROW("xtc (probability, threshold, min_keep)", "error (none)", "error (none)",
-     "p <= 0 off, >= 1 every step, (0, 1) error; t > 0.5 off; drop p >= t but the last, if >= min_keep stay",
-     "error (none)"),
+        "p <= 0 off, >= 1 every step, (0, 1) error; t > 0.5 off; drop p >= t but the last, if >= min_keep stay",
+        "error (none)"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };
 

@@ -26,13 +26,11 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
     const gf_model_config *cfg = gf_engine_config(e);
     const int32_t V = cfg->vocab_size, NP = cfg->n_positions;
     if (cfg->pos != GF_POS_ROPE)
-        return gf_error_set(GF_E_UNSUPPORTED,
-                            "sliding window: the model has learned absolute positions, which are "
-                            "baked into every cached key and value; such a cache cannot slide "
-                            "(sliding = recompute)");
+        return gf_error_set(GF_E_UNSUPPORTED, "sliding window: the model has learned absolute positions, which are "
+                                              "baked into every cached key and value; such a cache cannot slide "
+                                              "(sliding = recompute)");
     if (steps < 1 || window < 1 || prompt_len < 1 || prompt_len > window)
-        return gf_error_set(GF_E_INVALID_ARG,
-                            "sliding window: need steps >= 1 and 1 <= prompt (%d) <= window (%d)",
+        return gf_error_set(GF_E_INVALID_ARG, "sliding window: need steps >= 1 and 1 <= prompt (%d) <= window (%d)",
                             prompt_len, window);
     if (prompt_len + steps - 1 > NP)
         return gf_error_set(GF_E_CONTEXT_LIMIT,
@@ -41,15 +39,15 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
                             prompt_len, steps, prompt_len + steps - 1, NP);
     for (int32_t i = 0; i < prompt_len; i++)
         if (prompt[i] < 0 || prompt[i] >= V)
-            return gf_error_set(GF_E_INVALID_ARG, "sliding window: prompt token %d is %d, outside [0, %d)",
-                                i, prompt[i], V);
+            return gf_error_set(GF_E_INVALID_ARG, "sliding window: prompt token %d is %d, outside [0, %d)", i,
+                                prompt[i], V);
 
     const int32_t total = prompt_len + steps;
-    int32_t *seq = malloc((size_t)total * sizeof *seq);    /* (total) the forced path */
-    int32_t *pos = malloc((size_t)total * sizeof *pos);    /* (total) scratch positions */
-    uint8_t *mask = malloc((size_t)total);                 /* (1, Tk) key mask of one query */
-    float *ev = malloc((size_t)V * sizeof *ev);            /* (1, V) evicted-cache logits */
-    float *rc = malloc((size_t)V * sizeof *rc);            /* (1, V) recompute logits */
+    int32_t *seq = malloc((size_t)total * sizeof *seq); /* (total) the forced path */
+    int32_t *pos = malloc((size_t)total * sizeof *pos); /* (total) scratch positions */
+    uint8_t *mask = malloc((size_t)total);              /* (1, Tk) key mask of one query */
+    float *ev = malloc((size_t)V * sizeof *ev);         /* (1, V) evicted-cache logits */
+    float *rc = malloc((size_t)V * sizeof *rc);         /* (1, V) recompute logits */
     void *cache = NULL;
     gf_status st = GF_OK;
     out->steps = steps;
@@ -61,8 +59,8 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
     out->step_margin = calloc((size_t)steps, sizeof *out->step_margin);
     out->tokens = calloc((size_t)steps, sizeof *out->tokens);
     out->evicted_tokens = calloc((size_t)steps, sizeof *out->evicted_tokens);
-    if (!seq || !pos || !mask || !ev || !rc || !out->step_max_delta || !out->step_margin ||
-        !out->tokens || !out->evicted_tokens) {
+    if (!seq || !pos || !mask || !ev || !rc || !out->step_max_delta || !out->step_margin || !out->tokens ||
+        !out->evicted_tokens) {
         st = gf_error_set(GF_E_NOMEM, "sliding window: out of memory");
         goto done;
     }
@@ -73,19 +71,23 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
     /* evicted path, prefill: the prompt fits the window, nothing masked */
     for (int32_t t = 0; t < prompt_len; t++)
         pos[t] = t;
-    gf_batch pre = {.B = 1, .T = prompt_len, .tokens = seq, .position_ids = pos, .key_mask = NULL,
-                    .logits_mode = GF_LOGITS_LAST};
+    gf_batch pre = {
+        .B = 1, .T = prompt_len, .tokens = seq, .position_ids = pos, .key_mask = NULL, .logits_mode = GF_LOGITS_LAST};
     if ((st = gf_engine_forward(e, cache, &pre, ev)) != GF_OK)
         goto done;
 
     for (int32_t step = 0; step < steps; step++) {
-        const int32_t n = prompt_len + step;         /* tokens so far */
-        if (step > 0) { /* evicted path: feed token n-1 at position n-1, keys (n-1-window, n-1] */
+        const int32_t n = prompt_len + step; /* tokens so far */
+        if (step > 0) {                      /* evicted path: feed token n-1 at position n-1, keys (n-1-window, n-1] */
             for (int32_t j = 0; j < n; j++)
                 mask[j] = j >= n - window;
             int32_t p1 = n - 1;
-            gf_batch dec = {.B = 1, .T = 1, .tokens = seq + n - 1, .position_ids = &p1,
-                            .key_mask = n > window ? mask : NULL, .logits_mode = GF_LOGITS_LAST};
+            gf_batch dec = {.B = 1,
+                            .T = 1,
+                            .tokens = seq + n - 1,
+                            .position_ids = &p1,
+                            .key_mask = n > window ? mask : NULL,
+                            .logits_mode = GF_LOGITS_LAST};
             if ((st = gf_engine_forward(e, cache, &dec, ev)) != GF_OK)
                 goto done;
         }
@@ -93,8 +95,8 @@ gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t
         const int32_t c0 = n > window ? n - window : 0, w = n - c0;
         for (int32_t t = 0; t < w; t++)
             pos[t] = t;
-        gf_batch full = {.B = 1, .T = w, .tokens = seq + c0, .position_ids = pos, .key_mask = NULL,
-                         .logits_mode = GF_LOGITS_LAST};
+        gf_batch full = {
+            .B = 1, .T = w, .tokens = seq + c0, .position_ids = pos, .key_mask = NULL, .logits_mode = GF_LOGITS_LAST};
         if ((st = gf_engine_forward(e, NULL, &full, rc)) != GF_OK)
             goto done;
 

@@ -9,7 +9,8 @@ static _Thread_local char g_msg[2048];
 const char *gf_status_str(gf_status s)
 {
     switch (s) {
-#define GF_X_CASE(name, value, text) case name: return text;
+#define GF_X_CASE(name, value, text) \
+    case name: return text;
         GF_STATUS_LIST(GF_X_CASE)
 #undef GF_X_CASE
     }
@@ -33,7 +34,8 @@ gf_status gf_error_prefix(gf_status s, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%.1000s: %.1000s", prefix, gf_error_unprefixed(old[0] ? old : gf_status_str(s), prefix));
+    snprintf(g_msg, sizeof g_msg, "%.1000s: %.1000s", prefix,
+             gf_error_unprefixed(old[0] ? old : gf_status_str(s), prefix));
     return s;
 }
 

@@ -9,7 +9,7 @@ struct gf_stop_strings {
     char **stops;
     size_t *lens;
     size_t n, max_len;
-    char *buf;         /* held-back bytes, then the piece being fed (cap) */
+    char *buf; /* held-back bytes, then the piece being fed (cap) */
     size_t held, cap;
     int stopped;
 };
@@ -101,8 +101,7 @@ static int grow(gf_stop_strings *s, size_t need)
     return 1;
 }
 
-size_t gf_stop_strings_feed(gf_stop_strings *s, const char *text, size_t len, char *out, size_t out_cap,
-                            int *stopped)
+size_t gf_stop_strings_feed(gf_stop_strings *s, const char *text, size_t len, char *out, size_t out_cap, int *stopped)
 {
     *stopped = s->stopped;
     if (s->stopped || !grow(s, s->held + len + 1))

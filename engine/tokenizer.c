@@ -30,7 +30,7 @@ uint32_t gf_tok_byte_to_cp(uint8_t b)
     if (printable_byte(b))
         return b;
     if (b <= 0x20)
-        return 0x100u + b;               /* 0x00..0x20: 33 bytes */
+        return 0x100u + b; /* 0x00..0x20: 33 bytes */
     if (b >= 0x7F && b <= 0xA0)
         return 0x100u + 33 + (b - 0x7Fu); /* 0x7F..0xA0: 34 bytes */
     return 0x100u + 67;                   /* 0xAD */
@@ -110,8 +110,8 @@ static gf_status encode_plain(enc_ctx *c, const char *s, size_t n, int origin)
 {
     gf_status st = gf_tok_pretokenize(c->t, s, n, origin, &c->pieces);
     for (size_t i = 0; !st && i < c->pieces.n; i++)
-        st = gf_tok_bpe_word(c->t, c->bpe, c->pieces.text.p + c->pieces.v[i].off,
-                             c->pieces.v[i].len, &c->ids, &c->n, &c->cap);
+        st = gf_tok_bpe_word(c->t, c->bpe, c->pieces.text.p + c->pieces.v[i].off, c->pieces.v[i].len, &c->ids, &c->n,
+                             &c->cap);
     return st;
 }
 
@@ -122,8 +122,8 @@ static int word_char_at(enc_ctx *c, const char *text, size_t i, size_t cl)
 {
     if (!c->wmd && !(c->wmd = pcre2_match_data_create_from_pattern(c->t->word_re, NULL)))
         return 0;
-    return pcre2_match(c->t->word_re, (PCRE2_SPTR)text + i, cl, 0,
-                       PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, c->wmd, NULL) >= 0;
+    return pcre2_match(c->t->word_re, (PCRE2_SPTR)text + i, cl, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, c->wmd, NULL) >=
+           0;
 }
 
 /* Rust regex \w$ on text[a, b): is the last character a word character? */
@@ -177,8 +177,8 @@ static size_t space_run_after(const char *text, size_t a, size_t b)
 }
 
 /* Leftmost-longest occurrence of a token of `m` in text[from, end). */
-static int find_added(const gf_tokenizer *t, const gf_tok_matchset *m, const char *text,
-                      size_t from, size_t end, size_t *ms, size_t *me, int32_t *which)
+static int find_added(const gf_tokenizer *t, const gf_tok_matchset *m, const char *text, size_t from, size_t end,
+                      size_t *ms, size_t *me, int32_t *which)
 {
     if (m->n == 0)
         return 0;
@@ -201,8 +201,7 @@ static int find_added(const gf_tokenizer *t, const gf_tok_matchset *m, const cha
  * text and the tokens with normalized=false, its gaps are normalized and
  * go to pass 1 (the normalized tokens), whose gaps go to encode_plain.
  * origin: text[a] is byte 0 of the input. */
-static gf_status split_added(enc_ctx *c, int pass, const char *text, size_t a, size_t b,
-                             int origin);
+static gf_status split_added(enc_ctx *c, int pass, const char *text, size_t a, size_t b, int origin);
 
 static gf_status gap(enc_ctx *c, int pass, const char *text, size_t a, size_t b, int origin)
 {
@@ -221,8 +220,7 @@ static gf_status gap(enc_ctx *c, int pass, const char *text, size_t a, size_t b,
     return st;
 }
 
-static gf_status split_added(enc_ctx *c, int pass, const char *text, size_t a, size_t b,
-                             int origin)
+static gf_status split_added(enc_ctx *c, int pass, const char *text, size_t a, size_t b, int origin)
 {
     const gf_tokenizer *t = c->t;
     const gf_tok_matchset *m = pass == 0 ? &t->match_raw : &t->match_norm;
@@ -258,8 +256,8 @@ static gf_status split_added(enc_ctx *c, int pass, const char *text, size_t a, s
     return GF_OK;
 }
 
-gf_status gf_tokenizer_encode_ex(const gf_tokenizer *tok, const char *text, size_t len,
-                                 int add_special_tokens, int32_t **ids_out, size_t *n_out)
+gf_status gf_tokenizer_encode_ex(const gf_tokenizer *tok, const char *text, size_t len, int add_special_tokens,
+                                 int32_t **ids_out, size_t *n_out)
 {
     if (ids_out)
         *ids_out = NULL;
@@ -269,8 +267,8 @@ gf_status gf_tokenizer_encode_ex(const gf_tokenizer *tok, const char *text, size
         return gf_error_set(GF_E_INVALID_ARG, "gf_tokenizer_encode: NULL argument");
     size_t valid = gf_utf8_valid_prefix((const uint8_t *)text, len);
     if (valid != len)
-        return gf_error_set(GF_E_INVALID_ARG, "text is not valid UTF-8 at byte offset %zu (0x%02X)",
-                            valid, (uint8_t)text[valid]);
+        return gf_error_set(GF_E_INVALID_ARG, "text is not valid UTF-8 at byte offset %zu (0x%02X)", valid,
+                            (uint8_t)text[valid]);
     enc_ctx c = {.t = tok};
     gf_status st = GF_OK;
     if (!(c.bpe = gf_tok_bpe_new()))
@@ -299,8 +297,7 @@ gf_status gf_tokenizer_encode_ex(const gf_tokenizer *tok, const char *text, size
     return GF_OK;
 }
 
-gf_status gf_tokenizer_encode(const gf_tokenizer *tok, const char *text, size_t len,
-                              int32_t **ids_out, size_t *n_out)
+gf_status gf_tokenizer_encode(const gf_tokenizer *tok, const char *text, size_t len, int32_t **ids_out, size_t *n_out)
 {
     return gf_tokenizer_encode_ex(tok, text, len, 0, ids_out, n_out);
 }
@@ -328,4 +325,3 @@ int32_t gf_tokenizer_token_id(const gf_tokenizer *tok, const char *token)
             return tok->added[i].id;
     return gf_tok_strmap_get(tok, token, len);
 }
-

@@ -13,8 +13,7 @@ static const char k_fffd[] = "\xef\xbf\xbd";
 
 /* ---- parsing ---- */
 
-static gf_status one_char(json_t *j, const char *key, const char *where, char rep[5],
-                          size_t *len)
+static gf_status one_char(json_t *j, const char *key, const char *where, char rep[5], size_t *len)
 {
     json_t *r = json_object_get(j, key);
     const char *s = json_string_value(r);
@@ -70,15 +69,13 @@ static gf_status dec_add(gf_tokenizer *t, json_t *j, const char *where)
         else if (!strcmp(scheme, "never"))
             d.prepend = GF_PREPEND_NEVER;
         else if (!st)
-            st = gf_error_set(GF_E_UNSUPPORTED, "%s: prepend_scheme '%s' is not supported", where,
-                              scheme);
+            st = gf_error_set(GF_E_UNSUPPORTED, "%s: prepend_scheme '%s' is not supported", where, scheme);
     } else if (!strcmp(type, "Strip")) {
         d.kind = GF_DEC_STRIP;
         st = one_char(j, "content", where, d.rep, &d.rep_len);
         json_t *a = json_object_get(j, "start"), *b = json_object_get(j, "stop");
         if (!st && (!json_is_integer(a) || !json_is_integer(b) || json_integer_value(a) < 0 ||
-                    json_integer_value(b) < 0 || json_integer_value(a) > 1 << 20 ||
-                    json_integer_value(b) > 1 << 20))
+                    json_integer_value(b) < 0 || json_integer_value(a) > 1 << 20 || json_integer_value(b) > 1 << 20))
             st = gf_error_set(GF_E_FORMAT, "%s: Strip needs integer \"start\" and \"stop\"", where);
         d.start = (int)json_integer_value(a);
         d.stop = (int)json_integer_value(b);
@@ -121,8 +118,7 @@ gf_status gf_tok_decoder_parse(gf_tokenizer *t, json_t *j, const char *path)
 static gf_status template_parse(gf_tokenizer *t, json_t *j, const char *where)
 {
     if (t->has_template)
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: a second TemplateProcessing is not supported",
-                            where);
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: a second TemplateProcessing is not supported", where);
     json_t *single = json_object_get(j, "single"), *specials = json_object_get(j, "special_tokens");
     if (!json_is_array(single))
         return gf_error_set(GF_E_FORMAT, "%s: TemplateProcessing needs a \"single\" list", where);
@@ -133,22 +129,27 @@ static gf_status template_parse(gf_tokenizer *t, json_t *j, const char *where)
         if (json_object_get(p, "Sequence")) {
             const char *id = json_string_value(json_object_get(json_object_get(p, "Sequence"), "id"));
             if (!id || strcmp(id, "A") || seen_a++)
-                return gf_error_set(GF_E_UNSUPPORTED, "%s: single[%zu]: only one Sequence A is "
-                                    "supported in the single template", where, i);
+                return gf_error_set(GF_E_UNSUPPORTED,
+                                    "%s: single[%zu]: only one Sequence A is "
+                                    "supported in the single template",
+                                    where, i);
             continue;
         }
         const char *name = json_string_value(json_object_get(sp, "id"));
         json_t *entry = name ? json_object_get(specials, name) : NULL;
         json_t *ids = json_object_get(entry, "ids");
         if (!name || !json_is_array(ids))
-            return gf_error_set(GF_E_FORMAT, "%s: single[%zu]: a SpecialToken with no ids in "
-                                "\"special_tokens\"", where, i);
+            return gf_error_set(GF_E_FORMAT,
+                                "%s: single[%zu]: a SpecialToken with no ids in "
+                                "\"special_tokens\"",
+                                where, i);
         for (size_t k = 0; k < json_array_size(ids); k++) {
             json_t *v = json_array_get(ids, k);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) >= t->n_ids)
-                return gf_error_set(GF_E_FORMAT, "%s: special token '%s' has an id outside the "
-                                    "vocabulary", where, name);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= t->n_ids)
+                return gf_error_set(GF_E_FORMAT,
+                                    "%s: special token '%s' has an id outside the "
+                                    "vocabulary",
+                                    where, name);
             int32_t **arr = seen_a ? &t->post_post : &t->post_pre;
             size_t *n = seen_a ? &t->n_post_post : &t->n_post_pre;
             int32_t *na = realloc(*arr, (*n + 1) * sizeof *na);
@@ -247,8 +248,10 @@ static int fallback_byte(const char *s, size_t n)
     int v = 0;
     for (int i = 3; i < 5; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0)
             return -1;
         v = v * 16 + d;
@@ -258,8 +261,7 @@ static int fallback_byte(const char *s, size_t n)
 
 /* Metaspace: the replacement becomes ' ' (dropped in the first token when
  * the scheme prepends one; all of them, as HF does). */
-static gf_status metaspace_map(const gf_tok_dec *d, const char *s, size_t n, int first,
-                               gf_tok_buf *out)
+static gf_status metaspace_map(const gf_tok_dec *d, const char *s, size_t n, int first, gf_tok_buf *out)
 {
     gf_status st = gf_tok_buf_put(out, "", 0);
     for (size_t i = 0; !st && i < n;) {
@@ -356,16 +358,14 @@ gf_status gf_tok_token_bytes_build(gf_tokenizer *t)
 
 /* ---- decode: HF's Tokenizer::decode (every id, special ones included) ---- */
 
-static gf_status dec_step(const gf_tok_dec *d, const gf_tok_list *in, gf_tok_list *out,
-                          gf_tok_buf *tmp)
+static gf_status dec_step(const gf_tok_dec *d, const gf_tok_list *in, gf_tok_list *out, gf_tok_buf *tmp)
 {
     gf_status st = GF_OK;
     if (d->kind == GF_DEC_BYTELEVEL || d->kind == GF_DEC_FUSE) {
         tmp->n = 0;
         for (size_t i = 0; !st && i < in->n; i++)
-            st = d->kind == GF_DEC_FUSE
-                     ? gf_tok_buf_put(tmp, in->text.p + in->v[i].off, in->v[i].len)
-                     : bytelevel_bytes(in->text.p + in->v[i].off, in->v[i].len, tmp);
+            st = d->kind == GF_DEC_FUSE ? gf_tok_buf_put(tmp, in->text.p + in->v[i].off, in->v[i].len)
+                                        : bytelevel_bytes(in->text.p + in->v[i].off, in->v[i].len, tmp);
         if (st)
             return st;
         if (d->kind == GF_DEC_FUSE)
@@ -416,8 +416,7 @@ static gf_status dec_step(const gf_tok_dec *d, const gf_tok_list *in, gf_tok_lis
     return st;
 }
 
-gf_status gf_tokenizer_decode(const gf_tokenizer *tok, const int32_t *ids, size_t n,
-                              char **text_out, size_t *len_out)
+gf_status gf_tokenizer_decode(const gf_tokenizer *tok, const int32_t *ids, size_t n, char **text_out, size_t *len_out)
 {
     if (text_out)
         *text_out = NULL;
@@ -430,8 +429,10 @@ gf_status gf_tokenizer_decode(const gf_tokenizer *tok, const int32_t *ids, size_
     gf_status st = GF_OK;
     for (size_t i = 0; !st && i < n; i++) {
         if (ids[i] < 0 || ids[i] >= tok->n_ids || tok->str_off[ids[i]] == GF_TOK_NONE) {
-            st = gf_error_set(GF_E_INVALID_ARG, "token id %d (at index %zu) is not in the "
-                              "vocabulary (size %d)", ids[i], i, tok->n_ids);
+            st = gf_error_set(GF_E_INVALID_ARG,
+                              "token id %d (at index %zu) is not in the "
+                              "vocabulary (size %d)",
+                              ids[i], i, tok->n_ids);
             break;
         }
         if (!tok->has_decoder && i > 0) /* no decoder: HF joins the tokens with ' ' */

@@ -46,8 +46,8 @@ typedef struct gf_tok_added {
 /* Added tokens of one kind (normalized or not), grouped by first byte and
  * sorted longest first within a group, for leftmost-longest matching. */
 typedef struct gf_tok_matchset {
-    int32_t *order;       /* indices into gf_tokenizer.added */
-    uint32_t start[257];  /* order[start[b] .. start[b+1]) begin with byte b */
+    int32_t *order;      /* indices into gf_tokenizer.added */
+    uint32_t start[257]; /* order[start[b] .. start[b+1]) begin with byte b */
     uint32_t n;
 } gf_tok_matchset;
 
@@ -96,7 +96,7 @@ typedef struct gf_tok_norm {
     gf_tok_norm_kind kind;
     char *str; /* Prepend: the prefix; Replace: the content */
     size_t len;
-    pcre2_code *re; /* Replace: the pattern */
+    pcre2_code *re;  /* Replace: the pattern */
     int left, right; /* Strip */
 } gf_tok_norm;
 
@@ -157,8 +157,8 @@ struct gf_tokenizer {
     uint32_t *str_off, *str_len;     /* per id: the token string (vocab, else added content) */
     uint32_t *bytes_off, *bytes_len; /* per id: the bytes a token stands for (streaming) */
 
-    gf_tok_strmap vocab;    /* model vocab string -> id */
-    gf_tok_mergemap merges; /* (a, b) -> (rank, merged id) */
+    gf_tok_strmap vocab;                /* model vocab string -> id */
+    gf_tok_mergemap merges;             /* (a, b) -> (rank, merged id) */
     int32_t char_id[GF_TOK_CHAR_TABLE]; /* single-character vocab tokens, -1 if absent */
     int32_t byte_fb_id[256];            /* "<0xXX>" tokens (byte fallback), -1 if absent */
     int32_t unk_id;                     /* model.unk_token's id, -1 without one */
@@ -176,7 +176,7 @@ struct gf_tokenizer {
     size_t n_pre;
     gf_tok_dec *dec;
     size_t n_dec;
-    int has_decoder; /* decoder null: tokens are joined with ' ', as HF does */
+    int has_decoder;               /* decoder null: tokens are joined with ' ', as HF does */
     int32_t *post_pre, *post_post; /* TemplateProcessing's single: ids before and after */
     size_t n_post_pre, n_post_post;
     int has_template;
@@ -193,26 +193,24 @@ void gf_tok_list_free(gf_tok_list *l);
  * \s / \S are rewritten as Unicode White_Space. where names it for errors. */
 struct json_t;
 gf_status gf_tok_pattern_compile(struct json_t *pattern, const char *where, pcre2_code **re_out);
-gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options,
-                               const char *where, pcre2_code **re_out);
+gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options, const char *where,
+                               pcre2_code **re_out);
 /* HF's find_matches: the ranges of s[0, n) that match re and those between. */
 typedef struct gf_tok_range {
     size_t s, e;
     int match;
 } gf_tok_range;
-gf_status gf_tok_find_matches(const pcre2_code *re, const char *s, size_t n, gf_tok_range **v,
-                              size_t *nv, size_t *cap);
+gf_status gf_tok_find_matches(const pcre2_code *re, const char *s, size_t n, gf_tok_range **v, size_t *nv, size_t *cap);
 /* Replace every match of re in s[0, n) with rep; into out (reset first). */
-gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, const char *rep,
-                             size_t rep_len, gf_tok_buf *out);
+gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, const char *rep, size_t rep_len,
+                             gf_tok_buf *out);
 
 /* ---- components: parsing (each file) and running ---- */
 gf_status gf_tok_normalizer_parse(gf_tokenizer *t, struct json_t *j, const char *path);
 gf_status gf_tok_normalize(const gf_tokenizer *t, const char *s, size_t n, gf_tok_buf *out);
 gf_status gf_tok_pretokenizer_parse(gf_tokenizer *t, struct json_t *j, const char *path);
 /* Pre-tokenize s[0, n) into l (reset first). */
-gf_status gf_tok_pretokenize(const gf_tokenizer *t, const char *s, size_t n, int origin,
-                             gf_tok_list *l);
+gf_status gf_tok_pretokenize(const gf_tokenizer *t, const char *s, size_t n, int origin, gf_tok_list *l);
 gf_status gf_tok_decoder_parse(gf_tokenizer *t, struct json_t *j, const char *path);
 gf_status gf_tok_post_parse(gf_tokenizer *t, struct json_t *j, const char *path);
 /* Per id: the bytes it stands for in the middle of a text (after the
@@ -224,8 +222,8 @@ void gf_tok_components_free(gf_tokenizer *t);
 typedef struct gf_tok_bpe gf_tok_bpe; /* per-call scratch and cache */
 gf_tok_bpe *gf_tok_bpe_new(void);
 void gf_tok_bpe_free(gf_tok_bpe *b);
-gf_status gf_tok_bpe_word(const gf_tokenizer *t, gf_tok_bpe *b, const char *w, size_t n,
-                          int32_t **ids, size_t *n_ids, size_t *cap);
+gf_status gf_tok_bpe_word(const gf_tokenizer *t, gf_tok_bpe *b, const char *w, size_t n, int32_t **ids, size_t *n_ids,
+                          size_t *cap);
 
 /* GPT-2's bytes_to_unicode: the code point standing for byte b, and back
  * (-1 for a code point outside the 256-symbol alphabet). */

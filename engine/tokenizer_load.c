@@ -92,8 +92,7 @@ static gf_status build_strmap(gf_tokenizer *t, size_t count)
     return GF_OK;
 }
 
-static gf_status add_vocab_entry(gf_tokenizer *t, const char *s, size_t len, int32_t id,
-                                 const char *where)
+static gf_status add_vocab_entry(gf_tokenizer *t, const char *s, size_t len, int32_t id, const char *where)
 {
     if (t->str_off[id] != GF_TOK_NONE)
         return gf_error_set(GF_E_FORMAT, "%s: id %d is used by both '%s' and '%s'", where, id,
@@ -128,12 +127,11 @@ static gf_status scan_vocab(json_t *vocab, const char *where, int32_t *max_id, s
         const char *key = json_object_iter_key(it);
         json_t *v = json_object_iter_value(it);
         if (!json_is_integer(v))
-            return gf_error_set(GF_E_FORMAT, "%s: the id of token '%s' is not an integer", where,
-                                key);
+            return gf_error_set(GF_E_FORMAT, "%s: the id of token '%s' is not an integer", where, key);
         json_int_t id = json_integer_value(v);
         if (id < 0 || id >= GF_TOK_MAX_IDS)
-            return gf_error_set(GF_E_FORMAT, "%s: token '%s' has id %lld (outside 0..%d)", where,
-                                key, (long long)id, GF_TOK_MAX_IDS - 1);
+            return gf_error_set(GF_E_FORMAT, "%s: token '%s' has id %lld (outside 0..%d)", where, key, (long long)id,
+                                GF_TOK_MAX_IDS - 1);
         if (id > *max_id)
             *max_id = (int32_t)id;
         (*count)++;
@@ -171,8 +169,8 @@ static gf_status merges_init(gf_tokenizer *t, size_t n)
 
 /* Add merge `rank` (a, b); a later duplicate pair overwrites an earlier one,
  * as HF's HashMap collect does. `where` names the location for errors. */
-static gf_status merges_add(gf_tokenizer *t, const char *a, size_t alen, const char *b,
-                            size_t blen, int32_t rank, const char *where)
+static gf_status merges_add(gf_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen, int32_t rank,
+                            const char *where)
 {
     int32_t ia = gf_tok_strmap_get(t, a, alen), ib = gf_tok_strmap_get(t, b, blen);
     if (ia < 0 || ib < 0)
@@ -187,8 +185,8 @@ static gf_status merges_add(gf_tokenizer *t, const char *a, size_t alen, const c
     int32_t inew = gf_tok_strmap_get(t, ab, alen + blen);
     gf_status st = GF_OK;
     if (inew < 0)
-        st = gf_error_set(GF_E_FORMAT, "%s: merged token '%.*s' is not in the vocabulary", where,
-                          (int)(alen + blen), ab);
+        st = gf_error_set(GF_E_FORMAT, "%s: merged token '%.*s' is not in the vocabulary", where, (int)(alen + blen),
+                          ab);
     if (ab != stackbuf)
         free(ab);
     if (st)
@@ -262,8 +260,8 @@ static gf_status load_merges_txt(gf_tokenizer *t, const char *path)
         snprintf(where, sizeof where, "%s: line %zu", path, line_no);
         size_t sp;
         if (!split_merge_line(line, ll, &sp)) {
-            st = gf_error_set(GF_E_FORMAT, "%s: expected two tokens separated by one space, got '%.*s'",
-                              where, (int)(ll > 60 ? 60 : ll), line);
+            st = gf_error_set(GF_E_FORMAT, "%s: expected two tokens separated by one space, got '%.*s'", where,
+                              (int)(ll > 60 ? 60 : ll), line);
             break;
         }
         st = merges_add(t, line, sp, line + sp + 1, ll - sp - 1, rank++, where);
@@ -284,17 +282,15 @@ static gf_status load_merges_json(gf_tokenizer *t, json_t *merges, const char *p
             const char *s = json_string_value(m);
             size_t len = json_string_length(m), sp;
             if (!split_merge_line(s, len, &sp))
-                return gf_error_set(GF_E_FORMAT, "%s: expected \"LEFT RIGHT\" with one space, got '%s'",
-                                    where, s);
+                return gf_error_set(GF_E_FORMAT, "%s: expected \"LEFT RIGHT\" with one space, got '%s'", where, s);
             st = merges_add(t, s, sp, s + sp + 1, len - sp - 1, (int32_t)i, where);
-        } else if (json_is_array(m) && json_array_size(m) == 2 &&
-                   json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
+        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {
             json_t *a = json_array_get(m, 0), *b = json_array_get(m, 1);
-            st = merges_add(t, json_string_value(a), json_string_length(a), json_string_value(b),
-                            json_string_length(b), (int32_t)i, where);
+            st = merges_add(t, json_string_value(a), json_string_length(a), json_string_value(b), json_string_length(b),
+                            (int32_t)i, where);
         } else {
-            return gf_error_set(GF_E_FORMAT, "%s: expected \"LEFT RIGHT\" or [\"LEFT\", \"RIGHT\"]",
-                                where);
+            return gf_error_set(GF_E_FORMAT, "%s: expected \"LEFT RIGHT\" or [\"LEFT\", \"RIGHT\"]", where);
         }
     }
     return st;
@@ -316,12 +312,13 @@ static gf_status check_added(json_t *added, const char *path, int32_t *max_id)
         json_t *a = json_array_get(added, i);
         json_t *id = json_object_get(a, "id"), *c = json_object_get(a, "content");
         if (!json_is_object(a) || !json_is_integer(id) || !json_is_string(c))
-            return gf_error_set(GF_E_FORMAT, "%s: added_tokens[%zu] needs an integer \"id\" and a "
-                                "string \"content\"", path, i);
+            return gf_error_set(GF_E_FORMAT,
+                                "%s: added_tokens[%zu] needs an integer \"id\" and a "
+                                "string \"content\"",
+                                path, i);
         json_int_t v = json_integer_value(id);
         if (v < 0 || v >= GF_TOK_MAX_IDS)
-            return gf_error_set(GF_E_FORMAT, "%s: added_tokens[%zu] has id %lld", path, i,
-                                (long long)v);
+            return gf_error_set(GF_E_FORMAT, "%s: added_tokens[%zu] has id %lld", path, i, (long long)v);
         if (v > *max_id)
             *max_id = (int32_t)v;
     }
@@ -400,13 +397,14 @@ static gf_status load_added(gf_tokenizer *t, json_t *added, const char *path)
         if (same)
             hf_id = same->id;
         else if ((hf_id = gf_tok_strmap_get(t, content, len)) < 0)
-            hf_id = max_added < 0 ? t->n_model_vocab
+            hf_id = max_added < 0                                              ? t->n_model_vocab
                     : (max_added >= t->n_model_vocab || t->n_model_vocab == 0) ? max_added + 1
                                                                                : t->n_model_vocab;
         if (hf_id != declared)
-            return gf_error_set(GF_E_FORMAT, "%s: added token '%s' is declared with id %d, but "
-                                "Hugging Face tokenizers would give it id %d", path, content,
-                                declared, hf_id);
+            return gf_error_set(GF_E_FORMAT,
+                                "%s: added token '%s' is declared with id %d, but "
+                                "Hugging Face tokenizers would give it id %d",
+                                path, content, declared, hf_id);
         if (same) { /* same content again: HF keeps the id, takes the new flags */
             char *keep = same->content;
             size_t keep_len = same->len;
@@ -461,8 +459,8 @@ static gf_status load_added(gf_tokenizer *t, json_t *added, const char *path)
     if (!st && need_word_re) {
         int err;
         PCRE2_SIZE eo;
-        t->word_re = pcre2_compile((PCRE2_SPTR)k_word_pattern, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP, &err, &eo, NULL);
+        t->word_re =
+            pcre2_compile((PCRE2_SPTR)k_word_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eo, NULL);
         if (!t->word_re)
             t->word_re = pcre2_compile((PCRE2_SPTR)k_word_pattern_fallback, PCRE2_ZERO_TERMINATED,
                                        PCRE2_UTF | PCRE2_UCP, &err, &eo, NULL);
@@ -513,16 +511,16 @@ static gf_status load_json_file(const char *path, json_t **root)
     uint64_t cap = gf_env_limit("GENFENCE_MAX_TOKENIZER_BYTES", GF_TOK_MAX_FILE_DEFAULT);
     if ((uint64_t)sb.st_size > cap) {
         fclose(f);
-        return gf_error_set(GF_E_FORMAT, "%s: %lld bytes, over the limit of %llu for a tokenizer "
-                            "file (GENFENCE_MAX_TOKENIZER_BYTES; set it higher to load it)", path,
-                            (long long)sb.st_size, (unsigned long long)cap);
+        return gf_error_set(GF_E_FORMAT,
+                            "%s: %lld bytes, over the limit of %llu for a tokenizer "
+                            "file (GENFENCE_MAX_TOKENIZER_BYTES; set it higher to load it)",
+                            path, (long long)sb.st_size, (unsigned long long)cap);
     }
     size_t size = (size_t)sb.st_size;
     char *buf = malloc(size ? size : 1);
     if (!buf) {
         fclose(f);
-        return gf_error_set(GF_E_NOMEM, "cannot read '%s': out of memory for its %zu bytes", path,
-                            size);
+        return gf_error_set(GF_E_NOMEM, "cannot read '%s': out of memory for its %zu bytes", path, size);
     }
     size_t got = fread(buf, 1, size, f);
     int err = ferror(f);
@@ -538,12 +536,13 @@ static gf_status load_json_file(const char *path, json_t **root)
     if (*root)
         return GF_OK;
     if (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
-        return gf_error_set(GF_E_NOMEM, "%s: out of memory parsing its %zu bytes of JSON (the "
-                            "parser needs about 50 times the file's size)", path, size);
+        return gf_error_set(GF_E_NOMEM,
+                            "%s: out of memory parsing its %zu bytes of JSON (the "
+                            "parser needs about 50 times the file's size)",
+                            path, size);
     if (je.line < 0)
         return gf_error_set(GF_E_FORMAT, "%s: %s", path, je.text);
-    return gf_error_set(GF_E_FORMAT, "%s: line %d, column %d: %s", path, je.line, je.column,
-                        je.text);
+    return gf_error_set(GF_E_FORMAT, "%s: line %d, column %d: %s", path, je.line, je.column, je.text);
 }
 
 static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char *path)
@@ -552,8 +551,7 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
         return gf_error_set(GF_E_FORMAT, "%s: the top level is not a JSON object", path);
     json_t *ver = json_object_get(root, "version");
     if (json_is_string(ver) && strcmp(json_string_value(ver), "1.0"))
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: unknown tokenizer version '%s'", path,
-                            json_string_value(ver));
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: unknown tokenizer version '%s'", path, json_string_value(ver));
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model))
         return gf_error_set(GF_E_FORMAT, "%s: missing \"model\" object", path);
@@ -561,8 +559,8 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
     if (type && !json_is_string(type))
         return gf_error_set(GF_E_FORMAT, "%s: model.type is not a string", path);
     if (type && strcmp(json_string_value(type), "BPE"))
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: model type '%s' is not supported (only BPE)",
-                            path, json_string_value(type));
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: model type '%s' is not supported (only BPE)", path,
+                            json_string_value(type));
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     if (!json_is_object(vocab))
         return gf_error_set(GF_E_FORMAT, "%s: model.vocab is missing or not an object", path);
@@ -575,8 +573,7 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
     for (int i = 0; i < 2; i++) {
         const char *s = json_string_value(json_object_get(model, k_affixes[i]));
         if (s && *s)
-            return gf_error_set(GF_E_UNSUPPORTED, "%s: model.%s is not supported", path,
-                                k_affixes[i]);
+            return gf_error_set(GF_E_UNSUPPORTED, "%s: model.%s is not supported", path, k_affixes[i]);
     }
     t->ignore_merges = get_bool(model, "ignore_merges", 0);
     t->byte_fallback = get_bool(model, "byte_fallback", 0);
@@ -622,8 +619,8 @@ static gf_status parse_tokenizer_json(gf_tokenizer *t, json_t *root, const char 
     if (!st && json_is_string(unk)) {
         t->unk_id = gf_tok_strmap_get(t, json_string_value(unk), json_string_length(unk));
         if (t->unk_id < 0)
-            st = gf_error_set(GF_E_FORMAT, "%s: model.unk_token '%s' is not in the vocabulary",
-                              path, json_string_value(unk));
+            st = gf_error_set(GF_E_FORMAT, "%s: model.unk_token '%s' is not in the vocabulary", path,
+                              json_string_value(unk));
     }
     if (!st) /* its template names ids, so after the vocabulary */
         st = gf_tok_post_parse(t, json_object_get(root, "post_processor"), path);
@@ -650,8 +647,7 @@ static gf_status load_vocab_merges(gf_tokenizer *t, const char *vocab_path, cons
     if (!st)
         st = load_merges_txt(t, merges_path);
     /* HF's BPE.from_file + ByteLevel(add_prefix_space=False) + its decoder */
-    json_t *pre = json_pack("{s:s, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0,
-                            "use_regex", 1);
+    json_t *pre = json_pack("{s:s, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0, "use_regex", 1);
     json_t *dec = json_pack("{s:s}", "type", "ByteLevel");
     if (!st && (!pre || !dec))
         st = gf_error_set(GF_E_NOMEM, "out of memory");
@@ -708,8 +704,10 @@ gf_status gf_tokenizer_load(const char *path, gf_tokenizer **tok_out)
             if (is_file(a) && is_file(b))
                 st = load_vocab_merges(t, a, b);
             else
-                st = gf_error_set(GF_E_NOT_FOUND, "'%s' holds neither tokenizer.json nor "
-                                  "vocab.json + merges.txt", path);
+                st = gf_error_set(GF_E_NOT_FOUND,
+                                  "'%s' holds neither tokenizer.json nor "
+                                  "vocab.json + merges.txt",
+                                  path);
         }
         free(a);
         free(b);
@@ -752,7 +750,4 @@ void gf_tokenizer_free(gf_tokenizer *t)
     free(t);
 }
 
-int32_t gf_tokenizer_vocab_size(const gf_tokenizer *t)
-{
-    return t ? t->n_ids : 0;
-}
+int32_t gf_tokenizer_vocab_size(const gf_tokenizer *t) { return t ? t->n_ids : 0; }

@@ -217,11 +217,15 @@ static gf_status missing_char(const gf_tokenizer *t, uint32_t cp, const char *s,
 {
     int b = t->byte_level ? gf_tok_cp_to_byte(cp) : -1;
     if (b >= 0)
-        return gf_error_set(GF_E_FORMAT, "the tokenizer's vocabulary has no symbol for byte "
-                            "0x%02X ('%.*s'), so this text cannot be encoded", b, (int)cl, s);
-    return gf_error_set(GF_E_FORMAT, "the tokenizer's vocabulary has no token for '%.*s' "
+        return gf_error_set(GF_E_FORMAT,
+                            "the tokenizer's vocabulary has no symbol for byte "
+                            "0x%02X ('%.*s'), so this text cannot be encoded",
+                            b, (int)cl, s);
+    return gf_error_set(GF_E_FORMAT,
+                        "the tokenizer's vocabulary has no token for '%.*s' "
                         "(U+%04X) and the model has no unk_token or byte fallback for it, so "
-                        "this text cannot be encoded", (int)cl, s, cp);
+                        "this text cannot be encoded",
+                        (int)cl, s, cp);
 }
 
 static int32_t char_id(const gf_tokenizer *t, uint32_t cp, const char *s, size_t cl)
@@ -232,8 +236,7 @@ static int32_t char_id(const gf_tokenizer *t, uint32_t cp, const char *s, size_t
 }
 
 /* The word's characters as symbols (HF's BPE::merge_word before merging). */
-static gf_status word_symbols(const gf_tokenizer *t, gf_tok_bpe *c, const char *w, size_t n,
-                              int32_t *n_sym)
+static gf_status word_symbols(const gf_tokenizer *t, gf_tok_bpe *c, const char *w, size_t n, int32_t *n_sym)
 {
     int32_t k = 0;
     int32_t unk_pending = 0; /* a pending unk (fuse_unk extends it) */
@@ -269,8 +272,8 @@ static gf_status word_symbols(const gf_tokenizer *t, gf_tok_bpe *c, const char *
     return GF_OK;
 }
 
-gf_status gf_tok_bpe_word(const gf_tokenizer *t, gf_tok_bpe *c, const char *w, size_t n,
-                          int32_t **ids, size_t *n_ids, size_t *cap)
+gf_status gf_tok_bpe_word(const gf_tokenizer *t, gf_tok_bpe *c, const char *w, size_t n, int32_t **ids, size_t *n_ids,
+                          size_t *cap)
 {
     out_ids o = {ids, n_ids, cap};
     if (n == 0)
@@ -326,8 +329,7 @@ gf_status gf_tok_bpe_word(const gf_tokenizer *t, gf_tok_bpe *c, const char *w, s
             return GF_E_NOMEM;
         memcpy(c->keys + c->keys_len, w, n);
         memcpy(c->cids + c->cids_len, *ids + first, k * sizeof **ids);
-        *slot = (cache_slot){h, (uint32_t)c->keys_len, (uint32_t)n, (uint32_t)c->cids_len,
-                             (uint32_t)k, 1};
+        *slot = (cache_slot){h, (uint32_t)c->keys_len, (uint32_t)n, (uint32_t)c->cids_len, (uint32_t)k, 1};
         c->keys_len += n;
         c->cids_len += k;
         if (++c->cache_used * 2 > c->cache_mask + 1 && cache_rehash(c))

@@ -61,12 +61,12 @@ void gf_tok_list_free(gf_tok_list *l)
 
 /* Oniguruma's \s is Unicode White_Space; PCRE2's \s under UCP also matches
  * U+180E, so \s and \S are written out (see docs/tokenizer.md). */
-#define GF_WS_CLASS                                                                        \
+#define GF_WS_CLASS                                                                           \
     "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}" \
     "\\x{205F}\\x{3000}"
 
-gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options,
-                               const char *where, pcre2_code **re_out)
+gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options, const char *where,
+                               pcre2_code **re_out)
 {
     gf_tok_buf b = {0};
     gf_status st = GF_OK;
@@ -84,8 +84,10 @@ gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options
                 else if (e == 'S' && !in_class)
                     st = gf_tok_buf_put(&b, "[^" GF_WS_CLASS "]", strlen("[^" GF_WS_CLASS "]"));
                 else if (e == 'S')
-                    st = gf_error_set(GF_E_UNSUPPORTED, "%s: \\S inside a character class is "
-                                      "not supported", where);
+                    st = gf_error_set(GF_E_UNSUPPORTED,
+                                      "%s: \\S inside a character class is "
+                                      "not supported",
+                                      where);
                 else {
                     char two[2] = {'\\', e};
                     st = gf_tok_buf_put(&b, two, 2);
@@ -114,8 +116,7 @@ gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options
     PCRE2_SIZE eo;
     if (!(options & PCRE2_LITERAL)) /* UCP is not allowed with LITERAL (nor needed) */
         options |= PCRE2_UCP;
-    *re_out = pcre2_compile((PCRE2_SPTR)(b.p ? b.p : ""), b.n, options | PCRE2_UTF, &err, &eo,
-                            NULL);
+    *re_out = pcre2_compile((PCRE2_SPTR)(b.p ? b.p : ""), b.n, options | PCRE2_UTF, &err, &eo, NULL);
     free(b.p);
     if (!*re_out) {
         PCRE2_UCHAR msg[256];
@@ -131,12 +132,10 @@ gf_status gf_tok_pattern_compile(json_t *pattern, const char *where, pcre2_code 
 {
     json_t *s = json_object_get(pattern, "String"), *r = json_object_get(pattern, "Regex");
     if (json_is_string(s) && !r)
-        return gf_tok_regex_compile(json_string_value(s), json_string_length(s), PCRE2_LITERAL,
-                                    where, re_out);
+        return gf_tok_regex_compile(json_string_value(s), json_string_length(s), PCRE2_LITERAL, where, re_out);
     if (json_is_string(r) && !s)
         return gf_tok_regex_compile(json_string_value(r), json_string_length(r), 0, where, re_out);
-    return gf_error_set(GF_E_FORMAT, "%s: pattern must be {\"String\": ...} or {\"Regex\": ...}",
-                        where);
+    return gf_error_set(GF_E_FORMAT, "%s: pattern must be {\"String\": ...} or {\"Regex\": ...}", where);
 }
 
 static gf_status range_add(gf_tok_range **v, size_t *nv, size_t *cap, size_t s, size_t e, int m)
@@ -157,8 +156,7 @@ static gf_status range_add(gf_tok_range **v, size_t *nv, size_t *cap, size_t s, 
  * between them, in order; an empty match right after the previous match is
  * skipped (the search moves on one character). An empty pattern (String "")
  * matches nothing. */
-gf_status gf_tok_find_matches(const pcre2_code *re, const char *s, size_t n, gf_tok_range **v,
-                              size_t *nv, size_t *cap)
+gf_status gf_tok_find_matches(const pcre2_code *re, const char *s, size_t n, gf_tok_range **v, size_t *nv, size_t *cap)
 {
     *nv = 0;
     if (n == 0)
@@ -175,8 +173,7 @@ gf_status gf_tok_find_matches(const pcre2_code *re, const char *s, size_t n, gf_
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            st = gf_error_set(GF_E_INTERNAL, "pattern match failed at byte %zu: %s", from,
-                              (const char *)msg);
+            st = gf_error_set(GF_E_INTERNAL, "pattern match failed at byte %zu: %s", from, (const char *)msg);
             break;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -205,8 +202,8 @@ gf_status gf_tok_find_matches(const pcre2_code *re, const char *s, size_t n, gf_
     return st;
 }
 
-gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, const char *rep,
-                             size_t rep_len, gf_tok_buf *out)
+gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, const char *rep, size_t rep_len,
+                             gf_tok_buf *out)
 {
     out->n = 0;
     gf_tok_range *v = NULL;
@@ -226,10 +223,17 @@ gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, cons
 
 /* ---- normalizers ---- */
 
-#define GF_NORM_TYPES(X)                                                                   \
-    X("NFC", GF_NORM_NFC) X("NFD", GF_NORM_NFD) X("NFKC", GF_NORM_NFKC)                   \
-    X("NFKD", GF_NORM_NFKD) X("Lowercase", GF_NORM_LOWERCASE) X("Prepend", GF_NORM_PREPEND) \
-    X("Replace", GF_NORM_REPLACE) X("Strip", GF_NORM_STRIP)
+/* clang-format off */
+#define GF_NORM_TYPES(X)              \
+    X("NFC", GF_NORM_NFC)             \
+    X("NFD", GF_NORM_NFD)             \
+    X("NFKC", GF_NORM_NFKC)           \
+    X("NFKD", GF_NORM_NFKD)           \
+    X("Lowercase", GF_NORM_LOWERCASE) \
+    X("Prepend", GF_NORM_PREPEND)     \
+    X("Replace", GF_NORM_REPLACE)     \
+    X("Strip", GF_NORM_STRIP)
+/* clang-format on */
 
 static gf_status norm_add(gf_tokenizer *t, json_t *j, const char *where)
 {
@@ -252,8 +256,8 @@ static gf_status norm_add(gf_tokenizer *t, json_t *j, const char *where)
         return GF_OK;
     }
     int kind = -1;
-#define X(name, k)                                                                         \
-    if (!strcmp(type, name))                                                               \
+#define X(name, k)           \
+    if (!strcmp(type, name)) \
         kind = k;
     GF_NORM_TYPES(X)
 #undef X
@@ -303,8 +307,7 @@ static gf_status lowercase(const char *s, size_t n, gf_tok_buf *out)
     gf_status st = GF_OK;
     for (size_t i = 0; !st && i < n;) {
         utf8proc_int32_t cp;
-        utf8proc_ssize_t cl = utf8proc_iterate((const utf8proc_uint8_t *)s + i,
-                                               (utf8proc_ssize_t)(n - i), &cp);
+        utf8proc_ssize_t cl = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
         if (cl <= 0)
             return gf_error_set(GF_E_INTERNAL, "lowercase: invalid UTF-8 at byte %zu", i);
         i += (size_t)cl;
@@ -319,8 +322,7 @@ static gf_status lowercase(const char *s, size_t n, gf_tok_buf *out)
     return st;
 }
 
-static gf_status unicode_normalize(gf_tok_norm_kind kind, const char *s, size_t n,
-                                   gf_tok_buf *out)
+static gf_status unicode_normalize(gf_tok_norm_kind kind, const char *s, size_t n, gf_tok_buf *out)
 {
     static const utf8proc_option_t opts[] = {
         [GF_NORM_NFC] = UTF8PROC_STABLE | UTF8PROC_COMPOSE,
@@ -329,11 +331,10 @@ static gf_status unicode_normalize(gf_tok_norm_kind kind, const char *s, size_t 
         [GF_NORM_NFKD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT,
     };
     utf8proc_uint8_t *r = NULL;
-    utf8proc_ssize_t rl = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &r,
-                                       opts[kind]);
+    utf8proc_ssize_t rl = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &r, opts[kind]);
     if (rl < 0)
-        return gf_error_set(rl == UTF8PROC_ERROR_NOMEM ? GF_E_NOMEM : GF_E_INTERNAL,
-                            "Unicode normalization failed: %s", utf8proc_errmsg(rl));
+        return gf_error_set(rl == UTF8PROC_ERROR_NOMEM ? GF_E_NOMEM : GF_E_INTERNAL, "Unicode normalization failed: %s",
+                            utf8proc_errmsg(rl));
     gf_status st = gf_tok_buf_put(out, r, (size_t)rl);
     free(r);
     return st;

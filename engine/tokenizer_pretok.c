@@ -8,15 +8,15 @@
 
 #include "tokenizer_internal.h"
 
-#define GF_WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define GF_WS \
+    "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 /* GPT-2's pre-tokenization regex (ByteLevel with use_regex), \s written as
  * White_Space by gf_tok_regex_compile. */
 static const char k_bytelevel_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 /* Whitespace: \w+|[^\w\s]+ with Oniguruma's Unicode \w (letters, marks,
  * numbers, connector punctuation), kept by an inverted Removed split. */
-static const char k_whitespace_pattern[] =
-    "[\\p{L}\\p{M}\\p{N}\\p{Pc}]+|[^\\p{L}\\p{M}\\p{N}\\p{Pc}" GF_WS "]+";
+static const char k_whitespace_pattern[] = "[\\p{L}\\p{M}\\p{N}\\p{Pc}]+|[^\\p{L}\\p{M}\\p{N}\\p{Pc}" GF_WS "]+";
 /* WhitespaceSplit: char::is_whitespace, one character at a time. */
 static const char k_wsplit_pattern[] = "[" GF_WS "]";
 /* Digits: char::is_numeric (Nd, Nl, No), one character at a time. */
@@ -24,11 +24,9 @@ static const char k_digits_pattern[] = "\\p{N}";
 /* Punctuation: char::is_ascii_punctuation || is_punctuation (the P categories). */
 static const char k_punct_pattern[] = "[\\p{P}!-/:-@\\[-`{-~]";
 
-static const char *const k_behaviors[] = {"Removed", "Isolated", "MergedWithPrevious",
-                                          "MergedWithNext", "Contiguous"};
+static const char *const k_behaviors[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
 
-static gf_status parse_behavior(json_t *j, const char *where, gf_tok_split_behavior dflt,
-                                gf_tok_split_behavior *out)
+static gf_status parse_behavior(json_t *j, const char *where, gf_tok_split_behavior dflt, gf_tok_split_behavior *out)
 {
     json_t *b = json_object_get(j, "behavior");
     *out = dflt;
@@ -40,8 +38,7 @@ static gf_status parse_behavior(json_t *j, const char *where, gf_tok_split_behav
             *out = (gf_tok_split_behavior)i;
             return GF_OK;
         }
-    return gf_error_set(GF_E_UNSUPPORTED, "%s: behavior '%s' is not supported", where,
-                        s ? s : "?");
+    return gf_error_set(GF_E_UNSUPPORTED, "%s: behavior '%s' is not supported", where, s ? s : "?");
 }
 
 static int get_bool(json_t *j, const char *key, int dflt)
@@ -60,8 +57,7 @@ static gf_status pre_add(gf_tokenizer *t, json_t *j, const char *where)
     if (!strcmp(type, "Sequence")) {
         json_t *list = json_object_get(j, "pretokenizers");
         if (!json_is_array(list))
-            return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"pretokenizers\" list",
-                                where);
+            return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"pretokenizers\" list", where);
         for (size_t i = 0; i < json_array_size(list); i++) {
             char sub[1200];
             snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", where, i);
@@ -77,8 +73,7 @@ static gf_status pre_add(gf_tokenizer *t, json_t *j, const char *where)
         p.kind = GF_PRE_BYTELEVEL;
         p.add_prefix_space = get_bool(j, "add_prefix_space", 1);
         if (get_bool(j, "use_regex", 1))
-            st = gf_tok_regex_compile(k_bytelevel_pattern, strlen(k_bytelevel_pattern), 0, where,
-                                      &p.re);
+            st = gf_tok_regex_compile(k_bytelevel_pattern, strlen(k_bytelevel_pattern), 0, where, &p.re);
         t->byte_level = 1;
     } else if (!strcmp(type, "Split")) {
         p.kind = GF_PRE_SPLIT;
@@ -99,8 +94,7 @@ static gf_status pre_add(gf_tokenizer *t, json_t *j, const char *where)
         p.kind = GF_PRE_WHITESPACE;
         p.behavior = GF_SPLIT_REMOVED;
         p.invert = 1;
-        st = gf_tok_regex_compile(k_whitespace_pattern, strlen(k_whitespace_pattern), 0, where,
-                                  &p.re);
+        st = gf_tok_regex_compile(k_whitespace_pattern, strlen(k_whitespace_pattern), 0, where, &p.re);
     } else if (!strcmp(type, "WhitespaceSplit")) {
         p.kind = GF_PRE_WHITESPACE_SPLIT;
         p.behavior = GF_SPLIT_REMOVED;
@@ -112,10 +106,8 @@ static gf_status pre_add(gf_tokenizer *t, json_t *j, const char *where)
         const char *rs = json_string_value(r);
         size_t cl;
         if (!rs || !json_string_length(r) || json_string_length(r) > 4 ||
-            (gf_utf8_get((const uint8_t *)rs, json_string_length(r), &cl), cl) !=
-                json_string_length(r))
-            return gf_error_set(GF_E_FORMAT, "%s: Metaspace needs a one-character \"replacement\"",
-                                where);
+            (gf_utf8_get((const uint8_t *)rs, json_string_length(r), &cl), cl) != json_string_length(r))
+            return gf_error_set(GF_E_FORMAT, "%s: Metaspace needs a one-character \"replacement\"", where);
         memcpy(p.rep, rs, json_string_length(r));
         p.rep_len = json_string_length(r);
         p.split = get_bool(j, "split", 1);
@@ -129,8 +121,7 @@ static gf_status pre_add(gf_tokenizer *t, json_t *j, const char *where)
         else if (!strcmp(scheme, "never"))
             p.prepend = GF_PREPEND_NEVER;
         else
-            return gf_error_set(GF_E_UNSUPPORTED, "%s: prepend_scheme '%s' is not supported",
-                                where, scheme);
+            return gf_error_set(GF_E_UNSUPPORTED, "%s: prepend_scheme '%s' is not supported", where, scheme);
         st = gf_tok_regex_compile(p.rep, p.rep_len, PCRE2_LITERAL, where, &p.re);
     } else {
         return gf_error_set(GF_E_UNSUPPORTED, "%s: type '%s' is not supported", where, type);
@@ -168,8 +159,7 @@ typedef struct scratch {
 
 /* HF's NormalizedString::split: the ranges of s[0, n) to keep under the
  * behaviour, empty ones dropped, into out. */
-static gf_status split_by(const gf_tok_pre *p, const char *s, size_t n, int origin, scratch *k,
-                          gf_tok_list *out)
+static gf_status split_by(const gf_tok_pre *p, const char *s, size_t n, int origin, scratch *k, gf_tok_list *out)
 {
     gf_status st = gf_tok_find_matches(p->re, s, n, &k->r, &k->nr, &k->cap);
     if (st)
@@ -190,8 +180,7 @@ static gf_status split_by(const gf_tok_pre *p, const char *s, size_t n, int orig
     case GF_SPLIT_CONTIGUOUS: {
         int prev_match = 0;
         for (size_t i = 0; i < nr; i++) {
-            int merge = p->behavior == GF_SPLIT_MERGED_PREV ? r[i].match && !prev_match
-                                                            : r[i].match == prev_match;
+            int merge = p->behavior == GF_SPLIT_MERGED_PREV ? r[i].match && !prev_match : r[i].match == prev_match;
             prev_match = r[i].match;
             if (merge && m > 0)
                 r[m - 1].e = r[i].e;
@@ -223,8 +212,7 @@ static gf_status split_by(const gf_tok_pre *p, const char *s, size_t n, int orig
     return st;
 }
 
-static gf_status bytelevel(const gf_tok_pre *p, const char *s, size_t n, int origin, scratch *k,
-                           gf_tok_list *out)
+static gf_status bytelevel(const gf_tok_pre *p, const char *s, size_t n, int origin, scratch *k, gf_tok_list *out)
 {
     size_t first = out->n;
     gf_status st;
@@ -263,8 +251,7 @@ static gf_status bytelevel(const gf_tok_pre *p, const char *s, size_t n, int ori
     return st;
 }
 
-static gf_status metaspace(const gf_tok_pre *p, const char *s, size_t n, int origin, scratch *k,
-                           gf_tok_list *out)
+static gf_status metaspace(const gf_tok_pre *p, const char *s, size_t n, int origin, scratch *k, gf_tok_list *out)
 {
     gf_tok_buf *b = &k->buf;
     b->n = 0;
@@ -289,8 +276,7 @@ static gf_status metaspace(const gf_tok_pre *p, const char *s, size_t n, int ori
     return st;
 }
 
-gf_status gf_tok_pretokenize(const gf_tokenizer *t, const char *s, size_t n, int origin,
-                             gf_tok_list *l)
+gf_status gf_tok_pretokenize(const gf_tokenizer *t, const char *s, size_t n, int origin, gf_tok_list *l)
 {
     l->n = 0;
     l->text.n = 0;

@@ -149,8 +149,8 @@ uint32_t gf_utf8_get(const uint8_t *s, size_t n, size_t *len_out)
         return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
     }
     *len_out = 4;
-    return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-           ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
+           (s[3] & 0x3F);
 }
 
 int gf_unicode_is_space(uint32_t cp)
@@ -159,8 +159,8 @@ int gf_unicode_is_space(uint32_t cp)
         return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
     if (cp < 0x85)
         return 0;
-    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-           cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 /* --- the incremental decoder --- */
@@ -213,13 +213,9 @@ static void stream_byte(gf_utf8_stream *s, sink *k, uint8_t b)
     }
 }
 
-void gf_utf8_stream_init(gf_utf8_stream *s)
-{
-    memset(s, 0, sizeof *s);
-}
+void gf_utf8_stream_init(gf_utf8_stream *s) { memset(s, 0, sizeof *s); }
 
-size_t gf_utf8_stream_feed(gf_utf8_stream *s, const uint8_t *bytes, size_t len, char *out,
-                           size_t out_cap)
+size_t gf_utf8_stream_feed(gf_utf8_stream *s, const uint8_t *bytes, size_t len, char *out, size_t out_cap)
 {
     sink k = {out, out_cap, 0};
     if (s->n_pending < 0 || s->n_pending > 3)

@@ -78,8 +78,8 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         return gf_error_set(GF_E_INVALID_ARG, "verify: need a prompt and at least one step");
     if (prompt_len + steps - 1 > NP)
         return gf_error_set(GF_E_CONTEXT_LIMIT,
-                            "verify: %d prompt tokens + %d steps need %d positions; the model has %d",
-                            prompt_len, steps, prompt_len + steps - 1, NP);
+                            "verify: %d prompt tokens + %d steps need %d positions; the model has %d", prompt_len,
+                            steps, prompt_len + steps - 1, NP);
     int32_t sum = 0;
     for (int32_t i = 0; i < n_chunks; i++) {
         if (prefill_chunks[i] < 1)
@@ -87,15 +87,15 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         sum += prefill_chunks[i];
     }
     if (sum > prompt_len)
-        return gf_error_set(GF_E_INVALID_ARG, "verify: prefill chunks cover %d tokens; the prompt has %d",
-                            sum, prompt_len);
+        return gf_error_set(GF_E_INVALID_ARG, "verify: prefill chunks cover %d tokens; the prompt has %d", sum,
+                            prompt_len);
 
     gf_status st = GF_OK;
     void *cache = NULL;
     const int32_t total = prompt_len + steps;
     int32_t *seq = malloc((size_t)total * sizeof *seq);
     int32_t *pos = malloc((size_t)total * sizeof *pos);
-    float *cached = malloc((size_t)prompt_len * V * sizeof *cached);  /* (T, V) */
+    float *cached = malloc((size_t)prompt_len * V * sizeof *cached); /* (T, V) */
     float *uncached = malloc((size_t)prompt_len * V * sizeof *uncached);
     out->step_max_delta = calloc((size_t)steps, sizeof(double));
     out->step_margin = calloc((size_t)steps, sizeof(double));
@@ -123,16 +123,14 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
     /* prefill, possibly in chunks; every prompt position's logits are compared */
     for (int32_t c = 0, at = 0; at < prompt_len; c++) {
         int32_t n = c < n_chunks ? prefill_chunks[c] : prompt_len - at;
-        gf_batch in = {.B = 1, .T = n, .tokens = seq + at, .position_ids = pos + at,
-                       .logits_mode = GF_LOGITS_ALL};
+        gf_batch in = {.B = 1, .T = n, .tokens = seq + at, .position_ids = pos + at, .logits_mode = GF_LOGITS_ALL};
         st = gf_engine_forward(e, cache, &in, cached + (size_t)at * V);
         if (st != GF_OK)
             goto done;
         at += n;
     }
     {
-        gf_batch in = {.B = 1, .T = prompt_len, .tokens = seq, .position_ids = pos,
-                       .logits_mode = GF_LOGITS_ALL};
+        gf_batch in = {.B = 1, .T = prompt_len, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_ALL};
         st = gf_engine_forward(e, NULL, &in, uncached);
         if (st != GF_OK)
             goto done;
@@ -154,8 +152,7 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
     for (int32_t step = 0; step < steps; step++) {
         int32_t len = prompt_len + step;
         if (step > 0) { /* the uncached forward over the same prefix */
-            gf_batch in = {.B = 1, .T = len, .tokens = seq, .position_ids = pos,
-                           .logits_mode = GF_LOGITS_LAST};
+            gf_batch in = {.B = 1, .T = len, .tokens = seq, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
             st = gf_engine_forward(e, NULL, &in, cur_uncached);
             if (st != GF_OK)
                 break;
@@ -199,8 +196,8 @@ gf_status gf_verify_cache(gf_engine *e, const int32_t *prompt, int32_t prompt_le
         }
         seq[len] = a_c; /* the cached decode runs free; the uncached side follows it */
         if (step + 1 < steps) {
-            gf_batch in = {.B = 1, .T = 1, .tokens = seq + len, .position_ids = pos + len,
-                           .logits_mode = GF_LOGITS_LAST};
+            gf_batch in = {
+                .B = 1, .T = 1, .tokens = seq + len, .position_ids = pos + len, .logits_mode = GF_LOGITS_LAST};
             st = gf_engine_forward(e, cache, &in, cur_cached);
             if (st != GF_OK)
                 break;

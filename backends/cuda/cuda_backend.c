@@ -41,11 +41,11 @@ static const char *rlimit_hint(void)
 /* ---- the device executor ---- */
 
 typedef struct cu_exec {
-    gfc_exec base;               /* first */
-    cudaStream_t stream;         /* 0: the legacy default stream */
-    cublasHandle_t blas;         /* NULL for a sampler-only executor */
+    gfc_exec base;       /* first */
+    cudaStream_t stream; /* 0: the legacy default stream */
+    cublasHandle_t blas; /* NULL for a sampler-only executor */
     cublasComputeType_t compute;
-    uint16_t *xh;                /* 16-bit modes: the GEMM's activations */
+    uint16_t *xh; /* 16-bit modes: the GEMM's activations */
     size_t xh_bytes;
 } cu_exec;
 
@@ -97,8 +97,8 @@ static gf_status x_download(gfc_exec *ex, void *dst, const void *src, size_t byt
 
 static const char *kind_name(gfc_kind k)
 {
-    static const char *const names[] = {"embed", "norm", "bias_act", "residual", "swiglu",
-                                        "rope", "kv_write", "attention", "to_half", "sample"};
+    static const char *const names[] = {"embed", "norm",     "bias_act",  "residual", "swiglu",
+                                        "rope",  "kv_write", "attention", "to_half",  "sample"};
     return (unsigned)k < GFC_K_COUNT ? names[k] : "?";
 }
 
@@ -138,12 +138,12 @@ static gf_status x_gemm(gfc_exec *ex, const void *w, int32_t N, int32_t K, const
     }
     const gfc_gemm_call g = gfc_gemm_map(N, K, M); /* checked by the unit test's twin */
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasGemmEx(c->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    g.m, g.n, g.k, &one, w, t, g.lda, xb, t, g.ldb, &zero, y, CUDA_R_32F, g.ldc,
-                                    c->compute, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t s = cublasGemmEx(c->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &one, w, t, g.lda, xb, t,
+                                    g.ldb, &zero, y, CUDA_R_32F, g.ldc, c->compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
-        return gf_error_set(GF_E_BACKEND, "cuda: cublasGemmEx (%d x %d x %d, %s): %s", M, N, K,
-                            gfc_mode_name(ex->mode), cublasGetStatusString(s));
+        return gf_error_set(GF_E_BACKEND, "cuda: cublasGemmEx (%d x %d x %d, %s): %s", M, N, K, gfc_mode_name(ex->mode),
+                            cublasGetStatusString(s));
     return GF_OK;
 }
 
@@ -203,7 +203,6 @@ static gf_status exec_open(cu_exec *x, int32_t dh)
 
 /* ---- probe, info ---- */
 
-
 static gf_status cu_probe(char *why, size_t why_len)
 {
     char buf[512] = "";
@@ -227,8 +226,8 @@ static gf_status cu_probe(char *why, size_t why_len)
                (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0)) != cudaSuccess) {
         snprintf(buf, sizeof buf, "cuda: device 0: %s%s", cudaGetErrorString(e), rlimit_hint());
     } else if ((e = gfc_cuda_check_image()) != cudaSuccess) {
-        snprintf(buf, sizeof buf, "cuda: device 0 is sm_%d%d and this build has code for sm %s only (%s)", major,
-                 minor, GFC_CUDA_ARCHS, cudaGetErrorString(e));
+        snprintf(buf, sizeof buf, "cuda: device 0 is sm_%d%d and this build has code for sm %s only (%s)", major, minor,
+                 GFC_CUDA_ARCHS, cudaGetErrorString(e));
     }
     if (why && why_len)
         snprintf(why, why_len, "%s", buf);
@@ -259,8 +258,8 @@ static gf_status cu_info(const gf_backend_options *opts, gf_backend_info *info_o
     cublasGetProperty(MAJOR_VERSION, &bmaj);
     cublasGetProperty(MINOR_VERSION, &bmin);
     cublasGetProperty(PATCH_LEVEL, &bpatch);
-    snprintf(library, sizeof library, "CUDA runtime %d.%d, cuBLAS %d.%d.%d", rt / 1000, (rt % 1000) / 10, bmaj,
-             bmin, bpatch);
+    snprintf(library, sizeof library, "CUDA runtime %d.%d, cuBLAS %d.%d.%d", rt / 1000, (rt % 1000) / 10, bmaj, bmin,
+             bpatch);
     struct cudaDeviceProp prop;
     char dev[320];
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
@@ -355,8 +354,10 @@ static gf_status cu_sample(void *model, const float *logits, int32_t B, const gf
 {
     gf_error_clear();
     if (!logits || !params || !draws || !draws->u || !ids_out || B < 1 || draws->V < 1)
-        return gf_error_set(GF_E_INVALID_ARG, "cuda sample: B %d and V %d must be >= 1; logits, params, draws, "
-                            "draws->u and ids_out non-NULL", B, draws ? draws->V : 0);
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "cuda sample: B %d and V %d must be >= 1; logits, params, draws, "
+                            "draws->u and ids_out non-NULL",
+                            B, draws ? draws->V : 0);
     if (draws->V > (1 << 28))
         return gf_error_set(GF_E_UNSUPPORTED, "cuda sample: V %d exceeds 2^28", draws->V);
     if (model)

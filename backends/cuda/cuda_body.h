@@ -20,10 +20,10 @@
 #include <string.h>
 
 #ifdef __CUDACC__
-#define GFC_HD static __device__ __forceinline__
+#define GFC_HD     static __device__ __forceinline__
 #define GFC_SYNC() __syncthreads()
 #else
-#define GFC_HD static inline
+#define GFC_HD     static inline
 #define GFC_SYNC() ((void)0)
 #endif
 
@@ -48,7 +48,7 @@ GFC_HD uint16_t gfc_f32_to_bf16(float x)
     uint32_t u = gfc_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((u >> 16) | 0x40u); /* NaN: keep it a (quiet) NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);           /* overflow carries into inf */
+    u += 0x7fffu + ((u >> 16) & 1u);          /* overflow carries into inf */
     return (uint16_t)(u >> 16);
 }
 
@@ -62,7 +62,7 @@ GFC_HD uint16_t gfc_f32_to_f16(float x)
         return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (ax >= 0x477ff000u) /* >= 65520 rounds past 65504 */
         return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) { /* below 2^-14: a half subnormal (units of 2^-24) or zero */
+    if (ax < 0x38800000u) {   /* below 2^-14: a half subnormal (units of 2^-24) or zero */
         if (ax < 0x33000000u) /* below 2^-25 */
             return (uint16_t)sign;
         uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u;
@@ -188,8 +188,7 @@ GFC_HD int gfc_beats(double as, int32_t ai, double bs, int32_t bi)
 }
 
 #ifdef __CUDACC__
-__device__ __forceinline__ void gfc_block_best(double *s, int32_t *i, double *reds, int *redi, int tid,
-                                               int nth)
+__device__ __forceinline__ void gfc_block_best(double *s, int32_t *i, double *reds, int *redi, int tid, int nth)
 {
     double bs = *s;
     int32_t bi = *i;
@@ -254,74 +253,74 @@ typedef enum gfc_kind {
 } gfc_kind;
 
 typedef struct gfc_embed_args {
-    float *x;                       /* (R, D) */
-    const float *wte, *wpe;         /* (V, D), (n_positions, D) or NULL */
-    const int32_t *tok, *pos;       /* (R) */
+    float *x;                 /* (R, D) */
+    const float *wte, *wpe;   /* (V, D), (n_positions, D) or NULL */
+    const int32_t *tok, *pos; /* (R) */
     int32_t D;
 } gfc_embed_args;
 
 typedef struct gfc_norm_args {
-    float *y;                       /* (rows, D) */
-    const float *x;                 /* source rows: first + r * every */
-    const float *w, *b;             /* (D); b NULL for RMSNorm */
+    float *y;           /* (rows, D) */
+    const float *x;     /* source rows: first + r * every */
+    const float *w, *b; /* (D); b NULL for RMSNorm */
     int32_t D, rms, every, first;
     float eps;
 } gfc_norm_args;
 
 typedef struct gfc_bias_act_args {
-    float *y;                       /* (rows, N) */
-    const float *b;                 /* (N) or NULL */
-    int32_t N, act;                 /* act: GFC_ACT_NONE or a gf_activation */
+    float *y;       /* (rows, N) */
+    const float *b; /* (N) or NULL */
+    int32_t N, act; /* act: GFC_ACT_NONE or a gf_activation */
 } gfc_bias_act_args;
 
 typedef struct gfc_residual_args {
-    float *x;                       /* (rows, N) += y + b */
-    const float *y, *b;             /* (rows, N), (N) or NULL */
+    float *x;           /* (rows, N) += y + b */
+    const float *y, *b; /* (rows, N), (N) or NULL */
     int32_t N;
 } gfc_residual_args;
 
 typedef struct gfc_swiglu_args {
-    float *out;                     /* (rows, F) */
-    const float *gu;                /* (rows, 2F): gate | up */
+    float *out;      /* (rows, F) */
+    const float *gu; /* (rows, 2F): gate | up */
     int32_t F;
 } gfc_swiglu_args;
 
 typedef struct gfc_rope_args {
-    float *qkv;                     /* (R, qkv_dim): q (H dh) | k (H_kv dh) | v */
-    const int32_t *pos;             /* (R) */
-    const float *inv_freq;          /* (dh / 2) */
+    float *qkv;            /* (R, qkv_dim): q (H dh) | k (H_kv dh) | v */
+    const int32_t *pos;    /* (R) */
+    const float *inv_freq; /* (dh / 2) */
     int32_t H, Hkv, dh, qkv_dim;
 } gfc_rope_args;
 
 typedef struct gfc_kv_args {
-    float *k, *v;                   /* this layer's (B, H_kv, S, dh) */
-    const float *qkv;               /* (B, T, qkv_dim) */
+    float *k, *v;     /* this layer's (B, H_kv, S, dh) */
+    const float *qkv; /* (B, T, qkv_dim) */
     int32_t B, T, Hkv, dh, S, start, q_dim, kv_dim, qkv_dim;
 } gfc_kv_args;
 
 typedef struct gfc_attn_args {
-    float *out;                     /* (B, T, H dh) */
-    const float *qkv;               /* (B, T, qkv_dim) */
-    const float *k, *v;             /* this layer's (B, H_kv, S, dh) */
-    const uint8_t *mask;            /* (B, start + T) or NULL */
+    float *out;          /* (B, T, H dh) */
+    const float *qkv;    /* (B, T, qkv_dim) */
+    const float *k, *v;  /* this layer's (B, H_kv, S, dh) */
+    const uint8_t *mask; /* (B, start + T) or NULL */
     int32_t B, T, H, Hkv, dh, S, start, qkv_dim;
-    float scale;                    /* 1 / sqrt(dh) */
+    float scale; /* 1 / sqrt(dh) */
 } gfc_attn_args;
 
 typedef struct gfc_half_args {
     uint16_t *dst;
     const float *src;
-    int32_t bf16;                   /* 1: bfloat16, 0: IEEE half */
+    int32_t bf16; /* 1: bfloat16, 0: IEEE half */
 } gfc_half_args;
 
 typedef struct gfc_sample_args {
-    const float *logits;            /* (B, V) */
-    const double *u;                /* (B, V) */
-    int32_t *ids;                   /* (B) */
-    double *zs;                     /* (B, P) sort scratch, or NULL when not needed */
-    int32_t *is;                    /* (B, P) */
-    double *e;                      /* (B, P) top-p weights */
-    int32_t V, P;                   /* P: a power of two >= V */
+    const float *logits; /* (B, V) */
+    const double *u;     /* (B, V) */
+    int32_t *ids;        /* (B) */
+    double *zs;          /* (B, P) sort scratch, or NULL when not needed */
+    int32_t *is;         /* (B, P) */
+    double *e;           /* (B, P) top-p weights */
+    int32_t V, P;        /* P: a power of two >= V */
     double temperature;
     int32_t use_top_k, top_k, use_top_p;
     double top_p;
@@ -335,7 +334,7 @@ typedef struct gfc_sample_shared {
 } gfc_sample_shared;
 
 /* floats of shared memory a block body needs */
-#define GFC_NORM_SMEM 33
+#define GFC_NORM_SMEM             33
 #define GFC_ATTN_SMEM(dh, n_keys) ((size_t)(dh) + (size_t)(n_keys) + 33)
 
 /* ---- element bodies ---- */
@@ -352,14 +351,10 @@ GFC_HD void gfc_embed_body(size_t i, const gfc_embed_args *a)
 GFC_HD float gfc_activation(int32_t act, float v)
 {
     switch (act) {
-    case 1: /* GF_ACT_GELU_TANH */
-        return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    case 2: /* GF_ACT_GELU_ERF */
-        return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-    case 3: /* GF_ACT_RELU */
-        return v > 0.0f ? v : 0.0f;
-    default:
-        return v;
+    case 1: /* GF_ACT_GELU_TANH */ return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case 2: /* GF_ACT_GELU_ERF */ return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    case 3: /* GF_ACT_RELU */ return v > 0.0f ? v : 0.0f;
+    default: return v;
     }
 }
 
@@ -489,10 +484,7 @@ GFC_HD void gfc_attention_body(int32_t blk, int tid, int nth, const gfc_attn_arg
 
 /* sort order: higher z first, equal z by lower index (the sampler's stable
  * top-p order) */
-GFC_HD int gfc_before(double za, int32_t ia, double zb, int32_t ib)
-{
-    return za > zb || (za == zb && ia < ib);
-}
+GFC_HD int gfc_before(double za, int32_t ia, double zb, int32_t ib) { return za > zb || (za == zb && ia < ib); }
 
 /* The sampler for row blk, exactly gf_sample's steps (docs/sampler.md) in
  * double: greedy argmax (lowest index on ties); else z = logit / T, top-k

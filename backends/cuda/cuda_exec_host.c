@@ -134,8 +134,7 @@ static gf_status h_run(gfc_exec *ex, gfc_kind kind, size_t n, const void *args)
             gfc_sample_body((int32_t)b, 0, 1, args, &sh);
         return GF_OK;
     }
-    case GFC_K_COUNT:
-        break;
+    case GFC_K_COUNT: break;
     }
     return gf_error_set(GF_E_INTERNAL, "host exec: unknown kernel %d", (int)kind);
 }

@@ -4,18 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                  \
-    do {                           \
+#define TRY(call)                   \
+    do {                            \
         if ((st = (call)) != GF_OK) \
-            goto done;             \
+            goto done;              \
     } while (0)
 
 static const float *f32_at(const gfc_model *m, size_t off) { return off == GFC_NONE ? NULL : m->f32 + off; }
 
-static const void *gemm_at(const gfc_model *m, size_t off)
-{
-    return (const char *)m->gemm + off * m->plan.gemm_elem;
-}
+static const void *gemm_at(const gfc_model *m, size_t off) { return (const char *)m->gemm + off * m->plan.gemm_elem; }
 
 /* ---- the model ---- */
 
@@ -155,10 +152,7 @@ void gfc_cache_destroy(gfc_cache *c)
     free(c);
 }
 
-size_t gfc_cache_bytes(const gfc_cache *c)
-{
-    return 2 * gfc_kv_floats(&c->m->plan, c->B, c->max_len) * sizeof(float);
-}
+size_t gfc_cache_bytes(const gfc_cache *c) { return 2 * gfc_kv_floats(&c->m->plan, c->B, c->max_len) * sizeof(float); }
 
 /* ---- the forward pass ---- */
 
@@ -166,8 +160,15 @@ static gf_status norm(gfc_model *m, float *y, const float *x, size_t w, size_t b
                       int32_t first)
 {
     const gfc_plan *p = &m->plan;
-    gfc_norm_args a = {.y = y, .x = x, .w = f32_at(m, w), .b = f32_at(m, b), .D = p->D, .rms = p->llama,
-                       .every = every, .first = first, .eps = p->cfg.norm_eps};
+    gfc_norm_args a = {.y = y,
+                       .x = x,
+                       .w = f32_at(m, w),
+                       .b = f32_at(m, b),
+                       .D = p->D,
+                       .rms = p->llama,
+                       .every = every,
+                       .first = first,
+                       .eps = p->cfg.norm_eps};
     return m->ex->run(m->ex, GFC_K_NORM, rows, &a);
 }
 
@@ -199,8 +200,8 @@ gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *log
     if (in->key_mask)
         TRY(ex->upload(ex, m->mask, in->key_mask, (size_t)B * Tk));
 
-    gfc_embed_args ea = {.x = m->x, .wte = f32_at(m, p->wte), .wpe = f32_at(m, p->wpe), .tok = m->tok,
-                         .pos = m->pos, .D = D};
+    gfc_embed_args ea = {
+        .x = m->x, .wte = f32_at(m, p->wte), .wpe = f32_at(m, p->wpe), .tok = m->tok, .pos = m->pos, .D = D};
     TRY(ex->run(ex, GFC_K_EMBED, R * D, &ea));
     for (int32_t l = 0; l < p->L; l++) {
         const gfc_layer_plan *lp = &p->layers[l];
@@ -213,17 +214,43 @@ gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *log
             TRY(ex->run(ex, GFC_K_BIAS_ACT, R * p->qkv_dim, &ba));
         }
         if (p->llama) {
-            gfc_rope_args ra = {.qkv = m->qkv, .pos = m->pos, .inv_freq = f32_at(m, p->rope), .H = p->H,
-                                .Hkv = p->Hkv, .dh = dh, .qkv_dim = p->qkv_dim};
+            gfc_rope_args ra = {.qkv = m->qkv,
+                                .pos = m->pos,
+                                .inv_freq = f32_at(m, p->rope),
+                                .H = p->H,
+                                .Hkv = p->Hkv,
+                                .dh = dh,
+                                .qkv_dim = p->qkv_dim};
             TRY(ex->run(ex, GFC_K_ROPE, R * (size_t)(p->H + p->Hkv) * (size_t)(dh / 2), &ra));
         }
         /* this chunk's keys and values at [start, start + T) */
-        gfc_kv_args ka = {.k = K, .v = Vc, .qkv = m->qkv, .B = B, .T = T, .Hkv = p->Hkv, .dh = dh, .S = S,
-                          .start = start, .q_dim = p->q_dim, .kv_dim = p->kv_dim, .qkv_dim = p->qkv_dim};
+        gfc_kv_args ka = {.k = K,
+                          .v = Vc,
+                          .qkv = m->qkv,
+                          .B = B,
+                          .T = T,
+                          .Hkv = p->Hkv,
+                          .dh = dh,
+                          .S = S,
+                          .start = start,
+                          .q_dim = p->q_dim,
+                          .kv_dim = p->kv_dim,
+                          .qkv_dim = p->qkv_dim};
         TRY(ex->run(ex, GFC_K_KV_WRITE, R * p->kv_dim, &ka));
-        gfc_attn_args aa = {.out = m->att, .qkv = m->qkv, .k = K, .v = Vc, .mask = in->key_mask ? m->mask : NULL,
-                            .B = B, .T = T, .H = p->H, .Hkv = p->Hkv, .dh = dh, .S = S, .start = start,
-                            .qkv_dim = p->qkv_dim, .scale = (float)(1.0 / sqrt((double)dh))};
+        gfc_attn_args aa = {.out = m->att,
+                            .qkv = m->qkv,
+                            .k = K,
+                            .v = Vc,
+                            .mask = in->key_mask ? m->mask : NULL,
+                            .B = B,
+                            .T = T,
+                            .H = p->H,
+                            .Hkv = p->Hkv,
+                            .dh = dh,
+                            .S = S,
+                            .start = start,
+                            .qkv_dim = p->qkv_dim,
+                            .scale = (float)(1.0 / sqrt((double)dh))};
         TRY(ex->run(ex, GFC_K_ATTENTION, R * p->H, &aa));
         /* x += att Wo^T (+ b) */
         TRY(linear(m, &lp->o, m->att, m->tmp, R));
@@ -269,8 +296,13 @@ gf_status gfc_sample(gfc_exec *ex, const float *logits, int32_t B, int32_t V, co
     while (P < V)
         P <<= 1;
     const size_t n = (size_t)B * V, np = sorted ? (size_t)B * P : 0;
-    gfc_sample_args a = {.V = V, .P = P, .temperature = p->temperature, .use_top_k = p->use_top_k,
-                         .top_k = p->top_k, .use_top_p = p->use_top_p, .top_p = p->top_p};
+    gfc_sample_args a = {.V = V,
+                         .P = P,
+                         .temperature = p->temperature,
+                         .use_top_k = p->use_top_k,
+                         .top_k = p->top_k,
+                         .use_top_p = p->use_top_p,
+                         .top_p = p->top_p};
     float *dl = NULL;
     double *du = NULL;
     TRY(ex->alloc(ex, (void **)&dl, n * sizeof(float)));

@@ -38,35 +38,35 @@ struct gfc_exec {
 };
 
 typedef struct gfc_model {
-    gfc_exec *ex;                /* not owned */
+    gfc_exec *ex; /* not owned */
     gfc_plan plan;
-    float *f32;                  /* executor memory: the F32 image */
-    void *gemm;                  /* executor memory: the GEMM image */
+    float *f32; /* executor memory: the F32 image */
+    void *gemm; /* executor memory: the GEMM image */
     /* scratch in executor memory, for up to rows_cap rows (grown on demand) */
     size_t rows_cap, mask_cap, kv_tmp_cap;
-    float *x, *h, *tmp;          /* (R, D) */
-    float *qkv;                  /* (R, qkv_dim) */
-    float *att;                  /* (R, q_dim) */
-    float *ff;                   /* (R, up_dim) */
-    float *act;                  /* (R, F), Llama's SwiGLU output */
-    float *logits;               /* (R, V) */
-    int32_t *tok, *pos;          /* (R) */
-    uint8_t *mask;               /* (mask_cap) */
-    float *kv_tmp;               /* uncached forward's throwaway k | v */
+    float *x, *h, *tmp; /* (R, D) */
+    float *qkv;         /* (R, qkv_dim) */
+    float *att;         /* (R, q_dim) */
+    float *ff;          /* (R, up_dim) */
+    float *act;         /* (R, F), Llama's SwiGLU output */
+    float *logits;      /* (R, V) */
+    int32_t *tok, *pos; /* (R) */
+    uint8_t *mask;      /* (mask_cap) */
+    float *kv_tmp;      /* uncached forward's throwaway k | v */
 } gfc_model;
 
 typedef struct gfc_cache {
     gfc_model *m;
     int32_t B, max_len, length;
-    float *k, *v;                /* (L, B, H_kv, max_len, d_head) each, executor memory */
+    float *k, *v; /* (L, B, H_kv, max_len, d_head) each, executor memory */
 } gfc_cache;
 
 /* Lay out, pack and upload desc's weights; *m_out NULL on failure. */
 gf_status gfc_model_create(const gf_model_desc *desc, gfc_exec *ex, gfc_model **m_out);
-void gfc_model_destroy(gfc_model *m);  /* NULL-safe; does not free ex */
+void gfc_model_destroy(gfc_model *m); /* NULL-safe; does not free ex */
 
 gf_status gfc_cache_create(gfc_model *m, int32_t batch, int32_t max_len, gfc_cache **c_out);
-void gfc_cache_destroy(gfc_cache *c);  /* NULL-safe */
+void gfc_cache_destroy(gfc_cache *c); /* NULL-safe */
 size_t gfc_cache_bytes(const gfc_cache *c);
 
 /* The forward slot (checks the batch as ref does). */

@@ -23,13 +23,11 @@ gf_status gfc_parse_config(const char *config, gfc_mode *mode_out)
         }
     return gf_error_set(GF_E_INVALID_ARG,
                         "cuda: unknown option '%s' (in 'cuda:%s'); the options are fp32 (the default), tf32, "
-                        "bf16, fp16", config, config);
+                        "bf16, fp16",
+                        config, config);
 }
 
-const char *gfc_mode_name(gfc_mode mode)
-{
-    return (unsigned)mode < 4 ? k_mode_names[mode] : "?";
-}
+const char *gfc_mode_name(gfc_mode mode) { return (unsigned)mode < 4 ? k_mode_names[mode] : "?"; }
 
 gf_compute_dtype gfc_mode_dtype(gfc_mode mode)
 {
@@ -42,10 +40,7 @@ gf_compute_dtype gfc_mode_dtype(gfc_mode mode)
     }
 }
 
-size_t gfc_mode_gemm_bytes(gfc_mode mode)
-{
-    return mode == GFC_BF16 || mode == GFC_FP16 ? 2 : 4;
-}
+size_t gfc_mode_gemm_bytes(gfc_mode mode) { return mode == GFC_BF16 || mode == GFC_FP16 ? 2 : 4; }
 
 /* ---- the plan ---- */
 
@@ -86,13 +81,11 @@ gf_status gfc_plan_init(gfc_plan *p, const gf_model_desc *desc, gfc_mode mode)
                             (int)c->arch);
     const int32_t H = c->n_head, Hkv = c->n_kv_head ? c->n_kv_head : c->n_head, dh = c->d_head;
     if (c->n_embd < 1 || H < 1 || Hkv < 1 || dh < 1 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 ||
-        c->n_positions < 1 || H % Hkv != 0 || (!llama && (dh * H != c->n_embd || Hkv != H)) ||
-        (llama && dh % 2 != 0))
+        c->n_positions < 1 || H % Hkv != 0 || (!llama && (dh * H != c->n_embd || Hkv != H)) || (llama && dh % 2 != 0))
         return gf_error_set(GF_E_UNSUPPORTED,
-                            "cuda: unsupported shape (D %d, H %d, kv heads %d, d_head %d, L %d, V %d, F %d)",
-                            c->n_embd, H, c->n_kv_head, dh, c->n_layer, c->vocab_size, c->d_ff);
-    if (!llama && c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
-        c->activation != GF_ACT_RELU)
+                            "cuda: unsupported shape (D %d, H %d, kv heads %d, d_head %d, L %d, V %d, F %d)", c->n_embd,
+                            H, c->n_kv_head, dh, c->n_layer, c->vocab_size, c->d_ff);
+    if (!llama && c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF && c->activation != GF_ACT_RELU)
         return gf_error_set(GF_E_UNSUPPORTED, "cuda: GPT-2 activation %d not supported", (int)c->activation);
     if (llama && (c->activation != GF_ACT_SILU || c->norm != GF_NORM_RMSNORM || c->pos != GF_POS_ROPE))
         return gf_error_set(GF_E_UNSUPPORTED,
@@ -201,8 +194,8 @@ static void put_gemm(const gfc_plan *p, void *img, size_t at, float v)
 
 /* rows [row0, row0 + n_rows) of the (N, K) matrix at lin.w from src:
  * [out, in] rows (n_rows, K) as they are, or [in, out] (K, n_rows) transposed */
-static void put_rows(const gfc_plan *p, void *img, const gfc_lin *l, int32_t row0, const float *src,
-                     int32_t n_rows, int in_out)
+static void put_rows(const gfc_plan *p, void *img, const gfc_lin *l, int32_t row0, const float *src, int32_t n_rows,
+                     int in_out)
 {
     const int32_t K = l->K;
     for (int32_t r = 0; r < n_rows; r++)
@@ -289,8 +282,8 @@ size_t gfc_kv_floats(const gfc_plan *p, int32_t batch, int32_t max_len)
     return (size_t)p->L * (size_t)batch * (size_t)p->Hkv * (size_t)max_len * (size_t)p->dh;
 }
 
-gf_status gfc_check_batch(const gf_model_config *cfg, int32_t cache_B, int32_t cache_length,
-                          int32_t cache_max_len, const gf_batch *in)
+gf_status gfc_check_batch(const gf_model_config *cfg, int32_t cache_B, int32_t cache_length, int32_t cache_max_len,
+                          const gf_batch *in)
 {
     if (!in || in->B < 1 || in->T < 1 || !in->tokens || !in->position_ids)
         return gf_error_set(GF_E_INVALID_ARG, "cuda: batch needs B >= 1, T >= 1, tokens and position_ids");
@@ -302,16 +295,14 @@ gf_status gfc_check_batch(const gf_model_config *cfg, int32_t cache_B, int32_t c
         return gf_error_set(GF_E_CONTEXT_LIMIT, "cuda: cache holds %d of %d positions; %d more do not fit",
                             cache_length, cache_max_len, in->T);
     if (cache_B < 0 && in->T > cfg->n_positions)
-        return gf_error_set(GF_E_CONTEXT_LIMIT, "cuda: %d positions exceed n_positions %d", in->T,
-                            cfg->n_positions);
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "cuda: %d positions exceed n_positions %d", in->T, cfg->n_positions);
     for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
         if (in->tokens[i] < 0 || in->tokens[i] >= cfg->vocab_size)
             return gf_error_set(GF_E_INVALID_ARG, "cuda: token %d at (%lld, %lld) outside [0, %d)", in->tokens[i],
                                 (long long)(i / in->T), (long long)(i % in->T), cfg->vocab_size);
         if (in->position_ids[i] < 0 || in->position_ids[i] >= cfg->n_positions)
             return gf_error_set(GF_E_INVALID_ARG, "cuda: position %d at (%lld, %lld) outside [0, %d)",
-                                in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
-                                cfg->n_positions);
+                                in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T), cfg->n_positions);
     }
     return GF_OK;
 }

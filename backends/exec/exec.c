@@ -35,14 +35,14 @@
 typedef struct ex_model {
     gx_conn conn;
     gf_model_config cfg;
-    uint32_t features;            /* GX_FEATURE_* from the client's hello */
+    uint32_t features; /* GX_FEATURE_* from the client's hello */
 } ex_model;
 
 typedef struct ex_cache {
     ex_model *m;
-    uint32_t id;                  /* the client's handle */
+    uint32_t id; /* the client's handle */
     int32_t B, max_len;
-    int32_t length;               /* the contract's length: T summed over forwards since reset */
+    int32_t length; /* the contract's length: T summed over forwards since reset */
 } ex_cache;
 
 static gf_backend_ops k_exec_ops;
@@ -109,7 +109,7 @@ static gf_status ex_start(const char *config, gx_conn *c, uint32_t *features, ch
     c->sock = c->err_fd = -1;
     if (!config || !config[0])
         return gf_error_set(GF_E_UNAVAILABLE, "exec runs a protocol client, and none was named: "
-                            "--backend 'exec:PROGRAM ARGS...' (docs/protocol.md)");
+                                              "--backend 'exec:PROGRAM ARGS...' (docs/protocol.md)");
     char **argv = NULL;
     int argc = 0;
     gf_status st = gx_split_argv(config, &argv, &argc);
@@ -135,8 +135,8 @@ static gf_status ex_start(const char *config, gx_conn *c, uint32_t *features, ch
             st = gx_fail(c, "hello: the reply is not a genfence protocol hello (magic 0x%08x; garbage on stdout?)",
                          magic);
         else if (version != GX_PROTOCOL_VERSION) {
-            gx_fail(c, "hello: the client speaks protocol version %u; this genfence speaks version %u",
-                    version, (unsigned)GX_PROTOCOL_VERSION);
+            gx_fail(c, "hello: the client speaks protocol version %u; this genfence speaks version %u", version,
+                    (unsigned)GX_PROTOCOL_VERSION);
             st = GF_E_ABI;
         }
     }
@@ -225,8 +225,7 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
             st = gx_fail(&c, "info: malformed reply (dtype %u)", dtype);
         snprintf(e.library, sizeof e.library, "%s", lib);
         snprintf(e.detail, sizeof e.detail, "client '%s'%s%s; %s", name, det[0] ? ": " : "", det, config);
-        e.info = (gf_backend_info){.struct_size = sizeof e.info, .dtype = (gf_compute_dtype)dtype,
-                                   .threads = used};
+        e.info = (gf_backend_info){.struct_size = sizeof e.info, .dtype = (gf_compute_dtype)dtype, .threads = used};
     }
     gx_close(&c, 1.0);
     if (st != GF_OK)
@@ -257,7 +256,7 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
     const char *config = opts ? opts->config : NULL;
     if (!desc || !desc->name || !desc->name[0])
         return gf_error_set(GF_E_UNSUPPORTED, "exec: the model has no directory (gf_model_desc.name is NULL); "
-                            "a protocol client loads its weights from the model directory");
+                                              "a protocol client loads its weights from the model directory");
     ex_model *m = calloc(1, sizeof *m);
     if (!m)
         return gf_error_set(GF_E_NOMEM, "exec: out of memory");
@@ -280,9 +279,17 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
     }
     gx_put_u32(&p, (uint32_t)(opts && opts->threads > 0 ? opts->threads : 1));
     gx_put_str(&p, path);
-    const uint32_t words[] = {g->arch, g->activation, g->norm, g->pos, (uint32_t)g->vocab_size,
-                              (uint32_t)g->n_positions, (uint32_t)g->n_embd, (uint32_t)g->n_layer,
-                              (uint32_t)g->n_head, (uint32_t)g->n_kv_head, (uint32_t)g->d_head,
+    const uint32_t words[] = {g->arch,
+                              g->activation,
+                              g->norm,
+                              g->pos,
+                              (uint32_t)g->vocab_size,
+                              (uint32_t)g->n_positions,
+                              (uint32_t)g->n_embd,
+                              (uint32_t)g->n_layer,
+                              (uint32_t)g->n_head,
+                              (uint32_t)g->n_kv_head,
+                              (uint32_t)g->d_head,
                               (uint32_t)g->d_ff};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         gx_put_u32(&p, words[i]);
@@ -299,7 +306,8 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
     if (st == GF_OK) {
         int32_t V = (int32_t)rd_u32(&r), npos = (int32_t)rd_u32(&r);
         if (V != g->vocab_size || npos != g->n_positions)
-            st = gx_fail(&m->conn, "model_load: the client loaded a model with vocab %d and %d positions; "
+            st = gx_fail(&m->conn,
+                         "model_load: the client loaded a model with vocab %d and %d positions; "
                          "genfence's has vocab %d and %d positions (not the same model?)",
                          V, npos, g->vocab_size, g->n_positions);
     }
@@ -425,16 +433,18 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
         return gx_fail(x, "forward: reply holds (%d rows, V %d) logits, the request needs (%zu, %d) (wrong shape)",
                        got_rows, got_V, rows, V);
     if (n != want)
-        return gx_fail(x, "forward: reply of %u bytes for %zu x %d logits, the protocol says %zu (wrong length)",
-                       n, rows, V, want);
+        return gx_fail(x, "forward: reply of %u bytes for %zu x %d logits, the protocol says %zu (wrong length)", n,
+                       rows, V, want);
     if ((st = gx_read_into(x, logits_out, 4 * rows * (size_t)V)) != GF_OK) /* (rows, V) f32 LE */
         return st;
     if (c) {
         int32_t expect = c->length + T;
         c->length = expect;
         if (length != expect)
-            return gf_error_set(GF_E_BACKEND, "exec client '%s': its cache holds %d positions after a forward of "
-                                "%d; the contract says %d (length + T, once per call)", x->prog, length, T, expect);
+            return gf_error_set(GF_E_BACKEND,
+                                "exec client '%s': its cache holds %d positions after a forward of "
+                                "%d; the contract says %d (length + T, once per call)",
+                                x->prog, length, T, expect);
     }
     return GF_OK;
 }

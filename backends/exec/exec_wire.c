@@ -164,9 +164,12 @@ gf_status gx_spawn(gx_conn *c, char *const *argv, double timeout_s)
         pipe2(xp, O_CLOEXEC) != 0) {
         int e = errno;
         for (int i = 0; i < 2; i++) {
-            if (sv[i] >= 0) close(sv[i]);
-            if (ep[i] >= 0) close(ep[i]);
-            if (xp[i] >= 0) close(xp[i]);
+            if (sv[i] >= 0)
+                close(sv[i]);
+            if (ep[i] >= 0)
+                close(ep[i]);
+            if (xp[i] >= 0)
+                close(xp[i]);
         }
         return gf_error_set(GF_E_UNAVAILABLE, "exec: cannot make pipes: %s", strerror(e));
     }
@@ -371,9 +374,9 @@ static gf_status recv_all(gx_conn *c, void *dst, size_t n, double deadline, cons
 
 static const char *op_name(uint32_t op)
 {
-    static const char *const names[] = {"?", "hello", "probe", "info", "model_load", "cache_create",
-                                        "cache_reset", "cache_free", "cache_length", "cache_bytes",
-                                        "forward", "sample"};
+    static const char *const names[] = {
+        "?",           "hello",      "probe",        "info",        "model_load", "cache_create",
+        "cache_reset", "cache_free", "cache_length", "cache_bytes", "forward",    "sample"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
@@ -392,10 +395,7 @@ static gf_status grow(gx_conn *c, size_t n)
     return GF_OK;
 }
 
-uint8_t *gx_body(gx_conn *c, size_t n)
-{
-    return grow(c, n ? n : 1) == GF_OK ? c->buf : NULL;
-}
+uint8_t *gx_body(gx_conn *c, size_t n) { return grow(c, n ? n : 1) == GF_OK ? c->buf : NULL; }
 
 gf_status gx_request(gx_conn *c, uint32_t op, const void *body, size_t len, uint32_t *len_out)
 {
@@ -405,8 +405,8 @@ gf_status gx_request(gx_conn *c, uint32_t op, const void *body, size_t len, uint
     if (c->sock < 0)
         return gf_error_set(GF_E_BACKEND, "exec client '%s': not running", c->prog);
     if (len > GX_MAX_FRAME)
-        return gf_error_set(GF_E_INVALID_ARG, "exec: a %zu-byte %s request exceeds the %u-byte frame limit",
-                            len, op_name(op), (unsigned)GX_MAX_FRAME);
+        return gf_error_set(GF_E_INVALID_ARG, "exec: a %zu-byte %s request exceeds the %u-byte frame limit", len,
+                            op_name(op), (unsigned)GX_MAX_FRAME);
     snprintf(c->what, sizeof c->what, "%s", op_name(op));
     uint8_t hdr[8], *p = hdr;
     gx_put_u32(&p, op);
@@ -426,10 +426,12 @@ gf_status gx_request(gx_conn *c, uint32_t op, const void *body, size_t len, uint
         for (size_t i = 0; i < sizeof hdr; i++)
             text &= hdr[i] >= 0x20 && hdr[i] < 0x7f;
         if (text)
-            return gx_fail(c, "%s: the client wrote text to stdout (\"%.8s...\") where a reply belongs; "
-                           "stdout is the protocol, logs go to stderr", c->what, (const char *)hdr);
-        return gx_fail(c, "%s: reply header 0x%08x 0x%08x is not a status and a length (garbage on stdout?)",
-                       c->what, status, n);
+            return gx_fail(c,
+                           "%s: the client wrote text to stdout (\"%.8s...\") where a reply belongs; "
+                           "stdout is the protocol, logs go to stderr",
+                           c->what, (const char *)hdr);
+        return gx_fail(c, "%s: reply header 0x%08x 0x%08x is not a status and a length (garbage on stdout?)", c->what,
+                       status, n);
     }
     if (status != GF_OK) {
         if (n > GX_ERR_MSG_MAX)
@@ -455,10 +457,7 @@ gf_status gx_request(gx_conn *c, uint32_t op, const void *body, size_t len, uint
     return GF_OK;
 }
 
-gf_status gx_read_into(gx_conn *c, void *dst, size_t n)
-{
-    return recv_all(c, dst, n, now_s() + c->timeout_s, c->what);
-}
+gf_status gx_read_into(gx_conn *c, void *dst, size_t n) { return recv_all(c, dst, n, now_s() + c->timeout_s, c->what); }
 
 gf_status gx_read_body(gx_conn *c, size_t n, const uint8_t **out)
 {

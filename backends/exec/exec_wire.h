@@ -31,8 +31,8 @@ extern "C" {
 
 enum {
     GX_PROTOCOL_VERSION = 1,
-    GX_MAGIC = 0x50434647u,       /* "GFCP" as LE bytes */
-    GX_MAX_FRAME = 1u << 30,      /* largest body either side may send */
+    GX_MAGIC = 0x50434647u,  /* "GFCP" as LE bytes */
+    GX_MAX_FRAME = 1u << 30, /* largest body either side may send */
     GX_FEATURE_SAMPLE = 1u,
 };
 
@@ -52,17 +52,17 @@ typedef enum gx_op {
 } gx_op;
 
 typedef struct gx_conn {
-    pid_t pid;                    /* the child, leader of its process group; 0 when none */
-    int sock;                     /* our end: the child's stdin and stdout; -1 when closed */
-    int err_fd;                   /* read end of the child's stderr; -1 when closed */
-    double timeout_s;             /* deadline for each reply */
-    int dead;                     /* the wire failed: why says how */
+    pid_t pid;        /* the child, leader of its process group; 0 when none */
+    int sock;         /* our end: the child's stdin and stdout; -1 when closed */
+    int err_fd;       /* read end of the child's stderr; -1 when closed */
+    double timeout_s; /* deadline for each reply */
+    int dead;         /* the wire failed: why says how */
     char why[1024];
-    char prog[128];               /* argv[0], for messages */
-    char what[32];                /* the request in flight, for messages */
-    char err_tail[2048];          /* the child's last stderr bytes (ring) */
+    char prog[128];      /* argv[0], for messages */
+    char what[32];       /* the request in flight, for messages */
+    char err_tail[2048]; /* the child's last stderr bytes (ring) */
     size_t err_pos, err_used;
-    uint8_t *buf;                 /* request/reply scratch */
+    uint8_t *buf; /* request/reply scratch */
     size_t buf_cap;
 } gx_conn;
 
@@ -107,7 +107,7 @@ void gx_put_u32(uint8_t **p, uint32_t v);
 void gx_put_u64(uint8_t **p, uint64_t v);
 void gx_put_f32(uint8_t **p, float v);
 void gx_put_f64(uint8_t **p, double v);
-void gx_put_str(uint8_t **p, const char *s);   /* u32 length + bytes */
+void gx_put_str(uint8_t **p, const char *s); /* u32 length + bytes */
 uint32_t gx_get_u32(const uint8_t **p);
 uint64_t gx_get_u64(const uint8_t **p);
 

@@ -21,8 +21,15 @@ static float *dup_f32(const float *src, size_t n)
 
 static void scratch_release(gfv_model *m)
 {
-    free(m->x); free(m->h); free(m->qkv); free(m->att); free(m->tmp); free(m->ff); free(m->p);
-    free(m->cs); free(m->kv_tmp);
+    free(m->x);
+    free(m->h);
+    free(m->qkv);
+    free(m->att);
+    free(m->tmp);
+    free(m->ff);
+    free(m->p);
+    free(m->cs);
+    free(m->kv_tmp);
     m->x = m->h = m->qkv = m->att = m->tmp = m->ff = m->p = m->cs = m->kv_tmp = NULL;
     m->scratch_rows = 0;
     m->kv_tmp_floats = 0;
@@ -34,15 +41,28 @@ void gfv_model_release(gfv_model *m)
         return;
     for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
         gfv_layer *ly = &m->layers[l];
-        free(ly->ln1_w); free(ly->ln1_b); free(ly->ln2_w); free(ly->ln2_b);
-        free(ly->qkv_w); free(ly->qkv_b); free(ly->proj_w); free(ly->proj_b);
-        free(ly->fc_w); free(ly->fc_b); free(ly->mproj_w); free(ly->mproj_b);
+        free(ly->ln1_w);
+        free(ly->ln1_b);
+        free(ly->ln2_w);
+        free(ly->ln2_b);
+        free(ly->qkv_w);
+        free(ly->qkv_b);
+        free(ly->proj_w);
+        free(ly->proj_b);
+        free(ly->fc_w);
+        free(ly->fc_b);
+        free(ly->mproj_w);
+        free(ly->mproj_b);
     }
     free(m->layers);
     if (m->lm_head != m->wte)
         free(m->lm_head);
-    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
-    free(m->lm_head_kn); free(m->rope_inv_freq);
+    free(m->wte);
+    free(m->wpe);
+    free(m->lnf_w);
+    free(m->lnf_b);
+    free(m->lm_head_kn);
+    free(m->rope_inv_freq);
     free(m->lin);
     scratch_release(m);
     m->layers = NULL;
@@ -112,8 +132,7 @@ static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
         d->proj_w = dup_f32(s->wo, (size_t)D * Q);
         d->fc_w = concat_f32(s->w_gate, (size_t)F * D, s->w_up, (size_t)F * D, NULL, 0);
         d->mproj_w = dup_f32(s->w_down, (size_t)D * F);
-        ok = d->ln1_w && d->ln2_w && d->qkv_w && (d->qkv_b || !c->qkv_bias) && d->proj_w && d->fc_w &&
-             d->mproj_w;
+        ok = d->ln1_w && d->ln2_w && d->qkv_w && (d->qkv_b || !c->qkv_bias) && d->proj_w && d->fc_w && d->mproj_w;
         if (!ok)
             break;
         m->lin[GFV_LIN_ID(l, GFV_QKV)] = (gfv_lin){D, (int32_t)(Q + 2 * KV), d->qkv_w, 1, d->qkv_b};
@@ -130,8 +149,7 @@ static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
     return GF_OK;
 }
 
-gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend,
-                         gfv_linear_fn linear)
+gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend, gfv_linear_fn linear)
 {
     m->backend = backend;
     m->linear = linear;
@@ -143,17 +161,13 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
     if (c->arch != GF_ARCH_GPT2)
         return gf_error_set(GF_E_UNSUPPORTED, "%s: architecture %d not supported (GPT-2, Llama)", backend,
                             (int)c->arch);
-    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
-        c->activation != GF_ACT_RELU)
-        return gf_error_set(GF_E_UNSUPPORTED, "%s: activation %d not supported", backend,
-                            (int)c->activation);
-    if (c->n_embd < 1 || c->n_head < 1 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 ||
-        c->n_positions < 1 || c->d_head * c->n_head != c->n_embd ||
-        (c->n_kv_head && c->n_kv_head != c->n_head))
+    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF && c->activation != GF_ACT_RELU)
+        return gf_error_set(GF_E_UNSUPPORTED, "%s: activation %d not supported", backend, (int)c->activation);
+    if (c->n_embd < 1 || c->n_head < 1 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 || c->n_positions < 1 ||
+        c->d_head * c->n_head != c->n_embd || (c->n_kv_head && c->n_kv_head != c->n_head))
         return gf_error_set(GF_E_UNSUPPORTED,
-                            "%s: unsupported shape (D %d, H %d, kv heads %d, d_head %d, L %d, V %d, F %d)",
-                            backend, c->n_embd, c->n_head, c->n_kv_head, c->d_head, c->n_layer,
-                            c->vocab_size, c->d_ff);
+                            "%s: unsupported shape (D %d, H %d, kv heads %d, d_head %d, L %d, V %d, F %d)", backend,
+                            c->n_embd, c->n_head, c->n_kv_head, c->d_head, c->n_layer, c->vocab_size, c->d_ff);
     m->cfg = *c;
     m->cfg.n_kv_head = c->n_head;
     m->q_dim = m->kv_dim = c->n_embd;
@@ -183,8 +197,8 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
         d->fc_b = dup_f32(s->mlp_fc_b, F);
         d->mproj_w = dup_f32(s->mlp_proj_w, (size_t)F * D);
         d->mproj_b = dup_f32(s->mlp_proj_b, D);
-        ok = d->ln1_w && d->ln1_b && d->ln2_w && d->ln2_b && d->qkv_w && d->qkv_b && d->proj_w &&
-             d->proj_b && d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
+        ok = d->ln1_w && d->ln1_b && d->ln2_w && d->ln2_b && d->qkv_w && d->qkv_b && d->proj_w && d->proj_b &&
+             d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
         if (!ok)
             break;
         m->lin[GFV_LIN_ID(l, GFV_QKV)] = (gfv_lin){D, 3 * D, d->qkv_w, 0, d->qkv_b};
@@ -229,8 +243,7 @@ static gf_status scratch_reserve(gfv_model *m, size_t rows)
     m->cs = llama ? malloc(rows * (size_t)m->cfg.d_head * sizeof(float)) : NULL;
     if (!m->x || !m->h || !m->qkv || !m->att || !m->tmp || !m->ff || !m->p || (llama && !m->cs)) {
         scratch_release(m);
-        return gf_error_set(GF_E_NOMEM, "%s: out of memory for activations of %zu positions", m->backend,
-                            rows);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory for activations of %zu positions", m->backend, rows);
     }
     m->scratch_rows = rows;
     return GF_OK;
@@ -244,8 +257,8 @@ gf_status gfv_cache_create(void *model, int32_t batch, int32_t max_len, void **c
     *cache_out = NULL;
     gf_error_clear();
     if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
-        return gf_error_set(GF_E_INVALID_ARG, "%s: cache batch %d, max_len %d (must be 1..%d)", m->backend,
-                            batch, max_len, m->cfg.n_positions);
+        return gf_error_set(GF_E_INVALID_ARG, "%s: cache batch %d, max_len %d (must be 1..%d)", m->backend, batch,
+                            max_len, m->cfg.n_positions);
     gfv_cache *c = calloc(1, sizeof *c);
     if (!c)
         return gf_error_set(GF_E_NOMEM, "%s: out of memory", m->backend);
@@ -256,9 +269,10 @@ gf_status gfv_cache_create(void *model, int32_t batch, int32_t max_len, void **c
     c->k = calloc(n, sizeof *c->k);
     c->v = calloc(n, sizeof *c->v);
     if (!c->k || !c->v) {
-        free(c->k); free(c->v); free(c);
-        return gf_error_set(GF_E_NOMEM, "%s: out of memory for a %zu-byte cache", m->backend,
-                            2 * n * sizeof(float));
+        free(c->k);
+        free(c->v);
+        free(c);
+        return gf_error_set(GF_E_NOMEM, "%s: out of memory for a %zu-byte cache", m->backend, 2 * n * sizeof(float));
     }
     *cache_out = c;
     return GF_OK;
@@ -291,8 +305,8 @@ size_t gfv_cache_bytes(const void *cache)
 
 /* ---- F32 building blocks ---- */
 
-static void layernorm_f32(float *restrict y, const float *restrict x, const float *w, const float *b,
-                          int32_t D, float eps)
+static void layernorm_f32(float *restrict y, const float *restrict x, const float *w, const float *b, int32_t D,
+                          float eps)
 {
     float mean = 0.0f, var = 0.0f;
     for (int32_t i = 0; i < D; i++)
@@ -375,8 +389,7 @@ static void activation_f32(gf_activation act, float *x, size_t n)
         for (size_t i = 0; i < n; i++)
             x[i] = silu_f32(x[i]);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -407,16 +420,15 @@ static gf_status check_batch(const gfv_model *m, const gfv_cache *c, const gf_ba
     if (c && c->B != in->B)
         return gf_error_set(GF_E_INVALID_ARG, "%s: batch has %d rows, cache has %d", be, in->B, c->B);
     if (c && c->length + in->T > c->max_len)
-        return gf_error_set(GF_E_CONTEXT_LIMIT, "%s: cache holds %d of %d positions; %d more do not fit", be,
-                            c->length, c->max_len, in->T);
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "%s: cache holds %d of %d positions; %d more do not fit", be, c->length,
+                            c->max_len, in->T);
     if (!c && in->T > m->cfg.n_positions)
         return gf_error_set(GF_E_CONTEXT_LIMIT, "%s: %d positions exceed n_positions %d", be, in->T,
                             m->cfg.n_positions);
     for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
         if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
-            return gf_error_set(GF_E_INVALID_ARG, "%s: token %d at (%lld, %lld) outside [0, %d)", be,
-                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T),
-                                m->cfg.vocab_size);
+            return gf_error_set(GF_E_INVALID_ARG, "%s: token %d at (%lld, %lld) outside [0, %d)", be, in->tokens[i],
+                                (long long)(i / in->T), (long long)(i % in->T), m->cfg.vocab_size);
         if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
             return gf_error_set(GF_E_INVALID_ARG, "%s: position %d at (%lld, %lld) outside [0, %d)", be,
                                 in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
@@ -504,8 +516,8 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
             m->kv_tmp_floats = 0;
             m->kv_tmp = malloc(2 * n * sizeof(float));
             if (!m->kv_tmp)
-                return gf_error_set(GF_E_NOMEM, "%s: out of memory for a %zu-byte scratch cache",
-                                    m->backend, 2 * n * sizeof(float));
+                return gf_error_set(GF_E_NOMEM, "%s: out of memory for a %zu-byte scratch cache", m->backend,
+                                    2 * n * sizeof(float));
             m->kv_tmp_floats = 2 * n;
         }
         local = (gfv_cache){.m = m, .B = B, .max_len = T, .length = 0, .k = m->kv_tmp, .v = m->kv_tmp + n};

@@ -42,15 +42,15 @@ typedef struct gfv_lin {
     int32_t K, N;
     const float *w;
     int32_t trans_w;
-    const float *b;             /* (N) or NULL */
+    const float *b; /* (N) or NULL */
 } gfv_lin;
 
 /* Linear ids: 4 per layer, then the LM head. For the Llama family GFV_QKV is
  * q | k | v fused into one product (rows wq, wk, wv), GFV_PROJ is o_proj,
  * GFV_FC is gate | up fused, GFV_MPROJ is down_proj. */
 enum { GFV_QKV = 0, GFV_PROJ = 1, GFV_FC = 2, GFV_MPROJ = 3, GFV_PER_LAYER = 4 };
-#define GFV_LIN_ID(layer, kind) ((layer) * GFV_PER_LAYER + (kind))
-#define GFV_LIN_HEAD(m) ((m)->cfg.n_layer * GFV_PER_LAYER)
+#define GFV_LIN_ID(layer, kind) ((layer)*GFV_PER_LAYER + (kind))
+#define GFV_LIN_HEAD(m)         ((m)->cfg.n_layer * GFV_PER_LAYER)
 
 /* GPT-2 uses every field ([in, out] weights). The Llama family: ln1_w is the
  * attention RMSNorm weight, ln2_w the MLP's (no ln*_b); qkv_w (Q + 2 KV, D)
@@ -58,53 +58,51 @@ enum { GFV_QKV = 0, GFV_PROJ = 1, GFV_FC = 2, GFV_MPROJ = 3, GFV_PER_LAYER = 4 }
  * proj_w (D, Q); fc_w (2F, D) gate rows then up rows; mproj_w (D, F); no
  * proj_b / fc_b / mproj_b. */
 typedef struct gfv_layer {
-    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;  /* (D) */
-    float *qkv_w, *qkv_b;                  /* (D, 3D), (3D) */
-    float *proj_w, *proj_b;                /* (D, D), (D) */
-    float *fc_w, *fc_b;                    /* (D, F), (F) */
-    float *mproj_w, *mproj_b;              /* (F, D), (D) */
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* (D) */
+    float *qkv_w, *qkv_b;                 /* (D, 3D), (3D) */
+    float *proj_w, *proj_b;               /* (D, D), (D) */
+    float *fc_w, *fc_b;                   /* (D, F), (F) */
+    float *mproj_w, *mproj_b;             /* (F, D), (D) */
 } gfv_layer;
 
 struct gfv_model;
 
 /* The backend's dense product: y (M, lin.N) = x (M, lin.K) W + b for linear
  * `id` of the model. Returns GF_OK or an error recorded with gf_error_set. */
-typedef gf_status (*gfv_linear_fn)(struct gfv_model *m, int32_t id, const float *x, float *y,
-                                   int32_t M);
+typedef gf_status (*gfv_linear_fn)(struct gfv_model *m, int32_t id, const float *x, float *y, int32_t M);
 
 typedef struct gfv_model {
-    const char *backend;        /* "openblas", for messages */
-    gf_model_config cfg;        /* n_kv_head set (== n_head for GPT-2) */
-    int32_t q_dim, kv_dim;      /* H d_head, H_kv d_head */
-    float *wte, *wpe;           /* (V, D), (n_positions, D); wpe NULL for rotary */
-    float *lnf_w, *lnf_b;       /* (D); lnf_b NULL for RMSNorm */
-    float *lm_head;             /* (V, D); aliases wte when tied */
-    float *lm_head_kn;          /* GPT-2: (D, V), the LM head transposed, what lin[head] uses */
-    float *rope_inv_freq;       /* (d_head / 2); rotary only */
-    gfv_layer *layers;          /* (L) */
-    gfv_lin *lin;               /* (4 L + 1), see GFV_LIN_ID */
+    const char *backend;   /* "openblas", for messages */
+    gf_model_config cfg;   /* n_kv_head set (== n_head for GPT-2) */
+    int32_t q_dim, kv_dim; /* H d_head, H_kv d_head */
+    float *wte, *wpe;      /* (V, D), (n_positions, D); wpe NULL for rotary */
+    float *lnf_w, *lnf_b;  /* (D); lnf_b NULL for RMSNorm */
+    float *lm_head;        /* (V, D); aliases wte when tied */
+    float *lm_head_kn;     /* GPT-2: (D, V), the LM head transposed, what lin[head] uses */
+    float *rope_inv_freq;  /* (d_head / 2); rotary only */
+    gfv_layer *layers;     /* (L) */
+    gfv_lin *lin;          /* (4 L + 1), see GFV_LIN_ID */
     int32_t n_lin;
     gfv_linear_fn linear;
     /* scratch, grown on demand (calls on one model are serialised) */
     size_t scratch_rows;
     float *x, *h, *qkv, *att, *tmp, *ff; /* (rows, D | Q + 2 KV | Q | D | F or 2F) */
-    float *cs;                  /* (rows, d_head): cos | sin of each position; rotary only */
-    float *p;                   /* (n_positions) */
-    float *kv_tmp;              /* uncached forward's throwaway cache */
+    float *cs;                           /* (rows, d_head): cos | sin of each position; rotary only */
+    float *p;                            /* (n_positions) */
+    float *kv_tmp;                       /* uncached forward's throwaway cache */
     size_t kv_tmp_floats;
 } gfv_model;
 
 typedef struct gfv_cache {
     const gfv_model *m;
     int32_t B, max_len, length;
-    float *k, *v;               /* (L, B, H_kv, max_len, d_head) each */
+    float *k, *v; /* (L, B, H_kv, max_len, d_head) each */
 } gfv_cache;
 
 /* Copy desc into m (GPT-2 or the Llama family; F32, HF layouts) and fill
  * m->lin. m must be zeroed; backend is the name used in messages. */
-gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend,
-                         gfv_linear_fn linear);
-void gfv_model_release(gfv_model *m);     /* frees what gfv_model_init allocated */
+gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend, gfv_linear_fn linear);
+void gfv_model_release(gfv_model *m); /* frees what gfv_model_init allocated */
 
 /* KV cache slots, usable directly in gf_backend_ops (model is a pointer to a
  * struct whose first member is a gfv_model). */

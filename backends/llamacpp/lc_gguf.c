@@ -34,8 +34,8 @@
 /* Everything one write needs, freed in one place. */
 typedef struct gguf_job {
     struct gguf_context *g;
-    struct ggml_context *meta;   /* tensor headers only (no_alloc) */
-    float **owned;               /* transposed / permuted copies */
+    struct ggml_context *meta; /* tensor headers only (no_alloc) */
+    float **owned;             /* transposed / permuted copies */
     size_t n_owned, cap_owned;
 } gguf_job;
 
@@ -112,10 +112,8 @@ static gf_status add_gpt2(gguf_job *j, const gf_model_desc *desc)
     gguf_set_val_f32(g, "gpt2.attention.layer_norm_epsilon", c->norm_eps);
     gguf_set_val_u32(g, "gpt2.vocab_size", (uint32_t)V);
 
-    int ok = add_f32(j, "token_embd.weight", w->wte, D, V) &&
-             add_f32(j, "position_embd.weight", w->wpe, D, NP) &&
-             add_f32(j, "output_norm.weight", w->lnf_w, D, 1) &&
-             add_f32(j, "output_norm.bias", w->lnf_b, D, 1);
+    int ok = add_f32(j, "token_embd.weight", w->wte, D, V) && add_f32(j, "position_embd.weight", w->wpe, D, NP) &&
+             add_f32(j, "output_norm.weight", w->lnf_w, D, 1) && add_f32(j, "output_norm.bias", w->lnf_b, D, 1);
     /* an untied head is written; a tied one is left to llama.cpp, which then
      * uses token_embd for the output (as for a converted tied GPT-2) */
     if (ok && !c->tied_head && w->lm_head && w->lm_head != w->wte)
@@ -130,8 +128,7 @@ static gf_status add_gpt2(gguf_job *j, const gf_model_desc *desc)
              add_f32(j, NAME("attn_qkv.bias"), s->attn_qkv_b, 3 * D, 1) &&
              add_in_out(j, NAME("attn_output.weight"), s->attn_proj_w, D, D) &&
              add_f32(j, NAME("attn_output.bias"), s->attn_proj_b, D, 1) &&
-             add_f32(j, NAME("ffn_norm.weight"), s->ln2_w, D, 1) &&
-             add_f32(j, NAME("ffn_norm.bias"), s->ln2_b, D, 1) &&
+             add_f32(j, NAME("ffn_norm.weight"), s->ln2_w, D, 1) && add_f32(j, NAME("ffn_norm.bias"), s->ln2_b, D, 1) &&
              add_in_out(j, NAME("ffn_up.weight"), s->mlp_fc_w, D, F) &&
              add_f32(j, NAME("ffn_up.bias"), s->mlp_fc_b, F, 1) &&
              add_in_out(j, NAME("ffn_down.weight"), s->mlp_proj_w, F, D) &&
@@ -155,8 +152,7 @@ static const float *permute_heads(gguf_job *j, const float *w, int64_t n_heads, 
     for (int64_t h = 0; h < n_heads; h++)
         for (int64_t half = 0; half < 2; half++)
             for (int64_t i = 0; i < d / 2; i++)
-                memcpy(t + (h * d + 2 * i + half) * K, w + (h * d + half * (d / 2) + i) * K,
-                       (size_t)K * sizeof *t);
+                memcpy(t + (h * d + 2 * i + half) * K, w + (h * d + half * (d / 2) + i) * K, (size_t)K * sizeof *t);
     return t;
 }
 
@@ -211,11 +207,9 @@ static gf_status add_llama(gguf_job *j, const gf_model_desc *desc)
         const float *wk = permute ? permute_heads(j, s->wk, Hkv, dh, D) : s->wk;
         ok = add_f32(j, NAME("attn_norm.weight"), s->attn_norm_w, D, 1) &&
              add_f32(j, NAME("attn_q.weight"), wq, D, Q) && add_f32(j, NAME("attn_k.weight"), wk, D, KV) &&
-             add_f32(j, NAME("attn_v.weight"), s->wv, D, KV) &&
-             add_f32(j, NAME("attn_output.weight"), s->wo, Q, D) &&
+             add_f32(j, NAME("attn_v.weight"), s->wv, D, KV) && add_f32(j, NAME("attn_output.weight"), s->wo, Q, D) &&
              add_f32(j, NAME("ffn_norm.weight"), s->mlp_norm_w, D, 1) &&
-             add_f32(j, NAME("ffn_gate.weight"), s->w_gate, D, F) &&
-             add_f32(j, NAME("ffn_up.weight"), s->w_up, D, F) &&
+             add_f32(j, NAME("ffn_gate.weight"), s->w_gate, D, F) && add_f32(j, NAME("ffn_up.weight"), s->w_up, D, F) &&
              add_f32(j, NAME("ffn_down.weight"), s->w_down, F, D);
         if (ok && qwen2)
             ok = add_f32(j, NAME("attn_q.bias"), s->bq, Q, 1) && add_f32(j, NAME("attn_k.bias"), s->bk, KV, 1) &&
@@ -233,7 +227,8 @@ static gf_status check_llama(const gf_model_config *c, const gf_model_weights *w
         return gf_error_set(GF_E_UNSUPPORTED, "llamacpp: Llama family needs RMSNorm and rotary positions");
     /* llama.cpp's llama / qwen2 graphs hard-code SwiGLU with SiLU */
     if (c->activation != GF_ACT_SILU)
-        return gf_error_set(GF_E_UNSUPPORTED, "llamacpp: Llama family with activation %d: llama.cpp's graph has SiLU only",
+        return gf_error_set(GF_E_UNSUPPORTED,
+                            "llamacpp: Llama family with activation %d: llama.cpp's graph has SiLU only",
                             (int)c->activation);
     if (c->n_embd < 1 || c->n_head < 1 || c->n_kv_head < 1 || c->n_head % c->n_kv_head || c->d_head < 2 ||
         c->d_head % 2 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 || c->n_positions < 1)
@@ -244,7 +239,8 @@ static gf_status check_llama(const gf_model_config *c, const gf_model_weights *w
                             "llamacpp: qwen2 with H d_head %d != hidden %d: llama.cpp's qwen2 graph needs them equal",
                             c->n_head * c->d_head, c->n_embd);
     if (c->qkv_bias && c->rope_scaling == GF_ROPE_SCALING_LLAMA3)
-        return gf_error_set(GF_E_UNSUPPORTED, "llamacpp: qwen2 with llama3 rope scaling: llama.cpp's qwen2 has no rope_freqs");
+        return gf_error_set(GF_E_UNSUPPORTED,
+                            "llamacpp: qwen2 with llama3 rope scaling: llama.cpp's qwen2 has no rope_freqs");
     if (c->rope_scaling != GF_ROPE_SCALING_NONE && c->rope_scaling != GF_ROPE_SCALING_LINEAR &&
         c->rope_scaling != GF_ROPE_SCALING_LLAMA3)
         return gf_error_set(GF_E_UNSUPPORTED, "llamacpp: rope scaling %d not supported", (int)c->rope_scaling);
@@ -269,8 +265,8 @@ gf_status lc_check_desc(const gf_model_desc *desc)
         return gf_error_set(GF_E_UNSUPPORTED,
                             "llamacpp: GPT-2 with activation %d: llama.cpp's gpt2 graph only has gelu_new",
                             (int)c->activation);
-    if (c->n_embd < 1 || c->n_head < 1 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 ||
-        c->n_positions < 1 || c->n_embd % c->n_head || (c->n_kv_head && c->n_kv_head != c->n_head))
+    if (c->n_embd < 1 || c->n_head < 1 || c->n_layer < 1 || c->vocab_size < 1 || c->d_ff < 1 || c->n_positions < 1 ||
+        c->n_embd % c->n_head || (c->n_kv_head && c->n_kv_head != c->n_head))
         return gf_error_set(GF_E_UNSUPPORTED, "llamacpp: unsupported shape (D %d, H %d, kv heads %d, L %d, V %d, F %d)",
                             c->n_embd, c->n_head, c->n_kv_head, c->n_layer, c->vocab_size, c->d_ff);
     if (!desc->weights.layers || !desc->weights.wte || !desc->weights.wpe)
@@ -286,8 +282,7 @@ gf_status lc_gguf_write(const gf_model_desc *desc, const char *path)
     gguf_job j = {0};
     /* headers of at most 16 tensors per layer + 8 */
     size_t n_tensors = (size_t)desc->config.n_layer * 16 + 8;
-    struct ggml_init_params ip = {.mem_size = n_tensors * ggml_tensor_overhead(), .mem_buffer = NULL,
-                                  .no_alloc = true};
+    struct ggml_init_params ip = {.mem_size = n_tensors * ggml_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
     j.meta = ggml_init(ip);
     j.g = gguf_init_empty();
     if (!j.meta || !j.g) {

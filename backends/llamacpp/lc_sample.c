@@ -161,7 +161,7 @@ gf_status lc_sample_ex(void *model, const float *logits, int32_t B, const gf_sam
     ext_load(params->ext, &e);
     if (e.profile != GF_PROFILE_LLAMACPP)
         return gf_error_set(GF_E_UNSUPPORTED, "llamacpp sample_ex: profile %d is not llamacpp", (int)e.profile);
-    static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+    static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,  GF_STAGE_TOP_P,
                                         GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
     const int32_t *order = e.n_chain > 0 ? e.chain : k_default;
     const int32_t n_order = e.n_chain > 0 ? e.n_chain : (int32_t)(sizeof k_default / sizeof k_default[0]);

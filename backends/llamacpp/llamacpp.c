@@ -78,10 +78,7 @@ static void lc_init_once(void)
 
 /* ---- options ---- */
 
-const char *lc_wtype_name(lc_wtype w)
-{
-    return w == LC_W_F16 ? "f16" : w == LC_W_Q8_0 ? "q8_0" : "f32";
-}
+const char *lc_wtype_name(lc_wtype w) { return w == LC_W_F16 ? "f16" : w == LC_W_Q8_0 ? "q8_0" : "f32"; }
 
 gf_status lc_config_parse(const char *config, lc_config *out)
 {
@@ -129,7 +126,7 @@ typedef struct lc_model {
     gf_model_config cfg;
     lc_config conf;
     int threads;
-    struct llama_context *scratch;   /* uncached forward */
+    struct llama_context *scratch; /* uncached forward */
     int32_t scratch_rows, scratch_len;
 } lc_model;
 
@@ -141,10 +138,10 @@ typedef struct lc_cache {
     lc_model *m;
     struct llama_context *ctx;
     int32_t B, max_len, length;
-    uint8_t *state;                  /* (B, max_len) LC_PAD, LC_HELD or LC_EVICTED */
-    int32_t *pos;                    /* (B, max_len) position a held / evicted key was decoded at */
+    uint8_t *state; /* (B, max_len) LC_PAD, LC_HELD or LC_EVICTED */
+    int32_t *pos;   /* (B, max_len) position a held / evicted key was decoded at */
     /* per-call scratch, (B, max_len) */
-    int32_t *out_idx;                /* batch index of each new slot's logits, -1 none */
+    int32_t *out_idx; /* batch index of each new slot's logits, -1 none */
 } lc_cache;
 
 static int clamp_threads(const gf_backend_options *opts) { return opts && opts->threads > 0 ? opts->threads : 1; }
@@ -176,7 +173,8 @@ static void cpu_path_of(const lc_config *c, char *path, size_t path_len, char *b
     ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     ggml_backend_reg_t reg = dev ? ggml_backend_dev_backend_reg(dev) : NULL;
     ggml_backend_dev_get_extra_bufts_t get =
-        reg ? (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts")
+        reg ? (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(reg,
+                                                                                    "ggml_backend_dev_get_extra_bufts")
             : NULL;
     for (ggml_backend_buffer_type_t *b = get ? get(dev) : NULL; b && *b; b++) {
         const char *nm = ggml_backend_buft_name(*b);
@@ -218,7 +216,10 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
     cpu_path_of(&c, path, sizeof path, bufts, sizeof bufts);
     snprintf(detail, sizeof detail, "weights %s, kv %s, flash attention %s; kernel path %s, extra buffer types %s; %s",
              lc_wtype_name(c.wtype), c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", path,
-             !c.extra_bufts ? "off (repack=off)" : bufts[0] ? bufts : "none here", llama_print_system_info());
+             !c.extra_bufts ? "off (repack=off)"
+             : bufts[0]     ? bufts
+                            : "none here",
+             llama_print_system_info());
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     /* F32 only when nothing is stored in a narrower type */
@@ -295,7 +296,7 @@ static gf_status lc_model_load(const gf_model_desc *desc, const gf_backend_optio
     if (st == GF_OK) {
         struct llama_model_params mp = llama_model_default_params();
         mp.n_gpu_layers = 0;
-        mp.load_mode = LLAMA_LOAD_MODE_NONE; /* read into memory: the file is removed below */
+        mp.load_mode = LLAMA_LOAD_MODE_NONE;        /* read into memory: the file is removed below */
         mp.use_extra_bufts = conf.extra_bufts != 0; /* repack=off: AMX and repacked kernels off */
         t_llama_err[0] = '\0';
         m->lm = llama_model_load_from_file(load_path, mp);
@@ -385,8 +386,8 @@ static gf_status lc_cache_create(void *model, int32_t batch, int32_t max_len, vo
     *cache_out = NULL;
     lc_model *m = model;
     if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
-        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: cache batch %d, max_len %d (must be 1..%d)", batch,
-                            max_len, m->cfg.n_positions);
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: cache batch %d, max_len %d (must be 1..%d)", batch, max_len,
+                            m->cfg.n_positions);
     lc_cache *c = calloc(1, sizeof *c);
     if (!c)
         return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory");
@@ -436,8 +437,8 @@ static gf_status check_batch(const lc_model *m, const lc_cache *c, const gf_batc
                             c->length, c->max_len, in->T);
     for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
         if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
-            return gf_error_set(GF_E_INVALID_ARG, "llamacpp: token %d at (%lld, %lld) outside [0, %d)",
-                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T), m->cfg.vocab_size);
+            return gf_error_set(GF_E_INVALID_ARG, "llamacpp: token %d at (%lld, %lld) outside [0, %d)", in->tokens[i],
+                                (long long)(i / in->T), (long long)(i % in->T), m->cfg.vocab_size);
         if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
             return gf_error_set(GF_E_INVALID_ARG, "llamacpp: position %d at (%lld, %lld) outside [0, %d)",
                                 in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
@@ -498,7 +499,7 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
     const int32_t B = in->B, T = in->T, start = c->length, Tk = start + T, S = c->max_len;
     const int32_t V = c->m->cfg.vocab_size;
     const int all = in->logits_mode == GF_LOGITS_ALL;
-#define KEY(b, j) (!in->key_mask || in->key_mask[(size_t)(b) * Tk + (j)])
+#define KEY(b, j) (!in->key_mask || in->key_mask[(size_t)(b)*Tk + (j)])
     int32_t n_real = 0;
     for (int32_t b = 0; b < B; b++) {
         /* llama.cpp's view of the row after the evictions: the largest
@@ -544,8 +545,8 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
             if (!KEY(b, j) && c->state[(size_t)b * S + j] == LC_HELD) {
                 llama_pos p = c->pos[(size_t)b * S + j];
                 if (!llama_memory_seq_rm(mem, b, p, p + 1))
-                    return gf_error_set(GF_E_BACKEND, "llamacpp: llama_memory_seq_rm of row %d position %d refused",
-                                        b, (int)p);
+                    return gf_error_set(GF_E_BACKEND, "llamacpp: llama_memory_seq_rm of row %d position %d refused", b,
+                                        (int)p);
                 c->state[(size_t)b * S + j] = LC_EVICTED;
             }
     gf_status st = GF_OK;
@@ -590,8 +591,7 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
                 if (idx >= 0) {
                     const float *lg = llama_get_logits_ith(c->ctx, idx);
                     if (!lg)
-                        st = gf_error_set(GF_E_BACKEND, "llamacpp: no logits for row %d position %d", b,
-                                          start + t);
+                        st = gf_error_set(GF_E_BACKEND, "llamacpp: no logits for row %d position %d", b, start + t);
                     else
                         memcpy(dst, lg, (size_t)V * sizeof *dst);
                 } else if (t > 0 && all && !KEY(b, start + t - 1) &&
@@ -627,8 +627,7 @@ static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float 
     if (in->T > m->cfg.n_positions)
         return gf_error_set(GF_E_CONTEXT_LIMIT, "llamacpp: %d positions exceed n_positions %d", in->T,
                             m->cfg.n_positions);
-    if (m->scratch && (m->scratch_rows < in->B || (int64_t)m->scratch_rows * m->scratch_len <
-                                                      (int64_t)in->B * in->T)) {
+    if (m->scratch && (m->scratch_rows < in->B || (int64_t)m->scratch_rows * m->scratch_len < (int64_t)in->B * in->T)) {
         llama_free(m->scratch);
         m->scratch = NULL;
     }

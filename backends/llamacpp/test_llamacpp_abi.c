@@ -46,28 +46,28 @@ static int g_failed;
 static double g_tol;
 static int g_notes; /* TOL was "note:X" */
 
-#define CHECK(cond, ...)                                                                            \
-    do {                                                                                            \
-        if (cond) {                                                                                 \
-            printf("ok   ");                                                                        \
-        } else {                                                                                    \
-            printf("FAIL ");                                                                        \
-            g_failed = 1;                                                                           \
-        }                                                                                           \
-        printf(__VA_ARGS__);                                                                        \
-        printf("\n");                                                                               \
+#define CHECK(cond, ...)     \
+    do {                     \
+        if (cond) {          \
+            printf("ok   "); \
+        } else {             \
+            printf("FAIL "); \
+            g_failed = 1;    \
+        }                    \
+        printf(__VA_ARGS__); \
+        printf("\n");        \
     } while (0)
 
 /* a figure of the engine's: d is a max |delta| (-1: a call failed, reported) */
-#define CHECK_NUM(d, ...)                                                                           \
-    do {                                                                                            \
-        if (g_notes && (d) != -1.0 && !((d) <= g_tol)) {                                            \
-            printf("note ");                                                                        \
-            printf(__VA_ARGS__);                                                                    \
-            printf(" (beyond the tolerance: llama.cpp's figure on this CPU)\n");                    \
-        } else {                                                                                    \
-            CHECK((d) >= 0 && (d) <= g_tol, __VA_ARGS__);                                           \
-        }                                                                                           \
+#define CHECK_NUM(d, ...)                                                        \
+    do {                                                                         \
+        if (g_notes && (d) != -1.0 && !((d) <= g_tol)) {                         \
+            printf("note ");                                                     \
+            printf(__VA_ARGS__);                                                 \
+            printf(" (beyond the tolerance: llama.cpp's figure on this CPU)\n"); \
+        } else {                                                                 \
+            CHECK((d) >= 0 && (d) <= g_tol, __VA_ARGS__);                        \
+        }                                                                        \
     } while (0)
 
 static double max_diff(const float *a, const float *b, size_t n)
@@ -145,11 +145,9 @@ int main(int argc, char **argv)
     const uint8_t mask[B * T] = {1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1};
     int32_t pos[B * T];
     gf_positions_from_mask(mask, B, T, pos, NULL);
-    gf_batch in = {.B = B, .T = T, .tokens = tok, .position_ids = pos, .key_mask = mask,
-                   .logits_mode = GF_LOGITS_ALL};
+    gf_batch in = {.B = B, .T = T, .tokens = tok, .position_ids = pos, .key_mask = mask, .logits_mode = GF_LOGITS_ALL};
     double d = both(s, NULL, &in, out, (size_t)B * T * V);
-    CHECK_NUM(d, "uncached left-padded batch, every position (pads too): max |delta| %.3g (tol %g)", d,
-          g_tol);
+    CHECK_NUM(d, "uncached left-padded batch, every position (pads too): max |delta| %.3g (tol %g)", d, g_tol);
     double pad_d = d >= 0 ? max_diff(out[0] + (size_t)T * V, out[1] + (size_t)T * V, (size_t)2 * V) : -1;
     CHECK_NUM(pad_d, "  of which the padding queries: %.3g", pad_d);
 
@@ -171,8 +169,8 @@ int main(int argc, char **argv)
         memcpy(mask1 + b * (T + 1), mask + b * T, T);
         mask1[b * (T + 1) + T] = 1;
     }
-    gf_batch step = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos1, .key_mask = mask1,
-                     .logits_mode = GF_LOGITS_LAST};
+    gf_batch step = {
+        .B = B, .T = 1, .tokens = tok1, .position_ids = pos1, .key_mask = mask1, .logits_mode = GF_LOGITS_LAST};
     d = both(s, cache, &step, out, (size_t)B * V);
     CHECK_NUM(d, "cached decode step: max |delta| %.3g", d);
     int32_t len0 = s[0].ops->cache_length(cache[0]), len1 = s[1].ops->cache_length(cache[1]);
@@ -187,8 +185,8 @@ int main(int argc, char **argv)
     }
     mask2[0] = mask2[1] = 0;
     const int32_t pos2[B] = {7, 5};
-    gf_batch flip = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos2, .key_mask = mask2,
-                     .logits_mode = GF_LOGITS_LAST};
+    gf_batch flip = {
+        .B = B, .T = 1, .tokens = tok1, .position_ids = pos2, .key_mask = mask2, .logits_mode = GF_LOGITS_LAST};
     d = both(s, cache, &flip, out, (size_t)B * V);
     CHECK_NUM(d, "row 0's keys 0 and 1 masked after decoding (evicted): max |delta| %.3g", d);
     /* a padding key, or an evicted one, masked real again: refused */
@@ -198,8 +196,8 @@ int main(int argc, char **argv)
         mask3[b * (T + 3) + T + 2] = 1;
     }
     const int32_t pos3[B] = {8, 6};
-    gf_batch back = {.B = B, .T = 1, .tokens = tok1, .position_ids = pos3, .key_mask = mask3,
-                     .logits_mode = GF_LOGITS_LAST};
+    gf_batch back = {
+        .B = B, .T = 1, .tokens = tok1, .position_ids = pos3, .key_mask = mask3, .logits_mode = GF_LOGITS_LAST};
     mask3[(T + 3) + 0] = 1; /* row 1's first pad */
     gf_status st = s[1].ops->forward(s[1].model, cache[1], &back, out[1]);
     CHECK(st == GF_E_UNSUPPORTED, "a padding key masked real after decoding: %s (%s)", gf_status_str(st), why(&s[1]));
@@ -218,7 +216,8 @@ int main(int argc, char **argv)
      * within it but not bit for bit is the engine's nondeterminism */
     if (g_notes && d > 0 && d <= g_tol)
         printf("note prefill after cache_reset differs from the first by %.3g (not bit for bit: llama.cpp on this "
-               "CPU)\n", d);
+               "CPU)\n",
+               d);
     else
         CHECK(d == 0, "prefill after cache_reset equals the first: max |delta| %.3g", d);
 
@@ -236,15 +235,16 @@ int main(int argc, char **argv)
     const uint8_t maskm[4] = {1, 0, 1, 1};
     int32_t posm[4];
     gf_positions_from_mask(maskm, 1, 4, posm, NULL);
-    gf_batch mid = {.B = 1, .T = 4, .tokens = tokm, .position_ids = posm, .key_mask = maskm,
-                    .logits_mode = GF_LOGITS_LAST};
+    gf_batch mid = {
+        .B = 1, .T = 4, .tokens = tokm, .position_ids = posm, .key_mask = maskm, .logits_mode = GF_LOGITS_LAST};
     d = both(s, NULL, &mid, out, (size_t)V);
     CHECK_NUM(d, "a padding key inside a row, last position: max |delta| %.3g", d);
     mid.logits_mode = GF_LOGITS_ALL;
     st = s[0].ops->forward(s[0].model, NULL, &mid, out[0]);
     gf_status st1 = s[1].ops->forward(s[1].model, NULL, &mid, out[1]);
-    CHECK(st == GF_OK && st1 == GF_E_UNSUPPORTED, "logits of a padding query after a real key: ref %s, llamacpp %s (%s)",
-          gf_status_str(st), gf_status_str(st1), why(&s[1]));
+    CHECK(st == GF_OK && st1 == GF_E_UNSUPPORTED,
+          "logits of a padding query after a real key: ref %s, llamacpp %s (%s)", gf_status_str(st), gf_status_str(st1),
+          why(&s[1]));
 
     /* positions that skip one */
     const int32_t posg[3] = {0, 2, 3};
@@ -261,8 +261,8 @@ int main(int argc, char **argv)
         float lg[SV];
         for (int i = 0; i < SV; i++)
             lg[i] = (float)(3.0 * sin(0.7 * i + 0.3) + 0.01 * i); /* no ties */
-        gf_sampler_params sp = {.temperature = 0.8, .use_top_k = 1, .top_k = 10, .use_top_p = 1, .top_p = 0.9,
-                                .seed = 7};
+        gf_sampler_params sp = {
+            .temperature = 0.8, .use_top_k = 1, .top_k = 10, .use_top_p = 1, .top_p = 0.9, .seed = 7};
         long diff = 0, calls_failed = 0;
         for (uint64_t step = 0; step < DRAWS; step++) {
             uint64_t seq = 3;
@@ -278,8 +278,8 @@ int main(int argc, char **argv)
             printf("note sample slot, T 0.8 top-k 10 top-p 0.9: %d draws, %ld differ (llama.cpp's draws on this CPU)\n",
                    DRAWS, diff);
         else
-            CHECK(diff == 0 && calls_failed == 0, "sample slot, T 0.8 top-k 10 top-p 0.9: %d draws, %ld differ, %ld failed",
-              DRAWS, diff, calls_failed);
+            CHECK(diff == 0 && calls_failed == 0,
+                  "sample slot, T 0.8 top-k 10 top-p 0.9: %d draws, %ld differ, %ld failed", DRAWS, diff, calls_failed);
         /* ties at the k-th value: the contract (and torch) keep them all;
          * llama.cpp's top-k keeps exactly k (a finding, docs/llamacpp.md) */
         float tie[8] = {2, 2, 2, 0, 0, 0, 0, 0};
@@ -296,7 +296,8 @@ int main(int argc, char **argv)
             }
         }
         printf("note top-k 2 over logits (2, 2, 2, 0 ...): the engine draws the third tied token %ld of %d times, "
-               "the llama.cpp slot %ld\n", third_engine, DRAWS, third_slot);
+               "the llama.cpp slot %ld\n",
+               third_engine, DRAWS, third_slot);
     }
 
     for (int i = 0; i < 2; i++) {

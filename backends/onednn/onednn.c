@@ -29,7 +29,7 @@
 
 #include "gfv.h"
 
-#define GF_EXPORT __attribute__((visibility("default")))
+#define GF_EXPORT         __attribute__((visibility("default")))
 #define GF_DNNL_MAX_PRIMS 256
 /* Products smaller than this (M K N multiply-adds) run on one thread: an
  * OpenMP fork/join costs more than it saves there, and on a loaded machine a
@@ -39,17 +39,17 @@
 typedef struct dn_prim {
     int32_t M, K, N, trans_w, has_bias;
     dnnl_primitive_t prim;
-    dnnl_memory_t src, dst;    /* no buffer of their own; re-pointed per call */
+    dnnl_memory_t src, dst; /* no buffer of their own; re-pointed per call */
     uint64_t last_use;
 } dn_prim;
 
 typedef struct dn_model {
-    gfv_model base;            /* first: the common slots take this pointer */
+    gfv_model base; /* first: the common slots take this pointer */
     int threads;
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     dnnl_memory_t *w_mem, *b_mem; /* (n_lin) wrapping base.lin[i].w / .b */
-    dn_prim *prims;            /* (GF_DNNL_MAX_PRIMS) */
+    dn_prim *prims;               /* (GF_DNNL_MAX_PRIMS) */
     int32_t n_prims;
     uint64_t tick;
 } dn_model;
@@ -57,13 +57,13 @@ typedef struct dn_model {
 /* ---- library facts, computed once ---- */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static char g_why[512];        /* "" if usable */
+static char g_why[512]; /* "" if usable */
 static char g_library[160], g_detail[256], g_path[64];
 /* onednn:isa=NAME (dnnl_set_max_cpu_isa): the cap is set once per process,
  * before oneDNN's first primitive, so probe creates none; the first call with
  * the options (info, model_load) sets it and probes a matmul. */
-static int g_setup;            /* the cap is set (or left as is) and the matmul probed */
-static char g_isa[32];         /* the isa= it was set up for ("" = none) */
+static int g_setup;    /* the cap is set (or left as is) and the matmul probed */
+static char g_isa[32]; /* the isa= it was set up for ("" = none) */
 static pthread_mutex_t g_setup_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* the ISA names dnnl_set_max_cpu_isa takes (ONEDNN_MAX_CPU_ISA's values) and
@@ -145,8 +145,8 @@ static const char *effective_isa(void)
         return n ? n : dnnl_cpu_isa2str(isa);
     }
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
         return __builtin_cpu_supports("avx512vnni") ? "avx512_core_vnni" : "avx512_core";
     if (__builtin_cpu_supports("avx2"))
         return "avx2";
@@ -279,10 +279,7 @@ static gf_status dn_probe(char *why, size_t why_len)
     return g_why[0] ? GF_E_UNAVAILABLE : GF_OK;
 }
 
-static int clamp_threads(const gf_backend_options *opts)
-{
-    return opts && opts->threads > 0 ? opts->threads : 1;
-}
+static int clamp_threads(const gf_backend_options *opts) { return opts && opts->threads > 0 ? opts->threads : 1; }
 
 static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
@@ -305,8 +302,8 @@ static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_o
 
 static gf_status dn_fail(dnnl_status_t s, const char *what, int32_t M, int32_t K, int32_t N)
 {
-    return gf_error_set(GF_E_BACKEND, "onednn: %s for a (%d x %d) x (%d x %d) matmul failed: %s", what, M, K,
-                        K, N, dnnl_status2str(s));
+    return gf_error_set(GF_E_BACKEND, "onednn: %s for a (%d x %d) x (%d x %d) matmul failed: %s", what, M, K, K, N,
+                        dnnl_status2str(s));
 }
 
 static void prim_destroy(dn_prim *p)
@@ -402,9 +399,10 @@ static gf_status dn_linear(gfv_model *base, int32_t id, const float *x, float *y
     if ((s = dnnl_memory_set_data_handle(p->src, (void *)x)) != dnnl_success ||
         (s = dnnl_memory_set_data_handle(p->dst, y)) != dnnl_success)
         return dn_fail(s, "binding buffers", M, L->K, L->N);
-    dnnl_exec_arg_t args[4] = {
-        {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, m->w_mem[id]}, {DNNL_ARG_DST, p->dst},
-        {DNNL_ARG_BIAS, m->b_mem[id]}};
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->src},
+                               {DNNL_ARG_WEIGHTS, m->w_mem[id]},
+                               {DNNL_ARG_DST, p->dst},
+                               {DNNL_ARG_BIAS, m->b_mem[id]}};
     s = dnnl_primitive_execute(p->prim, m->stream, L->b ? 4 : 3, args);
     if (s == dnnl_success)
         s = dnnl_stream_wait(m->stream);
@@ -461,8 +459,7 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
         s = dnnl_stream_create(&m->stream, m->engine, dnnl_stream_default_flags);
     if (s != dnnl_success) {
         dn_model_free(m);
-        return gf_error_set(GF_E_BACKEND, "onednn: cannot create the CPU engine and stream: %s",
-                            dnnl_status2str(s));
+        return gf_error_set(GF_E_BACKEND, "onednn: cannot create the CPU engine and stream: %s", dnnl_status2str(s));
     }
     m->w_mem = calloc((size_t)m->base.n_lin, sizeof *m->w_mem);
     m->b_mem = calloc((size_t)m->base.n_lin, sizeof *m->b_mem);

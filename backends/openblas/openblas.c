@@ -47,8 +47,8 @@ static struct {
     void *h;
     char core[32]; /* the coretype it was loaded for ("" = OpenBLAS's own choice) */
     void (*sgemm)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const enum CBLAS_TRANSPOSE, const blasint,
-                  const blasint, const blasint, const float, const float *, const blasint, const float *,
-                  const blasint, const float, float *, const blasint);
+                  const blasint, const blasint, const float, const float *, const blasint, const float *, const blasint,
+                  const float, float *, const blasint);
     void (*sgemv)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const blasint, const blasint, const float,
                   const float *, const blasint, const float *, const blasint, const float, float *, const blasint);
     char *(*get_config)(void);
@@ -61,15 +61,13 @@ static struct {
 /* OpenBLAS's x86-64 core names (its dynamic.c corename table), as
  * OPENBLAS_CORETYPE takes them; a name is valid here when this library has
  * its kernel table (gotoblas_UPPERCASE). */
-static const char *const k_cores[] = {"Katmai",      "Coppermine", "Northwood",   "Prescott",       "Banias",
-                                      "Atom",        "Core2",      "Penryn",      "Dunnington",     "Nehalem",
-                                      "Athlon",      "Opteron",    "Opteron_SSE3", "Barcelona",     "Nano",
-                                      "Sandybridge", "Bobcat",     "Bulldozer",   "Piledriver",     "Haswell",
-                                      "Steamroller", "Excavator",  "Zen",         "SkylakeX",       "Cooperlake",
-                                      "SapphireRapids", "Neoverse_N1", "Neoverse_V1", "Neoverse_N2", "ThunderX",
-                                      "ThunderX2T99", "TSV110",    "Cortex_A57",  "Cortex_A72",     "Cortex_A73",
-                                      "Falkor",      "Emag8180",   "A64FX",       "Power8",         "Power9",
-                                      "Power10",     NULL};
+static const char *const k_cores[] = {
+    "Katmai",      "Coppermine",  "Northwood",    "Prescott",   "Banias",         "Atom",         "Core2",
+    "Penryn",      "Dunnington",  "Nehalem",      "Athlon",     "Opteron",        "Opteron_SSE3", "Barcelona",
+    "Nano",        "Sandybridge", "Bobcat",       "Bulldozer",  "Piledriver",     "Haswell",      "Steamroller",
+    "Excavator",   "Zen",         "SkylakeX",     "Cooperlake", "SapphireRapids", "Neoverse_N1",  "Neoverse_V1",
+    "Neoverse_N2", "ThunderX",    "ThunderX2T99", "TSV110",     "Cortex_A57",     "Cortex_A72",   "Cortex_A73",
+    "Falkor",      "Emag8180",    "A64FX",        "Power8",     "Power9",         "Power10",      NULL};
 
 static int core_has_kernels(void *h, const char *name)
 {
@@ -100,8 +98,8 @@ static gf_status ob_config(const gf_backend_options *opts, char *core, size_t ca
     if (!cfg || !cfg[0])
         return GF_OK;
     if (strncmp(cfg, "coretype=", 9) || !cfg[9] || strchr(cfg, ','))
-        return gf_error_set(GF_E_INVALID_ARG, "openblas: unknown option in 'openblas:%s' (the one option is coretype=NAME)",
-                            cfg);
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "openblas: unknown option in 'openblas:%s' (the one option is coretype=NAME)", cfg);
     snprintf(core, cap, "%s", cfg + 9);
     return GF_OK;
 }
@@ -142,7 +140,8 @@ static gf_status ob_load(const char *core)
     *(void **)&g_ob.set_num_threads = dlsym(h, "openblas_set_num_threads");
     if (!g_ob.sgemm || !g_ob.sgemv || !g_ob.get_config || !g_ob.get_corename || !g_ob.get_num_procs ||
         !g_ob.get_num_threads || !g_ob.set_num_threads)
-        return gf_error_set(GF_E_UNAVAILABLE, "openblas: %s lacks the cblas / openblas_* functions", GF_OPENBLAS_SONAME);
+        return gf_error_set(GF_E_UNAVAILABLE, "openblas: %s lacks the cblas / openblas_* functions",
+                            GF_OPENBLAS_SONAME);
     g_ob.h = h; /* never closed: its worker threads stay parked in it */
     snprintf(g_ob.core, sizeof g_ob.core, "%s", core);
     if (core[0]) {
@@ -153,8 +152,8 @@ static gf_status ob_load(const char *core)
         if (!known || !ran || strcasecmp(ran, core)) {
             char valid[1024];
             valid_cores(h, valid, sizeof valid);
-            return gf_error_set(GF_E_INVALID_ARG,
-                                "openblas: coretype '%s' %s (OpenBLAS runs core %s); valid here: %s", core,
+            return gf_error_set(GF_E_INVALID_ARG, "openblas: coretype '%s' %s (OpenBLAS runs core %s); valid here: %s",
+                                core,
                                 known ? "is not supported by this CPU" : "is not a core this OpenBLAS has kernels for",
                                 ran ? ran : "?", valid);
         }
@@ -198,8 +197,8 @@ static gf_status ob_info(const gf_backend_options *opts, gf_backend_info *info_o
     const char *core = g_ob.get_corename();
     /* openblas_get_config() reads e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64" */
     snprintf(library, sizeof library, "%s", cfg ? cfg : "OpenBLAS (unknown configuration)");
-    snprintf(detail, sizeof detail, "core %s%s, %d cpus; sgemv for single rows, sgemm for several",
-             core ? core : "?", want[0] ? " (coretype option)" : "", g_ob.get_num_procs());
+    snprintf(detail, sizeof detail, "core %s%s, %d cpus; sgemv for single rows, sgemm for several", core ? core : "?",
+             want[0] ? " (coretype option)" : "", g_ob.get_num_procs());
     snprintf(path, sizeof path, "%s%s", core ? core : "?", want[0] ? " (coretype)" : "");
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
@@ -225,11 +224,11 @@ static gf_status ob_linear(gfv_model *base, int32_t id, const float *x, float *y
     if (M == 1) {
         if (L->trans_w) /* W (N, K): y = W x */
             g_ob.sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, L->w, K, x, 1, beta, y, 1);
-        else            /* W (K, N): y = W^T x */
+        else /* W (K, N): y = W^T x */
             g_ob.sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, L->w, N, x, 1, beta, y, 1);
     } else {
-        g_ob.sgemm(CblasRowMajor, CblasNoTrans, L->trans_w ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                    x, K, L->w, L->trans_w ? K : N, beta, y, N);
+        g_ob.sgemm(CblasRowMajor, CblasNoTrans, L->trans_w ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, x, K, L->w,
+                   L->trans_w ? K : N, beta, y, N);
     }
     return GF_OK;
 }

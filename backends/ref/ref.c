@@ -51,19 +51,40 @@ static void ref_model_free(void *handle)
         return;
     for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
         ref_layer *ly = &m->layers[l];
-        free(ly->ln1_w); free(ly->ln1_b); free(ly->qkv_w); free(ly->qkv_b);
-        free(ly->proj_w); free(ly->proj_b); free(ly->ln2_w); free(ly->ln2_b);
-        free(ly->fc_w); free(ly->fc_b); free(ly->mproj_w); free(ly->mproj_b);
-        free(ly->attn_norm); free(ly->mlp_norm); free(ly->wq); free(ly->wk); free(ly->wv);
-        free(ly->bq); free(ly->bk); free(ly->bv); free(ly->wo);
-        free(ly->w_gate); free(ly->w_up); free(ly->w_down);
+        free(ly->ln1_w);
+        free(ly->ln1_b);
+        free(ly->qkv_w);
+        free(ly->qkv_b);
+        free(ly->proj_w);
+        free(ly->proj_b);
+        free(ly->ln2_w);
+        free(ly->ln2_b);
+        free(ly->fc_w);
+        free(ly->fc_b);
+        free(ly->mproj_w);
+        free(ly->mproj_b);
+        free(ly->attn_norm);
+        free(ly->mlp_norm);
+        free(ly->wq);
+        free(ly->wk);
+        free(ly->wv);
+        free(ly->bq);
+        free(ly->bk);
+        free(ly->bv);
+        free(ly->wo);
+        free(ly->w_gate);
+        free(ly->w_up);
+        free(ly->w_down);
     }
     ref_pool_free(m->pool);
     free(m->inv_freq);
     free(m->layers);
     if (m->lm_head != m->wte)
         free(m->lm_head);
-    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b);
+    free(m->wte);
+    free(m->wpe);
+    free(m->lnf_w);
+    free(m->lnf_b);
     free(m);
 }
 
@@ -95,10 +116,10 @@ static float *transpose_f32(const float *src, int32_t in, int32_t out)
 static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
 {
     const gf_model_config *c = &desc->config;
-    if (c->activation != GF_ACT_SILU || c->norm != GF_NORM_RMSNORM || c->pos != GF_POS_ROPE ||
-        c->d_head < 2 || c->d_head % 2 || c->n_kv_head < 1 || c->n_head % c->n_kv_head)
+    if (c->activation != GF_ACT_SILU || c->norm != GF_NORM_RMSNORM || c->pos != GF_POS_ROPE || c->d_head < 2 ||
+        c->d_head % 2 || c->n_kv_head < 1 || c->n_head % c->n_kv_head)
         return gf_error_set(GF_E_UNSUPPORTED, "ref: a Llama-family model needs SiLU, RMSNorm, "
-                            "rotary positions, an even head size and H %% H_kv == 0");
+                                              "rotary positions, an even head size and H %% H_kv == 0");
     const gf_model_weights *w = &desc->weights;
     if (!w->rope_inv_freq)
         return gf_error_set(GF_E_INVALID_ARG, "ref: the model description has no rope_inv_freq");
@@ -126,8 +147,7 @@ static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
         d->w_gate = dup_f32(s->w_gate, (size_t)F * D);
         d->w_up = dup_f32(s->w_up, (size_t)F * D);
         d->w_down = dup_f32(s->w_down, (size_t)D * F);
-        ok = d->attn_norm && d->wq && d->wk && d->wv && d->wo && d->mlp_norm && d->w_gate &&
-             d->w_up && d->w_down;
+        ok = d->attn_norm && d->wq && d->wk && d->wv && d->wo && d->mlp_norm && d->w_gate && d->w_up && d->w_down;
         if (ok && c->qkv_bias) {
             d->bq = dup_f32(s->bq, Q);
             d->bk = dup_f32(s->bk, KV);
@@ -145,8 +165,7 @@ static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
 
 static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out);
 
-static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_options *opts,
-                                void **model_out)
+static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
 {
     *model_out = NULL;
     if (opts && opts->config)
@@ -175,8 +194,7 @@ static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out)
     const gf_model_config *c = &desc->config;
     if (c->arch != GF_ARCH_GPT2)
         return gf_error_set(GF_E_UNSUPPORTED, "ref: architecture %d not supported", (int)c->arch);
-    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF &&
-        c->activation != GF_ACT_RELU)
+    if (c->activation != GF_ACT_GELU_TANH && c->activation != GF_ACT_GELU_ERF && c->activation != GF_ACT_RELU)
         return gf_error_set(GF_E_UNSUPPORTED, "ref: activation %d not supported", (int)c->activation);
     ref_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -207,8 +225,8 @@ static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out)
         d->fc_b = dup_f32(s->mlp_fc_b, F);
         d->mproj_w = transpose_f32(s->mlp_proj_w, F, D);
         d->mproj_b = dup_f32(s->mlp_proj_b, D);
-        ok = d->ln1_w && d->ln1_b && d->qkv_w && d->qkv_b && d->proj_w && d->proj_b &&
-             d->ln2_w && d->ln2_b && d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
+        ok = d->ln1_w && d->ln1_b && d->qkv_w && d->qkv_b && d->proj_w && d->proj_b && d->ln2_w && d->ln2_b &&
+             d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
     }
     if (!ok) {
         ref_model_free(m);
@@ -223,8 +241,8 @@ gf_status gf_ref_cache_create(void *model, int32_t batch, int32_t max_len, void 
     const ref_model *m = model;
     *cache_out = NULL;
     if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
-        return gf_error_set(GF_E_INVALID_ARG, "ref: cache batch %d, max_len %d (must be 1..%d)",
-                            batch, max_len, m->cfg.n_positions);
+        return gf_error_set(GF_E_INVALID_ARG, "ref: cache batch %d, max_len %d (must be 1..%d)", batch, max_len,
+                            m->cfg.n_positions);
     ref_cache *c = calloc(1, sizeof *c);
     if (!c)
         return gf_error_set(GF_E_NOMEM, "ref: out of memory");
@@ -235,7 +253,9 @@ gf_status gf_ref_cache_create(void *model, int32_t batch, int32_t max_len, void 
     c->k = calloc(n, sizeof *c->k);
     c->v = calloc(n, sizeof *c->v);
     if (!c->k || !c->v) {
-        free(c->k); free(c->v); free(c);
+        free(c->k);
+        free(c->v);
+        free(c);
         return gf_error_set(GF_E_NOMEM, "ref: out of memory for a %zu-byte cache", 2 * n * sizeof(float));
     }
     *cache_out = c;

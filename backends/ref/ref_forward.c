@@ -34,10 +34,10 @@ static inline double dot(const float *a, const float *b, int32_t n)
 }
 
 typedef struct lin_task {
-    float *y;               /* (R, N) */
-    const float *x;         /* (R, K) */
-    const float *W;         /* (N, K) */
-    const float *b;         /* (N) or NULL */
+    float *y;       /* (R, N) */
+    const float *x; /* (R, K) */
+    const float *W; /* (N, K) */
+    const float *b; /* (N) or NULL */
     int32_t R, N, K;
 } lin_task;
 
@@ -60,8 +60,8 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
 }
 
 /* y (R, N) = x (R, K) W (N, K)^T + b, split among the pool by output column */
-static void linear(const ref_model *m, float *y, const float *x, int32_t R, const float *W, const float *b,
-                   int32_t N, int32_t K)
+static void linear(const ref_model *m, float *y, const float *x, int32_t R, const float *W, const float *b, int32_t N,
+                   int32_t K)
 {
     lin_task t = {y, x, W, b, R, N, K};
     ref_pool_run(m->pool, linear_chunk, &t, N, (double)R * N * K);
@@ -85,23 +85,19 @@ static float activation(gf_activation act, float xf)
 {
     double x = xf;
     switch (act) {
-    case GF_ACT_GELU_TANH:
-        return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
-    case GF_ACT_GELU_ERF:
-        return (float)(0.5 * x * (1.0 + erf(x * 0.7071067811865476)));
-    case GF_ACT_RELU:
-        return xf > 0.0f ? xf : 0.0f;
-    default:
-        return xf;
+    case GF_ACT_GELU_TANH: return (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    case GF_ACT_GELU_ERF: return (float)(0.5 * x * (1.0 + erf(x * 0.7071067811865476)));
+    case GF_ACT_RELU: return xf > 0.0f ? xf : 0.0f;
+    default: return xf;
     }
 }
 
 typedef struct attn_task {
     const gf_batch *in;
-    const float *q;         /* (B, T, q_stride): head hh at column hh dh */
-    const float *K, *Vc;    /* (B, H_kv, S, dh) of one layer */
-    float *att;             /* (B, T, att_stride) */
-    double *scratch;        /* (threads, Tk + dh) */
+    const float *q;      /* (B, T, q_stride): head hh at column hh dh */
+    const float *K, *Vc; /* (B, H_kv, S, dh) of one layer */
+    float *att;          /* (B, T, att_stride) */
+    double *scratch;     /* (threads, Tk + dh) */
     size_t q_stride, att_stride;
     int32_t T, H, Hkv, S, dh, start, Tk;
     double scale;
@@ -158,18 +154,24 @@ static void attention(const ref_model *m, attn_task *a, int32_t B)
 }
 
 typedef struct ref_scratch {
-    float *x;      /* (B, T, D) residual stream */
-    float *h;      /* (B, T, D) normed */
-    float *qkv;    /* (B, T, 3D) */
-    float *att;    /* (B, T, D) attention output, heads concatenated */
-    float *tmp;    /* (B, T, D) */
-    float *ff;     /* (B, T, F) */
-    double *p;     /* (Tk) attention weights of one query */
+    float *x;   /* (B, T, D) residual stream */
+    float *h;   /* (B, T, D) normed */
+    float *qkv; /* (B, T, 3D) */
+    float *att; /* (B, T, D) attention output, heads concatenated */
+    float *tmp; /* (B, T, D) */
+    float *ff;  /* (B, T, F) */
+    double *p;  /* (Tk) attention weights of one query */
 } ref_scratch;
 
 static void scratch_free(ref_scratch *s)
 {
-    free(s->x); free(s->h); free(s->qkv); free(s->att); free(s->tmp); free(s->ff); free(s->p);
+    free(s->x);
+    free(s->h);
+    free(s->qkv);
+    free(s->att);
+    free(s->tmp);
+    free(s->ff);
+    free(s->p);
 }
 
 static gf_status check_batch(const ref_model *m, const ref_cache *c, const gf_batch *in)
@@ -179,16 +181,14 @@ static gf_status check_batch(const ref_model *m, const ref_cache *c, const gf_ba
     if (c && c->B != in->B)
         return gf_error_set(GF_E_INVALID_ARG, "ref: batch has %d rows, cache has %d", in->B, c->B);
     if (c && c->length + in->T > c->max_len)
-        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: cache holds %d of %d positions; %d more do not fit",
-                            c->length, c->max_len, in->T);
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: cache holds %d of %d positions; %d more do not fit", c->length,
+                            c->max_len, in->T);
     if (!c && in->T > m->cfg.n_positions)
-        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: %d positions exceed n_positions %d", in->T,
-                            m->cfg.n_positions);
+        return gf_error_set(GF_E_CONTEXT_LIMIT, "ref: %d positions exceed n_positions %d", in->T, m->cfg.n_positions);
     for (int64_t i = 0; i < (int64_t)in->B * in->T; i++) {
         if (in->tokens[i] < 0 || in->tokens[i] >= m->cfg.vocab_size)
-            return gf_error_set(GF_E_INVALID_ARG, "ref: token %d at (%lld, %lld) outside [0, %d)",
-                                in->tokens[i], (long long)(i / in->T), (long long)(i % in->T),
-                                m->cfg.vocab_size);
+            return gf_error_set(GF_E_INVALID_ARG, "ref: token %d at (%lld, %lld) outside [0, %d)", in->tokens[i],
+                                (long long)(i / in->T), (long long)(i % in->T), m->cfg.vocab_size);
         if (in->position_ids[i] < 0 || in->position_ids[i] >= m->cfg.n_positions)
             return gf_error_set(GF_E_INVALID_ARG, "ref: position %d at (%lld, %lld) outside [0, %d)",
                                 in->position_ids[i], (long long)(i / in->T), (long long)(i % in->T),
@@ -229,15 +229,15 @@ static void rope(float *x, const float *inv_freq, int32_t dh, int32_t pos)
 static double silu(double x) { return x / (1.0 + exp(-x)); }
 
 typedef struct llama_scratch {
-    float *x;      /* (B, T, D) residual stream */
-    float *h;      /* (B, T, D) normed */
-    float *q;      /* (B, T, H dh) */
-    float *k, *v;  /* (B, T, H_kv dh) */
-    float *att;    /* (B, T, H dh) attention output, heads concatenated */
-    float *tmp;    /* (B, T, D) */
-    float *gate;   /* (B, T, F) */
-    float *up;     /* (B, T, F) */
-    double *p;     /* (Tk) attention weights of one query */
+    float *x;     /* (B, T, D) residual stream */
+    float *h;     /* (B, T, D) normed */
+    float *q;     /* (B, T, H dh) */
+    float *k, *v; /* (B, T, H_kv dh) */
+    float *att;   /* (B, T, H dh) attention output, heads concatenated */
+    float *tmp;   /* (B, T, D) */
+    float *gate;  /* (B, T, F) */
+    float *up;    /* (B, T, F) */
+    double *p;    /* (Tk) attention weights of one query */
 } llama_scratch;
 
 static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch *in, float *logits_out)
@@ -297,9 +297,22 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
                     memcpy(Vc + off, s.v + row, dh * sizeof(float));
                 }
         /* grouped-query attention (attn_chunk) */
-        attn_task at = {.in = in, .q = s.q, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
-                        .q_stride = (size_t)Q, .att_stride = (size_t)Q, .T = T, .H = H, .Hkv = Hkv,
-                        .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+        attn_task at = {.in = in,
+                        .q = s.q,
+                        .K = K,
+                        .Vc = Vc,
+                        .att = s.att,
+                        .scratch = s.p,
+                        .q_stride = (size_t)Q,
+                        .att_stride = (size_t)Q,
+                        .T = T,
+                        .H = H,
+                        .Hkv = Hkv,
+                        .S = S,
+                        .dh = dh,
+                        .start = start,
+                        .Tk = Tk,
+                        .scale = scale};
         attention(m, &at, B);
         /* x += att Wo^T */
         linear(m, s.tmp, s.att, (int32_t)BT, ly->wo, NULL, D, Q);
@@ -329,8 +342,16 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
         }
     linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
 done:
-    free(s.x); free(s.h); free(s.q); free(s.k); free(s.v); free(s.att); free(s.tmp);
-    free(s.gate); free(s.up); free(s.p);
+    free(s.x);
+    free(s.h);
+    free(s.q);
+    free(s.k);
+    free(s.v);
+    free(s.att);
+    free(s.tmp);
+    free(s.gate);
+    free(s.up);
+    free(s.p);
     return st;
 }
 
@@ -400,9 +421,22 @@ gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *lo
                     memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
                 }
         /* attention (attn_chunk): q from the qkv rows, one kv head per head */
-        attn_task at = {.in = in, .q = s.qkv, .K = K, .Vc = Vc, .att = s.att, .scratch = s.p,
-                        .q_stride = (size_t)3 * D, .att_stride = (size_t)D, .T = T, .H = H, .Hkv = H,
-                        .S = S, .dh = dh, .start = start, .Tk = Tk, .scale = scale};
+        attn_task at = {.in = in,
+                        .q = s.qkv,
+                        .K = K,
+                        .Vc = Vc,
+                        .att = s.att,
+                        .scratch = s.p,
+                        .q_stride = (size_t)3 * D,
+                        .att_stride = (size_t)D,
+                        .T = T,
+                        .H = H,
+                        .Hkv = H,
+                        .S = S,
+                        .dh = dh,
+                        .start = start,
+                        .Tk = Tk,
+                        .scale = scale};
         attention(m, &at, B);
         /* x += att W_proj + b */
         linear(m, s.tmp, s.att, (int32_t)BT, ly->proj_w, ly->proj_b, D, D);

@@ -10,36 +10,36 @@
 /* ---- lifetime 1: the model (weights transposed to [out, in] rows) ---- */
 
 typedef struct ref_layer {
-    float *ln1_w, *ln1_b;   /* (D) */
-    float *qkv_w;           /* (3D, D) */
-    float *qkv_b;           /* (3D) */
-    float *proj_w;          /* (D, D) */
-    float *proj_b;          /* (D) */
-    float *ln2_w, *ln2_b;   /* (D) */
-    float *fc_w;            /* (F, D) */
-    float *fc_b;            /* (F) */
-    float *mproj_w;         /* (D, F) */
-    float *mproj_b;         /* (D) */
+    float *ln1_w, *ln1_b; /* (D) */
+    float *qkv_w;         /* (3D, D) */
+    float *qkv_b;         /* (3D) */
+    float *proj_w;        /* (D, D) */
+    float *proj_b;        /* (D) */
+    float *ln2_w, *ln2_b; /* (D) */
+    float *fc_w;          /* (F, D) */
+    float *fc_b;          /* (F) */
+    float *mproj_w;       /* (D, F) */
+    float *mproj_b;       /* (D) */
     /* Llama family ([out, in] as stored); Qwen2's q/k/v biases or NULL */
     float *attn_norm, *mlp_norm; /* (D) */
-    float *wq;              /* (H dh, D) */
-    float *wk, *wv;         /* (H_kv dh, D) */
-    float *bq;              /* (H dh) */
-    float *bk, *bv;         /* (H_kv dh) */
-    float *wo;              /* (D, H dh) */
-    float *w_gate, *w_up;   /* (F, D) */
-    float *w_down;          /* (D, F) */
+    float *wq;                   /* (H dh, D) */
+    float *wk, *wv;              /* (H_kv dh, D) */
+    float *bq;                   /* (H dh) */
+    float *bk, *bv;              /* (H_kv dh) */
+    float *wo;                   /* (D, H dh) */
+    float *w_gate, *w_up;        /* (F, D) */
+    float *w_down;               /* (D, F) */
 } ref_layer;
 
 typedef struct ref_model {
     gf_model_config cfg;
-    float *wte;             /* (V, D) */
-    float *wpe;             /* (n_positions, D); NULL for rotary */
-    float *inv_freq;        /* (dh / 2) rotary inverse frequencies; NULL for GPT-2 */
-    ref_layer *layers;      /* (L) */
-    float *lnf_w, *lnf_b;   /* (D) */
-    float *lm_head;         /* (V, D); aliases wte when tied */
-    ref_pool *pool;         /* opts->threads workers, the caller included */
+    float *wte;           /* (V, D) */
+    float *wpe;           /* (n_positions, D); NULL for rotary */
+    float *inv_freq;      /* (dh / 2) rotary inverse frequencies; NULL for GPT-2 */
+    ref_layer *layers;    /* (L) */
+    float *lnf_w, *lnf_b; /* (D) */
+    float *lm_head;       /* (V, D); aliases wte when tied */
+    ref_pool *pool;       /* opts->threads workers, the caller included */
 } ref_model;
 
 /* ---- lifetime 2: the KV cache ---- */
@@ -47,7 +47,7 @@ typedef struct ref_model {
 typedef struct ref_cache {
     const ref_model *m;
     int32_t B, max_len, length;
-    float *k, *v;           /* (L, B, H_kv, max_len, d_head) each; H_kv = H for GPT-2 */
+    float *k, *v; /* (L, B, H_kv, max_len, d_head) each; H_kv = H for GPT-2 */
 } ref_cache;
 
 /* ref_forward.c: the ops table's forward slot */

@@ -26,12 +26,12 @@ typedef struct ref_worker {
 } ref_worker;
 
 struct ref_pool {
-    int n;                   /* threads, the caller included (>= 1) */
-    ref_worker *workers;     /* (n - 1) */
+    int n;               /* threads, the caller included (>= 1) */
+    ref_worker *workers; /* (n - 1) */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    unsigned long epoch;     /* bumped once per task */
-    int running;             /* workers not yet done with this epoch's task */
+    unsigned long epoch; /* bumped once per task */
+    int running;         /* workers not yet done with this epoch's task */
     int stop;
     ref_task_fn fn;
     void *arg;

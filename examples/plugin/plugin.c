@@ -71,25 +71,25 @@ static const char *ex_last_error(void *model)
  * proj_b / fc_b / mproj_b; qkv_b only for Qwen2. */
 typedef struct ex_layer {
     float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-    float *qkv_w, *qkv_b;      /* (Q + 2 KV, D), (Q + 2 KV): rows q, k, v */
-    float *proj_w, *proj_b;    /* (D, Q), (D) */
-    float *fc_w, *fc_b;        /* (F, D), (F) */
-    float *up_w;               /* (F, D); Llama only */
-    float *mproj_w, *mproj_b;  /* (D, F), (D) */
+    float *qkv_w, *qkv_b;     /* (Q + 2 KV, D), (Q + 2 KV): rows q, k, v */
+    float *proj_w, *proj_b;   /* (D, Q), (D) */
+    float *fc_w, *fc_b;       /* (F, D), (F) */
+    float *up_w;              /* (F, D); Llama only */
+    float *mproj_w, *mproj_b; /* (D, F), (D) */
 } ex_layer;
 
 typedef struct ex_model {
-    gf_model_config cfg;       /* n_kv_head filled in (== n_head for GPT-2) */
-    int32_t llama;             /* GF_ARCH_LLAMA */
+    gf_model_config cfg;                        /* n_kv_head filled in (== n_head for GPT-2) */
+    int32_t llama;                              /* GF_ARCH_LLAMA */
     float *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head aliases wte when tied; wpe, lnf_b GPT-2 only */
-    float *inv_freq;           /* (d_head / 2); Llama only */
+    float *inv_freq;                            /* (d_head / 2); Llama only */
     ex_layer *layers;
 } ex_model;
 
 typedef struct ex_cache {
     const ex_model *m;
     int32_t B, max_len, length;
-    float *k, *v;              /* (L, B, H_kv, max_len, d_head) */
+    float *k, *v; /* (L, B, H_kv, max_len, d_head) */
 } ex_cache;
 
 static gf_status ex_probe(char *why, size_t why_len)
@@ -142,14 +142,28 @@ static void ex_model_free(void *handle)
         return;
     for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
         ex_layer *y = &m->layers[l];
-        free(y->ln1_w); free(y->ln1_b); free(y->ln2_w); free(y->ln2_b);
-        free(y->qkv_w); free(y->qkv_b); free(y->proj_w); free(y->proj_b);
-        free(y->fc_w); free(y->fc_b); free(y->up_w); free(y->mproj_w); free(y->mproj_b);
+        free(y->ln1_w);
+        free(y->ln1_b);
+        free(y->ln2_w);
+        free(y->ln2_b);
+        free(y->qkv_w);
+        free(y->qkv_b);
+        free(y->proj_w);
+        free(y->proj_b);
+        free(y->fc_w);
+        free(y->fc_b);
+        free(y->up_w);
+        free(y->mproj_w);
+        free(y->mproj_b);
     }
     free(m->layers);
     if (m->lm_head != m->wte)
         free(m->lm_head);
-    free(m->wte); free(m->wpe); free(m->lnf_w); free(m->lnf_b); free(m->inv_freq);
+    free(m->wte);
+    free(m->wpe);
+    free(m->lnf_w);
+    free(m->lnf_b);
+    free(m->inv_freq);
     free(m);
 }
 
@@ -210,8 +224,7 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
     *out = NULL;
     g_err[0] = '\0';
     /* opts->config exists from ABI v2 on; struct_size says whether the caller filled it */
-    if (opts && opts->struct_size >= offsetof(gf_backend_options, config) + sizeof opts->config &&
-        opts->config)
+    if (opts && opts->struct_size >= offsetof(gf_backend_options, config) + sizeof opts->config && opts->config)
         return fail(GF_E_INVALID_ARG, "example plugin takes no options (got ':%s')", opts->config);
     const gf_model_config *c = &desc->config;
     if (c->arch != GF_ARCH_GPT2 && c->arch != GF_ARCH_LLAMA)
@@ -257,8 +270,8 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
         y->fc_b = dup_f32(s->mlp_fc_b, F);
         y->mproj_w = transpose_f32(s->mlp_proj_w, F, D);
         y->mproj_b = dup_f32(s->mlp_proj_b, D);
-        ok = y->ln1_w && y->ln1_b && y->ln2_w && y->ln2_b && y->qkv_w && y->qkv_b && y->proj_w &&
-             y->proj_b && y->fc_w && y->fc_b && y->mproj_w && y->mproj_b;
+        ok = y->ln1_w && y->ln1_b && y->ln2_w && y->ln2_b && y->qkv_w && y->qkv_b && y->proj_w && y->proj_b &&
+             y->fc_w && y->fc_b && y->mproj_w && y->mproj_b;
     }
     if (!ok) {
         ex_model_free(m);
@@ -275,8 +288,8 @@ static gf_status ex_cache_create(void *model, int32_t batch, int32_t max_len, vo
     const ex_model *m = model;
     *out = NULL;
     if (batch < 1 || max_len < 1 || max_len > m->cfg.n_positions)
-        return fail(GF_E_INVALID_ARG, "example plugin: cache batch %d, max_len %d (must be 1..%d)", batch,
-                    max_len, m->cfg.n_positions);
+        return fail(GF_E_INVALID_ARG, "example plugin: cache batch %d, max_len %d (must be 1..%d)", batch, max_len,
+                    m->cfg.n_positions);
     ex_cache *c = calloc(1, sizeof *c);
     size_t n = (size_t)m->cfg.n_layer * batch * m->cfg.n_kv_head * max_len * m->cfg.d_head;
     if (c) {
@@ -409,8 +422,8 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
     if (c && c->B != in->B)
         return fail(GF_E_INVALID_ARG, "example plugin: batch has %d rows, cache has %d", in->B, c->B);
     if (c && c->length + in->T > c->max_len)
-        return fail(GF_E_CONTEXT_LIMIT, "example plugin: cache holds %d of %d positions; %d more do not fit",
-                    c->length, c->max_len, in->T);
+        return fail(GF_E_CONTEXT_LIMIT, "example plugin: cache holds %d of %d positions; %d more do not fit", c->length,
+                    c->max_len, in->T);
     for (int64_t i = 0; i < (int64_t)in->B * in->T; i++)
         if (in->tokens[i] < 0 || in->tokens[i] >= g->vocab_size || in->position_ids[i] < 0 ||
             in->position_ids[i] >= g->n_positions)
@@ -438,8 +451,8 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
     }
     for (size_t i = 0; i < BT; i++)
         for (int32_t d = 0; d < D; d++)
-            x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] +
-                           (m->llama ? 0.0f : m->wpe[(size_t)in->position_ids[i] * D + d]);
+            x[i * D + d] =
+                m->wte[(size_t)in->tokens[i] * D + d] + (m->llama ? 0.0f : m->wpe[(size_t)in->position_ids[i] * D + d]);
     const float scale = 1.0f / sqrtf((float)dh);
     for (int32_t l = 0; l < g->n_layer; l++) {
         const ex_layer *y = &m->layers[l];
@@ -511,7 +524,14 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
             linear(logits + orow * V, h, m->lm_head, NULL, V, D);
         }
 done:
-    free(x); free(h); free(qkv); free(att); free(tmp); free(ff); free(up); free(p);
+    free(x);
+    free(h);
+    free(qkv);
+    free(att);
+    free(tmp);
+    free(ff);
+    free(up);
+    free(p);
     ex_cache_free(own);
     return st;
 }
@@ -543,8 +563,8 @@ static int ex_cmp_zi(const void *a, const void *b) /* z descending, then index a
 }
 
 /* One row; scratch: z (V), sorted (V), pairs (V). Returns the token. */
-static int32_t ex_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const double *u,
-                             double *z, double *sorted, ex_zi *pairs)
+static int32_t ex_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const double *u, double *z,
+                             double *sorted, ex_zi *pairs)
 {
     if (p->temperature == 0.0) { /* greedy: argmax, lowest index on ties */
         int32_t best = 0;
@@ -609,18 +629,21 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
     (void)model; /* not needed: sampler-only calls pass NULL */
     g_err[0] = '\0';
     if (!logits || !params || !draws || !draws->u || !ids_out || B < 1 || draws->V < 1)
-        return fail(GF_E_INVALID_ARG, "example plugin: sample: bad arguments (B %d, V %d)", B,
-                    draws ? draws->V : -1);
+        return fail(GF_E_INVALID_ARG, "example plugin: sample: bad arguments (B %d, V %d)", B, draws ? draws->V : -1);
     const int32_t V = draws->V;
     double *z = malloc((size_t)V * sizeof *z), *sorted = malloc((size_t)V * sizeof *sorted);
     ex_zi *pairs = malloc((size_t)V * sizeof *pairs);
     if (!z || !sorted || !pairs) {
-        free(z); free(sorted); free(pairs);
+        free(z);
+        free(sorted);
+        free(pairs);
         return fail(GF_E_NOMEM, "example plugin: sample: out of memory for %d logits", V);
     }
     for (int32_t b = 0; b < B; b++)
         ids_out[b] = ex_sample_row(logits + (size_t)b * V, V, params, draws->u + (size_t)b * V, z, sorted, pairs);
-    free(z); free(sorted); free(pairs);
+    free(z);
+    free(sorted);
+    free(pairs);
     return GF_OK;
 }
 
@@ -660,7 +683,11 @@ static gf_status ex_sample_ex(void *model, const float *logits, int32_t B, const
         if (ids_out[b] < 0)
             st = fail(GF_E_INVALID_ARG, "example plugin: sample_ex: row %d: every token filtered out", b);
     }
-    free(r.z); free(r.pr); free(r.s); free(r.t); free(r.cnt);
+    free(r.z);
+    free(r.pr);
+    free(r.s);
+    free(r.t);
+    free(r.cnt);
     return st;
 }
 

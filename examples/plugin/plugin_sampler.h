@@ -71,7 +71,8 @@ static void px_penalties(px_row *r)
 {
     const gf_sampler_ext *e = r->e;
     const int pf = e->profile;
-    if (e->n_history == 0 || (e->repetition_penalty == 1.0 && e->frequency_penalty == 0.0 && e->presence_penalty == 0.0))
+    if (e->n_history == 0 ||
+        (e->repetition_penalty == 1.0 && e->frequency_penalty == 0.0 && e->presence_penalty == 0.0))
         return;
     if (pf == GF_PROFILE_LLAMACPP && e->penalty_last_n == 0)
         return;
@@ -168,8 +169,8 @@ static void px_min_p(px_row *r)
     if (e->profile == GF_PROFILE_LLAMACPP && keep_min < 1)
         keep_min = 1; /* llama.cpp's min-p always keeps its top (p > 1: only the top max(1, min_keep)) */
     for (int32_t j = 0; j < r->n; j++) {
-        int drop = e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p)
-                                                     : r->pr[j] < e->min_p * r->pr[0];
+        int drop =
+            e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p) : r->pr[j] < e->min_p * r->pr[0];
         if (drop && j >= keep_min)
             r->z[r->s[j].i] = -INFINITY;
     }
@@ -324,7 +325,7 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     }
     static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
-    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,  GF_STAGE_TOP_P,
                                           GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};

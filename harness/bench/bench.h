@@ -54,7 +54,13 @@ double gf_bench_param_count(const gf_model_config *c);
 
 /* ---- the command's records (cmd_bench.c runs, bench_report.c prints) ---- */
 
-enum { GF_BENCH_PROMPT = 16, GF_BENCH_PREFILL = 128, GF_BENCH_ROWS = 8, GF_BENCH_STEPS = 16, GF_BENCH_MAX_REPEATS = 101 };
+enum {
+    GF_BENCH_PROMPT = 16,
+    GF_BENCH_PREFILL = 128,
+    GF_BENCH_ROWS = 8,
+    GF_BENCH_STEPS = 16,
+    GF_BENCH_MAX_REPEATS = 101
+};
 
 typedef struct bench_opts {
     const char *model, *shape;
@@ -64,17 +70,17 @@ typedef struct bench_opts {
 
 typedef struct mode_result {
     int ran;
-    double prefill_s;  /* median: the prompt's forward + the first token */
-    double decode_s;   /* median per later token */
-    double total_s;    /* median of the whole generation */
+    double prefill_s;                   /* median: the prompt's forward + the first token */
+    double decode_s;                    /* median per later token */
+    double total_s;                     /* median of the whole generation */
     double prefill_cpu_s, decode_cpu_s; /* the same, in process CPU seconds (all threads) */
-    int tokens;        /* new tokens per run */
+    int tokens;                         /* new tokens per run */
 } mode_result;
 
 typedef struct rate_result {
     int ran;
-    int tokens;        /* positions per call (prefill) or rows (batched decode) */
-    double s;          /* median seconds per call */
+    int tokens; /* positions per call (prefill) or rows (batched decode) */
+    double s;   /* median seconds per call */
 } rate_result;
 
 /* What a child sends back. */
@@ -86,7 +92,7 @@ typedef struct bench_row {
     mode_result cached, uncached;
     rate_result prefill, batched;
     size_t cache_bytes;
-    long maxrss_kb;    /* filled by the parent from wait4 */
+    long maxrss_kb; /* filled by the parent from wait4 */
 } bench_row;
 
 typedef struct probe_result {
@@ -96,10 +102,10 @@ typedef struct probe_result {
 
 typedef struct bench_model {
     gf_model_config cfg;
-    char name[512];            /* the directory or "gpt2-small (random weights, seed 1)" */
-    double params;             /* every parameter */
-    double matmul_params;      /* layer matrices */
-    double head_params;        /* the output layer, V x D */
+    char name[512];       /* the directory or "gpt2-small (random weights, seed 1)" */
+    double params;        /* every parameter */
+    double matmul_params; /* layer matrices */
+    double head_params;   /* the output layer, V x D */
 } bench_model;
 
 /* The config of o's model (config.json or the shape) into *m: 0 ok, -1 after

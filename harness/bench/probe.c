@@ -224,8 +224,8 @@ double gf_bench_fma_peak(int threads, const char **isa_out)
 
 /* ---- sgemm peak through OpenBLAS, if present ---- */
 
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int,
-                         float, float *, int);
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                         int);
 typedef void (*setthreads_fn)(int);
 
 double gf_bench_sgemm_peak(int threads, int n)
@@ -286,8 +286,7 @@ void gf_bench_cpu_name(char *dst, size_t cap)
 
 double gf_bench_layer_matmul_params(const gf_model_config *c)
 {
-    const double D = c->n_embd, F = c->d_ff, Q = (double)c->n_head * c->d_head,
-                 KV = (double)c->n_kv_head * c->d_head;
+    const double D = c->n_embd, F = c->d_ff, Q = (double)c->n_head * c->d_head, KV = (double)c->n_kv_head * c->d_head;
     if (c->arch == GF_ARCH_LLAMA)
         return c->n_layer * (D * Q + 2 * D * KV + Q * D + 3 * D * F);
     return c->n_layer * (D * 3 * D + D * D + 2 * D * F);

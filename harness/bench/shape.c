@@ -12,20 +12,43 @@ int gf_bench_shape_config(const char *name, gf_model_config *c)
 {
     memset(c, 0, sizeof *c);
     if (!strcmp(name, "gpt2-small")) { /* openai-community/gpt2 */
-        *c = (gf_model_config){.arch = GF_ARCH_GPT2, .activation = GF_ACT_GELU_TANH,
-                               .norm = GF_NORM_LAYERNORM, .pos = GF_POS_LEARNED, .vocab_size = 50257,
-                               .n_positions = 1024, .n_embd = 768, .n_layer = 12, .n_head = 12,
-                               .n_kv_head = 12, .d_head = 64, .d_ff = 3072, .norm_eps = 1e-5f,
-                               .bos_id = 50256, .eos_id = 50256, .tied_head = 1};
+        *c = (gf_model_config){.arch = GF_ARCH_GPT2,
+                               .activation = GF_ACT_GELU_TANH,
+                               .norm = GF_NORM_LAYERNORM,
+                               .pos = GF_POS_LEARNED,
+                               .vocab_size = 50257,
+                               .n_positions = 1024,
+                               .n_embd = 768,
+                               .n_layer = 12,
+                               .n_head = 12,
+                               .n_kv_head = 12,
+                               .d_head = 64,
+                               .d_ff = 3072,
+                               .norm_eps = 1e-5f,
+                               .bos_id = 50256,
+                               .eos_id = 50256,
+                               .tied_head = 1};
         return 0;
     }
     if (!strcmp(name, "llama-small")) { /* GPT-2-small's width and depth, Llama's parts:
                                            GQA 12/4 heads, SwiGLU 2048, 32k vocab, untied */
-        *c = (gf_model_config){.arch = GF_ARCH_LLAMA, .activation = GF_ACT_SILU,
-                               .norm = GF_NORM_RMSNORM, .pos = GF_POS_ROPE, .vocab_size = 32000,
-                               .n_positions = 2048, .n_embd = 768, .n_layer = 12, .n_head = 12,
-                               .n_kv_head = 4, .d_head = 64, .d_ff = 2048, .norm_eps = 1e-6f,
-                               .rope_theta = 10000.0f, .bos_id = 1, .eos_id = 2, .tied_head = 0};
+        *c = (gf_model_config){.arch = GF_ARCH_LLAMA,
+                               .activation = GF_ACT_SILU,
+                               .norm = GF_NORM_RMSNORM,
+                               .pos = GF_POS_ROPE,
+                               .vocab_size = 32000,
+                               .n_positions = 2048,
+                               .n_embd = 768,
+                               .n_layer = 12,
+                               .n_head = 12,
+                               .n_kv_head = 4,
+                               .d_head = 64,
+                               .d_ff = 2048,
+                               .norm_eps = 1e-6f,
+                               .rope_theta = 10000.0f,
+                               .bos_id = 1,
+                               .eos_id = 2,
+                               .tied_head = 0};
         return 0;
     }
     return -1;

@@ -19,22 +19,22 @@ typedef enum gf_ynode_type { GF_YN_SCALAR = 1, GF_YN_SEQ = 2, GF_YN_MAP = 3 } gf
 typedef struct gf_ynode gf_ynode;
 struct gf_ynode {
     gf_ynode_type type;
-    int line, col;            /* 1-based start of the node */
-    char *value;              /* scalar text (NUL-terminated) */
+    int line, col; /* 1-based start of the node */
+    char *value;   /* scalar text (NUL-terminated) */
     size_t len;
-    int plain;                /* plain style: YAML core-schema resolution applies */
-    char *tag;                /* explicit tag (resolved, e.g. tag:yaml.org,2002:str) or NULL */
-    size_t n;                 /* sequence items, or mapping pairs */
-    gf_ynode **items;         /* sequence: n items; mapping: 2n (key, value, key, value...) */
-    unsigned char *used;      /* mapping: n flags, set when the schema read the pair */
+    int plain;           /* plain style: YAML core-schema resolution applies */
+    char *tag;           /* explicit tag (resolved, e.g. tag:yaml.org,2002:str) or NULL */
+    size_t n;            /* sequence items, or mapping pairs */
+    gf_ynode **items;    /* sequence: n items; mapping: 2n (key, value, key, value...) */
+    unsigned char *used; /* mapping: n flags, set when the schema read the pair */
 };
 
 /* YAML 1.2 core schema types of a scalar. */
 typedef enum gf_yscalar {
-    GF_YS_NULL = 1,           /* ~, null, Null, NULL, empty */
-    GF_YS_BOOL,               /* true/True/TRUE/false/False/FALSE */
-    GF_YS_INT,                /* [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+ */
-    GF_YS_FLOAT,              /* decimals, exponents, [-+]?.inf, .nan */
+    GF_YS_NULL = 1, /* ~, null, Null, NULL, empty */
+    GF_YS_BOOL,     /* true/True/TRUE/false/False/FALSE */
+    GF_YS_INT,      /* [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+ */
+    GF_YS_FLOAT,    /* decimals, exponents, [-+]?.inf, .nan */
     GF_YS_STR,
 } gf_yscalar;
 
@@ -42,8 +42,8 @@ typedef struct gf_yvalue {
     gf_yscalar type;
     int b;
     long long i;
-    int overflow;             /* an int outside long long (i saturated); the tree builder refuses it */
-    double d;                 /* also set for ints */
+    int overflow; /* an int outside long long (i saturated); the tree builder refuses it */
+    double d;     /* also set for ints */
 } gf_yvalue;
 
 /* Resolve a scalar node under the core schema (quoted scalars are strings;
@@ -59,11 +59,11 @@ const char *gf_ynode_type_name(const gf_ynode *n); /* "a mapping", "a string", .
 typedef struct gf_key_census gf_key_census;
 
 typedef struct gf_cctx {
-    const char *file;         /* path as given */
-    char **errors;            /* "FILE:LINE:COL: message" */
+    const char *file; /* path as given */
+    char **errors;    /* "FILE:LINE:COL: message" */
     size_t n_errors, cap;
-    const char *root;         /* repository root for relative model paths */
-    gf_key_census *census;    /* gf_kind_keys: records the keys a parse asks of the case map; NULL otherwise */
+    const char *root;      /* repository root for relative model paths */
+    gf_key_census *census; /* gf_kind_keys: records the keys a parse asks of the case map; NULL otherwise */
 } gf_cctx;
 
 /* Another YAML file genfence reads through this layer (a baseline of known
@@ -75,8 +75,7 @@ gf_ynode *gf_yaml_read_file(gf_cctx *ctx, const char *path);
 void gf_ynode_free(gf_ynode *n); /* NULL-safe */
 
 /* Record "FILE:LINE:COL: message" at node n (or at line/col 0 if n is NULL). */
-void gf_y_error(gf_cctx *ctx, const gf_ynode *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void gf_y_error(gf_cctx *ctx, const gf_ynode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 enum { GF_Y_OPTIONAL = 0, GF_Y_REQUIRED = 1 };
 
@@ -88,35 +87,31 @@ const gf_ynode *gf_y_get(gf_cctx *ctx, const gf_ynode *map, const char *key, int
  * absent (and optional: *out untouched), -1 on an error (recorded). A null
  * value counts as absent for optional keys. */
 int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, double *out);
-int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo,
-             long long hi, long long *out);
+int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi, long long *out);
 int gf_y_bool(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int *out);
 int gf_y_string(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char **out);
 /* One of the given words (NULL-terminated); *out = its index. */
-int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags,
-              const char *const *words, int *out);
+int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, const char *const *words, int *out);
 
 /* Node-level conversions (for list items). */
 int gf_y_node_double(gf_cctx *ctx, const gf_ynode *n, const char *what, double *out);
-int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long lo, long long hi,
-                  long long *out);
+int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long lo, long long hi, long long *out);
 int gf_y_node_string(gf_cctx *ctx, const gf_ynode *n, const char *what, char **out);
 /* n must be a mapping / sequence, else an error naming `what`. */
 int gf_y_node_is_map(gf_cctx *ctx, const gf_ynode *n, const char *what);
 int gf_y_node_is_seq(gf_cctx *ctx, const gf_ynode *n, const char *what);
 
 /* Lists: a sequence of numbers (malloc'd, *n_out entries); min_len items at least. */
-int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
-                 double **out, size_t *n_out);
-int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo,
-              long long hi, size_t min_len, int32_t **out, size_t *n_out);
+int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len, double **out,
+                 size_t *n_out);
+int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi, size_t min_len,
+              int32_t **out, size_t *n_out);
 /* A sequence of equally long number sequences: (rows, cols) row-major. A
  * flat sequence of numbers counts as one row when allow_flat. */
-int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat,
-                double **out, size_t *rows, size_t *cols);
+int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat, double **out,
+                size_t *rows, size_t *cols);
 /* A sequence of strings. */
-int gf_y_strings(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char ***out,
-                 size_t *n_out);
+int gf_y_strings(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, char ***out, size_t *n_out);
 void gf_y_strings_free(char **v, size_t n);
 
 /* A key the kind refuses although a shared reader it calls would read it
@@ -138,7 +133,7 @@ int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out);
  * harness/kinds/, above this layer, and come in as a NULL-terminated list). */
 typedef struct gf_kind_def gf_kind_def;
 typedef struct gf_case gf_case;
-typedef struct gf_krun gf_krun;     /* harness/record: the run record of one (case, backend) */
+typedef struct gf_krun gf_krun; /* harness/record: the run record of one (case, backend) */
 
 /* What a kind needs from the case: nothing, a model directory for its
  * tokenizer only, or a model it loads (the loader requires / refuses the
@@ -203,24 +198,23 @@ int gf_y_census_all(const gf_cctx *ctx);
 /* The kind called name in a NULL-terminated list, or NULL. */
 const gf_kind_def *gf_kind_lookup(const gf_kind_def *const *kinds, const char *name);
 
-
 struct gf_case {
     char *id;
     const gf_kind_def *kind;
-    char *description;        /* optional */
+    char *description; /* optional */
     char **tags;
     size_t n_tags;
-    char **backends;          /* filter: names (or plugin paths); "!name" excludes */
+    char **backends; /* filter: names (or plugin paths); "!name" excludes */
     size_t n_backends;
-    int has_expect_verdict;   /* a must-fail case (cases/detect/) names the verdict it */
+    int has_expect_verdict;    /* a must-fail case (cases/detect/) names the verdict it */
     gf_verdict expect_verdict; /* must get: `expect_verdict: fail` (docs/cases.md) */
-    char *model_arg;          /* `model` as written, NULL if none */
-    char *model;              /* resolved directory, NULL if none */
-    char *file;               /* the file it came from (as given) */
-    int line, col;            /* where the case starts */
-    size_t index;             /* order of loading */
-    void *spec;               /* the kind's own parsed keys */
-    json_t *tree;             /* the case as written, as JSON (gf_ynode_to_json): what
+    char *model_arg;           /* `model` as written, NULL if none */
+    char *model;               /* resolved directory, NULL if none */
+    char *file;                /* the file it came from (as given) */
+    int line, col;             /* where the case starts */
+    size_t index;              /* order of loading */
+    void *spec;                /* the kind's own parsed keys */
+    json_t *tree;              /* the case as written, as JSON (gf_ynode_to_json): what
                                  the case hash is computed over (docs/goldens.md) */
 };
 
@@ -228,9 +222,9 @@ typedef struct gf_case_set {
     const gf_kind_def *const *kinds; /* the kinds the cases were read against */
     gf_case *cases;
     size_t n;
-    char **errors;            /* every schema / YAML error, "FILE:LINE:COL: message" */
+    char **errors; /* every schema / YAML error, "FILE:LINE:COL: message" */
     size_t n_errors;
-    char **files;             /* files read, in order */
+    char **files; /* files read, in order */
     size_t n_files;
 } gf_case_set;
 
@@ -240,7 +234,8 @@ typedef struct gf_case_set {
  * from each file, see docs/cases.md). Returns GF_OK, or GF_E_FORMAT with every
  * error in set->errors (the set then holds no cases), GF_E_IO for unreadable
  * paths (also listed). */
-int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, size_t n_paths, const char *root, gf_case_set *set);
+int gf_cases_load(const gf_kind_def *const *kinds, const char *const *paths, size_t n_paths, const char *root,
+                  gf_case_set *set);
 void gf_case_set_free(gf_case_set *set);
 
 /* A node tree as JSON, values resolved by the core schema: maps -> objects
@@ -252,8 +247,8 @@ void gf_case_set_free(gf_case_set *set);
 json_t *gf_ynode_to_json(const gf_ynode *n);
 
 /* Load one YAML text (for tests): `file` names it in messages. */
-int gf_cases_load_text(const gf_kind_def *const *kinds, const char *text, size_t len, const char *file, const char *root,
-                       gf_case_set *set);
+int gf_cases_load_text(const gf_kind_def *const *kinds, const char *text, size_t len, const char *file,
+                       const char *root, gf_case_set *set);
 
 /* Does the case have the tag? Does the filter admit a backend whose
  * requested name is `requested` and reported name `name`? */
@@ -276,17 +271,17 @@ const char *gf_case_yaml_version(void); /* libyaml's version string */
 /* ---- selecting cases (case_filter.c) ---- */
 
 typedef struct gf_case_filter {
-    void *regex;               /* compiled --filter (POSIX ERE on the id), or NULL */
-    char **kinds;              /* --kind: any of these kinds (none: all) */
+    void *regex;  /* compiled --filter (POSIX ERE on the id), or NULL */
+    char **kinds; /* --kind: any of these kinds (none: all) */
     size_t n_kinds;
-    char **tags;               /* --tag: any of these tags; "!tag": none of those */
+    char **tags; /* --tag: any of these tags; "!tag": none of those */
     size_t n_tags;
 } gf_case_filter;
 
 /* 0 ok; -1 with a message in err (bad regex, a kind not in `known`). kinds and tags are
  * borrowed. */
-int gf_case_filter_init(gf_case_filter *f, const gf_kind_def *const *known, const char *regex, char **kinds, size_t n_kinds, char **tags,
-                        size_t n_tags, char *err, size_t err_len);
+int gf_case_filter_init(gf_case_filter *f, const gf_kind_def *const *known, const char *regex, char **kinds,
+                        size_t n_kinds, char **tags, size_t n_tags, char *err, size_t err_len);
 int gf_case_filter_match(const gf_case_filter *f, const gf_case *c);
 void gf_case_filter_free(gf_case_filter *f);
 

@@ -93,8 +93,8 @@ static int valid_id(const char *s)
     if (!*s)
         return 0;
     for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '-' || *s == '.'))
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '-' || *s == '.'))
             return 0;
     return 1;
 }
@@ -225,8 +225,7 @@ static int add_case(gf_case_set *set, gf_case *c)
 }
 
 /* Parse one case mapping; 1 added, 0 on errors (recorded). */
-static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const char *root,
-                      gf_case_set *set)
+static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const char *root, gf_case_set *set)
 {
     if (!gf_y_node_is_map(ctx, m, "a case"))
         return 0;
@@ -265,8 +264,7 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     gf_y_strings(ctx, m, "tags", 0, &c.tags, &c.n_tags);
     char *expect = NULL;
     if (gf_y_string(ctx, m, "expect_verdict", 0, &expect) > 0) {
-        c.has_expect_verdict =
-            gf_verdict_parse(expect, &c.expect_verdict) && !gf_verdict_of_baseline(c.expect_verdict);
+        c.has_expect_verdict = gf_verdict_parse(expect, &c.expect_verdict) && !gf_verdict_of_baseline(c.expect_verdict);
         if (!c.has_expect_verdict) { /* known / fixed come from a baseline (--baseline), not a case */
             char known[256] = "";
             for (int v = 0; v < GF_V_COUNT; v++)
@@ -332,8 +330,7 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
 /* The most cases one load may hold: 100000, or $GENFENCE_MAX_CASES. */
 static size_t max_cases(void) { return (size_t)gf_env_limit("GENFENCE_MAX_CASES", 100000); }
 
-static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file, const char *root,
-                      gf_case_set *set)
+static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file, const char *root, gf_case_set *set)
 {
     if (!gf_y_node_is_map(ctx, root_node, "a case file's top level"))
         return;
@@ -390,10 +387,7 @@ static void load_one_text(const char *text, size_t len, const char *file, const 
 }
 
 /* The largest case file read: 16 MiB, or $GENFENCE_CASE_MAX_BYTES. */
-static size_t case_file_max_bytes(void)
-{
-    return (size_t)gf_env_limit("GENFENCE_CASE_MAX_BYTES", (uint64_t)16 << 20);
-}
+static size_t case_file_max_bytes(void) { return (size_t)gf_env_limit("GENFENCE_CASE_MAX_BYTES", (uint64_t)16 << 20); }
 
 static void file_error(gf_case_set *set, const char *path, const char *fmt, const char *detail)
 {
@@ -412,8 +406,12 @@ static const char *open_error(int err)
 
 static const char *file_type_name(mode_t m)
 {
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
-           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
 }
 
 /* The bytes of a YAML file (regular files only, at most case_file_max_bytes),
@@ -434,8 +432,7 @@ static char *read_yaml_file(const char *path, size_t *len_out, char *err, size_t
         return NULL;
     }
     if (!S_ISREG(sb.st_mode)) {
-        snprintf(err, err_cap, "cannot read: %s; a case file must be a regular file",
-                 file_type_name(sb.st_mode));
+        snprintf(err, err_cap, "cannot read: %s; a case file must be a regular file", file_type_name(sb.st_mode));
         close(fd);
         return NULL;
     }
@@ -505,10 +502,7 @@ gf_ynode *gf_yaml_read_file(gf_cctx *ctx, const char *path)
     return tree;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void load_dir(const char *dir, const char *root, gf_case_set *set)
 {

@@ -139,10 +139,7 @@ const gf_ynode *gf_y_get(gf_cctx *ctx, const gf_ynode *map, const char *key, int
     return NULL;
 }
 
-static int is_null(const gf_ynode *n)
-{
-    return n->type == GF_YN_SCALAR && gf_yscalar_resolve(n).type == GF_YS_NULL;
-}
+static int is_null(const gf_ynode *n) { return n->type == GF_YN_SCALAR && gf_yscalar_resolve(n).type == GF_YS_NULL; }
 
 /* Present and not null (optional); errors for required null. */
 static const gf_ynode *get_value(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int *rc)
@@ -177,8 +174,7 @@ int gf_y_node_double(gf_cctx *ctx, const gf_ynode *n, const char *what, double *
     return 1;
 }
 
-int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long lo, long long hi,
-                  long long *out)
+int gf_y_node_int(gf_cctx *ctx, const gf_ynode *n, const char *what, long long lo, long long hi, long long *out)
 {
     gf_yvalue v = gf_yscalar_resolve(n);
     if (n->type != GF_YN_SCALAR || v.type != GF_YS_INT) {
@@ -257,8 +253,8 @@ static int entry_string(gf_cctx *ctx, const gf_ynode *item, const char *what, co
 
 /* The value under key through read, named "'key'" in errors: 1 read, 0 for an
  * absent or null optional key, -1 after an error. */
-static int read_value(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, entry_reader read,
-                      const void *arg, void *out)
+static int read_value(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, entry_reader read, const void *arg,
+                      void *out)
 {
     int rc;
     const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
@@ -274,8 +270,7 @@ int gf_y_double(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, d
     return read_value(ctx, map, key, flags, entry_double, NULL, out);
 }
 
-int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi,
-             long long *out)
+int gf_y_int(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi, long long *out)
 {
     const int_range r = {lo, hi};
     return read_value(ctx, map, key, flags, entry_int, &r, out);
@@ -301,8 +296,7 @@ int gf_y_string(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, c
     return read_value(ctx, map, key, flags, entry_string, NULL, out);
 }
 
-int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, const char *const *words,
-              int *out)
+int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, const char *const *words, int *out)
 {
     int rc;
     const gf_ynode *n = get_value(ctx, map, key, flags, &rc);
@@ -319,9 +313,8 @@ int gf_y_enum(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, con
         strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
         strncat(list, words[i], sizeof list - strlen(list) - 1);
     }
-    gf_y_error(ctx, n, "'%s' must be one of %s, got %s%s%s", key, list,
-               n->type == GF_YN_SCALAR ? "'" : "", n->type == GF_YN_SCALAR ? n->value : gf_ynode_type_name(n),
-               n->type == GF_YN_SCALAR ? "'" : "");
+    gf_y_error(ctx, n, "'%s' must be one of %s, got %s%s%s", key, list, n->type == GF_YN_SCALAR ? "'" : "",
+               n->type == GF_YN_SCALAR ? n->value : gf_ynode_type_name(n), n->type == GF_YN_SCALAR ? "'" : "");
     return -1;
 }
 
@@ -336,8 +329,7 @@ static int entry_seq(gf_cctx *ctx, const gf_ynode *item, const char *what, const
 
 /* The sequence under key (present, not null, a sequence of at least min_len
  * entries): 1 with *seq, 0 for an absent or null optional key, -1 after an error. */
-static int get_seq(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
-                   const gf_ynode **seq)
+static int get_seq(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len, const gf_ynode **seq)
 {
     const gf_ynode *n = NULL;
     int rc = read_value(ctx, map, key, flags, entry_seq, NULL, &n);
@@ -354,9 +346,8 @@ static int get_seq(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags
 /* A typed list: get_seq, then every entry through read into a calloc'd array
  * of n elements of `size` bytes; on a bad entry the array goes to drop (NULL:
  * free). Same returns as get_seq; *out and *n_out are set only on 1. */
-static int read_list(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
-                     size_t size, entry_reader read, const void *arg, void (*drop)(void *, size_t),
-                     void **out, size_t *n_out)
+static int read_list(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len, size_t size,
+                     entry_reader read, const void *arg, void (*drop)(void *, size_t), void **out, size_t *n_out)
 {
     const gf_ynode *n = NULL;
     int rc = get_seq(ctx, map, key, flags, min_len, &n);
@@ -386,8 +377,8 @@ static int read_list(gf_cctx *ctx, const gf_ynode *map, const char *key, int fla
 
 static void drop_strings(void *v, size_t n) { gf_y_strings_free(v, n); }
 
-int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len,
-                 double **out, size_t *n_out)
+int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, size_t min_len, double **out,
+                 size_t *n_out)
 {
     void *v = NULL;
     int rc = read_list(ctx, map, key, flags, min_len, sizeof **out, entry_double, NULL, NULL, &v, n_out);
@@ -396,8 +387,8 @@ int gf_y_doubles(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, 
     return rc;
 }
 
-int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi,
-              size_t min_len, int32_t **out, size_t *n_out)
+int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, long long lo, long long hi, size_t min_len,
+              int32_t **out, size_t *n_out)
 {
     const int_range r = {lo, hi};
     void *v = NULL;
@@ -407,8 +398,8 @@ int gf_y_ints(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, lon
     return rc;
 }
 
-int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat,
-                double **out, size_t *rows, size_t *cols)
+int gf_y_matrix(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, int allow_flat, double **out,
+                size_t *rows, size_t *cols)
 {
     const gf_ynode *n = NULL;
     int rc = get_seq(ctx, map, key, flags, 0, &n);
@@ -507,4 +498,3 @@ int gf_y_gate(gf_cctx *ctx, const gf_ynode *map, const char *key, gf_gate *out)
     gf_y_check_unknown(ctx, g, "in 'gate' (known: abs, ulps)");
     return bad ? -1 : 1;
 }
-

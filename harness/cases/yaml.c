@@ -17,7 +17,7 @@
 
 #include "case_internal.h"
 
-#define MAX_NODES 1000000   /* alias expansion bound (billion laughs) */
+#define MAX_NODES 1000000 /* alias expansion bound (billion laughs) */
 #define MAX_DEPTH 64
 
 /* The tree's size in bytes (nodes, item arrays, scalar text), aliases
@@ -26,10 +26,7 @@
  * it. $GENFENCE_YAML_MAX_BYTES overrides the default. */
 #define GF_YAML_MAX_BYTES_DEFAULT ((size_t)64 << 20)
 
-size_t gf_yaml_max_bytes(void)
-{
-    return (size_t)gf_env_limit("GENFENCE_YAML_MAX_BYTES", GF_YAML_MAX_BYTES_DEFAULT);
-}
+size_t gf_yaml_max_bytes(void) { return (size_t)gf_env_limit("GENFENCE_YAML_MAX_BYTES", GF_YAML_MAX_BYTES_DEFAULT); }
 
 const char *gf_case_yaml_version(void) { return yaml_get_version_string(); }
 
@@ -107,7 +104,7 @@ typedef struct build_state {
     size_t n_anchors, cap_anchors;
     size_t nodes;
     size_t bytes, max_bytes; /* the tree so far, aliases expanded; the cap */
-    const char *why;          /* why node_copy stopped: "nodes", "bytes", "memory" */
+    const char *why;         /* why node_copy stopped: "nodes", "bytes", "memory" */
     int failed;
 } build_state;
 
@@ -115,8 +112,8 @@ typedef struct build_state {
 static int charge(build_state *st, const gf_ynode *n)
 {
     size_t m = n->type == GF_YN_MAP ? 2 * n->n : n->type == GF_YN_SEQ ? n->n : 0;
-    size_t cost = sizeof *n + m * sizeof(gf_ynode *) + (n->type == GF_YN_MAP ? n->n : 0) +
-                  (n->value ? n->len + 1 : 0) + (n->tag ? strlen(n->tag) + 1 : 0);
+    size_t cost = sizeof *n + m * sizeof(gf_ynode *) + (n->type == GF_YN_MAP ? n->n : 0) + (n->value ? n->len + 1 : 0) +
+                  (n->tag ? strlen(n->tag) + 1 : 0);
     st->bytes += cost;
     return st->bytes <= st->max_bytes;
 }
@@ -181,8 +178,8 @@ static gf_ynode *node_copy(build_state *st, const gf_ynode *src)
     n->tag = NULL;
     size_t m = src->type == GF_YN_MAP ? 2 * src->n : src->type == GF_YN_SEQ ? src->n : 0;
     n->n = 0; /* until the items are in place (gf_ynode_free walks n) */
-    if ((src->value && !(n->value = dup_bytes(src->value, src->len))) ||
-        (src->tag && !(n->tag = strdup(src->tag))) || (m && !(n->items = calloc(m, sizeof *n->items))) ||
+    if ((src->value && !(n->value = dup_bytes(src->value, src->len))) || (src->tag && !(n->tag = strdup(src->tag))) ||
+        (m && !(n->items = calloc(m, sizeof *n->items))) ||
         (src->type == GF_YN_MAP && !(n->used = calloc(src->n ? src->n : 1, 1)))) {
         st->why = "memory";
         gf_ynode_free(n);
@@ -232,8 +229,8 @@ static int next_event(build_state *st, yaml_event_t *ev)
     if (!yaml_parser_parse(&st->parser, ev)) {
         yaml_parser_t *p = &st->parser;
         gf_y_error_at(st->ctx, (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1,
-                 "YAML syntax error: %s%s%s", p->problem ? p->problem : "unknown problem",
-                 p->context ? " " : "", p->context ? p->context : "");
+                      "YAML syntax error: %s%s%s", p->problem ? p->problem : "unknown problem", p->context ? " " : "",
+                      p->context ? p->context : "");
         st->failed = 1;
         return 0;
     }
@@ -265,8 +262,10 @@ static int scalar_ok(build_state *st, const gf_ynode *n)
         return 0;
     }
     if (!charge(st, n)) {
-        gf_y_error(st->ctx, n, "the case file expands to more than %zu bytes (GENFENCE_YAML_MAX_BYTES; aliases "
-                   "expanded)", st->max_bytes);
+        gf_y_error(st->ctx, n,
+                   "the case file expands to more than %zu bytes (GENFENCE_YAML_MAX_BYTES; aliases "
+                   "expanded)",
+                   st->max_bytes);
         st->failed = 1;
         return 0;
     }
@@ -279,14 +278,14 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
     gf_ynode *n = NULL;
     if (depth > MAX_DEPTH) {
         gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-                 "nesting deeper than %d levels", MAX_DEPTH);
+                      "nesting deeper than %d levels", MAX_DEPTH);
         st->failed = 1;
         yaml_event_delete(ev);
         return NULL;
     }
     if (++st->nodes > MAX_NODES) {
         gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-                 "more than %d nodes (alias expansion?)", MAX_NODES);
+                      "more than %d nodes (alias expansion?)", MAX_NODES);
         st->failed = 1;
         yaml_event_delete(ev);
         return NULL;
@@ -329,8 +328,8 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
             if (!strcmp(st->anchors[i].name, name))
                 target = st->anchors[i].node;
         if (!target) {
-            gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-                     "unknown alias '*%s'", name);
+            gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1, "unknown alias '*%s'",
+                          name);
             st->failed = 1;
             yaml_event_delete(ev);
             return NULL;
@@ -342,8 +341,8 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
         } else {
             if (st->why && !strcmp(st->why, "bytes"))
                 gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-                              "alias '*%s' expands the case file past %zu bytes (GENFENCE_YAML_MAX_BYTES)",
-                              name, st->max_bytes);
+                              "alias '*%s' expands the case file past %zu bytes (GENFENCE_YAML_MAX_BYTES)", name,
+                              st->max_bytes);
             else if (st->why && !strcmp(st->why, "memory"))
                 gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
                               "out of memory expanding alias '*%s'", name);
@@ -395,8 +394,8 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
             } else {
                 for (size_t i = 0; i < n->n; i++)
                     if (scalar_key_equal(n->items[2 * i], item)) {
-                        gf_y_error(st->ctx, item, "duplicate key '%s' (first at line %d, column %d)",
-                                   item->value, n->items[2 * i]->line, n->items[2 * i]->col);
+                        gf_y_error(st->ctx, item, "duplicate key '%s' (first at line %d, column %d)", item->value,
+                                   n->items[2 * i]->line, n->items[2 * i]->col);
                         st->failed = 1;
                         break;
                     }
@@ -422,8 +421,10 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
             goto fail_collection;
         }
         if (!charge(st, n)) {
-            gf_y_error(st->ctx, n, "the case file expands to more than %zu bytes (GENFENCE_YAML_MAX_BYTES; aliases "
-                       "expanded)", st->max_bytes);
+            gf_y_error(st->ctx, n,
+                       "the case file expands to more than %zu bytes (GENFENCE_YAML_MAX_BYTES; aliases "
+                       "expanded)",
+                       st->max_bytes);
             st->failed = 1;
             goto fail_collection;
         }
@@ -436,8 +437,8 @@ static gf_ynode *build(build_state *st, yaml_event_t *ev, int depth)
         return NULL;
     }
     default:
-        gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-                 "unexpected YAML event %d", (int)ev->type);
+        gf_y_error_at(st->ctx, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1, "unexpected YAML event %d",
+                      (int)ev->type);
         st->failed = 1;
         yaml_event_delete(ev);
         return NULL;
@@ -469,7 +470,7 @@ gf_ynode *gf_yaml_parse(gf_cctx *ctx, const char *text, size_t len)
         if (t == YAML_DOCUMENT_START_EVENT) {
             if (++docs > 1) {
                 gf_y_error_at(ctx, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
-                         "a case file holds one YAML document");
+                              "a case file holds one YAML document");
                 st.failed = 1;
                 yaml_event_delete(&ev);
                 break;
@@ -626,8 +627,7 @@ gf_yvalue gf_yscalar_resolve(const gf_ynode *n)
             if (!strcmp(t, "str"))
                 return v;
             if (resolve_plain(n->value, &r)) {
-                if ((!strcmp(t, "null") && r.type == GF_YS_NULL) ||
-                    (!strcmp(t, "bool") && r.type == GF_YS_BOOL) ||
+                if ((!strcmp(t, "null") && r.type == GF_YS_NULL) || (!strcmp(t, "bool") && r.type == GF_YS_BOOL) ||
                     (!strcmp(t, "int") && r.type == GF_YS_INT))
                     return r;
                 if (!strcmp(t, "float") && (r.type == GF_YS_FLOAT || r.type == GF_YS_INT)) {
@@ -662,4 +662,3 @@ const char *gf_ynode_type_name(const gf_ynode *n)
     default: return "a string";
     }
 }
-

@@ -86,9 +86,9 @@ static double prefill_gflops(const bench_model *m, const bench_row *r)
 static double batched_gflops(const bench_model *m, const bench_row *r)
 {
     /* each step: B rows of one token over a 16 + s cache; the middle step stands for all */
-    return r->batched.ran ? r->batched.tokens * bench_flops(m, 1, GF_BENCH_PROMPT + GF_BENCH_STEPS / 2, 1) /
-                                r->batched.s * 1e-9
-                          : NAN;
+    return r->batched.ran
+               ? r->batched.tokens * bench_flops(m, 1, GF_BENCH_PROMPT + GF_BENCH_STEPS / 2, 1) / r->batched.s * 1e-9
+               : NAN;
 }
 
 static double weight_mib(const bench_model *m) { return m->params * 4 / 1048576.0; }
@@ -128,8 +128,8 @@ void bench_print_row(FILE *f, const bench_opts *o, int i, const bench_model *m, 
             continue;
         double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
         fprintf(f, "%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %s %9.3f", o->backends[i], mode ? "uncached" : "cached",
-               x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT, x->decode_s * 1e3, 1.0 / x->decode_s,
-               gbps, cell(c1, sizeof c1, 7, 2, gbps / p->bw_gbps), x->decode_cpu_s * 1e3);
+                x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT, x->decode_s * 1e3, 1.0 / x->decode_s,
+                gbps, cell(c1, sizeof c1, 7, 2, gbps / p->bw_gbps), x->decode_cpu_s * 1e3);
         if (!mode && r->uncached.ran)
             fprintf(f, " %9.2f", r->uncached.total_s / r->cached.total_s);
         fprintf(f, "\n");
@@ -142,8 +142,8 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
     gf_bench_cpu_name(cpu, sizeof cpu);
     const char *which;
     double peak = peak_gflops(p, &which);
-    printf("model    %s: %.1fM parameters, %.1f MiB of f32 weights, %.1f MB read per decoded f32 token\n",
-           m->name, m->params / 1e6, weight_mib(m), (m->matmul_params + m->head_params) * 4 / 1e6);
+    printf("model    %s: %.1fM parameters, %.1f MiB of f32 weights, %.1f MB read per decoded f32 token\n", m->name,
+           m->params / 1e6, weight_mib(m), (m->matmul_params + m->head_params) * 4 / 1e6);
     char bw[96], fma[128], sg[96];
     machine_figure(bw, sizeof bw, "read", "GB/s", p->bw_gbps, NULL);
     machine_figure(fma, sizeof fma, "fp32 FMA peak", "GFLOP/s", p->fma_gflops, p->fma_isa);

@@ -37,7 +37,8 @@ static int show(const char *name, long threads, int json, int first)
         gf_backend_options o = gf_registry_options(&h, (int32_t)threads);
         gf_error_clear();
         gf_status dst = gf_backend_describe(h.ops, &o, &info);
-        if (dst != GF_OK && h.ops->info) { /* its options refused (openblas:coretype=BAD, exec without a command), or not here */
+        if (dst != GF_OK &&
+            h.ops->info) { /* its options refused (openblas:coretype=BAD, exec without a command), or not here */
             const char *vendor = gf_backend_last_error(h.ops, NULL);
             snprintf(why, sizeof why, "info: %s%s%s", gf_status_str(dst), vendor[0] || gf_error_msg()[0] ? ": " : "",
                      vendor[0] ? vendor : gf_error_msg());
@@ -108,7 +109,8 @@ static int show(const char *name, long threads, int json, int first)
     }
     if (!json) {
         if (h.source[0])
-            printf("%-10s   from %s%s%s%s\n", "", h.source, origin ? " (" : "", origin ? origin : "", origin ? ")" : "");
+            printf("%-10s   from %s%s%s%s\n", "", h.source, origin ? " (" : "", origin ? origin : "",
+                   origin ? ")" : "");
         else if (module)
             printf("%-10s   module folder %s (%s)\n", "", dir, origin);
     }

@@ -63,7 +63,8 @@ static void default_about(const json_t *doc, const char *path, gf_buf *b)
                   jstr(env, "cpu_model")[0] ? jstr(env, "cpu_model") : "an unknown CPU");
     size_t i;
     json_t *be;
-    json_array_foreach(json_object_get(doc, "backends"), i, be) {
+    json_array_foreach(json_object_get(doc, "backends"), i, be)
+    {
         if (!json_is_true(json_object_get(be, "available")))
             continue;
         gf_buf_printf(b, " %s: %s%s%s.", jstr(be, "requested"), jstr(be, "library"), jstr(be, "detail")[0] ? "; " : "",
@@ -84,9 +85,10 @@ static int wanted_backend(const json_t *r, char **names, size_t n)
 int gf_cmd_baseline(int argc, char **argv)
 {
     enum { O_BACKEND = 256, O_SEE, O_ABOUT };
-    static const struct option longopts[] = {{"output", required_argument, 0, 'o'}, {"backend", required_argument, 0, O_BACKEND},
-                                             {"see", required_argument, 0, O_SEE},      {"about", required_argument, 0, O_ABOUT},
-                                             {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"output", required_argument, 0, 'o'}, {"backend", required_argument, 0, O_BACKEND},
+        {"see", required_argument, 0, O_SEE},  {"about", required_argument, 0, O_ABOUT},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *out = NULL, *see = NULL, *about = NULL;
     char **backends = NULL;
     size_t n_backends = 0;
@@ -136,9 +138,11 @@ int gf_cmd_baseline(int argc, char **argv)
         gf_cli_error("baseline: %s: not a genfence run report (no \"results\" array)", path);
         goto done;
     }
-    gf_buf_printf(&b, "# A baseline of known findings: genfence run --baseline THIS (docs/harness.md \"Baselines\").\n"
-                      "# Written by genfence baseline from %s; edit the patterns and see: as the findings are written up.\n",
-                  path);
+    gf_buf_printf(
+        &b,
+        "# A baseline of known findings: genfence run --baseline THIS (docs/harness.md \"Baselines\").\n"
+        "# Written by genfence baseline from %s; edit the patterns and see: as the findings are written up.\n",
+        path);
     gf_buf_puts(&b, "about: ");
     if (about)
         yq(&b, about);
@@ -151,7 +155,8 @@ int gf_cmd_baseline(int argc, char **argv)
     gf_buf_puts(&b, "\nfindings:\n");
     size_t i, n = 0;
     json_t *r;
-    json_array_foreach(results, i, r) {
+    json_array_foreach(results, i, r)
+    {
         const char *v = jstr(r, "verdict"), *reason = jstr(r, "reason");
         const json_t *was = json_object_get(json_object_get(r, "baseline"), "was");
         if (!strcmp(v, "known") && was) { /* the finding as the run gave it, before the baseline */

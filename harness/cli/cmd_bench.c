@@ -21,42 +21,41 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: genfence bench (--model DIR | --shape NAME) [--backend NAME]... [options]\n"
-"\n"
-"Times the seed's benchmark on each backend, each in its own process: a 16-token\n"
-"prompt, 100 greedy new tokens (no EOS stop), one warm-up run, then the median of\n"
-"5 runs, cached and uncached. Prefill (the prompt's forward and its first token)\n"
-"and decode (each later token) are timed apart. Beside them, two compute-bound\n"
-"rows: a prefill of 128 tokens and a batched decode step of B = 8 rows.\n"
-"\n"
-"It also measures the machine, at the same thread count, before and after the\n"
-"backends (the best of the two is kept): a read bandwidth (a sum over a 1 GiB\n"
-"buffer, best of 5), the fp32 FMA peak (registers only) and, where\n"
-"libopenblas.so.0 is installed, an sgemm peak (n = 1536). Decode is\n"
-"reported as GB/s of weight traffic (every layer matrix and the output layer\n"
-"read once per token, at the backend's dtype) against that bandwidth;\n"
-"the compute-bound rows as GFLOP/s against the sgemm peak (the FMA peak\n"
-"without OpenBLAS). Ratios on a shared machine mean more than absolutes.\n"
-"\n"
-"  --model DIR         a Hugging Face model directory (config.json, model.safetensors)\n"
-"  --shape NAME        a model of that shape with seeded random weights, built in\n"
-"                      memory: gpt2-small (124M, openai-community/gpt2) or\n"
-"                      llama-small (125M: GPT-2-small's width and depth with GQA\n"
-"                      12/4 heads, SwiGLU 2048, a 32000 vocabulary, untied head)\n"
-"  --backend NAME      backend spec as for run (repeatable; default ref)\n"
-"  --threads N         backend and probe threads (default 1)\n"
-"  --new-tokens N      greedy tokens per run (default 100)\n"
-"  --repeats N         timed runs per mode, the median reported (default 5)\n"
-"  --no-uncached       skip the uncached runs (the recompute loop of a large model\n"
-"                      on a slow backend takes long)\n"
-"  --no-probe          skip the bandwidth and peak probes\n"
-"  --json              print one JSON object instead of the tables\n"
-"  -h, --help          this help\n"
-"\n"
-"Progress and each backend's row go to stderr as it finishes (a \\r line on a terminal);\n"
-"figures not measured (--no-probe) print as -, never nan. Timings are not checked:\n"
-"exit status 0 every backend ran, 1 a backend failed or is unavailable, 2 bad input.\n");
+    fprintf(f, "usage: genfence bench (--model DIR | --shape NAME) [--backend NAME]... [options]\n"
+               "\n"
+               "Times the seed's benchmark on each backend, each in its own process: a 16-token\n"
+               "prompt, 100 greedy new tokens (no EOS stop), one warm-up run, then the median of\n"
+               "5 runs, cached and uncached. Prefill (the prompt's forward and its first token)\n"
+               "and decode (each later token) are timed apart. Beside them, two compute-bound\n"
+               "rows: a prefill of 128 tokens and a batched decode step of B = 8 rows.\n"
+               "\n"
+               "It also measures the machine, at the same thread count, before and after the\n"
+               "backends (the best of the two is kept): a read bandwidth (a sum over a 1 GiB\n"
+               "buffer, best of 5), the fp32 FMA peak (registers only) and, where\n"
+               "libopenblas.so.0 is installed, an sgemm peak (n = 1536). Decode is\n"
+               "reported as GB/s of weight traffic (every layer matrix and the output layer\n"
+               "read once per token, at the backend's dtype) against that bandwidth;\n"
+               "the compute-bound rows as GFLOP/s against the sgemm peak (the FMA peak\n"
+               "without OpenBLAS). Ratios on a shared machine mean more than absolutes.\n"
+               "\n"
+               "  --model DIR         a Hugging Face model directory (config.json, model.safetensors)\n"
+               "  --shape NAME        a model of that shape with seeded random weights, built in\n"
+               "                      memory: gpt2-small (124M, openai-community/gpt2) or\n"
+               "                      llama-small (125M: GPT-2-small's width and depth with GQA\n"
+               "                      12/4 heads, SwiGLU 2048, a 32000 vocabulary, untied head)\n"
+               "  --backend NAME      backend spec as for run (repeatable; default ref)\n"
+               "  --threads N         backend and probe threads (default 1)\n"
+               "  --new-tokens N      greedy tokens per run (default 100)\n"
+               "  --repeats N         timed runs per mode, the median reported (default 5)\n"
+               "  --no-uncached       skip the uncached runs (the recompute loop of a large model\n"
+               "                      on a slow backend takes long)\n"
+               "  --no-probe          skip the bandwidth and peak probes\n"
+               "  --json              print one JSON object instead of the tables\n"
+               "  -h, --help          this help\n"
+               "\n"
+               "Progress and each backend's row go to stderr as it finishes (a \\r line on a terminal);\n"
+               "figures not measured (--no-probe) print as -, never nan. Timings are not checked:\n"
+               "exit status 0 every backend ran, 1 a backend failed or is unavailable, 2 bad input.\n");
 }
 
 /* ---- the child side ---- */
@@ -111,8 +110,8 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, int cached,
-                          const int32_t *prompt, mode_result *r, size_t *cache_bytes)
+static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, int cached, const int32_t *prompt,
+                          mode_result *r, size_t *cache_bytes)
 {
     gf_generate_params gp = gf_generate_defaults();
     gp.sampler = gf_sampler_greedy();
@@ -192,8 +191,8 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < GF_BENCH_PROMPT; t++)
                 pos[b * GF_BENCH_PROMPT + t] = t;
-        in = (gf_batch){.B = B, .T = GF_BENCH_PROMPT, .tokens = tok, .position_ids = pos,
-                        .logits_mode = GF_LOGITS_LAST};
+        in =
+            (gf_batch){.B = B, .T = GF_BENCH_PROMPT, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
         if (st == GF_OK)
             st = gf_engine_forward(e, cache, &in, logits);
         double t2 = gf_now_s();
@@ -201,8 +200,7 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
             int32_t stok[GF_BENCH_ROWS], spos[GF_BENCH_ROWS];
             for (int32_t b = 0; b < B; b++)
                 stok[b] = tok[(b * steps + s) % (B * T)], spos[b] = GF_BENCH_PROMPT + s;
-            in = (gf_batch){.B = B, .T = 1, .tokens = stok, .position_ids = spos,
-                            .logits_mode = GF_LOGITS_LAST};
+            in = (gf_batch){.B = B, .T = 1, .tokens = stok, .position_ids = spos, .logits_mode = GF_LOGITS_LAST};
             st = gf_engine_forward(e, cache, &in, logits);
         }
         double t3 = gf_now_s();
@@ -272,8 +270,8 @@ static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
 
 /* Run fn in a child; its result struct comes back over a pipe, its peak RSS
  * from wait4. 0 ok, -1 the child died (err says how). */
-static int in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size,
-                    long *maxrss_kb, char *err, size_t err_cap)
+static int in_child(void (*fn)(const void *, void *), const void *arg, void *out, size_t size, long *maxrss_kb,
+                    char *err, size_t err_cap)
 {
     int fds[2];
     if (pipe(fds) != 0) {
@@ -354,13 +352,17 @@ static void probe_fn(const void *arg, void *out)
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
     enum { O_SHAPE = 256, O_BACKEND, O_THREADS, O_NEW, O_REPEATS, O_NOUNC, O_NOPROBE, O_JSON };
-    static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},        {"shape", required_argument, 0, O_SHAPE},
-        {"backend", required_argument, 0, O_BACKEND}, {"threads", required_argument, 0, O_THREADS},
-        {"new-tokens", required_argument, 0, O_NEW}, {"repeats", required_argument, 0, O_REPEATS},
-        {"no-uncached", no_argument, 0, O_NOUNC},    {"no-probe", no_argument, 0, O_NOPROBE},
-        {"json", no_argument, 0, O_JSON},            {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"model", required_argument, 0, 'm'},
+                                             {"shape", required_argument, 0, O_SHAPE},
+                                             {"backend", required_argument, 0, O_BACKEND},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"new-tokens", required_argument, 0, O_NEW},
+                                             {"repeats", required_argument, 0, O_REPEATS},
+                                             {"no-uncached", no_argument, 0, O_NOUNC},
+                                             {"no-probe", no_argument, 0, O_NOPROBE},
+                                             {"json", no_argument, 0, O_JSON},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     long v;
     int c;
     optind = 1;
@@ -377,15 +379,18 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             o->backends[o->n_backends++] = optarg;
             break;
         case O_THREADS:
-            if (!gf_parse_int(optarg, 1, 64, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, 64, &v))
+                goto bad_value;
             o->threads = (int)v;
             break;
         case O_NEW:
-            if (!gf_parse_int(optarg, 2, 100000, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 2, 100000, &v))
+                goto bad_value;
             o->new_tokens = (int)v;
             break;
         case O_REPEATS:
-            if (!gf_parse_int(optarg, 1, GF_BENCH_MAX_REPEATS, &v)) goto bad_value;
+            if (!gf_parse_int(optarg, 1, GF_BENCH_MAX_REPEATS, &v))
+                goto bad_value;
             o->repeats = (int)v;
             break;
         case O_NOUNC: o->uncached = 0; break;
@@ -465,8 +470,8 @@ int gf_cmd_bench(int argc, char **argv)
     probe_result again;
     if (o.probe && in_child(probe_fn, &o, &again, sizeof again, NULL, err, sizeof err) == 0) {
         probe.bw_gbps = isnan(probe.bw_gbps) || again.bw_gbps > probe.bw_gbps ? again.bw_gbps : probe.bw_gbps;
-        probe.fma_gflops = isnan(probe.fma_gflops) || again.fma_gflops > probe.fma_gflops ? again.fma_gflops
-                                                                                             : probe.fma_gflops;
+        probe.fma_gflops =
+            isnan(probe.fma_gflops) || again.fma_gflops > probe.fma_gflops ? again.fma_gflops : probe.fma_gflops;
         if (!isnan(again.sgemm_gflops) && (isnan(probe.sgemm_gflops) || again.sgemm_gflops > probe.sgemm_gflops))
             probe.sgemm_gflops = again.sgemm_gflops;
         if (!probe.fma_isa[0])

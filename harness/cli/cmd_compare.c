@@ -57,7 +57,8 @@ static json_t *index_results(const json_t *doc)
 {
     json_t *ix = json_object(), *r;
     size_t i;
-    json_array_foreach(json_object_get(doc, "results"), i, r) {
+    json_array_foreach(json_object_get(doc, "results"), i, r)
+    {
         char key[1024];
         snprintf(key, sizeof key, "%s@%s", jstr(r, "id"), label_of(r, "backend", "backend_requested"));
         json_object_set(ix, key, r);
@@ -72,7 +73,8 @@ static void flatten(json_t *out, const char *prefix, const json_t *v)
     if (json_is_object(v)) {
         const char *k;
         json_t *x;
-        json_object_foreach((json_t *)v, k, x) {
+        json_object_foreach((json_t *)v, k, x)
+        {
             snprintf(key, sizeof key, "%s.%s", prefix, k);
             flatten(out, key, x);
         }
@@ -93,7 +95,7 @@ static json_t *audit_flat(const json_t *doc)
     json_t *env = json_deep_copy(json_object_get(doc, "environment"));
     if (json_is_object(env)) {
         json_object_del(json_object_get(env, "os"), "node"); /* the host name explains nothing */
-        json_object_del(env, "env"); /* the audit's numerics_env has every such variable set */
+        json_object_del(env, "env");                         /* the audit's numerics_env has every such variable set */
     }
     flatten(f, "environment", env);
     json_decref(env);
@@ -103,16 +105,18 @@ static json_t *audit_flat(const json_t *doc)
     flatten(f, "audit", audit);
     json_decref(audit);
     size_t i;
-    json_array_foreach(json_object_get(doc, "backends"), i, b) {
+    json_array_foreach(json_object_get(doc, "backends"), i, b)
+    {
         char key[512];
-        static const char *const keys[] = {"available", "library", "detail", "threads", "dtype",
-                                           "source",    "cpu_path", NULL};
+        static const char *const keys[] = {"available", "library", "detail",   "threads",
+                                           "dtype",     "source",  "cpu_path", NULL};
         for (int k = 0; keys[k]; k++) {
             snprintf(key, sizeof key, "backends.%s.%s", label_of(b, "name", "requested"), keys[k]);
             json_object_set(f, key, json_object_get(b, keys[k]));
         }
     }
-    json_array_foreach(json_object_get(doc, "results"), i, b) {
+    json_array_foreach(json_object_get(doc, "results"), i, b)
+    {
         const json_t *m = json_object_get(b, "metrics");
         char key[1024];
         if (json_is_string(json_object_get(m, "model_hash"))) {
@@ -136,14 +140,14 @@ static json_t *audit_diff(const json_t *a, const json_t *b)
 {
     json_t *fa = audit_flat(a), *fb = audit_flat(b), *out = json_array(), *v;
     const char *k;
-    json_object_foreach(fa, k, v) {
+    json_object_foreach(fa, k, v)
+    {
         json_t *w = json_object_get(fb, k);
         if (!w || !json_equal(v, w))
             json_array_append_new(out, json_pack("{s:s, s:O, s:O}", "key", k, "a", v, "b", w ? w : json_null()));
     }
-    json_object_foreach(fb, k, v)
-        if (!json_object_get(fa, k))
-            json_array_append_new(out, json_pack("{s:s, s:n, s:O}", "key", k, "a", "b", v));
+    json_object_foreach(fb, k, v) if (!json_object_get(fa, k))
+        json_array_append_new(out, json_pack("{s:s, s:n, s:O}", "key", k, "a", "b", v));
     json_decref(fa);
     json_decref(fb);
     return out;
@@ -186,7 +190,8 @@ static void drift(json_t *out, const char *key, const json_t *ra, const json_t *
     json_t *x;
     static const char *const nums[] = {"max_abs_delta", "kld", "safety_factor", NULL};
     static const char *const steps[] = {"first_divergence", "failing_step", NULL};
-    json_object_foreach((json_t *)ca, name, x) {
+    json_object_foreach((json_t *)ca, name, x)
+    {
         json_t *y = json_object_get(cb, name);
         if (!y)
             continue;
@@ -212,7 +217,8 @@ static json_t *cpu_path_changes(const json_t *rep)
 {
     json_t *out = json_array(), *d;
     size_t i;
-    json_array_foreach(json_object_get(rep, "audit_differences"), i, d) {
+    json_array_foreach(json_object_get(rep, "audit_differences"), i, d)
+    {
         const char *k = jstr(d, "key");
         size_t kl = strlen(k);
         char be[512] = "";
@@ -225,7 +231,8 @@ static json_t *cpu_path_changes(const json_t *rep)
         json_t *x;
         const char *lists[] = {"verdict_changes", "moved"};
         for (int l = 0; l < 2; l++)
-            json_array_foreach(json_object_get(rep, lists[l]), j, x) {
+            json_array_foreach(json_object_get(rep, lists[l]), j, x)
+            {
                 const char *r = jstr(x, "result");
                 size_t rl = strlen(r), bl = strlen(be);
                 n += cpu || (rl > bl && !strcmp(r + rl - bl, be));
@@ -277,13 +284,12 @@ static void print_text(const json_t *rep, const char *pa, const char *pb)
     json_array_foreach(json_object_get(rep, "verdict_changes"), i, v)
         printf("  %-10s %-44s %s -> %s\n", json_is_true(json_object_get(v, "regression")) ? "REGRESSED" : "changed",
                jstr(v, "result"), jstr(v, "a"), jstr(v, "b"));
-    json_array_foreach(json_object_get(rep, "only_in_a"), i, v)
-        printf("  only in A  %s\n", json_string_value(v));
-    json_array_foreach(json_object_get(rep, "only_in_b"), i, v)
-        printf("  only in B  %s\n", json_string_value(v));
+    json_array_foreach(json_object_get(rep, "only_in_a"), i, v) printf("  only in A  %s\n", json_string_value(v));
+    json_array_foreach(json_object_get(rep, "only_in_b"), i, v) printf("  only in B  %s\n", json_string_value(v));
     printf("moved metrics (threshold %g): %zu\n", json_real_value(json_object_get(rep, "threshold")),
            json_array_size(json_object_get(rep, "moved")));
-    json_array_foreach(json_object_get(rep, "moved"), i, v) {
+    json_array_foreach(json_object_get(rep, "moved"), i, v)
+    {
         printf("  %-44s %-24s %-16s ", jstr(v, "result"), jstr(v, "comparison"), jstr(v, "metric"));
         print_value(json_object_get(v, "a"));
         printf(" -> ");
@@ -291,7 +297,8 @@ static void print_text(const json_t *rep, const char *pa, const char *pb)
         printf("\n");
     }
     printf("audit differences: %zu\n", json_array_size(json_object_get(rep, "audit_differences")));
-    json_array_foreach(json_object_get(rep, "audit_differences"), i, v) {
+    json_array_foreach(json_object_get(rep, "audit_differences"), i, v)
+    {
         printf("  %s: ", jstr(v, "key"));
         print_value(json_object_get(v, "a"));
         printf(" -> ");
@@ -299,7 +306,8 @@ static void print_text(const json_t *rep, const char *pa, const char *pb)
         printf("\n");
     }
     /* a changed CPU or CPU path explains a changed figure: say which backends' */
-    json_array_foreach(json_object_get(rep, "cpu_path_changes"), i, v) {
+    json_array_foreach(json_object_get(rep, "cpu_path_changes"), i, v)
+    {
         printf("  explains: %s ", jstr(v, "what"));
         print_value(json_object_get(v, "a"));
         printf(" -> ");
@@ -355,7 +363,8 @@ int gf_cmd_compare(int argc, char **argv)
     size_t regressions = 0;
     const char *key;
     json_t *ra;
-    json_object_foreach(ia, key, ra) {
+    json_object_foreach(ia, key, ra)
+    {
         json_t *rb = json_object_get(ib, key);
         if (!rb) {
             json_array_append_new(only_a, json_string(key));
@@ -365,15 +374,13 @@ int gf_cmd_compare(int argc, char **argv)
             int reg = json_integer_value(json_object_get(ra, "exit_status")) == 0 &&
                       json_integer_value(json_object_get(rb, "exit_status")) != 0;
             regressions += (size_t)reg;
-            json_array_append_new(changes, json_pack("{s:s, s:s, s:s, s:b, s:s}", "result", key, "a",
-                                                     jstr(ra, "verdict"), "b", jstr(rb, "verdict"), "regression", reg,
-                                                     "reason_b", jstr(rb, "reason")));
+            json_array_append_new(changes,
+                                  json_pack("{s:s, s:s, s:s, s:b, s:s}", "result", key, "a", jstr(ra, "verdict"), "b",
+                                            jstr(rb, "verdict"), "regression", reg, "reason_b", jstr(rb, "reason")));
         }
         drift(mv, key, ra, rb, thr);
     }
-    json_object_foreach(ib, key, ra)
-        if (!json_object_get(ia, key))
-            json_array_append_new(only_b, json_string(key));
+    json_object_foreach(ib, key, ra) if (!json_object_get(ia, key)) json_array_append_new(only_b, json_string(key));
     json_t *rep = json_pack("{s:s, s:s, s:f, s:o, s:o, s:o, s:o, s:o, s:I}", "a", pa, "b", pb, "threshold", thr,
                             "verdict_changes", changes, "only_in_a", only_a, "only_in_b", only_b, "moved", mv,
                             "audit_differences", audit_diff(a, b), "regressions", (json_int_t)regressions);

@@ -151,8 +151,8 @@ int gf_cmd_forward(int argc, char **argv)
         return GF_EXIT_USAGE;
     }
     gf_session s;
-    gf_status st = gf_session_open(&s, model, backend, (int32_t)threads,
-                                  prompt ? GF_SESSION_TOK_REQUIRED : GF_SESSION_TOK_NONE);
+    gf_status st =
+        gf_session_open(&s, model, backend, (int32_t)threads, prompt ? GF_SESSION_TOK_REQUIRED : GF_SESSION_TOK_NONE);
     if (st != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
         return GF_EXIT_USAGE;

@@ -50,8 +50,7 @@ static void usage(FILE *f)
                "\n"
                "Sampler profiles and filters (docs/sampler.md; the rules of the case keys):\n");
     gf_gen_sampler_help(f);
-    fprintf(f,
-               "  --stop STRING          stop the text exactly before STRING (repeatable; the first\n"
+    fprintf(f, "  --stop STRING          stop the text exactly before STRING (repeatable; the first\n"
                "                         in the text wins; UTF-8 safe, in --stream and the final\n"
                "                         text alike; stop_reason stop_string; tokens: up to the one\n"
                "                         that completed it)\n"
@@ -542,8 +541,8 @@ int gf_cmd_generate(int argc, char **argv)
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     /* generate's own, then the sampler's flags (the field table's, gen_sampler.h), then the rest */
-    struct option longopts[sizeof own_head / sizeof own_head[0] + GF_GEN_SAMPLER_MAX_OPTS +
-                           sizeof own_tail / sizeof own_tail[0]];
+    struct option
+        longopts[sizeof own_head / sizeof own_head[0] + GF_GEN_SAMPLER_MAX_OPTS + sizeof own_tail / sizeof own_tail[0]];
     size_t nopt = sizeof own_head / sizeof own_head[0];
     memcpy(longopts, own_head, sizeof own_head);
     nopt += gf_gen_sampler_longopts(longopts + nopt, GF_GEN_SAMPLER_MAX_OPTS);
@@ -674,9 +673,9 @@ int gf_cmd_generate(int argc, char **argv)
         goto out;
     gf_session s;
     /* ids only (--tokens): the text is printed when tokenizer.json loads */
-    gf_status st = gf_session_open(&s, o.model, o.backend, o.threads,
-                                   o.prompt || o.batch || o.gs.n_stops ? GF_SESSION_TOK_REQUIRED
-                                                                       : GF_SESSION_TOK_IF_USABLE);
+    gf_status st =
+        gf_session_open(&s, o.model, o.backend, o.threads,
+                        o.prompt || o.batch || o.gs.n_stops ? GF_SESSION_TOK_REQUIRED : GF_SESSION_TOK_IF_USABLE);
     if (st != GF_OK) {
         gf_cli_error("%s", gf_error_msg());
         goto out;

@@ -211,9 +211,10 @@ int gf_cmd_list(int argc, char **argv)
             /* which backend slot the kind reaches: "model", "sample" (a backend's sampler slot, where it has
              * one) or "none" (the engine alone); cmake/GenfenceSuite.cmake labels the engine's cases by it */
             gf_kind_reach reach = k->kind->reaches;
-            json_object_set_new(o, "reaches", json_string(reach == GF_KIND_REACHES_MODEL    ? "model"
-                                                          : reach == GF_KIND_REACHES_SAMPLE ? "sample"
-                                                                                            : "none"));
+            json_object_set_new(o, "reaches",
+                                json_string(reach == GF_KIND_REACHES_MODEL    ? "model"
+                                            : reach == GF_KIND_REACHES_SAMPLE ? "sample"
+                                                                              : "none"));
             if (k->model) {
                 json_object_set_new(o, "model_dir", json_string(k->model));
                 const char *mh = model_hash_cached(&mh_cache, k->model);
@@ -249,8 +250,7 @@ int gf_cmd_list(int argc, char **argv)
     if (shown == 0) { /* as `run` says it: a filter that matches nothing is an error (exit 2) */
         if (set.n)
             gf_cli_error("list: no case matches the filters");
-        else
-        {
+        else {
             char none[2048];
             gf_case_none_found(none, sizeof none, &set, argv + optind, (size_t)(argc - optind));
             gf_cli_error("list: %s", none);

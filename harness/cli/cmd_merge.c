@@ -44,7 +44,8 @@ static long index_of(const json_t *arr, const char *s, const char *key)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         const char *x = key ? jstr(v, key) : json_string_value(v);
         if (x && !strcmp(x, s))
             return (long)i;
@@ -73,11 +74,11 @@ static json_t *summary_of(const json_t *results, const json_t *backends, json_in
     gf_counts all = {0};
     json_t *r, *b;
     /* a shard run with --baseline-allow-fixed: its fixed results (exit_status 0) exit 0 here too */
+    json_array_foreach(
+        results, i, r) if (!strcmp(jstr(r, "verdict"), "fixed") && json_is_integer(json_object_get(r, "exit_status")) &&
+                           json_integer_value(json_object_get(r, "exit_status")) == 0) gf_verdict_allow_fixed(1);
     json_array_foreach(results, i, r)
-        if (!strcmp(jstr(r, "verdict"), "fixed") && json_is_integer(json_object_get(r, "exit_status")) &&
-            json_integer_value(json_object_get(r, "exit_status")) == 0)
-            gf_verdict_allow_fixed(1);
-    json_array_foreach(results, i, r) {
+    {
         gf_verdict v;
         if (!gf_verdict_parse(jstr(r, "verdict"), &v))
             return NULL;
@@ -95,7 +96,8 @@ static json_t *summary_of(const json_t *results, const json_t *backends, json_in
     }
     json_t *groups = gf_report_groups(results, backends);
     /* a required backend that no shard's case reached (tally.c's rule) */
-    json_array_foreach(json_object_get(groups, "by_backend"), k, b) {
+    json_array_foreach(json_object_get(groups, "by_backend"), k, b)
+    {
         if (json_is_true(json_object_get(b, "required")) && !json_integer_value(json_object_get(b, "reached")) &&
             !json_integer_value(json_object_get(b, "runs"))) {
             unreached++;
@@ -117,8 +119,9 @@ static json_t *summary_of(const json_t *results, const json_t *backends, json_in
     json_decref(groups);
     json_object_set_new(s, "required_unreached", json_integer((json_int_t)unreached));
     json_object_set_new(s, "as_declared",
-                        as_declared ? json_pack("{s:I, s:I}", "runs", (json_int_t)n_decl, "as_declared", (json_int_t)n_ok)
-                                    : json_null());
+                        as_declared
+                            ? json_pack("{s:I, s:I}", "runs", (json_int_t)n_decl, "as_declared", (json_int_t)n_ok)
+                            : json_null());
     return s;
 }
 
@@ -230,7 +233,8 @@ int gf_cmd_merge(int argc, char **argv)
         }
         size_t k;
         json_t *r;
-        json_array_foreach(json_object_get(docs[i], "results"), k, r) {
+        json_array_foreach(json_object_get(docs[i], "results"), k, r)
+        {
             char key[1024];
             snprintf(key, sizeof key, "%s@%s", jstr(r, "id"), jstr(r, "backend"));
             if (json_object_get(seen, key)) {
@@ -240,12 +244,13 @@ int gf_cmd_merge(int argc, char **argv)
             json_object_set_new(seen, key, json_true());
             json_array_append(all, r);
         }
-        json_array_foreach(json_object_get(docs[i], "triangulation"), k, r) {
+        json_array_foreach(json_object_get(docs[i], "triangulation"), k, r)
+        {
             size_t t;
             json_t *x;
             int dup = 0;
-            json_array_foreach(tri, t, x) dup |= !strcmp(jstr(x, "model"), jstr(r, "model")) &&
-                                                 !strcmp(jstr(x, "backend"), jstr(r, "backend"));
+            json_array_foreach(tri, t, x) dup |=
+                !strcmp(jstr(x, "model"), jstr(r, "model")) && !strcmp(jstr(x, "backend"), jstr(r, "backend"));
             if (!dup)
                 json_array_append(tri, r);
         }
@@ -324,8 +329,8 @@ int gf_cmd_merge(int argc, char **argv)
         gf_cli_error("merge: cannot write %s: %s", html, strerror(errno));
         goto done;
     }
-    printf("merged %zu report(s) of %d shard(s): %lld runs, %lld passed, %lld failed, %lld skipped -> %s, %s%s%s\n", n, count,
-           (long long)nr, (long long)json_integer_value(json_object_get(sum, "passed")),
+    printf("merged %zu report(s) of %d shard(s): %lld runs, %lld passed, %lld failed, %lld skipped -> %s, %s%s%s\n", n,
+           count, (long long)nr, (long long)json_integer_value(json_object_get(sum, "passed")),
            (long long)json_integer_value(json_object_get(sum, "failed")),
            (long long)json_integer_value(json_object_get(sum, "skipped")), out, junit, html ? ", " : "",
            html ? html : "");

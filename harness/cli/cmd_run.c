@@ -510,8 +510,7 @@ static void write_reports(gf_run_info *info, gf_report_dir *rd, char *json_path,
     gf_report_dir_rebase(rd, info->jobs, info->n_jobs); /* (each job's already, as it finished) */
     int ok = 1;
     if (gf_report_write(info, rd->stage) != 0) { /* every format of GF_REPORT_FORMAT_LIST */
-        gf_cli_error("run: cannot write the report in %s: %s; the previous report is kept", rd->stage,
-                     strerror(errno));
+        gf_cli_error("run: cannot write the report in %s: %s; the previous report is kept", rd->stage, strerror(errno));
         ok = 0;
     } else if (gf_report_dir_commit(rd) != 0) {
         gf_cli_error("run: cannot move the report into %s: %s", rd->dir, strerror(errno));
@@ -610,7 +609,7 @@ int gf_cmd_run(int argc, char **argv)
             gf_cli_error("run: %s; nothing was run", why);
             goto done;
         }
-        o->report_dir = rd.stage; /* the children write their failing-step logits there */
+        o->report_dir = rd.stage;       /* the children write their failing-step logits there */
         if (!gf_runner_is_in_process()) /* in-process: a signal stops genfence as usual */
             gf_report_catch_signals();
     }
@@ -639,8 +638,8 @@ int gf_cmd_run(int argc, char **argv)
             n_not_run++;
         }
     if (n_not_run)
-        printf("run: --maxfail %d reached: %zu (case, backend) run%s not started (skips, each saying so)\n",
-               o->maxfail, n_not_run, n_not_run == 1 ? "" : "s");
+        printf("run: --maxfail %d reached: %zu (case, backend) run%s not started (skips, each saying so)\n", o->maxfail,
+               n_not_run, n_not_run == 1 ? "" : "s");
     gf_run_tally(&info);
     gf_baseline_apply(&cli.bl, &info); /* known / fixed, then tallied again */
     if (cli.triangulate && !info.interrupted)

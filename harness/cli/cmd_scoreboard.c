@@ -67,15 +67,9 @@ int gf_cmd_scoreboard(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'o':
-            out_path = optarg;
-            break;
-        case 'i':
-            inc_path = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return GF_EXIT_OK;
+        case 'o': out_path = optarg; break;
+        case 'i': inc_path = optarg; break;
+        case 'h': usage(stdout); return GF_EXIT_OK;
         default:
             if (optopt)
                 gf_cli_error("scoreboard: option '-%c' %s", optopt,
@@ -117,8 +111,8 @@ int gf_cmd_scoreboard(int argc, char **argv)
     gf_buf_puts(&self, "genfence");
     for (int a = 0; a < argc; a++)
         gf_buf_printf(&self, strpbrk(argv[a], " '\"$*?[]()|&;<>") ? " '%s'" : " %s", argv[a]);
-    int bad = self.oom ||
-              gf_scoreboard_markdown(docs, (const char *const *)argv + optind, n, inc, inc_path, self.p, &out, err, sizeof err);
+    int bad = self.oom || gf_scoreboard_markdown(docs, (const char *const *)argv + optind, n, inc, inc_path, self.p,
+                                                 &out, err, sizeof err);
     gf_buf_free(&self);
     if (bad) {
         gf_cli_error("scoreboard: %s", err);

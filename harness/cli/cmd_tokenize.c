@@ -253,8 +253,8 @@ static int do_jsonl(const gf_tokenizer *tok, const char *path, int decode)
         if (!decode) {
             int32_t *ids;
             size_t n;
-            if (gf_tokenizer_encode_ex(tok, json_string_value(v), json_string_length(v), g_special,
-                                       &ids, &n) != GF_OK) {
+            if (gf_tokenizer_encode_ex(tok, json_string_value(v), json_string_length(v), g_special, &ids, &n) !=
+                GF_OK) {
                 print_error_line(gf_error_msg());
                 rc = GF_EXIT_USAGE;
             } else {
@@ -272,8 +272,7 @@ static int do_jsonl(const gf_tokenizer *tok, const char *path, int decode)
         int ok = ids != NULL;
         for (size_t i = 0; ok && i < n; i++) {
             json_t *e = json_array_get(v, i);
-            ok = json_is_integer(e) && json_integer_value(e) >= INT32_MIN &&
-                 json_integer_value(e) <= INT32_MAX;
+            ok = json_is_integer(e) && json_integer_value(e) >= INT32_MIN && json_integer_value(e) <= INT32_MAX;
             if (ok)
                 ids[i] = (int32_t)json_integer_value(e);
         }
@@ -312,8 +311,7 @@ int gf_cmd_tokenize(int argc, char **argv)
                                              {"stream", no_argument, 0, 's'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    const char *tok_path = NULL, *text = NULL, *file = NULL, *decode = NULL, *jsonl = NULL,
-               *decode_jsonl = NULL;
+    const char *tok_path = NULL, *text = NULL, *file = NULL, *decode = NULL, *jsonl = NULL, *decode_jsonl = NULL;
     g_special = 0;
     int json = 0, stream = 0, c;
     optind = 1;
@@ -345,8 +343,7 @@ int gf_cmd_tokenize(int argc, char **argv)
         why = "unexpected argument";
     else if (!tok_path)
         why = "--tokenizer is required";
-    else if ((text != NULL) + (file != NULL) + (decode != NULL) + (jsonl != NULL) +
-                 (decode_jsonl != NULL) != 1)
+    else if ((text != NULL) + (file != NULL) + (decode != NULL) + (jsonl != NULL) + (decode_jsonl != NULL) != 1)
         why = "give exactly one of --text, --file, --decode, --jsonl, --decode-jsonl";
     else if (stream && !decode)
         why = "--stream goes with --decode";

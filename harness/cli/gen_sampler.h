@@ -33,9 +33,9 @@ enum {
 };
 
 typedef struct gf_gen_sampler {
-    gf_sampler_ext e;    /* the extension (params.ext once any GS_FIRST_EXT.. flag is given) */
+    gf_sampler_ext e;         /* the extension (params.ext once any GS_FIRST_EXT.. flag is given) */
     void *owned[GF_SF_COUNT]; /* the lists' storage (logit bias, ids) by field */
-    const char **stops;  /* (n_stops) borrowed from argv */
+    const char **stops;       /* (n_stops) borrowed from argv */
     size_t n_stops;
     int any_ext; /* a flag of the extension was given */
     unsigned char set[GS_END - GS_TEMPERATURE];

@@ -34,8 +34,9 @@ void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t ca
     gf_id_regex(re, sizeof re, c->id);
     if (dir)
         snprintf(out, sizeof out, " --out-dir %s", dir);
-    snprintf(buf, cap,
-             "make it with `.venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '%s'%s %s`%s, "
-             "or without Python `genfence bless --backend NAME --filter '%s'%s %s`",
-             re, out, c->file, dir ? "" : " (`make goldens` remakes those of cases/golden.yaml)", re, out, c->file);
+    snprintf(
+        buf, cap,
+        "make it with `.venv/bin/python tools/reference/golden.py --genfence build/genfence --filter '%s'%s %s`%s, "
+        "or without Python `genfence bless --backend NAME --filter '%s'%s %s`",
+        re, out, c->file, dir ? "" : " (`make goldens` remakes those of cases/golden.yaml)", re, out, c->file);
 }

@@ -121,8 +121,8 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
     size_t bytes = gf_engine_cache_bytes(e, cache);
     gf_k_metric_int(k, "cache_bytes", (long long)bytes);
     gf_k_check(k, (double)bytes >= elems, "cache_bytes covers the layout",
-               "cache_bytes %zu for (2, L %d, B 1, H_kv %d, length %d, d_head %d) = %.0f elements", bytes,
-               cfg->n_layer, cfg->n_kv_head, held, cfg->d_head, elems);
+               "cache_bytes %zu for (2, L %d, B 1, H_kv %d, length %d, d_head %d) = %.0f elements", bytes, cfg->n_layer,
+               cfg->n_kv_head, held, cfg->d_head, elems);
     gf_error_clear();
     st = gf_engine_cache_reset(e, cache);
     if (st != GF_OK) {
@@ -167,8 +167,8 @@ static void check_own_key(gf_krun *k, gf_engine *e, const int32_t *prompt, int32
         mask[i] = 1;
         mask[n + i] = 0;
     }
-    gf_batch both = {.B = 2, .T = n, .tokens = tok, .position_ids = pos, .key_mask = mask,
-                     .logits_mode = GF_LOGITS_LAST};
+    gf_batch both = {
+        .B = 2, .T = n, .tokens = tok, .position_ids = pos, .key_mask = mask, .logits_mode = GF_LOGITS_LAST};
     gf_batch alone = {.B = 1, .T = n, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
     if (st == GF_OK)
         st = gf_engine_forward(e, NULL, &both, two);

@@ -30,10 +30,10 @@ typedef struct dm_spec {
     size_t n_goldens;
     gf_prompt_spec *prompts;
     size_t n_prompts;
-    long long steps;     /* greedy ref tokens after each prompt */
-    gf_stat_thr_entry *thr;   /* the case's (over the defaults, field by field) */
+    long long steps;        /* greedy ref tokens after each prompt */
+    gf_stat_thr_entry *thr; /* the case's (over the defaults, field by field) */
     size_t n_thr;
-    gf_gate gate;        /* for the near-tie count beside the figures */
+    gf_gate gate; /* for the near-tie count beside the figures */
 } dm_spec;
 
 static void spec_free(void *p)
@@ -70,8 +70,7 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         s->golden_paths = calloc(s->n_goldens, sizeof *s->golden_paths);
         char *root = gf_case_root_for(ctx->root, ctx->file);
         for (size_t i = 0; s->golden_paths && root && i < s->n_goldens; i++)
-            s->golden_paths[i] =
-                s->goldens[i][0] == '/' ? strdup(s->goldens[i]) : gf_path_join(root, s->goldens[i]);
+            s->golden_paths[i] = s->goldens[i][0] == '/' ? strdup(s->goldens[i]) : gf_path_join(root, s->goldens[i]);
         for (size_t i = 0; i < s->n_goldens; i++)
             if (!s->golden_paths || !s->golden_paths[i])
                 bad = 1;
@@ -86,18 +85,19 @@ static int dm_judges_weights(const gf_case *c, const char *weights)
 {
     gf_stat_thr t;
     int from_case;
-    return c->spec && gf_stat_thr_for(((const dm_spec *)c->spec)->thr, ((const dm_spec *)c->spec)->n_thr, weights, &t, &from_case);
+    return c->spec &&
+           gf_stat_thr_for(((const dm_spec *)c->spec)->thr, ((const dm_spec *)c->spec)->n_thr, weights, &t, &from_case);
 }
 
 /* ---- figures ---- */
 
 typedef struct dm_acc {
-    double *kl, *dp;    /* (n) per position */
+    double *kl, *dp; /* (n) per position */
     size_t n, cap;
     size_t agree;
     double disagree_max_margin; /* the reference's largest top-two margin where top-1 differs */
-    double *lr, *lb;    /* (V) scratch: log-softmax of both sides */
-    gf_cmp cmp;         /* max |delta|, margins, near ties (no atol: not judged) */
+    double *lr, *lb;            /* (V) scratch: log-softmax of both sides */
+    gf_cmp cmp;                 /* max |delta|, margins, near ties (no atol: not judged) */
 } dm_acc;
 
 static void log_softmax(const float *x, int32_t V, double *out)
@@ -192,7 +192,7 @@ static double max_of(const double *v, size_t n)
 /* ---- running one sequence ---- */
 
 typedef struct capture {
-    float *logits;  /* (N, V) */
+    float *logits;   /* (N, V) */
     int32_t *tokens; /* (N) */
     int32_t V, N;
 } capture;
@@ -223,8 +223,10 @@ static gf_status run_sequence(gf_engine *e, const int32_t *prompt, int32_t P, co
     gf_generation *gen = NULL;
     gf_status st = gf_generate(e, 1, &prompt, &P, &gp, &gen);
     if (st == GF_OK && gen->steps != N)
-        st = gf_error_set(GF_E_CONTEXT_LIMIT, "%d of %d steps ran (%s): the prompt (%d) plus %d steps must fit the "
-                          "model's positions", gen->steps, N, gf_stop_reason_str(gen->stop[0]), P, N);
+        st = gf_error_set(GF_E_CONTEXT_LIMIT,
+                          "%d of %d steps ran (%s): the prompt (%d) plus %d steps must fit the "
+                          "model's positions",
+                          gen->steps, N, gf_stop_reason_str(gen->stop[0]), P, N);
     gf_generation_free(gen);
     return st;
 }
@@ -415,8 +417,10 @@ static void run_dm(const gf_case *c, gf_krun *k)
     gf_stat_thr thr;
     int from_case = 0;
     if (!gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case)) {
-        gf_k_skip(k, "no thresholds for %s (weights %s, kv %s; defaults exist for f32, f16, q8_0: give 'thresholds: "
-                     "{%s: {...}}')", key, w, kv, key);
+        gf_k_skip(k,
+                  "no thresholds for %s (weights %s, kv %s; defaults exist for f32, f16, q8_0: give 'thresholds: "
+                  "{%s: {...}}')",
+                  key, w, kv, key);
         return;
     }
     gf_k_metric_json(k, "thresholds", gf_stat_thr_json(&thr, from_case));
@@ -478,8 +482,9 @@ done:
 
 const gf_kind_def gf_kind_distribution_match = {
     .name = "distribution_match",
-    .summary = "the statistical tier: KL divergence, top-1 agreement and |delta p| against the reference, teacher-forced, "
-               "thresholds per weight type",
+    .summary =
+        "the statistical tier: KL divergence, top-1 agreement and |delta p| against the reference, teacher-forced, "
+        "thresholds per weight type",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
     .judges_weights = dm_judges_weights,

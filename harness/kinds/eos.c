@@ -159,12 +159,14 @@ static void run_eos(const gf_case *c, gf_krun *k)
             const int32_t P = g->prompt_len[b], until = g->n_until_stop[b];
             char ids[400];
             gf_k_ids_str(ids, sizeof ids, g->tokens[b] + P, (size_t)(until - P));
-            snprintf(unfinished, sizeof unfinished, "; row %d stopped by %s at step %d, no eos_id %d in its %d new "
-                     "tokens %s", b, gf_stop_reason_str(g->stop[b]), until - P - 1, eos, until - P, ids);
+            snprintf(unfinished, sizeof unfinished,
+                     "; row %d stopped by %s at step %d, no eos_id %d in its %d new "
+                     "tokens %s",
+                     b, gf_stop_reason_str(g->stop[b]), until - P - 1, eos, until - P, ids);
             break;
         }
-    gf_k_check(k, eos_rows >= s->require_eos, "rows finished by eos_id", "%d of %d rows (required %lld)%s", eos_rows,
-               B, s->require_eos, unfinished);
+    gf_k_check(k, eos_rows >= s->require_eos, "rows finished by eos_id", "%d of %d rows (required %lld)%s", eos_rows, B,
+               s->require_eos, unfinished);
 done:
     gf_generation_free(g);
     gf_k_free_tokens(prompts, B);

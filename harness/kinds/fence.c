@@ -56,8 +56,9 @@ static void fence_free(void *p)
  * distribution (every kept token at its softmax(logits / T) share), which a
  * penalty, a bias or an EOS ban would move (sampler_probs takes those). */
 static const char *const k_fence_not_keys[] = {
-    "top_k", "top_p", "seed", "repetition_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
-    "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids", NULL};
+    "top_k",          "top_p",      "seed",    "repetition_penalty", "frequency_penalty", "presence_penalty",
+    "penalty_last_n", "logit_bias", "history", "history_prompt",     "min_new_tokens",    "eos_id",
+    "stop_token_ids", NULL};
 
 /* temperature, profile and the truncation filters (chain, min_p, typical_p, xtc_*,
  * min_tokens_to_keep) at the case level, every entry's base. */
@@ -166,7 +167,8 @@ static int fence_parse(gf_cctx *ctx, const gf_ynode *m, gf_case *c, int is_k)
         int rc = gf_y_double(ctx, e, "p", is_k ? 0 : GF_Y_REQUIRED, &s->ex[i].p);
         const int seed_profile = gf_sampler_params_profile(&s->base) == GF_PROFILE_SEED;
         if (rc > 0 && seed_profile && !(s->ex[i].p > 0.0 && s->ex[i].p <= 1.0)) { /* checked at load, not at run */
-            gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s", gf_y_get(ctx, e, "p", 0)->value);
+            gf_y_error(ctx, gf_y_get(ctx, e, "p", 0), "'p' must lie in (0, 1], got %s",
+                       gf_y_get(ctx, e, "p", 0)->value);
             rc = -1;
         }
         bad |= rc < 0;

@@ -75,7 +75,7 @@ typedef struct capture {
     int32_t *chosen;       /* (N, B): the sampler's own choice on the backend's logits */
     double *chosen_margin; /* (N, B) */
     int32_t B, V, N;
-    gf_krun *k;            /* with k->sample_ops: every step's rows through the backend's slot too */
+    gf_krun *k; /* with k->sample_ops: every step's rows through the backend's slot too */
     const gf_sampler_params *sampler;
     const uint64_t *seq_ids; /* (B) */
 } capture;
@@ -137,8 +137,8 @@ static double golden_atol(const gf_golden *g, double case_atol, gf_krun *k)
     json_object_set_new(o, "rule",
                         json_string(!ok ? (v ? "the golden's fp32_spread is not a number >= 0: the case's atol"
                                              : "no fp32_spread in the golden: the case's atol")
-                                        : atol > case_atol ? "spread_k x the golden's fp32_spread (above the case's atol)"
-                                                           : "the case's atol (above spread_k x fp32_spread)"));
+                                    : atol > case_atol ? "spread_k x the golden's fp32_spread (above the case's atol)"
+                                                       : "the case's atol (above spread_k x fp32_spread)"));
     gf_k_metric_json(k, "atol_rule", o);
     return atol;
 }
@@ -347,9 +347,8 @@ static void run_golden(const gf_case *c, gf_krun *k)
                                               gf_gate_threshold(&s->gate, top1, k->dtype), &bm) &&
                     bm < margin) {
                     margin = bm;
-                    json_array_append_new(boundary,
-                                          json_pack("{s:i, s:i, s:f, s:f}", "row", b, "step", t, "boundary_margin",
-                                                    bm, "race_margin", r->margins[t]));
+                    json_array_append_new(boundary, json_pack("{s:i, s:i, s:f, s:f}", "row", b, "step", t,
+                                                              "boundary_margin", bm, "race_margin", r->margins[t]));
                 }
             }
             if (gf_cmp_step(&cmp, t, delta, want, got, margin, top1)) {

@@ -37,5 +37,4 @@ const gf_kind_def *const *gf_kinds(void);
 /* The kind called name, or NULL. */
 const gf_kind_def *gf_kind_find(const char *name);
 
-
 #endif

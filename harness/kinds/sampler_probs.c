@@ -23,21 +23,21 @@ typedef struct bound {
 typedef struct probs_expect {
     gf_sampler_params p;
     int line;
-    int32_t *keep;     /* NULL: unchecked */
+    int32_t *keep; /* NULL: unchecked */
     size_t n_keep;
-    double *probs;     /* expect_probs (V), NULL: unchecked */
+    double *probs; /* expect_probs (V), NULL: unchecked */
     size_t n_probs;
     double atol;
     long long kept_max, kept_min; /* -1: unchecked */
     bound max_prob, min_prob;
     long long flatter_than, sharper_than; /* index of another entry, -1: none */
     long long fewer_than;                 /* index of an entry that must keep more tokens, -1: none */
-    int32_t *draw_in;  /* the draws must be among these ids (NULL: unchecked) */
+    int32_t *draw_in;                     /* the draws must be among these ids (NULL: unchecked) */
     size_t n_draw_in;
 } probs_expect;
 
 typedef struct probs_spec {
-    float *logits;     /* (V) */
+    float *logits; /* (V) */
     int32_t V;
     int from_probs, random;
     long long r_vocab, r_seed, r_row;
@@ -241,7 +241,7 @@ static int cmp_i32(const void *a, const void *b)
 
 /* What one entry measured. */
 typedef struct probs_seen {
-    int ok;             /* the sampler accepted the row */
+    int ok; /* the sampler accepted the row */
     double max_p, min_p, entropy;
     size_t n_kept;
 } probs_seen;
@@ -294,8 +294,9 @@ static void label_of(const gf_sampler_params *p, char *buf, size_t cap)
     if (p->use_top_p)
         snprintf(tp, sizeof tp, "%g", p->top_p);
     const int prof = gf_sampler_params_profile(p);
-    size_t w = (size_t)snprintf(buf, cap, "%s%sT=%g k=%s p=%s", prof != GF_PROFILE_SEED ? gf_sampler_profile_name(prof) : "",
-                                prof != GF_PROFILE_SEED ? " " : "", p->temperature, k, tp);
+    size_t w =
+        (size_t)snprintf(buf, cap, "%s%sT=%g k=%s p=%s", prof != GF_PROFILE_SEED ? gf_sampler_profile_name(prof) : "",
+                         prof != GF_PROFILE_SEED ? " " : "", p->temperature, k, tp);
     for (int i = 0; p->ext && i < GF_SF_COUNT && w < cap; i++) {
         const gf_sampler_field *f = &gf_sampler_fields[i];
         if (!f->in_ext || f->type == GF_SF_PROFILE || gf_sf_is_default(f, p, p->ext))
@@ -483,8 +484,8 @@ static void run_probs(const gf_case *c, gf_krun *k)
         long long finite = 0;
         for (int32_t i = 0; i < V; i++) {
             /* a -inf mask (a grammar's bitmask): its own Philox stream, seq "mask", step = row */
-            int masked = s->r_mask > 0 &&
-                         gf_rng_uniform((uint64_t)s->r_seed, 0x6d61736bULL, (uint64_t)s->r_row, (uint32_t)i) < s->r_mask;
+            int masked = s->r_mask > 0 && gf_rng_uniform((uint64_t)s->r_seed, 0x6d61736bULL, (uint64_t)s->r_row,
+                                                         (uint32_t)i) < s->r_mask;
             L[i] = masked ? -INFINITY : (float)(s->r_scale * nrm[i]);
             finite += !masked;
         }
@@ -514,8 +515,8 @@ static void run_probs(const gf_case *c, gf_krun *k)
             char name[1200], la[512], lb[512];
             label_of(&x->p, la, sizeof la);
             label_of(&s->ex[o].p, lb, sizeof lb);
-            snprintf(name, sizeof name, "line %d: %s %s than line %d: %s", x->line, la, dir == 0 ? "flatter" : "sharper",
-                     s->ex[o].line, lb);
+            snprintf(name, sizeof name, "line %d: %s %s than line %d: %s", x->line, la,
+                     dir == 0 ? "flatter" : "sharper", s->ex[o].line, lb);
             gf_k_check(k, f->max_p < sh->max_p && f->min_p > sh->min_p && f->entropy >= sh->entropy, name,
                        "max / min / entropy: line %d %.9g / %.9g / %.6g, line %d %.9g / %.9g / %.6g (flatter: lower "
                        "max, higher min, entropy not lower)",

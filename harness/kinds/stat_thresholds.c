@@ -112,16 +112,11 @@ int gf_stat_thr_for(const gf_stat_thr_entry *thr, size_t n_thr, const char *w, g
 static const char *dtype_storage(gf_compute_dtype dt)
 {
     switch (dt) {
-    case GF_COMPUTE_F16:
-        return "f16";
-    case GF_COMPUTE_BF16:
-        return "bf16";
-    case GF_COMPUTE_TF32:
-        return "tf32";
-    case GF_COMPUTE_F64:
-        return "f64";
-    default:
-        return "f32";
+    case GF_COMPUTE_F16: return "f16";
+    case GF_COMPUTE_BF16: return "bf16";
+    case GF_COMPUTE_TF32: return "tf32";
+    case GF_COMPUTE_F64: return "f64";
+    default: return "f32";
     }
 }
 
@@ -137,11 +132,7 @@ void gf_stat_backend_types(const gf_krun *k, char *weights, size_t wcap, char *k
 
 /* The thresholds' key: the weight type, or the KV cache's type when the
  * weights are f32 and the cache is narrower (f32 weights, kv f16 -> "f16"). */
-const char *gf_stat_thr_key(const char *w, const char *kv)
-{
-    return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w;
-}
-
+const char *gf_stat_thr_key(const char *w, const char *kv) { return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w; }
 
 json_t *gf_stat_thr_json(const gf_stat_thr *t, int from_case)
 {

@@ -28,7 +28,7 @@
 #define STOP_MAX_BYTES 4096 /* stream bytes the single-split scheme covers */
 
 typedef struct stop_spec {
-    gf_token_source src; /* text, tokens or sample: up to 1 << 16 tokens */
+    gf_token_source src;    /* text, tokens or sample: up to 1 << 16 tokens */
     long long seed, splits; /* seed: the random splits' */
     char **stops;
     size_t n_stops;

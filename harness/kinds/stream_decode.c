@@ -18,7 +18,7 @@
 
 typedef struct stream_spec {
     gf_token_source src; /* text, tokens or sample: up to 1 << 20 tokens */
-    int per_token; /* decoder: per_token (the naive, wrong way; for detection cases) */
+    int per_token;       /* decoder: per_token (the naive, wrong way; for detection cases) */
     int expect_split;
 } stream_spec;
 

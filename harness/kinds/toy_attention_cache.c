@@ -111,8 +111,8 @@ static void run_toy(const gf_case *c, gf_krun *k)
     const int32_t d = (int32_t)s->d, T = (int32_t)s->T;
     const size_t dd = (size_t)d * d, td = (size_t)T * d;
     double *nrm = malloc((3 * dd + td) * sizeof *nrm);
-    float *W = malloc(3 * dd * sizeof *W);                      /* Wq, Wk, Wv: (3, d, d) */
-    float *x = malloc(td * sizeof *x);                          /* (T, d) */
+    float *W = malloc(3 * dd * sizeof *W); /* Wq, Wk, Wv: (3, d, d) */
+    float *x = malloc(td * sizeof *x);     /* (T, d) */
     float *q = malloc(td * sizeof *q), *kk = malloc(td * sizeof *kk), *vv = malloc(td * sizeof *vv);
     float *full = malloc(td * sizeof *full), *cached = malloc(td * sizeof *cached);
     float *Kc = calloc(td, sizeof *Kc), *Vc = calloc(td, sizeof *Vc); /* the preallocated cache (T, d) */

@@ -12,7 +12,7 @@
  * seeded_reproducibility). Comparisons are recorded as "<label>/row<b>".
  * singles_out (optional, B entries) keeps the single runs for the caller. */
 gf_status gf_kind_batch_vs_single(gf_krun *k, const char *label, int32_t B, int32_t *const *prompts,
-                                  const int32_t *lens, const gf_generate_params *gp, const gf_gate *gate,
-                                  double atol, gf_generation **singles_out);
+                                  const int32_t *lens, const gf_generate_params *gp, const gf_gate *gate, double atol,
+                                  gf_generation **singles_out);
 
 #endif

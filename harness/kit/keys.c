@@ -118,8 +118,7 @@ static int y_chain(gf_cctx *ctx, const gf_ynode *map, gf_sampler_ext *e)
     if (!gf_y_node_is_seq(ctx, n, "'chain'"))
         return -1;
     if (n->n == 0 || n->n > GF_SAMPLER_MAX_CHAIN) {
-        gf_y_error(ctx, n, "'chain' has %zu stages (1..%d of %s)", n->n, GF_SAMPLER_MAX_CHAIN,
-                   gf_sampler_stage_list());
+        gf_y_error(ctx, n, "'chain' has %zu stages (1..%d of %s)", n->n, GF_SAMPLER_MAX_CHAIN, gf_sampler_stage_list());
         return -1;
     }
     for (size_t i = 0; i < n->n; i++) {
@@ -303,9 +302,8 @@ static void field_json(json_t *o, const gf_sampler_field *f, const gf_sampler_pa
             json_object_set_new(o, f->name, json_null());
         break;
     case GF_SF_INT_OPT:
-        json_object_set_new(o, f->name,
-                            *(const int32_t *)gf_sf_cat(f, p, e, f->aux) ? json_integer(*(const int32_t *)v)
-                                                                        : json_null());
+        json_object_set_new(
+            o, f->name, *(const int32_t *)gf_sf_cat(f, p, e, f->aux) ? json_integer(*(const int32_t *)v) : json_null());
         break;
     case GF_SF_INT:
     case GF_SF_PROMPT_LEN: json_object_set_new(o, f->name, json_integer(*(const int32_t *)v)); break;
@@ -345,8 +343,7 @@ json_t *gf_sampler_json(const gf_sampler_params *p)
     return o;
 }
 
-int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits, int32_t *V,
-                         int *from_probs)
+int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits, int32_t *V, int *from_probs)
 {
     double *v = NULL;
     size_t n = 0;
@@ -362,8 +359,8 @@ int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **l
         }
         for (size_t i = 0; i < n; i++)
             if (!(v[i] >= 0) || !isfinite(v[i])) {
-                gf_y_error(ctx, gf_y_get(ctx, map, "probs", 0), "probs entry %zu is %g; probabilities must be >= 0",
-                           i, v[i]);
+                gf_y_error(ctx, gf_y_get(ctx, map, "probs", 0), "probs entry %zu is %g; probabilities must be >= 0", i,
+                           v[i]);
                 free(v);
                 return -1;
             }
@@ -412,8 +409,7 @@ void gf_prompts_free(gf_prompt_spec *p, size_t n)
     free(p);
 }
 
-int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, gf_prompt_spec **out,
-                 size_t *n_out)
+int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, gf_prompt_spec **out, size_t *n_out)
 {
     const gf_ynode *n = gf_y_get(ctx, map, key, flags);
     if (!n)
@@ -494,7 +490,6 @@ void gf_k_normals(uint64_t seed, uint64_t stream, double *out, size_t n)
             out[i + 1] = r * sin(th);
     }
 }
-
 
 int gf_k_encode_prompts(gf_krun *k, const gf_prompt_spec *ps, int32_t B, int32_t ***prompts, int32_t **lens)
 {

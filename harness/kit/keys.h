@@ -41,26 +41,24 @@ json_t *gf_sampler_json(const gf_sampler_params *p);
  * NaN, no +inf) unless flags has GF_Y_ANY_LOGITS (a
  * kind that feeds the sampler's refusals). Returns 1 read, 0 absent, -1 error. */
 enum { GF_Y_ANY_LOGITS = 0x100 };
-int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits,
-                         int32_t *V, int *from_probs);
+int gf_y_probs_or_logits(gf_cctx *ctx, const gf_ynode *map, int flags, float **logits, int32_t *V, int *from_probs);
 
 /* An expected stop (context_limit, eos): stop_reason and/or total_tokens. */
 typedef struct gf_stop_expect {
     int has_stop, has_total;
-    int stop;                  /* index into gf_stop_words / gf_stop_values */
+    int stop; /* index into gf_stop_words / gf_stop_values */
     long long total;
 } gf_stop_expect;
-extern const char *const gf_stop_words[];      /* "eos", "length", "context_limit", NULL */
-extern const gf_stop_reason gf_stop_values[];  /* the gf_stop_reason of each word */
+extern const char *const gf_stop_words[];     /* "eos", "length", "context_limit", NULL */
+extern const gf_stop_reason gf_stop_values[]; /* the gf_stop_reason of each word */
 
 /* A prompt list: each item a string (text) or a sequence of token ids. */
 typedef struct gf_prompt_spec {
-    char *text;                /* NULL when ids are given */
+    char *text; /* NULL when ids are given */
     int32_t *ids;
     size_t n_ids;
 } gf_prompt_spec;
-int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags,
-                 gf_prompt_spec **out, size_t *n_out);
+int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, gf_prompt_spec **out, size_t *n_out);
 void gf_prompts_free(gf_prompt_spec *p, size_t n);
 /* Tokens of a prompt (text via the session's tokenizer). malloc'd. */
 gf_status gf_prompt_tokens(const gf_session *s, const gf_prompt_spec *p, int32_t **ids, int32_t *n);

@@ -15,9 +15,8 @@ void gf_k_note_sampler(gf_krun *k);
  * (gf_backend_sample, model NULL; seq_ids NULL = row index) and tally whether
  * each token equals engine_tokens[b], gf_sample's for the same row, seq id
  * and step. what names the call in the first mismatch. No-op without a slot. */
-void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B, int32_t V,
-                    const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step,
-                    const int32_t *engine_tokens);
+void gf_k_slot_rows(gf_krun *k, const char *what, const float *logits, int32_t B, int32_t V, const gf_sampler_params *p,
+                    const uint64_t *seq_ids, uint64_t step, const int32_t *engine_tokens);
 /* The slot's check and metrics (the runner calls it after a sampler-only kind
  * ran): "backend sample slot equals engine sampler". No-op without a slot. */
 void gf_k_slot_finish(gf_krun *k);

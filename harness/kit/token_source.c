@@ -41,8 +41,7 @@ int gf_y_token_source(gf_cctx *ctx, const gf_ynode *m, long long max_sample, gf_
 
 /* The ids of src through tok, malloc'd (NULL with no error recorded only when
  * out of memory); -1 after recording an error in k. */
-static int source_ids(const gf_token_source *src, gf_tokenizer *tok, gf_krun *k, int32_t **ids_out,
-                      size_t *n_out)
+static int source_ids(const gf_token_source *src, gf_tokenizer *tok, gf_krun *k, int32_t **ids_out, size_t *n_out)
 {
     int32_t *ids = NULL;
     size_t n = 0;

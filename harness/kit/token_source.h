@@ -25,14 +25,13 @@ int gf_y_token_source(gf_cctx *ctx, const gf_ynode *m, long long max_sample, gf_
 /* Loads <model>/tokenizer.json into *tok and the ids of src into *ids
  * (malloc'd, n of them). Returns 0, or -1 after recording the error in k
  * (free *tok and *ids either way). */
-int gf_token_source_open(const gf_token_source *src, const char *model, gf_krun *k, gf_tokenizer **tok,
-                         int32_t **ids, size_t *n);
+int gf_token_source_open(const gf_token_source *src, const char *model, gf_krun *k, gf_tokenizer **tok, int32_t **ids,
+                         size_t *n);
 struct gf_buf;
 /* Appends the bytes of the n tokens ids to *bytes; (*ends)[i] (malloc'd, n
  * entries) is the end offset of token i. Returns 0, or -1 after recording
  * the error in k (free *ends and *bytes either way). */
-int gf_token_bytes(gf_tokenizer *tok, const int32_t *ids, size_t n, gf_krun *k, struct gf_buf *bytes,
-                   size_t **ends);
+int gf_token_bytes(gf_tokenizer *tok, const int32_t *ids, size_t n, gf_krun *k, struct gf_buf *bytes, size_t **ends);
 void gf_token_source_free(gf_token_source *src); /* NULL: no-op */
 
 #endif

@@ -53,7 +53,8 @@ int gf_k_check(gf_krun *k, int ok, const char *name, const char *fmt, ...)
         vsnprintf(detail, sizeof detail, fmt, ap);
         va_end(ap);
     }
-    json_array_append_new(k->checks, json_pack("{s:s, s:b, s:o}", "name", name, "passed", ok, "detail", gf_json_text(detail)));
+    json_array_append_new(k->checks,
+                          json_pack("{s:s, s:b, s:o}", "name", name, "passed", ok, "detail", gf_json_text(detail)));
     if (!ok)
         gf_k_fail(k, "%s: %s", name, detail);
     return ok;

@@ -15,7 +15,7 @@
  * backend and engine. */
 typedef struct gf_session {
     gf_model *model;
-    gf_tokenizer *tok; /* NULL if not loaded (not asked for, absent or unusable) */
+    gf_tokenizer *tok;   /* NULL if not loaded (not asked for, absent or unusable) */
     char tok_error[512]; /* GF_SESSION_TOK_IF_USABLE: why it was not loaded ("" if absent) */
     gf_backend_handle backend;
     gf_engine *engine;

@@ -73,8 +73,7 @@ static int parse_entry(gf_cctx *ctx, const gf_ynode *m, const char *file, gf_bas
         free(e->case_pat);
         e->case_pat = NULL;
     }
-    if (e->reason_pat &&
-        compile(ctx, gf_y_get(ctx, m, "reason", 0), "reason", e->reason_pat, 0, &e->reason_re) != 0) {
+    if (e->reason_pat && compile(ctx, gf_y_get(ctx, m, "reason", 0), "reason", e->reason_pat, 0, &e->reason_re) != 0) {
         free(e->reason_pat);
         e->reason_pat = NULL;
     }
@@ -123,8 +122,8 @@ done:
         if (!ctx.n_errors)
             fprintf(stderr, "genfence: %s: %s: out of memory\n", cmd, path);
         else
-            fprintf(stderr, "genfence: %s: %zu error%s in the baseline file %s; nothing was run\n", cmd,
-                    ctx.n_errors, ctx.n_errors == 1 ? "" : "s", path);
+            fprintf(stderr, "genfence: %s: %zu error%s in the baseline file %s; nothing was run\n", cmd, ctx.n_errors,
+                    ctx.n_errors == 1 ? "" : "s", path);
         gf_y_strings_free(ctx.errors, ctx.n_errors);
         for (size_t i = 0; i < n_got; i++)
             entry_clear(&got[i]);
@@ -227,8 +226,9 @@ static void apply_job(gf_baseline *bl, gf_job *j)
         return; /* no entry, or not run here: nothing to say */
     gf_baseline_entry *e = found ? found : first;
     json_t *b = entry_json(e);
-    json_object_set_new(b, "was", json_pack("{s:s, s:o}", "verdict", gf_verdict_str(j->verdict), "reason",
-                                            gf_json_text(j->reason ? j->reason : "")));
+    json_object_set_new(b, "was",
+                        json_pack("{s:s, s:o}", "verdict", gf_verdict_str(j->verdict), "reason",
+                                  gf_json_text(j->reason ? j->reason : "")));
     char want[1200];
     expected_words(e, want, sizeof want);
     char *why = NULL;
@@ -315,9 +315,9 @@ char *gf_baseline_reason_pattern(const char *reason)
     static const char num[] = "[-+.0-9eE]+";
     for (size_t i = 0; i < cut;) {
         char c = reason[i];
-        int alnum_before = i > 0 && (reason[i - 1] == '_' || (reason[i - 1] >= '0' && reason[i - 1] <= '9') ||
-                                     (reason[i - 1] >= 'a' && reason[i - 1] <= 'z') ||
-                                     (reason[i - 1] >= 'A' && reason[i - 1] <= 'Z'));
+        int alnum_before =
+            i > 0 && (reason[i - 1] == '_' || (reason[i - 1] >= '0' && reason[i - 1] <= '9') ||
+                      (reason[i - 1] >= 'a' && reason[i - 1] <= 'z') || (reason[i - 1] >= 'A' && reason[i - 1] <= 'Z'));
         if (c >= '0' && c <= '9' && !alnum_before) { /* a number (not part of a name like row0): any number */
             while (i < cut && strchr("+-.0123456789eE", reason[i]))
                 i++;

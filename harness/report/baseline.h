@@ -41,7 +41,7 @@ typedef struct gf_baseline {
     gf_baseline_entry *e;
     size_t n;
     size_t known, fixed, differ, not_checked; /* after gf_baseline_apply */
-    json_t *summary; /* run.json's "baseline" object (gf_run_info.baseline points here) */
+    json_t *summary;                          /* run.json's "baseline" object (gf_run_info.baseline points here) */
 } gf_baseline;
 
 /* Add the entries of the baseline file at path to bl: 0, or -1 after

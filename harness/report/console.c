@@ -111,7 +111,8 @@ void gf_console_header(const gf_run_info *r)
 void gf_console_line(const gf_run_info *r, const gf_job *j)
 {
     int bad = gf_job_exit(r, j) != 0, declared = gf_job_declared(r, j);
-    int raw_bad = gf_verdict_exit(j->verdict, gf_job_required(j)) != 0; /* as declared: still its reason and reproduce line */
+    int raw_bad =
+        gf_verdict_exit(j->verdict, gf_job_required(j)) != 0; /* as declared: still its reason and reproduce line */
     if (r->quiet && !bad)
         return;
     clear_progress(r);
@@ -120,7 +121,9 @@ void gf_console_line(const gf_run_info *r, const gf_job *j)
     char who[512];
     snprintf(who, sizeof who, "%s [%s]", j->c->id, j->backend ? gf_backend_label(j->backend) : "-");
     printf("%-13s %-44s %-46s %6.2fs%s%s%s\n", gf_verdict_label(j->verdict), who, metrics, j->seconds,
-           declared == 1 ? "  as declared" : declared == 0 ? "  NOT AS DECLARED (declared " : "",
+           declared == 1   ? "  as declared"
+           : declared == 0 ? "  NOT AS DECLARED (declared "
+                           : "",
            declared == 0 ? gf_verdict_str(j->c->expect_verdict) : "", declared == 0 ? ")" : "");
     bad |= raw_bad;
     if (j->verdict == GF_V_PASS_NEAR_TIE || j->verdict == GF_V_SKIP || bad) {
@@ -182,8 +185,8 @@ static void by_backend_line(const gf_run_info *r)
         gf_counts_format(&k, c, sizeof c);
         printf("%s%s: %s%s", n++ ? "; " : "", p->name, c,
                !gf_backend_unreached(r, p) ? ""
-               : p->required                ? " (reached no case: 1 failed, --require-backend)"
-                                            : " (reached no case)");
+               : p->required               ? " (reached no case: 1 failed, --require-backend)"
+                                           : " (reached no case)");
     }
     gf_counts e = gf_run_counts_of(r, GF_GROUP_ENGINE, NULL), none = gf_run_counts_of(r, GF_GROUP_NONE, NULL);
     if (e.runs) {

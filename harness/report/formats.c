@@ -10,7 +10,7 @@ const gf_report_format gf_report_formats[] = {
 #define X(name, file, write_doc, fatal) {#name, file, write_doc, fatal},
     GF_REPORT_FORMAT_LIST(X)
 #undef X
-    {NULL, NULL, NULL, 0},
+        {NULL, NULL, NULL, 0},
 };
 
 int gf_report_write(const gf_run_info *r, const char *dir)

@@ -73,11 +73,11 @@ static const json_t *series_row(const json_t *s, size_t r)
 }
 
 typedef struct plot_marks {
-    double gate;        /* horizontal line; NAN: none */
+    double gate; /* horizontal line; NAN: none */
     const char *gate_label;
-    long first_div;     /* vertical line; < 0: none */
-    long failing;       /* vertical line; < 0: none */
-    int mark_below;     /* mark points below the gate (near ties) */
+    long first_div; /* vertical line; < 0: none */
+    long failing;   /* vertical line; < 0: none */
+    int mark_below; /* mark points below the gate (near ties) */
 } plot_marks;
 
 static double ylog(double v, double lo, double hi)
@@ -121,8 +121,10 @@ static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_mar
     hi = pow(10, ceil(log10(hi)));
     if (hi <= lo)
         hi = lo * 10;
-    gf_buf_printf(b, "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                     "viewBox=\"0 0 %d %d\" role=\"img\"><title>", PLOT_W, PLOT_H, PLOT_W, PLOT_H);
+    gf_buf_printf(b,
+                  "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "viewBox=\"0 0 %d %d\" role=\"img\"><title>",
+                  PLOT_W, PLOT_H, PLOT_W, PLOT_H);
     esc(b, title);
     gf_buf_printf(b, "</title><rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>", PLOT_W, PLOT_H);
     gf_buf_printf(b, "<text x=\"%d\" y=\"14\" font-size=\"12\">", PAD_L);
@@ -133,30 +135,34 @@ static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_mar
         double y = ylog(d, lo, hi);
         gf_buf_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>", PAD_L, y,
                       PLOT_W - PAD_R, y);
-        gf_buf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%.0e</text>", PAD_L - 4,
-                      y + 3, d);
+        gf_buf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%.0e</text>", PAD_L - 4, y + 3,
+                      d);
     }
     gf_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\">step 0</text>", PAD_L, PLOT_H - 8);
     gf_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">step %zu</text>", PLOT_W - PAD_R,
                   PLOT_H - 8, n ? n - 1 : 0);
     if (m->first_div >= 0 && n) {
         double x = xstep(m->first_div, n);
-        gf_buf_printf(b, "<rect class=\"first-divergence\" x=\"%.1f\" y=\"%d\" width=\"4\" height=\"%d\" "
-                         "fill=\"#d62728\" opacity=\"0.35\"><title>first divergence: step %ld</title></rect>",
+        gf_buf_printf(b,
+                      "<rect class=\"first-divergence\" x=\"%.1f\" y=\"%d\" width=\"4\" height=\"%d\" "
+                      "fill=\"#d62728\" opacity=\"0.35\"><title>first divergence: step %ld</title></rect>",
                       x - 2, PAD_T, PLOT_H - PAD_T - PAD_B, m->first_div);
         gf_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"#d62728\">first divergence @%ld</text>",
                       x + 3, PAD_T + 10, m->first_div);
     }
     if (m->failing >= 0 && m->failing != m->first_div && n) {
         double x = xstep(m->failing, n);
-        gf_buf_printf(b, "<line class=\"failing-step\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d62728\" "
-                         "stroke-dasharray=\"2,2\"><title>failing step %ld</title></line>",
+        gf_buf_printf(b,
+                      "<line class=\"failing-step\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d62728\" "
+                      "stroke-dasharray=\"2,2\"><title>failing step %ld</title></line>",
                       x, PAD_T, x, PLOT_H - PAD_B, m->failing);
     }
     if (isfinite(m->gate) && m->gate > 0) {
         double y = ylog(m->gate, lo, hi);
-        gf_buf_printf(b, "<line class=\"gate\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
-                         "stroke-dasharray=\"6,3\"/>", PAD_L, y, PLOT_W - PAD_R, y);
+        gf_buf_printf(b,
+                      "<line class=\"gate\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
+                      "stroke-dasharray=\"6,3\"/>",
+                      PAD_L, y, PLOT_W - PAD_R, y);
         gf_buf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%s %.3g</text>",
                       PLOT_W - PAD_R, y - 3, m->gate_label, m->gate);
     }
@@ -174,8 +180,9 @@ static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_mar
             json_t *v = json_array_get(a, i);
             if (json_is_number(v) && json_number_value(v) < m->gate) {
                 ties++;
-                gf_buf_printf(b, "<circle class=\"near-tie\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"none\" "
-                                 "stroke=\"#d62728\"><title>near tie: step %zu, margin %.3g</title></circle>",
+                gf_buf_printf(b,
+                              "<circle class=\"near-tie\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"none\" "
+                              "stroke=\"#d62728\"><title>near tie: step %zu, margin %.3g</title></circle>",
                               xstep((long)i, n), ylog(json_number_value(v), lo, hi), i, json_number_value(v));
             }
         }
@@ -194,7 +201,8 @@ static void comparison_marks(const json_t *metrics, double *atol, double *thr, l
     *failing = -1;
     const char *key;
     json_t *c;
-    json_object_foreach(json_object_get(metrics, "comparisons"), key, c) {
+    json_object_foreach(json_object_get(metrics, "comparisons"), key, c)
+    {
         double a = jnum(c, "atol", NAN), t = jnum(c, "gate_threshold", NAN);
         long fd = (long)jnum(c, "first_divergence", -1), fs = (long)jnum(c, "failing_step", -1);
         if (isfinite(a) && !(a >= *atol))
@@ -208,7 +216,10 @@ static void comparison_marks(const json_t *metrics, double *atol, double *thr, l
     }
 }
 
-static int has_plot(const json_t *res) { return json_is_array(json_object_get(json_object_get(res, "metrics"), "step_max_delta")); }
+static int has_plot(const json_t *res)
+{
+    return json_is_array(json_object_get(json_object_get(res, "metrics"), "step_max_delta"));
+}
 
 static void plots(gf_buf *b, const json_t *res, size_t idx, int heading)
 {
@@ -234,8 +245,8 @@ static void plots(gf_buf *b, const json_t *res, size_t idx, int heading)
     plot(b, "max |delta| per step", json_object_get(m, "step_max_delta"), &dm);
     const json_t *mg = json_object_get(m, "step_margin");
     if (json_is_array(mg)) {
-        plot_marks mm = {.gate = thr, .gate_label = "near-tie threshold", .first_div = fd, .failing = fs,
-                         .mark_below = 1};
+        plot_marks mm = {
+            .gate = thr, .gate_label = "near-tie threshold", .first_div = fd, .failing = fs, .mark_below = 1};
         size_t ties = plot(b, "top-1/top-2 margin of the reference per step", mg, &mm);
         gf_buf_printf(b, "<p>%zu near tie(s) marked (margin below the threshold)</p>\n", ties);
     } else
@@ -342,7 +353,8 @@ static void where(gf_buf *b, const json_t *r)
     long row = -1;
     const char *key;
     json_t *c;
-    json_object_foreach(json_object_get(m, "comparisons"), key, c) {
+    json_object_foreach(json_object_get(m, "comparisons"), key, c)
+    {
         long rw = (long)jnum(c, "failing_row", jnum(c, "row", -1));
         if (rw >= 0 && row < 0)
             row = rw;
@@ -482,7 +494,8 @@ static void triangulation(gf_buf *b, const json_t *tri)
     gf_buf_puts(b, "<th>note</th></tr></thead><tbody>\n");
     size_t i;
     json_t *t;
-    json_array_foreach(tri, i, t) {
+    json_array_foreach(tri, i, t)
+    {
         gf_buf_puts(b, "<tr><td>");
         esc(b, jstr(t, "model"));
         gf_buf_puts(b, "</td><td>");
@@ -539,7 +552,8 @@ static const char k_style[] =
     "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}"
     "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;font-size:13px}"
     ".v{padding:0 4px;border-radius:3px;font-weight:bold}.v-pass{background:#c8efc8}"
-    ".v-pass-near-tie{background:#e6f2a2}.v-skip{background:#e4e4e4}.v-known{background:#d8e4f4}.v-fixed{background:#f6d8a8}"
+    ".v-pass-near-tie{background:#e6f2a2}.v-skip{background:#e4e4e4}.v-known{background:#d8e4f4}.v-fixed{background:#"
+    "f6d8a8}"
     ".v-fail,.v-crash,.v-timeout{background:#f6b3b3}"
     ".v-stale,.v-error{background:#f7d08a}pre{background:#f4f4f4;padding:4px;white-space:pre-wrap}"
     "svg.plot{border:1px solid #ddd;margin:2px}section.case{margin:.3em 0}small{color:#666}h1{font-size:20px;margin:0}"
@@ -576,14 +590,14 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     const json_t *env = json_object_get(doc, "environment");
     gf_buf_puts(b, "<br>machine: ");
     esc(b, jstr(env, "cpu_model"));
-    gf_buf_printf(b, ", %lld CPUs, %lld jobs x %lld threads</p>\n",
-                  (long long)jnum(env, "nproc", 0), (long long)jnum(env, "jobs", 0),
-                  (long long)jnum(env, "threads_per_job", 0));
+    gf_buf_printf(b, ", %lld CPUs, %lld jobs x %lld threads</p>\n", (long long)jnum(env, "nproc", 0),
+                  (long long)jnum(env, "jobs", 0), (long long)jnum(env, "threads_per_job", 0));
     /* the backends' own figures first, the engine alone's apart */
     gf_buf_puts(b, "<p class=\"summary\">");
     size_t i;
     json_t *g;
-    json_array_foreach(json_object_get(sum, "by_backend"), i, g) {
+    json_array_foreach(json_object_get(sum, "by_backend"), i, g)
+    {
         gf_buf_puts(b, i ? "; <b>" : "<b>");
         esc(b, jstr(g, "backend"));
         gf_buf_printf(b, ": %lld passed, %lld failed, %lld skipped</b>", (long long)jnum(g, "passed", 0),
@@ -598,17 +612,18 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
                       (long long)jnum(eng, "skipped", 0));
     if (jnum(none, "runs", 0) > 0)
         gf_buf_printf(b, "; no backend matched: %lld skipped", (long long)jnum(none, "skipped", 0));
-    gf_buf_printf(b, "<br>all: %lld passed, %lld failed, %lld skipped (%lld runs of %lld cases); exit status %lld</p>\n",
-                  (long long)jnum(sum, "passed", 0), (long long)jnum(sum, "failed", 0),
-                  (long long)jnum(sum, "skipped", 0), (long long)jnum(sum, "runs", 0),
-                  (long long)jnum(sum, "cases", 0), (long long)jnum(sum, "exit_status", 0));
+    gf_buf_printf(
+        b, "<br>all: %lld passed, %lld failed, %lld skipped (%lld runs of %lld cases); exit status %lld</p>\n",
+        (long long)jnum(sum, "passed", 0), (long long)jnum(sum, "failed", 0), (long long)jnum(sum, "skipped", 0),
+        (long long)jnum(sum, "runs", 0), (long long)jnum(sum, "cases", 0), (long long)jnum(sum, "exit_status", 0));
     failures(b, results, plot_of);
     skips(b, results);
     triangulation(b, json_object_get(doc, "triangulation"));
     gf_buf_puts(b, "<h2 id=\"matrix\">Verdicts (case x backend; sf: safety factor, margin / max |delta|)</h2>\n");
     matrix(b, results, plot_of, 0);
-    gf_buf_puts(b, "<h2 id=\"matrix-engine\">The engine alone (kinds that reach no slot of the run's backends: they test "
-                   "no backend)</h2>\n");
+    gf_buf_puts(b,
+                "<h2 id=\"matrix-engine\">The engine alone (kinds that reach no slot of the run's backends: they test "
+                "no backend)</h2>\n");
     matrix(b, results, plot_of, 1);
     size_t np_rest = 0;
     for (size_t k = 0; k < n; k++)
@@ -641,7 +656,8 @@ static const json_t *find_result(const json_t *doc, const char *key)
 {
     size_t i;
     json_t *r;
-    json_array_foreach(json_object_get(doc, "results"), i, r) {
+    json_array_foreach(json_object_get(doc, "results"), i, r)
+    {
         char k[1024];
         snprintf(k, sizeof k, "%s@%s", jstr(r, "id"), jstr(r, "backend"));
         if (!strcmp(k, key))
@@ -690,8 +706,8 @@ static void overlay(gf_buf *b, const char *key, const json_t *ra, const json_t *
     const json_t *ga = json_object_get(ma, "step_margin"), *gb = json_object_get(mb, "step_margin");
     if (json_is_array(ga) && json_is_array(gb)) {
         json_t *g = json_pack("[O, O]", first_row(ga), first_row(gb));
-        plot_marks mm = {.gate = thr, .gate_label = "near-tie threshold", .first_div = fd, .failing = fs,
-                         .mark_below = 1};
+        plot_marks mm = {
+            .gate = thr, .gate_label = "near-tie threshold", .first_div = fd, .failing = fs, .mark_below = 1};
         if (g)
             plot(b, "top-1/top-2 margin per step (row 0), A and B", g, &mm);
         json_decref(g);
@@ -718,7 +734,8 @@ int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b_d
                   (long long)json_integer_value(json_object_get(cmp, "regressions")));
     gf_buf_puts(b, "<h2 id=\"verdicts\">Verdict changes</h2>\n<table><thead><tr><th>result</th><th>A</th><th>B</th>"
                    "<th></th><th>B's reason</th></tr></thead><tbody>\n");
-    json_array_foreach(json_object_get(cmp, "verdict_changes"), i, v) {
+    json_array_foreach(json_object_get(cmp, "verdict_changes"), i, v)
+    {
         gf_buf_puts(b, "<tr><td>");
         esc(b, jstr(v, "result"));
         gf_buf_puts(b, "</td><td>");
@@ -726,15 +743,17 @@ int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b_d
         gf_buf_puts(b, "</td><td>");
         verdict_span(b, jstr(v, "b"));
         gf_buf_puts(b, json_is_true(json_object_get(v, "regression")) ? "</td><td><b>REGRESSED</b></td><td>"
-                                                                        : "</td><td>changed</td><td>");
+                                                                      : "</td><td>changed</td><td>");
         esc(b, jstr(v, "reason_b"));
         gf_buf_puts(b, "</td></tr>\n");
     }
     gf_buf_puts(b, "</tbody></table>\n");
-    gf_buf_printf(b, "<h2 id=\"moved\">Moved metrics (threshold %g)</h2>\n<table><thead><tr><th>result</th>"
-                     "<th>comparison</th><th>metric</th><th>A</th><th>B</th></tr></thead><tbody>\n",
+    gf_buf_printf(b,
+                  "<h2 id=\"moved\">Moved metrics (threshold %g)</h2>\n<table><thead><tr><th>result</th>"
+                  "<th>comparison</th><th>metric</th><th>A</th><th>B</th></tr></thead><tbody>\n",
                   json_number_value(json_object_get(cmp, "threshold")));
-    json_array_foreach(json_object_get(cmp, "moved"), i, v) {
+    json_array_foreach(json_object_get(cmp, "moved"), i, v)
+    {
         gf_buf_puts(b, "<tr><td>");
         esc(b, jstr(v, "result"));
         gf_buf_puts(b, "</td><td>");
@@ -749,7 +768,8 @@ int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b_d
     }
     gf_buf_puts(b, "</tbody></table>\n<h2 id=\"audit\">Audit differences</h2>\n<table><thead><tr><th>key</th>"
                    "<th>A</th><th>B</th></tr></thead><tbody>\n");
-    json_array_foreach(json_object_get(cmp, "audit_differences"), i, v) {
+    json_array_foreach(json_object_get(cmp, "audit_differences"), i, v)
+    {
         gf_buf_puts(b, "<tr><td>");
         esc(b, jstr(v, "key"));
         gf_buf_puts(b, "</td><td>");
@@ -764,7 +784,8 @@ int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b_d
     size_t n = 0;
     const char *lists[] = {"verdict_changes", "moved"};
     for (int l = 0; l < 2; l++)
-        json_array_foreach(json_object_get(cmp, lists[l]), i, v) {
+        json_array_foreach(json_object_get(cmp, lists[l]), i, v)
+        {
             const char *key = jstr(v, "result");
             if (json_object_get(done, key))
                 continue;

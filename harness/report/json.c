@@ -159,7 +159,8 @@ json_t *gf_report_environment(const gf_run_info *r)
 extern char **environ;
 static json_t *audit_json(const gf_run_info *r)
 {
-    static const char *const prefixes[] = {"OPENBLAS_", "OMP_", "GOMP_", "KMP_", "MKL_", "DNNL_", "ONEDNN_", "CUDA_", NULL};
+    static const char *const prefixes[] = {"OPENBLAS_", "OMP_",    "GOMP_", "KMP_", "MKL_",
+                                           "DNNL_",     "ONEDNN_", "CUDA_", NULL};
     json_t *a = json_object(), *ev = json_object(), *bk = json_object(), *files = json_object();
     for (char **e = environ; e && *e; e++)
         for (int i = 0; prefixes[i]; i++)
@@ -170,11 +171,13 @@ static json_t *audit_json(const gf_run_info *r)
                 break;
             }
     json_object_set_new(a, "numerics_env", ev);
-    json_object_set_new(a, "threads", json_pack("{s:i, s:i}", "jobs", r->opts->jobs, "threads_per_job", r->opts->threads));
+    json_object_set_new(a, "threads",
+                        json_pack("{s:i, s:i}", "jobs", r->opts->jobs, "threads_per_job", r->opts->threads));
     char model[256] = ""; /* the machine: what a backend's CPU path is chosen from */
     gf_cpu_model(model, sizeof model);
-    json_object_set_new(a, "cpu", json_pack("{s:o, s:s}", "model", model[0] ? text(model) : json_null(), "flags",
-                                            gf_report_cpu_flags()));
+    json_object_set_new(
+        a, "cpu",
+        json_pack("{s:o, s:s}", "model", model[0] ? text(model) : json_null(), "flags", gf_report_cpu_flags()));
     for (size_t i = 0; i < r->n_backends; i++) { /* keyed as the reports name them: two configs, two entries */
         const gf_backend_probe *b = &r->backends[i];
         set_keyed(bk, gf_backend_label(b),
@@ -186,7 +189,7 @@ static json_t *audit_json(const gf_run_info *r)
     for (size_t i = 0; r->cases && i < r->cases->n_files; i++) {
         char hex[65];
         set_keyed(files, r->cases->files[i],
-                            gf_sha256_file(r->cases->files[i], hex) == GF_OK ? json_string(hex) : json_null());
+                  gf_sha256_file(r->cases->files[i], hex) == GF_OK ? json_string(hex) : json_null());
     }
     json_object_set_new(a, "case_files", files);
     return a;

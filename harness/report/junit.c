@@ -89,7 +89,8 @@ static int name_shared(const json_t *results, const json_t *res)
 {
     size_t i;
     json_t *o;
-    json_array_foreach(results, i, o) {
+    json_array_foreach(results, i, o)
+    {
         if (o != res && !strcmp(js(o, "id"), js(res, "id")) && !strcmp(backend_of(o), backend_of(res)))
             return 1;
     }

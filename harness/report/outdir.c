@@ -202,7 +202,8 @@ void gf_report_dir_rebase(const gf_report_dir *d, gf_job *jobs, size_t n_jobs)
         json_t *arts = jobs[i].record ? json_object_get(jobs[i].record, "artifacts") : NULL;
         size_t k;
         json_t *a;
-        json_array_foreach(arts, k, a) {
+        json_array_foreach(arts, k, a)
+        {
             json_t *holder = json_is_object(a) ? a : NULL;
             const char *s = json_string_value(holder ? json_object_get(a, "path") : a);
             char *r = s ? rebased(d, s) : NULL;

@@ -39,12 +39,12 @@ typedef struct gf_run_info {
     const char *json_path, *junit_path;
     const char *report_dir; /* the report folder as given (options.report_dir); NULL: none */
     int interrupted;        /* SIGINT / SIGTERM stopped the run: the signal, else 0 */
-    json_t *triangulation; /* triangulate.h; NULL when not run */
-    int as_declared;       /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
+    json_t *triangulation;  /* triangulate.h; NULL when not run */
+    int as_declared;        /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
     size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
     size_t required_unreached;        /* --require-backend backends that no case reached */
-    json_t *baseline;      /* --baseline: what the baseline found (baseline.h); NULL without one */
-    json_t *stray_files;   /* files in the report folder genfence did not write (stray.c); NULL: none */
+    json_t *baseline;                 /* --baseline: what the baseline found (baseline.h); NULL without one */
+    json_t *stray_files;              /* files in the report folder genfence did not write (stray.c); NULL: none */
 } gf_run_info;
 
 /* How one run counts: passed, skipped or failed (a required skip is failed;
@@ -118,7 +118,7 @@ void gf_key_metrics(const json_t *metrics, const json_t *checks, char *buf, size
 /* clang-format on */
 typedef struct gf_report_format {
     const char *name;
-    const char *file; /* in the report folder */
+    const char *file;                                      /* in the report folder */
     int (*write_doc)(const json_t *doc, const char *path); /* 0, or -1 with errno set */
     int fatal;
 } gf_report_format;

@@ -38,7 +38,8 @@ static int named(const gf_job *jobs, size_t n_jobs, const char *name)
         json_t *arts = jobs[i].record ? json_object_get(jobs[i].record, "artifacts") : NULL;
         size_t k;
         json_t *a;
-        json_array_foreach(arts, k, a) {
+        json_array_foreach(arts, k, a)
+        {
             const char *p = json_string_value(json_is_object(a) ? json_object_get(a, "path") : a);
             const char *base = p ? strrchr(p, '/') : NULL;
             if (p && !strcmp(base ? base + 1 : p, name))
@@ -56,7 +57,8 @@ json_t *gf_report_dir_strays(const gf_report_dir *d, json_t *before, const gf_jo
     json_t *now = gf_report_dir_listing(d->dir);
     const char *name;
     json_t *v;
-    json_object_foreach(now, name, v) {
+    json_object_foreach(now, name, v)
+    {
         if (ours(name) || (before && json_object_get(before, name)))
             continue;
         char *p = malloc(strlen(d->dir) + strlen(name) + 2);
@@ -73,7 +75,8 @@ json_t *gf_report_dir_strays(const gf_report_dir *d, json_t *before, const gf_jo
         if (fdir) {
             snprintf(fdir, n, "%s/failures", d->stage);
             json_t *fl = gf_report_dir_listing(fdir);
-            json_object_foreach(fl, name, v) {
+            json_object_foreach(fl, name, v)
+            {
                 if (named(jobs, n_jobs, name))
                     continue;
                 char *p = malloc(strlen(d->dir) + strlen(name) + sizeof "/failures/");

@@ -61,7 +61,7 @@ gf_counts gf_run_counts_of(const gf_run_info *r, gf_job_group g, const gf_backen
     gf_counts c = {0};
     for (size_t i = 0; i < r->n_jobs; i++) {
         const gf_job *j = &r->jobs[i];
-        int in = g == GF_GROUP_BACKEND ? j->backend == b
+        int in = g == GF_GROUP_BACKEND  ? j->backend == b
                  : g == GF_GROUP_ENGINE ? j->backend && j->backend->engine_
                                         : !j->backend;
         if (in)
@@ -130,8 +130,7 @@ static const char *js(const json_t *o, const char *k)
 static json_t *counts_json(const gf_counts *c)
 {
     return json_pack("{s:I, s:I, s:I, s:I, s:I}", "passed", (json_int_t)c->passed, "failed", (json_int_t)c->failed,
-                     "skipped", (json_int_t)c->skipped, "runs", (json_int_t)c->runs, "reached",
-                     (json_int_t)c->reached);
+                     "skipped", (json_int_t)c->skipped, "runs", (json_int_t)c->runs, "reached", (json_int_t)c->reached);
 }
 
 static void add_result(gf_counts *c, const json_t *res)
@@ -140,8 +139,8 @@ static void add_result(gf_counts *c, const json_t *res)
     if (!gf_verdict_parse(js(res, "verdict"), &v))
         v = GF_V_ERROR;
     const json_t *d = json_object_get(res, "as_declared");
-    gf_counts_add(c, v, json_is_true(json_object_get(res, "backend_required")), json_is_boolean(d) ? json_is_true(d) : -1,
-                  json_is_object(json_object_get(res, "process")));
+    gf_counts_add(c, v, json_is_true(json_object_get(res, "backend_required")),
+                  json_is_boolean(d) ? json_is_true(d) : -1, json_is_object(json_object_get(res, "process")));
 }
 
 static int is_engine(const json_t *res)
@@ -155,20 +154,20 @@ json_t *gf_report_groups(const json_t *results, const json_t *backends)
     gf_counts eng = {0}, none = {0};
     size_t i, k;
     json_t *res, *b;
-    json_array_foreach(results, i, res) {
+    json_array_foreach(results, i, res)
+    {
         if (json_is_null(json_object_get(res, "backend")))
             add_result(&none, res);
         else if (is_engine(res))
             add_result(&eng, res);
     }
     /* every backend of the run that was named or has runs, in the run's order */
-    json_array_foreach(backends, k, b) {
+    json_array_foreach(backends, k, b)
+    {
         gf_counts c = {0};
         const char *req = js(b, "requested");
-        json_array_foreach(results, i, res)
-            if (!json_is_null(json_object_get(res, "backend")) && !is_engine(res) &&
-                !strcmp(js(res, "backend_requested"), req))
-                add_result(&c, res);
+        json_array_foreach(results, i, res) if (!json_is_null(json_object_get(res, "backend")) && !is_engine(res) &&
+                                                !strcmp(js(res, "backend_requested"), req)) add_result(&c, res);
         if (!c.runs && !json_is_true(json_object_get(b, "available")))
             continue; /* not run here (default mode) or named and unavailable with no case: its line says so */
         json_t *o = counts_json(&c);

@@ -168,7 +168,8 @@ int gf_runner_record_check(const json_t *r, const char *case_id, char *why, size
     }
     size_t i;
     json_t *ck;
-    json_array_foreach(checks, i, ck) {
+    json_array_foreach(checks, i, ck)
+    {
         const char *name = json_string_value(json_object_get(ck, "name"));
         json_t *passed = json_object_get(ck, "passed");
         if (!name || !json_is_boolean(passed)) {
@@ -221,8 +222,9 @@ static void on_finished(size_t ti, size_t done, void *u)
                    ctx, after);
     } else if (t->exit_code == GF_CHILD_EXIT_WRITE) {
         j->verdict = GF_V_CRASH;
-        set_reason(j, "could not write its result record (exit status %d): the backend closed or reused file "
-                      "descriptors it does not own%s",
+        set_reason(j,
+                   "could not write its result record (exit status %d): the backend closed or reused file "
+                   "descriptors it does not own%s",
                    t->exit_code, ctx);
     } else if (t->exit_code != 0) {
         j->verdict = GF_V_CRASH;

@@ -97,12 +97,12 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
     const gf_call_trace *c = &t->trace;
     char parts[160] = "";
     size_t n = 0;
-#define PART(...)                                                                                                      \
-    do {                                                                                                               \
-        if (n < sizeof parts)                                                                                          \
-            n += (size_t)snprintf(parts + n, sizeof parts - n, "%s", n ? ", " : "");                                  \
-        if (n < sizeof parts)                                                                                          \
-            n += (size_t)snprintf(parts + n, sizeof parts - n, __VA_ARGS__);                                           \
+#define PART(...)                                                                    \
+    do {                                                                             \
+        if (n < sizeof parts)                                                        \
+            n += (size_t)snprintf(parts + n, sizeof parts - n, "%s", n ? ", " : ""); \
+        if (n < sizeof parts)                                                        \
+            n += (size_t)snprintf(parts + n, sizeof parts - n, __VA_ARGS__);         \
     } while (0)
     if (c->step >= 0)
         PART("step %lld", c->step);
@@ -210,7 +210,8 @@ static void make_nonce(char *out, size_t cap)
     unsigned char b[16];
     ssize_t got = getrandom(b, sizeof b, GRND_NONBLOCK);
     if (got != (ssize_t)sizeof b) { /* no entropy yet: still unique enough for a buggy backend */
-        unsigned long long x = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^ (unsigned long long)(gf_now_s() * 1e9);
+        unsigned long long x =
+            (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^ (unsigned long long)(gf_now_s() * 1e9);
         for (size_t i = 0; i < sizeof b; i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
             b[i] = (unsigned char)(x >> 56);
     }

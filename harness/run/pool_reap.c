@@ -27,10 +27,7 @@ int gf_pool_subreaper_begin(void)
     return prev;
 }
 
-void gf_pool_subreaper_end(int previous)
-{
-    prctl(PR_SET_CHILD_SUBREAPER, previous, 0, 0, 0);
-}
+void gf_pool_subreaper_end(int previous) { prctl(PR_SET_CHILD_SUBREAPER, previous, 0, 0, 0); }
 
 /* The parent pid in /proc/PID/stat (after the command's closing paren: the
  * command may hold spaces and parens), or -1. */

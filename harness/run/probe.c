@@ -71,8 +71,8 @@ static json_t *probe_child(const void *arg)
              * found by the runs (fail). UNSUPPORTED: no info slot, defaults. */
             const char *vendor = gf_backend_last_error(ops, NULL);
             char msg[512];
-            snprintf(msg, sizeof msg, "info: %s%s%s", gf_status_str(dst),
-                     vendor[0] || gf_error_msg()[0] ? ": " : "", vendor[0] ? vendor : gf_error_msg());
+            snprintf(msg, sizeof msg, "info: %s%s%s", gf_status_str(dst), vendor[0] || gf_error_msg()[0] ? ": " : "",
+                     vendor[0] ? vendor : gf_error_msg());
             json_object_set_new(r, "available", json_false());
             json_object_set_new(r, "unusable", json_true());
             json_object_set_new(r, "why", gf_json_text(msg));
@@ -106,8 +106,8 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
         tasks[i].fn = probe_child;
         tasks[i].arg = &args[i];
         /* a probe gets GF_RUN_PROBE_TIMEOUT_S, or --timeout when that is shorter */
-        tasks[i].timeout_s = o->timeout_s > 0 && o->timeout_s < GF_RUN_PROBE_TIMEOUT_S ? o->timeout_s
-                                                                                      : GF_RUN_PROBE_TIMEOUT_S;
+        tasks[i].timeout_s =
+            o->timeout_s > 0 && o->timeout_s < GF_RUN_PROBE_TIMEOUT_S ? o->timeout_s : GF_RUN_PROBE_TIMEOUT_S;
     }
     gf_pool_run(tasks, n, (int)(n > 16 ? 16 : n), o->memory_limit, NULL, NULL, NULL);
     for (size_t i = 0; i < n; i++) {

@@ -57,14 +57,14 @@ typedef struct gf_job {
     /* results */
     gf_verdict verdict;
     char *reason;
-    double seconds;    /* wall time, fork to reap */
-    json_t *record;    /* the child's record (NULL if none arrived) */
-    char *stderr_tail; /* the child's last stderr bytes, if any */
-    int exit_code;     /* -1 if killed */
-    int signal;        /* 0 if it exited */
-    int ran;           /* a child was started */
-    int decided;       /* the verdict is final (run, or decided without a child) */
-    int interrupted;   /* SIGINT/SIGTERM stopped the run before this job finished
+    double seconds;        /* wall time, fork to reap */
+    json_t *record;        /* the child's record (NULL if none arrived) */
+    char *stderr_tail;     /* the child's last stderr bytes, if any */
+    int exit_code;         /* -1 if killed */
+    int signal;            /* 0 if it exited */
+    int ran;               /* a child was started */
+    int decided;           /* the verdict is final (run, or decided without a child) */
+    int interrupted;       /* SIGINT/SIGTERM stopped the run before this job finished
                           (verdict error, "not run: ..." or "interrupted ...") */
     json_t *crash_context; /* crash / timeout: the backend call it was in (slot, call,
                               in_call, step, B, T, cache_length, calls_total), or NULL */

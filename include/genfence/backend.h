@@ -51,7 +51,7 @@ typedef enum gf_compute_dtype {
 
 typedef struct gf_backend_options {
     uint32_t struct_size;
-    int32_t threads;              /* worker threads the backend may use; >= 1 */
+    int32_t threads; /* worker threads the backend may use; >= 1 */
     /* The text after the first ':' of the backend spec the user gave, e.g.
      * "tf32" for `--backend cuda:tf32`, "q8_0,kv=f16" for
      * `--backend llamacpp:q8_0,kv=f16`, the command line for `exec:CMD ...`;
@@ -63,15 +63,15 @@ typedef struct gf_backend_options {
 
 /* Which logits forward writes. */
 typedef enum gf_logits_mode {
-    GF_LOGITS_ALL = 0,            /* logits_out is (B, T, V) */
-    GF_LOGITS_LAST = 1,           /* logits_out is (B, 1, V): position T-1 of each row */
+    GF_LOGITS_ALL = 0,  /* logits_out is (B, T, V) */
+    GF_LOGITS_LAST = 1, /* logits_out is (B, 1, V): position T-1 of each row */
 } gf_logits_mode;
 
 typedef struct gf_batch {
-    int32_t B;                    /* rows */
-    int32_t T;                    /* new positions per row (>= 1) */
-    const int32_t *tokens;        /* (B, T) row-major */
-    const int32_t *position_ids;  /* (B, T) row-major; each in [0, n_positions) */
+    int32_t B;                   /* rows */
+    int32_t T;                   /* new positions per row (>= 1) */
+    const int32_t *tokens;       /* (B, T) row-major */
+    const int32_t *position_ids; /* (B, T) row-major; each in [0, n_positions) */
     /* (B, Tk) row-major, 1 = real key, 0 = padding; Tk = cache length + T when
      * cached, T when uncached; NULL = all keys real. It is ANDed with the
      * causal mask; a query always sees its own key, whatever the mask says. */
@@ -109,9 +109,9 @@ typedef struct gf_batch {
 typedef struct gf_backend_info {
     uint32_t struct_size;
     gf_compute_dtype dtype;
-    int32_t threads;              /* threads it will use */
-    const char *library;          /* e.g. "OpenBLAS 0.3.21 ..." */
-    const char *detail;           /* ISA, device name, ... */
+    int32_t threads;     /* threads it will use */
+    const char *library; /* e.g. "OpenBLAS 0.3.21 ..." */
+    const char *detail;  /* ISA, device name, ... */
     /* Added in ABI 2 by growing the struct (struct_size says whether a
      * backend knew them; unset means NULL): the weight storage the options
      * select, e.g. "f32", "f16", "bf16", "q8_0", "q4_k" (NULL: the model's
@@ -153,17 +153,17 @@ static inline gf_status gf_backend_info_put(gf_backend_info *info_out, const gf_
  * vocab_size from; genfence never called the slot before V was added, so the
  * ABI version did not change. */
 typedef struct gf_rng_draws {
-    const double *u;              /* (B, V) */
-    int32_t V;                    /* entries per row of logits and u (>= 1) */
+    const double *u; /* (B, V) */
+    int32_t V;       /* entries per row of logits and u (>= 1) */
 } gf_rng_draws;
 
 typedef struct gf_sampler_params gf_sampler_params; /* engine/sampler.h */
 
 typedef struct gf_backend_ops {
-    uint32_t abi_version;         /* GF_BACKEND_ABI_VERSION */
-    uint32_t struct_size;         /* sizeof(gf_backend_ops) the backend was built with */
-    const char *name;             /* registry name, e.g. "ref" */
-    const char *description;      /* one line */
+    uint32_t abi_version;    /* GF_BACKEND_ABI_VERSION */
+    uint32_t struct_size;    /* sizeof(gf_backend_ops) the backend was built with */
+    const char *name;        /* registry name, e.g. "ref" */
+    const char *description; /* one line */
 
     /* Can this backend run here? GF_OK, or GF_E_UNAVAILABLE with the reason
      * written to why (NUL-terminated, truncated to why_len). */
@@ -174,17 +174,16 @@ typedef struct gf_backend_ops {
     gf_status (*info)(const gf_backend_options *opts, gf_backend_info *info_out);
 
     /* Build the backend's own copy of the model. *model_out NULL on failure. */
-    gf_status (*model_load)(const gf_model_desc *desc, const gf_backend_options *opts,
-                            void **model_out);
-    void (*model_free)(void *model);                    /* NULL-safe */
+    gf_status (*model_load)(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out);
+    void (*model_free)(void *model); /* NULL-safe */
 
     /* KV cache for `batch` rows of up to max_len positions (max_len <=
      * n_positions). Allocated once; length starts at 0. */
     gf_status (*cache_create)(void *model, int32_t batch, int32_t max_len, void **cache_out);
-    gf_status (*cache_reset)(void *cache);              /* length = 0 */
-    void (*cache_free)(void *cache);                    /* NULL-safe */
-    int32_t (*cache_length)(const void *cache);         /* positions held */
-    size_t (*cache_bytes)(const void *cache);           /* bytes of k and v storage */
+    gf_status (*cache_reset)(void *cache);      /* length = 0 */
+    void (*cache_free)(void *cache);            /* NULL-safe */
+    int32_t (*cache_length)(const void *cache); /* positions held */
+    size_t (*cache_bytes)(const void *cache);   /* bytes of k and v storage */
 
     /* Run the model over in->tokens. cache NULL: uncached, positions are the
      * whole sequence. cache non-NULL: the T new positions are appended at
@@ -207,9 +206,8 @@ typedef struct gf_backend_ops {
      * with no model loaded), so the slot must not need the model handle. A
      * slot given a model may use it (a device, a stream) but must not depend
      * on it for the result. Buffers belong to the caller; no state is kept. */
-    gf_status (*sample)(void *model, const float *logits, int32_t B,
-                        const gf_sampler_params *params, const gf_rng_draws *draws,
-                        int32_t *ids_out);
+    gf_status (*sample)(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                        const gf_rng_draws *draws, int32_t *ids_out);
 
     /* (optional) the vendor's text for the last error on this model (or
      * globally with model NULL); NULL or "" if none. */
@@ -235,9 +233,8 @@ typedef struct gf_backend_ops {
      * old `sample` slot only with gf_sampler_params_plain params (ext NULL,
      * the first six fields as before), so a backend without these two
      * slots keeps working unchanged. */
-    gf_status (*sample_ex)(void *model, const float *logits, int32_t B,
-                           const gf_sampler_params *params, const gf_rng_draws *draws,
-                           int32_t *ids_out);
+    gf_status (*sample_ex)(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
+                           const gf_rng_draws *draws, int32_t *ids_out);
 } gf_backend_ops;
 
 /* ---- table versions ----
@@ -253,7 +250,7 @@ typedef struct gf_backend_ops {
  * ignored silently). The engine checks all of this in gf_backend_check_ops
  * and calls every slot through its own wrappers (genfence/engine.h). */
 #define GF_BACKEND_OPS_BASE_SIZE (offsetof(gf_backend_ops, forward) + sizeof(((gf_backend_ops *)0)->forward))
-#define GF_OPS_HAS(ops, slot)                                                                     \
+#define GF_OPS_HAS(ops, slot) \
     ((ops)->struct_size >= offsetof(gf_backend_ops, slot) + sizeof((ops)->slot) && (ops)->slot != NULL)
 
 /* What a plugin shared object exports. */

@@ -26,7 +26,7 @@ typedef enum gf_activation {
     GF_ACT_GELU_TANH = 1, /* "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     GF_ACT_GELU_ERF = 2,  /* "gelu": 0.5 x (1 + erf(x / sqrt 2)) */
     GF_ACT_RELU = 3,
-    GF_ACT_SILU = 4,      /* SwiGLU gate (Llama) */
+    GF_ACT_SILU = 4, /* SwiGLU gate (Llama) */
 } gf_activation;
 
 typedef enum gf_norm_kind { GF_NORM_LAYERNORM = 1, GF_NORM_RMSNORM = 2 } gf_norm_kind;
@@ -59,55 +59,55 @@ typedef struct gf_model_config {
     int32_t eos_id;      /* -1 if none */
     int32_t tied_head;   /* 1: lm_head == wte */
     /* ABI v2 */
-    int32_t qkv_bias;    /* 1: q/k/v projections have biases (Qwen2) */
-    gf_rope_scaling rope_scaling;  /* informational; folded into rope_inv_freq */
-    float rope_factor;   /* rope_scaling.factor (linear, llama3); 0 if none */
+    int32_t qkv_bias;             /* 1: q/k/v projections have biases (Qwen2) */
+    gf_rope_scaling rope_scaling; /* informational; folded into rope_inv_freq */
+    float rope_factor;            /* rope_scaling.factor (linear, llama3); 0 if none */
 } gf_model_config;
 
 typedef struct gf_layer_weights {
     /* GPT-2 (GF_ARCH_GPT2) */
-    const float *ln1_w, *ln1_b;   /* (D), (D) */
-    const float *attn_qkv_w;      /* (D, 3D) [in, out]; columns q | k | v, heads contiguous */
-    const float *attn_qkv_b;      /* (3D) */
-    const float *attn_proj_w;     /* (D, D) [in, out] */
-    const float *attn_proj_b;     /* (D) */
-    const float *ln2_w, *ln2_b;   /* (D), (D) */
-    const float *mlp_fc_w;        /* (D, F) [in, out] */
-    const float *mlp_fc_b;        /* (F) */
-    const float *mlp_proj_w;      /* (F, D) [in, out] */
-    const float *mlp_proj_b;      /* (D) */
+    const float *ln1_w, *ln1_b; /* (D), (D) */
+    const float *attn_qkv_w;    /* (D, 3D) [in, out]; columns q | k | v, heads contiguous */
+    const float *attn_qkv_b;    /* (3D) */
+    const float *attn_proj_w;   /* (D, D) [in, out] */
+    const float *attn_proj_b;   /* (D) */
+    const float *ln2_w, *ln2_b; /* (D), (D) */
+    const float *mlp_fc_w;      /* (D, F) [in, out] */
+    const float *mlp_fc_b;      /* (F) */
+    const float *mlp_proj_w;    /* (F, D) [in, out] */
+    const float *mlp_proj_b;    /* (D) */
     /* Llama family (GF_ARCH_LLAMA), nn.Linear layout [out, in]; NULL for GPT-2 */
-    const float *attn_norm_w;     /* (D) */
-    const float *wq;              /* (H d_head, D) */
-    const float *wk, *wv;         /* (H_kv d_head, D) */
-    const float *wo;              /* (D, H d_head) */
-    const float *mlp_norm_w;      /* (D) */
-    const float *w_gate, *w_up;   /* (F, D) */
-    const float *w_down;          /* (D, F) */
+    const float *attn_norm_w;   /* (D) */
+    const float *wq;            /* (H d_head, D) */
+    const float *wk, *wv;       /* (H_kv d_head, D) */
+    const float *wo;            /* (D, H d_head) */
+    const float *mlp_norm_w;    /* (D) */
+    const float *w_gate, *w_up; /* (F, D) */
+    const float *w_down;        /* (D, F) */
     /* ABI v2: Qwen2's attention biases; NULL unless config.qkv_bias */
-    const float *bq;              /* (H d_head) */
-    const float *bk, *bv;         /* (H_kv d_head) */
+    const float *bq;      /* (H d_head) */
+    const float *bk, *bv; /* (H_kv d_head) */
 } gf_layer_weights;
 
 typedef struct gf_model_weights {
-    const float *wte;             /* (V, D) token embeddings */
-    const float *wpe;             /* (n_positions, D) learned positions; NULL for rotary */
+    const float *wte;               /* (V, D) token embeddings */
+    const float *wpe;               /* (n_positions, D) learned positions; NULL for rotary */
     const gf_layer_weights *layers; /* (L) */
-    const float *lnf_w, *lnf_b;   /* (D), (D); lnf_b NULL for RMSNorm */
-    const float *lm_head;         /* (V, D); == wte when tied */
+    const float *lnf_w, *lnf_b;     /* (D), (D); lnf_b NULL for RMSNorm */
+    const float *lm_head;           /* (V, D); == wte when tied */
     /* ABI v2, rotary only (NULL for learned positions): the inverse
      * frequencies with rope_scaling applied, as Hugging Face computes them
      * (float32). Rotate-half layout: for pair i in [0, d_head/2), angle =
      * pos * rope_inv_freq[i] (computed in float32 as HF does:
      * (float)pos * inv_freq), and (x[i], x[i + d_head/2]) is rotated by it. */
-    const float *rope_inv_freq;   /* (d_head / 2) */
+    const float *rope_inv_freq; /* (d_head / 2) */
 } gf_model_weights;
 
 typedef struct gf_model_desc {
-    uint32_t struct_size;         /* sizeof(gf_model_desc) as the producer knew it */
+    uint32_t struct_size; /* sizeof(gf_model_desc) as the producer knew it */
     gf_model_config config;
     gf_model_weights weights;
-    const char *name;             /* e.g. the model directory; informational */
+    const char *name; /* e.g. the model directory; informational */
 } gf_model_desc;
 
 #ifdef __cplusplus

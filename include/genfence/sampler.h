@@ -31,12 +31,12 @@ extern "C" {
 typedef struct gf_sampler_ext gf_sampler_ext;
 
 struct gf_sampler_params {
-    double temperature;  /* 0 = greedy */
-    int32_t use_top_k;   /* 0: top-k off */
+    double temperature; /* 0 = greedy */
+    int32_t use_top_k;  /* 0: top-k off */
     int32_t top_k;
-    int32_t use_top_p;   /* 0: top-p off */
+    int32_t use_top_p; /* 0: top-p off */
     double top_p;
-    uint64_t seed;       /* Philox key */
+    uint64_t seed; /* Philox key */
     /* Added after the first six fields (which every backend's `sample` slot
      * reads) and only ever read by genfence and a `sample_ex` slot: the
      * profile and the further filters. NULL = the seed profile with no
@@ -67,7 +67,7 @@ typedef enum gf_sampler_profile {
     GF_PROFILE_LLAMACPP = 2,
     GF_PROFILE_VLLM = 3,
 } gf_sampler_profile;
-#define GF_PROFILE_COUNT 4
+#define GF_PROFILE_COUNT  4
 #define GF_PROFILE_BIT(p) (1u << (unsigned)(p))
 
 /* "seed", "hf", "llamacpp", "vllm"; NULL for anything else. */
@@ -77,20 +77,21 @@ int gf_sampler_profile_from_name(const char *name);
 
 /* Chain stages (llamacpp's `chain` orders them; logit bias and the
  * min_new_tokens EOS ban always come first): X(ID, value, name). */
-#define GF_SAMPLER_STAGE_LIST(X)                                                                                       \
-    X(PENALTIES, 1, "penalties")                                                                                       \
-    X(TOP_K, 2, "top_k")                                                                                               \
-    X(TYPICAL_P, 3, "typical_p")                                                                                       \
-    X(TOP_P, 4, "top_p")                                                                                               \
-    X(MIN_P, 5, "min_p")                                                                                               \
-    X(TEMPERATURE, 6, "temperature")                                                                                   \
+#define GF_SAMPLER_STAGE_LIST(X)     \
+    X(PENALTIES, 1, "penalties")     \
+    X(TOP_K, 2, "top_k")             \
+    X(TYPICAL_P, 3, "typical_p")     \
+    X(TOP_P, 4, "top_p")             \
+    X(MIN_P, 5, "min_p")             \
+    X(TEMPERATURE, 6, "temperature") \
     X(XTC, 7, "xtc")
 typedef enum gf_sampler_stage {
 #define GF_STAGE_ENUM_(ID, v, name) GF_STAGE_##ID = v,
     GF_SAMPLER_STAGE_LIST(GF_STAGE_ENUM_)
 #undef GF_STAGE_ENUM_
 } gf_sampler_stage;
-#define GF_SAMPLER_MAX_CHAIN 6 /* the capacity of gf_sampler_ext.chain (part of its layout: an explicit chain
+#define GF_SAMPLER_MAX_CHAIN \
+    6 /* the capacity of gf_sampler_ext.chain (part of its layout: an explicit chain
                                   names at most 6 of the stages) */
 /* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"; NULL otherwise. */
 const char *gf_sampler_stage_name(int stage);
@@ -98,7 +99,7 @@ int gf_sampler_stage_from_name(const char *name); /* -1 if unknown */
 
 typedef struct gf_logit_bias {
     int32_t token;
-    float bias;          /* added to the logit; -inf bans the token */
+    float bias; /* added to the logit; -inf bans the token */
 } gf_logit_bias;
 
 /* The profile and further filters. Versioned: struct_size is the size the
@@ -106,34 +107,34 @@ typedef struct gf_logit_bias {
  * values. All pointers are borrowed for the call. */
 struct gf_sampler_ext {
     uint32_t struct_size;
-    int32_t profile;             /* gf_sampler_profile */
-    int32_t n_chain;             /* 0: the profile's order; else llamacpp only */
+    int32_t profile;                     /* gf_sampler_profile */
+    int32_t n_chain;                     /* 0: the profile's order; else llamacpp only */
     int32_t chain[GF_SAMPLER_MAX_CHAIN]; /* gf_sampler_stage, each at most once */
     int32_t use_min_p;
-    double min_p;                /* keep p_i >= min_p * max_j p_j */
+    double min_p; /* keep p_i >= min_p * max_j p_j */
     int32_t use_typical_p;
-    double typical_p;            /* locally typical sampling mass */
-    double repetition_penalty;   /* 1: off. seen z > 0: z / r, else z * r */
-    double frequency_penalty;    /* 0: off. z -= f * count */
-    double presence_penalty;     /* 0: off. z -= p * (count > 0) */
-    int32_t penalty_last_n;      /* llamacpp: the last n history ids count; -1 all, 0 off */
-    int32_t min_tokens_to_keep;  /* >= 1 (llamacpp: min_keep, >= 0); vllm: 1 only */
+    double typical_p;           /* locally typical sampling mass */
+    double repetition_penalty;  /* 1: off. seen z > 0: z / r, else z * r */
+    double frequency_penalty;   /* 0: off. z -= f * count */
+    double presence_penalty;    /* 0: off. z -= p * (count > 0) */
+    int32_t penalty_last_n;     /* llamacpp: the last n history ids count; -1 all, 0 off */
+    int32_t min_tokens_to_keep; /* >= 1 (llamacpp: min_keep, >= 0); vllm: 1 only */
     int32_t n_bias;
-    const gf_logit_bias *bias;   /* (n_bias) token -> bias, each token at most once */
+    const gf_logit_bias *bias; /* (n_bias) token -> bias, each token at most once */
     int32_t n_history;
-    const int32_t *history;      /* (n_history) prompt then generated ids */
-    int32_t n_prompt;            /* history[0, n_prompt) is the prompt */
-    int32_t min_new_tokens;      /* ban eos_id (vllm: and stop_ids) while fewer generated */
-    int32_t eos_id;              /* -1: none */
+    const int32_t *history; /* (n_history) prompt then generated ids */
+    int32_t n_prompt;       /* history[0, n_prompt) is the prompt */
+    int32_t min_new_tokens; /* ban eos_id (vllm: and stop_ids) while fewer generated */
+    int32_t eos_id;         /* -1: none */
     int32_t n_stop_ids;
-    const int32_t *stop_ids;     /* (n_stop_ids) generation stops on these (generate) */
+    const int32_t *stop_ids; /* (n_stop_ids) generation stops on these (generate) */
     /* llamacpp's XTC (exclude top choices): when it fires, every token with
      * p >= threshold but the least probable of them is dropped, if at least
      * min_keep stay. probability 0: off; 1: fires every step (genfence has no
      * per-step coin: (0, 1) is refused); threshold > 0.5: off. */
-    double xtc_probability;      /* 0 */
-    double xtc_threshold;        /* 0.1 */
-    int32_t xtc_min_keep;        /* 1 */
+    double xtc_probability; /* 0 */
+    double xtc_threshold;   /* 0.1 */
+    int32_t xtc_min_keep;   /* 1 */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
@@ -163,14 +164,14 @@ gf_status gf_sampler_validate(const gf_sampler_params *p);
 
 typedef struct gf_sample_result {
     int32_t token;
-    int32_t runner_up;   /* token with the second score, -1 if none */
-    double margin;       /* top-1 minus top-2 score (see above), +inf if no runner-up */
-    int32_t kept;        /* candidates left after top-k/top-p (V when greedy) */
+    int32_t runner_up; /* token with the second score, -1 if none */
+    double margin;     /* top-1 minus top-2 score (see above), +inf if no runner-up */
+    int32_t kept;      /* candidates left after top-k/top-p (V when greedy) */
 } gf_sample_result;
 
 /* Sample one row of V logits for sequence seq_id at generation step `step`. */
-gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p,
-                    uint64_t seq_id, uint64_t step, gf_sample_result *out);
+gf_status gf_sample(const float *logits, int32_t V, const gf_sampler_params *p, uint64_t seq_id, uint64_t step,
+                    gf_sample_result *out);
 
 /* gf_sample for one row of a generation: with p->ext set, under a copy of it
  * whose history is the row's tokens (prompt then generated, n_tokens of
@@ -184,12 +185,10 @@ int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token);
 
 /* Steps 1-3 only: the filtered, temperature-scaled logits z (V, -inf where
  * dropped). Greedy (temperature 0) keeps only the argmax. */
-gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_params *p,
-                            double *z_out);
+gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_params *p, double *z_out);
 
 /* softmax of gf_sampler_filter's z: the distribution draws follow (V). */
-gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p,
-                           double *probs_out);
+gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p, double *probs_out);
 
 /* Greedy over raw logits without validation: token = first index of the
  * maximum, runner_up = first index of the maximum of the rest, margin = their

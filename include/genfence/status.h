@@ -14,18 +14,18 @@ extern "C" {
 #endif
 
 /* X(name, value, text) -- the one list all codes come from. */
-#define GF_STATUS_LIST(X)                                              \
-    X(GF_OK, 0, "ok")                                                  \
-    X(GF_E_INVALID_ARG, 1, "invalid argument")                         \
-    X(GF_E_NOMEM, 2, "out of memory")                                  \
-    X(GF_E_IO, 3, "I/O error")                                         \
-    X(GF_E_FORMAT, 4, "malformed input")                               \
-    X(GF_E_UNSUPPORTED, 5, "unsupported")                              \
-    X(GF_E_UNAVAILABLE, 6, "unavailable on this machine")              \
-    X(GF_E_CONTEXT_LIMIT, 7, "context limit reached")                  \
-    X(GF_E_ABI, 8, "backend ABI mismatch")                             \
-    X(GF_E_BACKEND, 9, "backend failure")                              \
-    X(GF_E_NOT_FOUND, 10, "not found")                                 \
+#define GF_STATUS_LIST(X)                                 \
+    X(GF_OK, 0, "ok")                                     \
+    X(GF_E_INVALID_ARG, 1, "invalid argument")            \
+    X(GF_E_NOMEM, 2, "out of memory")                     \
+    X(GF_E_IO, 3, "I/O error")                            \
+    X(GF_E_FORMAT, 4, "malformed input")                  \
+    X(GF_E_UNSUPPORTED, 5, "unsupported")                 \
+    X(GF_E_UNAVAILABLE, 6, "unavailable on this machine") \
+    X(GF_E_CONTEXT_LIMIT, 7, "context limit reached")     \
+    X(GF_E_ABI, 8, "backend ABI mismatch")                \
+    X(GF_E_BACKEND, 9, "backend failure")                 \
+    X(GF_E_NOT_FOUND, 10, "not found")                    \
     X(GF_E_INTERNAL, 11, "internal error")
 
 typedef enum gf_status {
@@ -38,13 +38,11 @@ typedef enum gf_status {
 const char *gf_status_str(gf_status s);
 
 /* Record a message for the current thread and return `s` (so: return gf_error_set(...)). */
-gf_status gf_error_set(gf_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+gf_status gf_error_set(gf_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prepend "context: " to the current message; returns `s`. The context's
  * first segment is said once: "generate: step 3" before "generate: prefill
  * ..." gives "generate: step 3: prefill ...". */
-gf_status gf_error_prefix(gf_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+gf_status gf_error_prefix(gf_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* msg past any leading "SEG: " where SEG is prefix's first segment (the text
  * before its first ": ", or all of it). */
 const char *gf_error_unprefixed(const char *msg, const char *prefix);

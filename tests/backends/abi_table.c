@@ -63,8 +63,7 @@ static void copy_base(v2_base_ops *t, const gf_backend_ops *ref)
 static struct {
     v2_base_ops ops;
     /* where a longer table would have `sample` and `last_error` */
-    gf_status (*after[2])(void *, const float *, int32_t, const gf_sampler_params *, const gf_rng_draws *,
-                          int32_t *);
+    gf_status (*after[2])(void *, const float *, int32_t, const gf_sampler_params *, const gf_rng_draws *, int32_t *);
 } g_table;
 
 __attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_entry(void)

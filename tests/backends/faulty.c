@@ -250,7 +250,7 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
         *nowhere = 1;
     }
 #elif GF_FAULT == 44
-    if (st == GF_OK) /* never returns from a forward ref accepts */
+    if (st == GF_OK)         /* never returns from a forward ref accepts */
         for (volatile unsigned long spin = 0;; spin++)
             ;
 #endif

@@ -19,14 +19,14 @@ const char *gf_fuzz_path(int slot, const char *name);
 /* Write data to path (truncating); aborts on an I/O error (not the input's fault). */
 void gf_fuzz_write(const char *path, const void *data, size_t size);
 /* A property of a well-formed input did not hold: print and abort (a crash to libFuzzer). */
-#define GF_FUZZ_ASSERT(cond, ...)                                                            \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
+#define GF_FUZZ_ASSERT(cond, ...)                                                              \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
             fprintf(stderr, "fuzz property failed at %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            abort();                                                                         \
-        }                                                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            abort();                                                                           \
+        }                                                                                      \
     } while (0)
 
 #endif

@@ -92,10 +92,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fprintf(stderr, "config: %s\n", gf_error_msg());
         return 0;
     }
-    GF_FUZZ_ASSERT(cfg.vocab_size > 0 && cfg.n_positions > 0 && cfg.n_embd > 0 && cfg.n_layer > 0 &&
-                       cfg.n_head > 0 && cfg.n_kv_head > 0 && cfg.d_head > 0 && cfg.d_ff > 0,
-                   "non-positive size (V %d P %d D %d L %d H %d Hkv %d dh %d F %d)", cfg.vocab_size,
-                   cfg.n_positions, cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.n_kv_head, cfg.d_head, cfg.d_ff);
+    GF_FUZZ_ASSERT(cfg.vocab_size > 0 && cfg.n_positions > 0 && cfg.n_embd > 0 && cfg.n_layer > 0 && cfg.n_head > 0 &&
+                       cfg.n_kv_head > 0 && cfg.d_head > 0 && cfg.d_ff > 0,
+                   "non-positive size (V %d P %d D %d L %d H %d Hkv %d dh %d F %d)", cfg.vocab_size, cfg.n_positions,
+                   cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.n_kv_head, cfg.d_head, cfg.d_ff);
     GF_FUZZ_ASSERT(cfg.n_head % cfg.n_kv_head == 0, "H %d not a multiple of H_kv %d", cfg.n_head, cfg.n_kv_head);
     GF_FUZZ_ASSERT(isfinite(cfg.norm_eps), "norm_eps %g", cfg.norm_eps);
     const char *family = cfg.arch == GF_ARCH_LLAMA ? "llama" : "gpt2";

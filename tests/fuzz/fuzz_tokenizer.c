@@ -31,8 +31,8 @@ static int valid_utf8(const uint8_t *s, size_t n)
                 return 0;
             cp = (cp << 6) | (s[i + k] & 0x3Fu);
         }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
             return 0;
         i += len;
     }
@@ -57,8 +57,8 @@ static void exercise(const gf_tokenizer *tok, const uint8_t *text, size_t len, i
     s = gf_tokenizer_decode(tok, ids, n, &dec, &dec_len);
     GF_FUZZ_ASSERT(s == GF_OK, "encode's ids do not decode: %s", gf_status_str(s));
     if (lossless)
-        GF_FUZZ_ASSERT(dec_len == len && !memcmp(dec, text, len), "round trip changed the text (%zu -> %zu bytes)",
-                       len, dec_len);
+        GF_FUZZ_ASSERT(dec_len == len && !memcmp(dec, text, len), "round trip changed the text (%zu -> %zu bytes)", len,
+                       dec_len);
     /* the same bytes through the streaming decoder, one token at a time */
     size_t cap = 3 * (dec_len + 64) + 64, used = 0;
     char *out = malloc(cap);

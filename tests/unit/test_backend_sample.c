@@ -138,8 +138,7 @@ Test(backend_sample, correct_slot_equals_gf_sample)
         for (uint64_t step = 0; step < 8; step++) {
             int32_t want[B], got[B];
             engine_tokens(L, &ps[i], step, want);
-            cr_assert_eq(gf_backend_sample(&o, NULL, L, B, V, &ps[i], k_seq, step, got), GF_OK, "%s",
-                         gf_error_msg());
+            cr_assert_eq(gf_backend_sample(&o, NULL, L, B, V, &ps[i], k_seq, step, got), GF_OK, "%s", gf_error_msg());
             cr_assert(!memcmp(want, got, sizeof want), "params %zu step %llu", i, (unsigned long long)step);
         }
 }

@@ -163,8 +163,8 @@ Test(backend_sample_ex, an_old_table_keeps_working_and_is_never_read_past_its_si
 
 Test(backend_sample_ex, vllm_poisoned_rows_reach_the_slot)
 {
-    static const float P[B * V] = {0.0f, NAN, 1.0f, 0.0f, 0.0f, 0.0f, -INFINITY, -INFINITY, -INFINITY,
-                                   -INFINITY, -INFINITY, -INFINITY};
+    static const float P[B * V] = {0.0f,      NAN,       1.0f,      0.0f,      0.0f,      0.0f,
+                                   -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     gf_backend_ops o = table(1);
     gf_sampler_params v = with_profile(GF_PROFILE_VLLM);
     int32_t ids[B];

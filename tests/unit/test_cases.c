@@ -68,7 +68,7 @@ Test(core_schema, null_bool_int_float_string)
     cr_assert(v.type == GF_YS_FLOAT && isinf(v.d) && v.d < 0);
     v = scalar("+.Inf", 1);
     cr_assert(v.type == GF_YS_FLOAT && isinf(v.d) && v.d > 0);
-    cr_assert_eq(scalar("yes", 1).type, GF_YS_STR);  /* YAML 1.1 only */
+    cr_assert_eq(scalar("yes", 1).type, GF_YS_STR); /* YAML 1.1 only */
     cr_assert_eq(scalar("1_000", 1).type, GF_YS_STR);
     cr_assert_eq(scalar("nan", 1).type, GF_YS_STR);
     cr_assert_eq(scalar("1.2.3", 1).type, GF_YS_STR);
@@ -308,10 +308,12 @@ Test(errors, values_out_of_range)
     expect_error("cases:\n  - id: x\n    kind: top_p_fence\n    probs: [0.5, 0.5]\n    permutation: [0, 0]\n"
                  "    expect: [{p: 0.5, keep: [0]}]\n",
                  "'permutation' must hold each index 0..1 once");
-    expect_error("cases:\n  - id: x\n    kind: batch_consistency\n    model: m\n    prompts: [a]\n    modes: [cashed]\n",
-                 "t.yaml:6:13: 'modes' entries must be cached or uncached");
-    expect_error("cases:\n  - id: x\n    kind: top_k_fence\n    model: m\n    probs: [1]\n    expect: [{k: 1, keep: [0]}]\n",
-                 "t.yaml:4:12: kind 'top_k_fence' takes no 'model'");
+    expect_error(
+        "cases:\n  - id: x\n    kind: batch_consistency\n    model: m\n    prompts: [a]\n    modes: [cashed]\n",
+        "t.yaml:6:13: 'modes' entries must be cached or uncached");
+    expect_error(
+        "cases:\n  - id: x\n    kind: top_k_fence\n    model: m\n    probs: [1]\n    expect: [{k: 1, keep: [0]}]\n",
+        "t.yaml:4:12: kind 'top_k_fence' takes no 'model'");
 }
 
 Test(errors, every_error_is_reported)

@@ -30,8 +30,10 @@ Test(cuda_host, options_and_dtypes)
         gfc_mode mode;
         gf_compute_dtype dt;
         size_t bytes;
-    } ok[] = {{NULL, GFC_FP32, GF_COMPUTE_F32, 4},  {"fp32", GFC_FP32, GF_COMPUTE_F32, 4},
-              {"tf32", GFC_TF32, GF_COMPUTE_TF32, 4}, {"bf16", GFC_BF16, GF_COMPUTE_BF16, 2},
+    } ok[] = {{NULL, GFC_FP32, GF_COMPUTE_F32, 4},
+              {"fp32", GFC_FP32, GF_COMPUTE_F32, 4},
+              {"tf32", GFC_TF32, GF_COMPUTE_TF32, 4},
+              {"bf16", GFC_BF16, GF_COMPUTE_BF16, 2},
               {"fp16", GFC_FP16, GF_COMPUTE_F16, 2}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         gfc_mode m = (gfc_mode)99;
@@ -60,8 +62,8 @@ Test(cuda_host, bf16_rounding)
         uint16_t out;
     } cases[] = {
         {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80}, /* tie -> even */
-        {0x3f818000u, 0x3f82}, {0x3f808001u, 0x3f81}, {0x3f807fffu, 0x3f80},
-        {0x80000000u, 0x8000}, {0x7f7fffffu, 0x7f80}, /* max float rounds to inf */
+        {0x3f818000u, 0x3f82}, {0x3f808001u, 0x3f81}, {0x3f807fffu, 0x3f80}, {0x80000000u, 0x8000},
+        {0x7f7fffffu, 0x7f80}, /* max float rounds to inf */
         {0xff800000u, 0xff80}, {0x00000001u, 0x0000}, {0x00008000u, 0x0000}, {0x00018000u, 0x0002},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -96,8 +98,7 @@ Test(cuda_host, f16_rounding_matches_the_compiler)
         _Float16 want = (_Float16)x;
         uint16_t wb;
         memcpy(&wb, &want, sizeof wb);
-        cr_assert_eq(gfc_f32_to_f16(x), wb, "0x%08x (%g) -> 0x%04x, want 0x%04x", u, (double)x, gfc_f32_to_f16(x),
-                     wb);
+        cr_assert_eq(gfc_f32_to_f16(x), wb, "0x%08x (%g) -> 0x%04x, want 0x%04x", u, (double)x, gfc_f32_to_f16(x), wb);
         cr_assert_eq(gfc_bits(gfc_f16_to_f32(wb)), gfc_bits((float)want), "0x%04x back", wb);
     }
     cr_assert_eq(gfc_f32_to_f16(65519.0f), 0x7bff);
@@ -117,8 +118,8 @@ Test(cuda_host, sampler_matches_gf_sample)
         double temp;
         int use_k, k, use_p;
         double p;
-    } params[] = {{0, 0, 0, 0, 1},     {1.0, 0, 0, 0, 1},   {0.7, 1, 5, 0, 1},  {1.3, 0, 0, 1, 0.9},
-                  {0.9, 1, 12, 1, 0.5}, {2.0, 1, 1, 0, 1},  {1.0, 1, 200, 1, 0.95}, {0.5, 0, 0, 1, 1.0},
+    } params[] = {{0, 0, 0, 0, 1},      {1.0, 0, 0, 0, 1}, {0.7, 1, 5, 0, 1},      {1.3, 0, 0, 1, 0.9},
+                  {0.9, 1, 12, 1, 0.5}, {2.0, 1, 1, 0, 1}, {1.0, 1, 200, 1, 0.95}, {0.5, 0, 0, 1, 1.0},
                   {1.0, 1, 3, 1, 0.2},  {0, 1, 2, 1, 0.3}};
     const int32_t Vs[] = {1, 2, 37, VMAX};
     int checked = 0;
@@ -127,9 +128,12 @@ Test(cuda_host, sampler_matches_gf_sample)
             for (size_t pi = 0; pi < sizeof params / sizeof params[0]; pi++)
                 for (uint64_t step = 0; step < 6; step++) {
                     const int32_t V = Vs[vi];
-                    gf_sampler_params p = {.temperature = params[pi].temp, .use_top_k = params[pi].use_k,
-                                           .top_k = params[pi].k, .use_top_p = params[pi].use_p,
-                                           .top_p = params[pi].p, .seed = 1234 + step};
+                    gf_sampler_params p = {.temperature = params[pi].temp,
+                                           .use_top_k = params[pi].use_k,
+                                           .top_k = params[pi].k,
+                                           .use_top_p = params[pi].use_p,
+                                           .top_p = params[pi].p,
+                                           .seed = 1234 + step};
                     float lg[B * VMAX];
                     double u[B * VMAX];
                     for (int b = 0; b < B; b++) {
@@ -152,8 +156,8 @@ Test(cuda_host, sampler_matches_gf_sample)
                     for (int b = 0; b < B; b++) {
                         gf_sample_result r;
                         cr_assert_eq(gf_sample(lg + (size_t)b * V, V, &p, seq[b], step, &r), GF_OK);
-                        cr_assert_eq(ids[b], r.token, "V %d shape %d params %zu step %llu row %d: %d, gf_sample %d",
-                                     V, shape, pi, (unsigned long long)step, b, ids[b], r.token);
+                        cr_assert_eq(ids[b], r.token, "V %d shape %d params %zu step %llu row %d: %d, gf_sample %d", V,
+                                     shape, pi, (unsigned long long)step, b, ids[b], r.token);
                         checked++;
                     }
                 }
@@ -243,4 +247,3 @@ Test(cuda_host, module_probe_info_and_options)
     tiny_model_free(&tm);
     dlclose(dl);
 }
-

@@ -74,11 +74,24 @@ static void tiny_llama_make(tiny_llama *m, int qkv_bias, int tied)
     for (int i = 0; i < dh / 2; i++)
         inv[i] = (float)(1.0 / pow(10000.0, 2.0 * i / dh));
     w->rope_inv_freq = inv;
-    m->desc.config = (gf_model_config){.arch = GF_ARCH_LLAMA, .activation = GF_ACT_SILU, .norm = GF_NORM_RMSNORM,
-                                       .pos = GF_POS_ROPE, .vocab_size = V, .n_positions = 64, .n_embd = D,
-                                       .n_layer = L, .n_head = H, .n_kv_head = Hkv, .d_head = dh, .d_ff = F,
-                                       .norm_eps = 1e-6f, .rope_theta = 10000.0f, .bos_id = -1, .eos_id = -1,
-                                       .tied_head = tied, .qkv_bias = qkv_bias};
+    m->desc.config = (gf_model_config){.arch = GF_ARCH_LLAMA,
+                                       .activation = GF_ACT_SILU,
+                                       .norm = GF_NORM_RMSNORM,
+                                       .pos = GF_POS_ROPE,
+                                       .vocab_size = V,
+                                       .n_positions = 64,
+                                       .n_embd = D,
+                                       .n_layer = L,
+                                       .n_head = H,
+                                       .n_kv_head = Hkv,
+                                       .d_head = dh,
+                                       .d_ff = F,
+                                       .norm_eps = 1e-6f,
+                                       .rope_theta = 10000.0f,
+                                       .bos_id = -1,
+                                       .eos_id = -1,
+                                       .tied_head = tied,
+                                       .qkv_bias = qkv_bias};
     m->desc.struct_size = sizeof m->desc;
     m->desc.name = "tiny-llama";
 }
@@ -106,8 +119,21 @@ static void check_ranges(size_t (*r)[2], size_t n, size_t count)
 static void plan_ranges(const gfc_plan *p)
 {
     size_t f[512][2], g[512][2], nf = 0, ng = 0;
-#define F32(off, n) do { if ((off) != GFC_NONE) { f[nf][0] = (off); f[nf][1] = (n); nf++; } } while (0)
-#define GEMM(l) do { g[ng][0] = (l).w; g[ng][1] = (size_t)(l).N * (l).K; ng++; F32((l).b, (size_t)(l).N); } while (0)
+#define F32(off, n)              \
+    do {                         \
+        if ((off) != GFC_NONE) { \
+            f[nf][0] = (off);    \
+            f[nf][1] = (n);      \
+            nf++;                \
+        }                        \
+    } while (0)
+#define GEMM(l)                           \
+    do {                                  \
+        g[ng][0] = (l).w;                 \
+        g[ng][1] = (size_t)(l).N * (l).K; \
+        ng++;                             \
+        F32((l).b, (size_t)(l).N);        \
+    } while (0)
     F32(p->wte, (size_t)p->V * p->D);
     F32(p->wpe, (size_t)p->cfg.n_positions * p->D);
     F32(p->lnf_w, (size_t)p->D);
@@ -154,7 +180,8 @@ Test(cuda_model, gpt2_layout)
         /* Conv1D [in, out] -> [out, in]: row n, column k is W[k][n] */
         for (int32_t n = 0; n < 3 * D; n++)
             for (int32_t k = 0; k < D; k++)
-                cr_assert_eq(gemm_elem(&p, gi, d->qkv.w + (size_t)n * D + k), as_mode(mode, s->attn_qkv_w[k * 3 * D + n]));
+                cr_assert_eq(gemm_elem(&p, gi, d->qkv.w + (size_t)n * D + k),
+                             as_mode(mode, s->attn_qkv_w[k * 3 * D + n]));
         for (int32_t n = 0; n < D; n++)
             for (int32_t k = 0; k < F; k++)
                 cr_assert_eq(gemm_elem(&p, gi, d->down.w + (size_t)n * F + k), as_mode(mode, s->mlp_proj_w[k * D + n]));
@@ -563,8 +590,8 @@ Test(cuda_model, llama_forward_matches_plain_forward)
                 for (int j = 0; j < t0 + n; j++)
                     cm[b * (t0 + n) + j] = mask[b * T + j];
             }
-            gf_batch ci = {.B = B, .T = n, .tokens = ct, .position_ids = cp, .key_mask = cm,
-                           .logits_mode = GF_LOGITS_LAST};
+            gf_batch ci = {
+                .B = B, .T = n, .tokens = ct, .position_ids = cp, .key_mask = cm, .logits_mode = GF_LOGITS_LAST};
             float last[B * V];
             cr_assert_eq(gfc_forward(m, c, &ci, last), GF_OK, "%s", gf_error_msg());
             for (int b = 0; b < B; b++) {

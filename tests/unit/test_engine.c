@@ -57,8 +57,8 @@ Test(engine, cache_equals_recompute_prefill_2_then_1)
     int at = 0;
     const int chunks[] = {2, 1, 1, 1, 1};
     for (int c = 0; c < 5; c++) {
-        gf_batch in = {.B = 1, .T = chunks[c], .tokens = tok + at, .position_ids = pos + at,
-                       .logits_mode = GF_LOGITS_ALL};
+        gf_batch in = {
+            .B = 1, .T = chunks[c], .tokens = tok + at, .position_ids = pos + at, .logits_mode = GF_LOGITS_ALL};
         cr_assert_eq(gf_engine_forward(g_e, cache, &in, step + at * V), GF_OK);
         at += chunks[c];
         cr_assert_eq(gf_engine_ops(g_e)->cache_length(cache), at, "length advances once per call");
@@ -117,8 +117,7 @@ Test(engine, padded_row_equals_unpadded)
     int32_t pos[10];
     gf_positions_from_mask(mask, 2, 5, pos, NULL);
     float out[2 * V];
-    gf_batch b = {.B = 2, .T = 5, .tokens = tok, .position_ids = pos, .key_mask = mask,
-                  .logits_mode = GF_LOGITS_LAST};
+    gf_batch b = {.B = 2, .T = 5, .tokens = tok, .position_ids = pos, .key_mask = mask, .logits_mode = GF_LOGITS_LAST};
     cr_assert_eq(gf_engine_forward(g_e, NULL, &b, out), GF_OK);
     cr_expect_leq(max_diff(out, ref_logits, V), 1e-5);
     /* and without the mask it differs: the test can fail */
@@ -191,7 +190,8 @@ static gf_generation *gen_batch(int32_t B, const int32_t *const *prompts, const 
     return g;
 }
 
-static const int32_t P0[] = {3, 9}, P1[] = {1, 4, 1, 5, 9, 2, 6, 5, 3, 5}, P2[] = {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9};
+static const int32_t P0[] = {3, 9}, P1[] = {1, 4, 1, 5, 9, 2, 6, 5, 3, 5},
+                     P2[] = {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9};
 static const int32_t *const PROMPTS[3] = {P0, P1, P2};
 static const int32_t LENS[3] = {2, 10, 13};
 
@@ -236,8 +236,7 @@ Test(engine, sampled_batch_equals_single_runs)
         gf_generate_params sp = p;
         sp.seq_ids = &ids[b];
         gf_generation *one = gen_batch(1, &PROMPTS[b], &LENS[b], &sp);
-        cr_expect_arr_eq(one->tokens[0], batch->tokens[b], (size_t)one->n_tokens[0] * sizeof(int32_t),
-                         "row %d", b);
+        cr_expect_arr_eq(one->tokens[0], batch->tokens[b], (size_t)one->n_tokens[0] * sizeof(int32_t), "row %d", b);
         gf_generation_free(one);
     }
     /* same seed repeats; a different seed differs */

@@ -93,8 +93,7 @@ Test(generate_sampler, the_ban_and_stop_ids_use_each_rows_history)
                 if (h->tokens[r][u] == h->tokens[r][t]) {
                     /* a repeat only where every alternative is at most 0 after
                      * the penalty; with V 64 random logits it does not happen */
-                    cr_assert_fail("row %d repeats token %d at %d under repetition_penalty 1e6", r,
-                                   h->tokens[r][t], t);
+                    cr_assert_fail("row %d repeats token %d at %d under repetition_penalty 1e6", r, h->tokens[r][t], t);
                 }
     int repeats = 0; /* without the penalty greedy does repeat (so the check above means something) */
     for (int r = 0; r < 2; r++)

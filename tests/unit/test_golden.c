@@ -61,15 +61,22 @@ static void fill(rows2 *x)
             x->logits[b][i] = (float)(0.25 * i - 1.0 * b);
         for (int i = 0; i < N; i++)
             x->margins[b][i] = 0.5 + i + b;
-        x->r[b] = (gf_golden_row){.n_tokens = P[b] + N, .steps = N, .tokens = x->tok[b], .logits = x->logits[b],
-                                  .margins = x->margins[b]};
+        x->r[b] = (gf_golden_row){
+            .n_tokens = P[b] + N, .steps = N, .tokens = x->tok[b], .logits = x->logits[b], .margins = x->margins[b]};
     }
 }
 
-static const char *const k_keys[] = {"generator", "generator_version", "model", "model_hash", "case_id",
-                                     "case_hash", "created", "sampler", "seed"};
-static const char *const k_vals[] = {"test", "1", "models/m", "ab", "x", "cd", "2026-01-01T00:00:00Z",
-                                     "{\"seed\":0,\"temperature\":0.0,\"top_k\":null,\"top_p\":null}", "0"};
+static const char *const k_keys[] = {"generator", "generator_version", "model",   "model_hash", "case_id",
+                                     "case_hash", "created",           "sampler", "seed"};
+static const char *const k_vals[] = {"test",
+                                     "1",
+                                     "models/m",
+                                     "ab",
+                                     "x",
+                                     "cd",
+                                     "2026-01-01T00:00:00Z",
+                                     "{\"seed\":0,\"temperature\":0.0,\"top_k\":null,\"top_p\":null}",
+                                     "0"};
 
 static void write_two(const char *path)
 {
@@ -187,8 +194,8 @@ static void write_raw(const char *p, const gf_st_write_tensor *t, size_t n, cons
     }
 }
 
-static const char *const k_full_keys[] = {"format", "generator", "generator_version", "model_hash", "case_id",
-                                          "case_hash", "created", "sampler", "seed", "rows"};
+static const char *const k_full_keys[] = {"format",    "generator", "generator_version", "model_hash", "case_id",
+                                          "case_hash", "created",   "sampler",           "seed",       "rows"};
 static const char *k_full_vals[] = {GF_GOLDEN_FORMAT, "t", "1", "m", "x", "c", "now", "{}", "0", "1"};
 
 static void expect_bad(const gf_st_write_tensor *t, size_t n, const char *const *vals, const char *want)
@@ -305,7 +312,7 @@ Test(golden, sampler_json_ext)
                         "\"min_new_tokens\":0,\"min_p\":NaN,\"min_tokens_to_keep\":1,\"penalty_last_n\":-1,"
                         "\"presence_penalty\":0.0,\"profile\":\"llamacpp\",\"repetition_penalty\":1.0,\"seed\":7,"
                         "\"stop_token_ids\":[],\"temperature\":0.8,\"top_k\":null,\"top_p\":null,\"typical_p\":null,"
-                     "\"xtc_min_keep\":1,\"xtc_probability\":0.0,\"xtc_threshold\":0.1}");
+                        "\"xtc_min_keep\":1,\"xtc_probability\":0.0,\"xtc_threshold\":0.1}");
     free(j);
     /* one filter changed: another sampler record */
     e.min_p = 0.1;
@@ -331,21 +338,20 @@ static int load(const char *text, gf_case_set *set)
     return gf_cases_load_text(gf_kinds(), text, strlen(text), "t.yaml", "/repo", set);
 }
 
-static const char *k_case =
-    "cases:\n"
-    "  - id: g.one\n"
-    "    kind: golden_generation\n"
-    "    description: d\n"
-    "    tags: [golden]\n"
-    "    model: models/m\n"
-    "    prompts: [\"Sherlock Holmes\", [1, 2, 0x3]]\n"
-    "    max_new_tokens: 64\n"
-    "    temperature: 0.8\n"
-    "    top_k: 40\n"
-    "    top_p: 0.95\n"
-    "    seed: 1337\n"
-    "    atol: 1.0e-4\n"
-    "    gate: {abs: 1.0e-4, ulps: 4}\n";
+static const char *k_case = "cases:\n"
+                            "  - id: g.one\n"
+                            "    kind: golden_generation\n"
+                            "    description: d\n"
+                            "    tags: [golden]\n"
+                            "    model: models/m\n"
+                            "    prompts: [\"Sherlock Holmes\", [1, 2, 0x3]]\n"
+                            "    max_new_tokens: 64\n"
+                            "    temperature: 0.8\n"
+                            "    top_k: 40\n"
+                            "    top_p: 0.95\n"
+                            "    seed: 1337\n"
+                            "    atol: 1.0e-4\n"
+                            "    gate: {abs: 1.0e-4, ulps: 4}\n";
 
 static void hash_of(const char *text, char hex[65])
 {
@@ -424,7 +430,7 @@ Test(golden_case, what_the_hash_covers)
         {"seed: 1337", "seed: 1338"},
         {"model: models/m", "model: models/n"},
         {"id: g.one", "id: g.two"},
-        {"temperature: 0.8", "temperature: 1"},      /* 1 (an integer) is not 1.0 (a float)... */
+        {"temperature: 0.8", "temperature: 1"}, /* 1 (an integer) is not 1.0 (a float)... */
     };
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
         char *t = edited(changes[i][0], changes[i][1]);
@@ -439,7 +445,7 @@ Test(golden_case, what_the_hash_covers)
         {"tags: [golden]", "tags: [golden, more]"},
         {"description: d", "description: other"},
         {"    gate:", "    golden: x.st\n    gate:"},
-        {"temperature: 0.8", "temperature: 8e-1"},   /* ... but the same float written otherwise is */
+        {"temperature: 0.8", "temperature: 8e-1"}, /* ... but the same float written otherwise is */
         {"seed: 1337", "seed: 0x539"},
         {"top_k: 40\n    top_p: 0.95", "top_p: 0.95\n    top_k: 40"},
         {"\"Sherlock Holmes\"", "'Sherlock Holmes'"},
@@ -464,7 +470,8 @@ Test(golden_case, non_finite_floats_in_the_tree)
     cr_assert_str_eq(gf_json_nonfinite(nan), "NaN");
     cr_assert_str_eq(gf_json_nonfinite(json_object_get(json_array_get(ex, 1), "temperature")), "-Infinity");
     char *cj = gf_canonical_json(ex);
-    cr_assert_str_eq(cj, "[{\"expect\":\"error\",\"temperature\":NaN},{\"expect\":\"error\",\"temperature\":-Infinity}]");
+    cr_assert_str_eq(cj,
+                     "[{\"expect\":\"error\",\"temperature\":NaN},{\"expect\":\"error\",\"temperature\":-Infinity}]");
     free(cj);
     gf_case_set_free(&set);
 }

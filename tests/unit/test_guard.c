@@ -53,8 +53,9 @@ Test(guard, stray_writes_found_and_measured)
     cr_assert_eq(past, 51);
     gf_status st = gf_guard_error(GF_E_BACKEND, "forward call #2", "logits_out", "(x)", 4, "float", before, past);
     cr_assert_eq(st, GF_E_BACKEND);
-    cr_assert_str_eq(gf_error_msg(),
-                     "forward call #2: wrote 100 bytes (25 floats) before and 52 bytes (13 floats) past logits_out (x)");
+    cr_assert_str_eq(
+        gf_error_msg(),
+        "forward call #2: wrote 100 bytes (25 floats) before and 52 bytes (13 floats) past logits_out (x)");
     gf_guard_release(&g);
 }
 
@@ -163,8 +164,9 @@ Test(guard_engine, changed_positions_are_named)
     int32_t t2 = 3, p2 = 2;
     gf_batch one = {.B = 1, .T = 1, .tokens = &t2, .position_ids = &p2, .logits_mode = GF_LOGITS_LAST};
     cr_assert_eq(gf_engine_forward(g_e, cache, &one, out), GF_E_BACKEND);
-    cr_assert_str_eq(gf_error_msg(), "backend 'ref-test-fault': forward call #2 (B 1, T 1, cache length 2): changed "
-                                     "position_ids ((B, T) = (1, 1) int32), its read-only input: element 0 was 2, is 3");
+    cr_assert_str_eq(gf_error_msg(),
+                     "backend 'ref-test-fault': forward call #2 (B 1, T 1, cache length 2): changed "
+                     "position_ids ((B, T) = (1, 1) int32), its read-only input: element 0 was 2, is 3");
     cr_assert_eq(p2, 2, "the caller's copy is untouched");
     cr_assert_eq(gf_engine_cache_length(g_e, cache), 3);
     cr_assert_eq(gf_engine_cache_reset(g_e, cache), GF_OK);

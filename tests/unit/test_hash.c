@@ -34,7 +34,8 @@ Test(hash, canonical_json_form)
 {
     json_error_t err;
     json_t *v = json_loads("{\"b\": [1, 2.5, 1e-4, 3.0, 0.1, 1e300], \"a\": \"q\\\"\\\\\\n\\u00e9\", "
-                           "\"c\": {\"z\": null, \"y\": true, \"x\": false}, \"\\u00e9\": -7}", 0, &err);
+                           "\"c\": {\"z\": null, \"y\": true, \"x\": false}, \"\\u00e9\": -7}",
+                           0, &err);
     cr_assert_not_null(v, "%s", err.text);
     char *s = gf_canonical_json(v);
     cr_expect_str_eq(s, "{\"a\":\"q\\\"\\\\\\u000a\xc3\xa9\",\"b\":[1,2.5,0.0001,3.0,0.1,1e+300],"
@@ -53,10 +54,10 @@ Test(hash, canonical_json_form)
 
 Test(hash, case_hash_ignores_comparison_keys_only)
 {
-    json_t *a = json_pack("{s:s, s:s, s:i, s:f}", "id", "x", "kind", "golden_generation", "max_new_tokens", 64,
-                          "atol", 1e-4);
-    json_t *b = json_pack("{s:s, s:s, s:i, s:f, s:[s]}", "id", "x", "kind", "golden_generation", "max_new_tokens",
-                          64, "atol", 1e-3, "tags", "slow");
+    json_t *a =
+        json_pack("{s:s, s:s, s:i, s:f}", "id", "x", "kind", "golden_generation", "max_new_tokens", 64, "atol", 1e-4);
+    json_t *b = json_pack("{s:s, s:s, s:i, s:f, s:[s]}", "id", "x", "kind", "golden_generation", "max_new_tokens", 64,
+                          "atol", 1e-3, "tags", "slow");
     json_t *c = json_pack("{s:s, s:s, s:i}", "id", "x", "kind", "golden_generation", "max_new_tokens", 63);
     char ha[65], hb[65], hc[65];
     cr_assert_eq(gf_case_hash(a, ha), GF_OK);

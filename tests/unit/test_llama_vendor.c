@@ -68,8 +68,8 @@ static void llama_make(llama *m, int qwen2, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
     m->rng = seed;
-    m->cap = (size_t)V_ * D_ * 2 + D_ + L_ * ((size_t)2 * D_ + 4 * (size_t)H_ * DH_ * D_ + 3 * (size_t)F_ * D_ +
-                                             (size_t)(H_ + 2 * HKV_) * DH_);
+    m->cap = (size_t)V_ * D_ * 2 + D_ +
+             L_ * ((size_t)2 * D_ + 4 * (size_t)H_ * DH_ * D_ + 3 * (size_t)F_ * D_ + (size_t)(H_ + 2 * HKV_) * DH_);
     m->storage = malloc(m->cap * sizeof(float));
     cr_assert(m->storage);
     const size_t Q = (size_t)H_ * DH_, KV = (size_t)HKV_ * DH_;
@@ -101,13 +101,26 @@ static void llama_make(llama *m, int qwen2, uint64_t seed)
     w->rope_inv_freq = m->inv_freq;
     m->desc.struct_size = sizeof m->desc;
     m->desc.name = qwen2 ? "tiny-qwen2" : "tiny-llama";
-    m->desc.config = (gf_model_config){
-        .arch = GF_ARCH_LLAMA, .activation = GF_ACT_SILU, .norm = GF_NORM_RMSNORM, .pos = GF_POS_ROPE,
-        .vocab_size = V_, .n_positions = NP_, .n_embd = D_, .n_layer = L_, .n_head = H_,
-        .n_kv_head = HKV_, .d_head = DH_, .d_ff = F_, .norm_eps = 1e-5f,
-        .rope_theta = (float)theta, .bos_id = -1, .eos_id = -1, .tied_head = qwen2,
-        .qkv_bias = qwen2, .rope_scaling = qwen2 ? GF_ROPE_SCALING_LINEAR : GF_ROPE_SCALING_NONE,
-        .rope_factor = qwen2 ? 2.0f : 0.0f};
+    m->desc.config = (gf_model_config){.arch = GF_ARCH_LLAMA,
+                                       .activation = GF_ACT_SILU,
+                                       .norm = GF_NORM_RMSNORM,
+                                       .pos = GF_POS_ROPE,
+                                       .vocab_size = V_,
+                                       .n_positions = NP_,
+                                       .n_embd = D_,
+                                       .n_layer = L_,
+                                       .n_head = H_,
+                                       .n_kv_head = HKV_,
+                                       .d_head = DH_,
+                                       .d_ff = F_,
+                                       .norm_eps = 1e-5f,
+                                       .rope_theta = (float)theta,
+                                       .bos_id = -1,
+                                       .eos_id = -1,
+                                       .tied_head = qwen2,
+                                       .qkv_bias = qwen2,
+                                       .rope_scaling = qwen2 ? GF_ROPE_SCALING_LINEAR : GF_ROPE_SCALING_NONE,
+                                       .rope_factor = qwen2 ? 2.0f : 0.0f};
 }
 
 /* ---- the double-precision forward (one unpadded sequence) ---- */
@@ -220,7 +233,12 @@ static void ref_forward(const llama *m, const int32_t *tok, int T, double *logit
         drms(h, x + t * D_, w->lnf_w);
         dlinear(logits + (size_t)t * V_, h, w->lm_head, NULL, V_, D_);
     }
-    free(x); free(q); free(k); free(v); free(att); free(p);
+    free(x);
+    free(q);
+    free(k);
+    free(v);
+    free(att);
+    free(p);
 }
 
 /* ---- the backends ---- */
@@ -376,8 +394,8 @@ static double check_family(const char *name, int qwen2)
             mask[r * TSEQ + i] = i >= P;
         }
     }
-    in = (gf_batch){.B = NB, .T = TSEQ, .tokens = btok, .position_ids = bpos, .key_mask = mask,
-                    .logits_mode = GF_LOGITS_ALL};
+    in = (gf_batch){
+        .B = NB, .T = TSEQ, .tokens = btok, .position_ids = bpos, .key_mask = mask, .logits_mode = GF_LOGITS_ALL};
     cr_assert_eq(op->forward(h, NULL, &in, got), GF_OK, "%s: %s", name, be_err(&b, h));
     d = 0;
     for (int r = 0; r < NB; r++)
@@ -397,8 +415,7 @@ static double check_family(const char *name, int qwen2)
             cp[r * 60 + i] = bpos[r * TSEQ + i];
             cm[r * 60 + i] = mask[r * TSEQ + i];
         }
-    in = (gf_batch){.B = NB, .T = 60, .tokens = ct, .position_ids = cp, .key_mask = cm,
-                    .logits_mode = GF_LOGITS_ALL};
+    in = (gf_batch){.B = NB, .T = 60, .tokens = ct, .position_ids = cp, .key_mask = cm, .logits_mode = GF_LOGITS_ALL};
     cr_assert_eq(op->forward(h, c, &in, got), GF_OK, "%s: %s", name, be_err(&b, h));
     d = 0;
     for (int r = 0; r < NB; r++)
@@ -411,8 +428,8 @@ static double check_family(const char *name, int qwen2)
             for (int j = 0; j <= t; j++)
                 cm[r * (t + 1) + j] = mask[r * TSEQ + j];
         }
-        in = (gf_batch){.B = NB, .T = 1, .tokens = st_, .position_ids = sp, .key_mask = cm,
-                        .logits_mode = GF_LOGITS_LAST};
+        in = (gf_batch){
+            .B = NB, .T = 1, .tokens = st_, .position_ids = sp, .key_mask = cm, .logits_mode = GF_LOGITS_LAST};
         cr_assert_eq(op->forward(h, c, &in, got), GF_OK, "%s: %s", name, be_err(&b, h));
         for (int r = 0; r < NB; r++)
             d = fmax(d, maxdiff(got + (size_t)r * V_, rwant[r] + (size_t)(t - k_pad[r]) * V_, V_));
@@ -432,16 +449,16 @@ static double check_family(const char *name, int qwen2)
             continue;
         ref_forward(&m, tok, TSEQ, want, faults[i]);
         double fd = maxdiff(got, want, (size_t)TSEQ * V_);
-        fprintf(stderr, "  %-8s %-10s vs a forward with %-24s: max |delta| %.3e\n", name, m.desc.name,
-                fault_names[i], fd);
+        fprintf(stderr, "  %-8s %-10s vs a forward with %-24s: max |delta| %.3e\n", name, m.desc.name, fault_names[i],
+                fd);
         /* the angle rounded to float (HF's float32 path) vs in double moves
          * these logits by less than the tolerance: reported, not asserted */
         if (faults[i] != FAULT_ANGLE_DOUBLE)
-            cr_expect_gt(fd, 100 * ATOL, "%s %s: a fault (%s) went unseen (%.3e)", name, m.desc.name,
-                         fault_names[i], fd);
+            cr_expect_gt(fd, 100 * ATOL, "%s %s: a fault (%s) went unseen (%.3e)", name, m.desc.name, fault_names[i],
+                         fd);
     }
-    fprintf(stderr, "  %-8s %-10s worst max |delta| vs the double forward %.3e (atol %g)\n", name,
-            m.desc.name, worst, ATOL);
+    fprintf(stderr, "  %-8s %-10s worst max |delta| vs the double forward %.3e (atol %g)\n", name, m.desc.name, worst,
+            ATOL);
 
     for (int r = 0; r < NB; r++)
         free(rwant[r]);
@@ -475,8 +492,7 @@ static void check_refusals(const char *name)
     m.desc.config.n_kv_head = HKV_;
     m.desc.weights.rope_inv_freq = NULL;
     h = (void *)1;
-    cr_expect_neq(b.ops->model_load(&m.desc, &o, &h), GF_OK, "%s accepted a rotary model without inv_freq",
-                  name);
+    cr_expect_neq(b.ops->model_load(&m.desc, &o, &h), GF_OK, "%s accepted a rotary model without inv_freq", name);
     cr_expect_null(h);
     free(m.storage);
 }

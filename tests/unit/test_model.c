@@ -29,8 +29,7 @@ TestSuite(model, .init = setup, .fini = teardown);
 static void check_msg(gf_status got, gf_status want, ...)
 {
     const char *msg = gf_error_msg();
-    cr_assert(got == want, "status %s, want %s; message: %s", gf_status_str(got),
-              gf_status_str(want), msg);
+    cr_assert(got == want, "status %s, want %s; message: %s", gf_status_str(got), gf_status_str(want), msg);
     va_list ap;
     va_start(ap, want);
     for (const char *sub; (sub = va_arg(ap, const char *)) != NULL;)
@@ -42,9 +41,9 @@ static void check_msg(gf_status got, gf_status want, ...)
 
 static json_t *base_config(void)
 {
-    json_t *c = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:n}", "model_type", "gpt2",
-                          "vocab_size", V, "n_positions", P, "n_embd", D, "n_layer", L, "n_head",
-                          H, "architectures_note", "unknown keys are ignored", "n_inner");
+    json_t *c =
+        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:n}", "model_type", "gpt2", "vocab_size", V, "n_positions", P,
+                  "n_embd", D, "n_layer", L, "n_head", H, "architectures_note", "unknown keys are ignored", "n_inner");
     cr_assert(c);
     return c;
 }
@@ -135,12 +134,10 @@ Test(config, activations)
     json_t *j = base_config();
     json_object_set_new(j, "activation_function", json_string("quick_gelu"));
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "config.json", "'quick_gelu' is not supported",
-              "gelu_new", NULL);
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "config.json", "'quick_gelu' is not supported", "gelu_new", NULL);
     j = base_config();
     json_object_set_new(j, "activation_function", json_integer(1));
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'activation_function' must be a string, got integer",
-              NULL);
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'activation_function' must be a string, got integer", NULL);
 }
 
 Test(config, missing_key)
@@ -148,8 +145,7 @@ Test(config, missing_key)
     json_t *j = base_config();
     json_object_del(j, "n_head");
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, tf_path("config.json"), "missing required key 'n_head'",
-              NULL);
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, tf_path("config.json"), "missing required key 'n_head'", NULL);
     j = base_config();
     json_object_del(j, "model_type");
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "missing required key 'model_type'", NULL);
@@ -160,8 +156,8 @@ Test(config, wrong_type)
     json_t *j = base_config();
     json_object_set_new(j, "n_embd", json_string("8"));
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, tf_path("config.json"),
-              "key 'n_embd' must be an integer, got string", NULL);
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, tf_path("config.json"), "key 'n_embd' must be an integer, got string",
+              NULL);
     j = base_config();
     json_object_set_new(j, "vocab_size", json_real(16.0));
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'vocab_size' must be an integer, got real", NULL);
@@ -173,12 +169,10 @@ Test(config, wrong_type)
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'tie_word_embeddings' must be a boolean", NULL);
     j = base_config();
     json_object_set_new(j, "n_inner", json_string("32"));
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'n_inner' must be an integer or null, got string",
-              NULL);
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'n_inner' must be an integer or null, got string", NULL);
     j = base_config();
     json_object_set_new(j, "eos_token_id", json_pack("[i]", 3));
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'eos_token_id' must be an integer or null, got array",
-              NULL);
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'eos_token_id' must be an integer or null, got array", NULL);
     j = base_config();
     json_object_set_new(j, "layer_norm_epsilon", json_string("1e-5"));
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'layer_norm_epsilon' must be a number", NULL);
@@ -198,8 +192,8 @@ Test(config, bad_values)
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'vocab_size' is 5000000000", NULL);
     j = base_config();
     json_object_set_new(j, "eos_token_id", json_integer(50256));
-    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'eos_token_id' is 50256, outside the vocabulary",
-              "vocab_size 16", NULL);
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'eos_token_id' is 50256, outside the vocabulary", "vocab_size 16",
+              NULL);
     j = base_config();
     json_object_set_new(j, "layer_norm_epsilon", json_real(-1.0));
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'layer_norm_epsilon' is -1", NULL);
@@ -235,8 +229,8 @@ Test(config, unsupported_model_type)
     json_t *j = base_config();
     json_object_set_new(j, "model_type", json_string("mistral"));
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"),
-              "model_type 'mistral' is not supported", "gpt2, llama, qwen2", NULL);
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "model_type 'mistral' is not supported",
+              "gpt2, llama, qwen2", NULL);
 }
 
 Test(config, missing_file)
@@ -249,15 +243,15 @@ Test(config, missing_file)
 /* ---- model directory ---- */
 
 typedef struct model_opts {
-    const char *prefix;        /* "" or "transformer." */
-    gf_dtype dtype;            /* F32 (default), F16, BF16, F64 */
-    int lm_head;               /* write lm_head.weight */
-    int n_layer;               /* layers written; default L */
-    const char *skip;          /* tensor (unprefixed) not to write */
-    const char *reshape;       /* tensor (unprefixed) written with `shape` instead */
+    const char *prefix;  /* "" or "transformer." */
+    gf_dtype dtype;      /* F32 (default), F16, BF16, F64 */
+    int lm_head;         /* write lm_head.weight */
+    int n_layer;         /* layers written; default L */
+    const char *skip;    /* tensor (unprefixed) not to write */
+    const char *reshape; /* tensor (unprefixed) written with `shape` instead */
     int64_t shape[2];
-    int buffers;               /* add h.N.attn.bias / masked_bias buffers */
-    const char *int_dtype;     /* tensor (unprefixed) written as I32 */
+    int buffers;                /* add h.N.attn.bias / masked_bias buffers */
+    const char *int_dtype;      /* tensor (unprefixed) written as I32 */
     const char *dup_unprefixed; /* also write this one without the prefix */
 } model_opts;
 
@@ -286,13 +280,13 @@ typedef struct spec {
 static int gpt2_specs(spec *s, int nl, int lm_head)
 {
     int n = 0;
-#define ADD(nd, a, b, ...)                                                  \
-    do {                                                                    \
-        snprintf(s[n].name, sizeof s[n].name, __VA_ARGS__);                 \
-        s[n].ndim = nd;                                                     \
-        s[n].shape[0] = a;                                                  \
-        s[n].shape[1] = b;                                                  \
-        n++;                                                                \
+#define ADD(nd, a, b, ...)                                  \
+    do {                                                    \
+        snprintf(s[n].name, sizeof s[n].name, __VA_ARGS__); \
+        s[n].ndim = nd;                                     \
+        s[n].shape[0] = a;                                  \
+        s[n].shape[1] = b;                                  \
+        n++;                                                \
     } while (0)
     ADD(2, V, D, "wte.weight");
     ADD(2, P, D, "wpe.weight");
@@ -384,8 +378,8 @@ static const char *write_model(const char *sub, json_t *cfg, const model_opts *o
         if (!strcmp(sp.name, "lm_head.weight"))
             pre = ""; /* as GPT2LMHeadModel saves it */
         snprintf(names[nw], sizeof names[nw], "%s%s", pre, sp.name);
-        w[nw] = (gf_st_write_tensor){.name = names[nw], .dtype = dt, .ndim = sp.ndim,
-                                     .shape = {sp.shape[0], sp.shape[1]}, .data = b};
+        w[nw] = (gf_st_write_tensor){
+            .name = names[nw], .dtype = dt, .ndim = sp.ndim, .shape = {sp.shape[0], sp.shape[1]}, .data = b};
         bufs[nw++] = b;
         if (o->dup_unprefixed && !strcmp(o->dup_unprefixed, s[k].name)) {
             snprintf(names[nw], sizeof names[nw], "%s", sp.name);
@@ -399,13 +393,11 @@ static const char *write_model(const char *sub, json_t *cfg, const model_opts *o
     if (o->buffers) {
         for (int l = 0; l < nl; l++) {
             snprintf(names[nw], sizeof names[nw], "%sh.%d.attn.bias", o->prefix ? o->prefix : "", l);
-            w[nw] = (gf_st_write_tensor){.name = names[nw], .dtype = GF_DT_F32, .ndim = 4,
-                                         .shape = {1, 1, P, P}, .data = causal};
+            w[nw] = (gf_st_write_tensor){
+                .name = names[nw], .dtype = GF_DT_F32, .ndim = 4, .shape = {1, 1, P, P}, .data = causal};
             bufs[nw++] = NULL;
-            snprintf(names[nw], sizeof names[nw], "%sh.%d.attn.masked_bias",
-                     o->prefix ? o->prefix : "", l);
-            w[nw] = (gf_st_write_tensor){.name = names[nw], .dtype = GF_DT_F32, .ndim = 0,
-                                         .data = &masked};
+            snprintf(names[nw], sizeof names[nw], "%sh.%d.attn.masked_bias", o->prefix ? o->prefix : "", l);
+            w[nw] = (gf_st_write_tensor){.name = names[nw], .dtype = GF_DT_F32, .ndim = 0, .data = &masked};
             bufs[nw++] = NULL;
         }
     }
@@ -434,8 +426,7 @@ static void expect_load_fail(const char *dir, gf_status want, ...)
     gf_error_clear();
     gf_status s = gf_model_load(dir, &m);
     const char *msg = gf_error_msg();
-    cr_assert(s == want, "status %s, want %s; message: %s", gf_status_str(s), gf_status_str(want),
-              msg);
+    cr_assert(s == want, "status %s, want %s; message: %s", gf_status_str(s), gf_status_str(want), msg);
     cr_assert(m == NULL);
     va_list ap;
     va_start(ap, want);
@@ -453,8 +444,8 @@ static void check_tensor(const float *got, const char *name)
     cr_assert(got != NULL, "%s not loaded", name);
     cr_assert(((uintptr_t)got % 64) == 0, "%s not 64-byte aligned", name);
     for (int64_t i = 0; i < numel(&s[k]); i++)
-        cr_assert(got[i] == wval(k, i), "%s[%lld] = %g, want %g", name, (long long)i,
-                  (double)got[i], (double)wval(k, i));
+        cr_assert(got[i] == wval(k, i), "%s[%lld] = %g, want %g", name, (long long)i, (double)got[i],
+                  (double)wval(k, i));
 }
 
 static void check_all_weights(const gf_model_desc *d, int lm_head)
@@ -465,10 +456,10 @@ static void check_all_weights(const gf_model_desc *d, int lm_head)
     check_tensor(w->wpe, "wpe.weight");
     for (int l = 0; l < L; l++) {
         const gf_layer_weights *lw = &w->layers[l];
-#define CT(field, suffix)                                          \
-    do {                                                           \
-        snprintf(nm, sizeof nm, "h.%d.%s", l, suffix);             \
-        check_tensor(lw->field, nm);                               \
+#define CT(field, suffix)                              \
+    do {                                               \
+        snprintf(nm, sizeof nm, "h.%d.%s", l, suffix); \
+        check_tensor(lw->field, nm);                   \
     } while (0)
         CT(ln1_w, "ln_1.weight");
         CT(ln1_b, "ln_1.bias");
@@ -495,9 +486,9 @@ static void check_all_weights(const gf_model_desc *d, int lm_head)
     }
 }
 
-static const size_t k_params =
-    (size_t)V * D + (size_t)P * D +
-    (size_t)L * (2 * D + D * 3 * D + 3 * D + D * D + D + 2 * D + D * F + F + F * D + D) + 2 * D;
+static const size_t k_params = (size_t)V * D + (size_t)P * D +
+                               (size_t)L * (2 * D + D * 3 * D + 3 * D + D * D + D + 2 * D + D * F + F + F * D + D) +
+                               2 * D;
 
 Test(model, load_tied_f32)
 {
@@ -513,8 +504,7 @@ Test(model, load_tied_f32)
     cr_assert_eq(d->config.d_ff, F);
     cr_assert_eq(d->config.tied_head, 1);
     check_all_weights(d, 0);
-    cr_assert_eq(gf_model_param_count(m), k_params, "params %zu, want %zu",
-                 gf_model_param_count(m), k_params);
+    cr_assert_eq(gf_model_param_count(m), k_params, "params %zu, want %zu", gf_model_param_count(m), k_params);
     cr_assert_eq(k_params, 1952); /* what transformers reports for this config */
     gf_model_free(m);
     gf_model_free(NULL);
@@ -546,8 +536,7 @@ Test(model, lm_head_required_when_untied)
     json_object_set_new(c, "tie_word_embeddings", json_false());
     model_opts o = {0};
     const char *dir = write_model("m", c, &o);
-    expect_load_fail(dir, GF_E_FORMAT, "model.safetensors", "'lm_head.weight' missing",
-                     "tie_word_embeddings", NULL);
+    expect_load_fail(dir, GF_E_FORMAT, "model.safetensors", "'lm_head.weight' missing", "tie_word_embeddings", NULL);
 }
 
 Test(model, f16_bf16_f64_converted)
@@ -567,8 +556,7 @@ Test(model, missing_tensor)
 {
     model_opts o = {.prefix = "transformer.", .skip = "h.1.mlp.c_fc.weight"};
     const char *dir = write_model("m", NULL, &o);
-    expect_load_fail(dir, GF_E_FORMAT, "m/model.safetensors",
-                     "tensor 'h.1.mlp.c_fc.weight' missing",
+    expect_load_fail(dir, GF_E_FORMAT, "m/model.safetensors", "tensor 'h.1.mlp.c_fc.weight' missing",
                      "also looked for 'transformer.h.1.mlp.c_fc.weight'", NULL);
 }
 
@@ -576,8 +564,10 @@ Test(model, shape_mismatch)
 {
     model_opts o = {.reshape = "wpe.weight", .shape = {4, D}};
     const char *dir = write_model("m", NULL, &o);
-    expect_load_fail(dir, GF_E_FORMAT, "tensor 'wpe.weight': shape [4, 8], expected "
-                     "(n_positions, n_embd) = [8, 8]", "config.json", NULL);
+    expect_load_fail(dir, GF_E_FORMAT,
+                     "tensor 'wpe.weight': shape [4, 8], expected "
+                     "(n_positions, n_embd) = [8, 8]",
+                     "config.json", NULL);
 }
 
 Test(model, config_disagrees_with_weights)
@@ -595,22 +585,20 @@ Test(model, config_disagrees_with_weights)
 Test(model, extra_layers_rejected)
 {
     model_opts o = {.prefix = "transformer.", .n_layer = 3};
-    expect_load_fail(write_model("m", NULL, &o), GF_E_FORMAT, "transformer.h.2.",
-                     "belongs to layer 2", "n_layer = 2", NULL);
+    expect_load_fail(write_model("m", NULL, &o), GF_E_FORMAT, "transformer.h.2.", "belongs to layer 2", "n_layer = 2",
+                     NULL);
 }
 
 Test(model, non_float_weight)
 {
     model_opts o = {.int_dtype = "ln_f.bias"};
-    expect_load_fail(write_model("m", NULL, &o), GF_E_FORMAT, "tensor 'ln_f.bias' has dtype I32",
-                     NULL);
+    expect_load_fail(write_model("m", NULL, &o), GF_E_FORMAT, "tensor 'ln_f.bias' has dtype I32", NULL);
 }
 
 Test(model, prefixed_and_unprefixed_is_ambiguous)
 {
     model_opts o = {.prefix = "transformer.", .dup_unprefixed = "ln_f.weight"};
-    expect_load_fail(write_model("m", NULL, &o), GF_E_FORMAT,
-                     "both 'ln_f.weight' and 'transformer.ln_f.weight'", NULL);
+    expect_load_fail(write_model("m", NULL, &o), GF_E_FORMAT, "both 'ln_f.weight' and 'transformer.ln_f.weight'", NULL);
 }
 
 Test(model, config_errors_propagate)
@@ -618,8 +606,8 @@ Test(model, config_errors_propagate)
     json_t *c = base_config();
     json_object_set_new(c, "n_embd", json_string("8"));
     model_opts o = {0};
-    expect_load_fail(write_model("m", c, &o), GF_E_FORMAT,
-                     "m/config.json: key 'n_embd' must be an integer, got string", NULL);
+    expect_load_fail(write_model("m", c, &o), GF_E_FORMAT, "m/config.json: key 'n_embd' must be an integer, got string",
+                     NULL);
     c = base_config();
     json_object_set_new(c, "model_type", json_string("mistral"));
     expect_load_fail(write_model("m2", c, &o), GF_E_UNSUPPORTED, "model_type 'mistral'", NULL);
@@ -654,9 +642,9 @@ Test(model, missing_files)
 
 static json_t *llama_config(const char *type)
 {
-    json_t *c = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "model_type", type, "vocab_size", 512,
-                          "hidden_size", 128, "intermediate_size", 344, "num_hidden_layers", 4,
-                          "num_attention_heads", 4, "max_position_embeddings", 256);
+    json_t *c = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "model_type", type, "vocab_size", 512, "hidden_size",
+                          128, "intermediate_size", 344, "num_hidden_layers", 4, "num_attention_heads", 4,
+                          "max_position_embeddings", 256);
     cr_assert(c);
     return c;
 }
@@ -679,14 +667,14 @@ Test(config, llama_keys)
 {
     json_t *j = llama_config("llama");
     json_object_set_new(j, "num_key_value_heads", json_integer(2));
-    json_object_set_new(j, "head_dim", json_integer(48));          /* H d_head != D is allowed */
+    json_object_set_new(j, "head_dim", json_integer(48)); /* H d_head != D is allowed */
     json_object_set_new(j, "rms_norm_eps", json_real(1e-5));
     json_object_set_new(j, "rope_theta", json_real(500000.0));
     json_object_set_new(j, "tie_word_embeddings", json_true());
     json_object_set_new(j, "eos_token_id", json_pack("[i, i]", 7, 9)); /* Llama 3 lists several */
-    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0,
-                                                     "low_freq_factor", 1.0, "high_freq_factor", 4.0,
-                                                     "original_max_position_embeddings", 64));
+    json_object_set_new(j, "rope_scaling",
+                        json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0, "low_freq_factor",
+                                  1.0, "high_freq_factor", 4.0, "original_max_position_embeddings", 64));
     gf_model_config c;
     gf_status s = load_cfg(j, &c);
     cr_assert(s == GF_OK, "%s", gf_error_msg());
@@ -717,15 +705,16 @@ Test(config, qwen2_defaults_and_refusals)
     j = llama_config("qwen2");
     json_object_set_new(j, "num_key_value_heads", json_integer(2));
     json_object_set_new(j, "head_dim", json_integer(16));
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "head_dim 16 differs from hidden_size / num_attention_heads = 32", NULL);
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "head_dim 16 differs from hidden_size / num_attention_heads = 32",
+              NULL);
     j = llama_config("llama");
     json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "dynamic", "factor", 2.0));
     check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "rope_type 'dynamic' is not supported",
               "linear, llama3", NULL);
     j = llama_config("llama");
-    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0,
-                                                     "low_freq_factor", 4.0, "high_freq_factor", 4.0,
-                                                     "original_max_position_embeddings", 64));
+    json_object_set_new(j, "rope_scaling",
+                        json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0, "low_freq_factor",
+                                  4.0, "high_freq_factor", 4.0, "original_max_position_embeddings", 64));
     check_msg(load_cfg(j, &c), GF_E_FORMAT, "high_freq_factor 4 must exceed low_freq_factor 4", NULL);
     j = llama_config("llama");
     json_object_set_new(j, "rope_theta", json_string("1e4"));

@@ -38,13 +38,13 @@ static float val(int k, int64_t j) { return (float)(((j * 5 + k * 3) % 32) - 16)
 static int make_tensors(tens *t, int qwen2, int head)
 {
     int n = 0;
-#define ADD(nd, a, b, ...)                                           \
-    do {                                                             \
-        snprintf(t[n].name, sizeof t[n].name, __VA_ARGS__);          \
-        t[n].ndim = nd;                                              \
-        t[n].shape[0] = a;                                           \
-        t[n].shape[1] = b;                                           \
-        n++;                                                         \
+#define ADD(nd, a, b, ...)                                  \
+    do {                                                    \
+        snprintf(t[n].name, sizeof t[n].name, __VA_ARGS__); \
+        t[n].ndim = nd;                                     \
+        t[n].shape[0] = a;                                  \
+        t[n].shape[1] = b;                                  \
+        n++;                                                \
     } while (0)
     ADD(2, V, D, "model.embed_tokens.weight");
     for (int l = 0; l < L; l++) {
@@ -115,8 +115,8 @@ static void write_part(const char *dir, const char *file, tens *t, int from, int
         free(half[k]);
 }
 
-static const char *write_dir(const char *sub, const char *type, int tied, int shards, gf_dtype dt,
-                             tens *t, int *n_out, const char *rope_scaling_json)
+static const char *write_dir(const char *sub, const char *type, int tied, int shards, gf_dtype dt, tens *t, int *n_out,
+                             const char *rope_scaling_json)
 {
     static char dir[512];
     snprintf(dir, sizeof dir, "%s", tf_path(sub));
@@ -197,7 +197,7 @@ static void check_model(const gf_model *m, const tens *t, int n, int qwen2, int 
     char nm[96];
     for (int l = 0; l < L; l++) {
         const gf_layer_weights *ly = &w->layers[l];
-#define CHECK(field, suffix)                                                       \
+#define CHECK(field, suffix) \
     (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix), expect_same(ly->field, find(t, n, nm), nm))
         CHECK(attn_norm_w, "input_layernorm.weight");
         CHECK(wq, "self_attn.q_proj.weight");
@@ -223,8 +223,8 @@ static void check_model(const gf_model *m, const tens *t, int n, int qwen2, int 
         params += (size_t)(t[k].ndim == 1 ? t[k].shape[0] : t[k].shape[0] * t[k].shape[1]);
     cr_assert_eq(gf_model_param_count(m), params);
     /* d_head 4, theta 10000: 1, 10000^-0.5 */
-    cr_assert(w->rope_inv_freq && w->rope_inv_freq[0] == 1.0f && w->rope_inv_freq[1] == 0.01f,
-              "inv_freq %a %a", (double)w->rope_inv_freq[0], (double)w->rope_inv_freq[1]);
+    cr_assert(w->rope_inv_freq && w->rope_inv_freq[0] == 1.0f && w->rope_inv_freq[1] == 0.01f, "inv_freq %a %a",
+              (double)w->rope_inv_freq[0], (double)w->rope_inv_freq[1]);
 }
 
 Test(llama_load, single_file_f32)

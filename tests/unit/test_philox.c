@@ -67,15 +67,13 @@ Test(rng, mapping_matches_philox)
                     uint64_t seed = seeds[a], seq = seqs[b], step = steps[c];
                     uint32_t i = idx[d];
                     uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-                    uint32_t ctr[4] = {i / 4, (uint32_t)step, (uint32_t)seq,
-                                       (uint32_t)(seq >> 32)};
+                    uint32_t ctr[4] = {i / 4, (uint32_t)step, (uint32_t)seq, (uint32_t)(seq >> 32)};
                     uint32_t x[4];
                     gf_philox4x32_10(ctr, key, x);
                     double u = gf_rng_uniform(seed, seq, step, i);
                     double want = ((double)x[i % 4] + 0.5) / 4294967296.0;
-                    cr_assert(u == want, "seed %llu seq %llu step %llu i %u: %.17g != %.17g",
-                              (unsigned long long)seed, (unsigned long long)seq,
-                              (unsigned long long)step, i, u, want);
+                    cr_assert(u == want, "seed %llu seq %llu step %llu i %u: %.17g != %.17g", (unsigned long long)seed,
+                              (unsigned long long)seq, (unsigned long long)step, i, u, want);
                     /* u * 2^32 - 0.5 is exactly the word */
                     cr_assert(u * 4294967296.0 - 0.5 == (double)x[i % 4]);
                     cr_assert(u > 0.0 && u < 1.0);
@@ -100,9 +98,9 @@ static const char *const golden_1337_0_0[16] = {
     "0.43164255644660443", "0.15820190717931837",  "0.58945188310462981", "0.87957837211433798",
 };
 static const char *const golden_big[16] = {
-    "0.44185897929128259",  "0.63573997735511512", "0.60022791347000748",  "0.5631599243497476",
-    "0.44187825627159327",  "0.92843266448471695", "0.4701851507415995",   "0.24979223741684109",
-    "0.016165704815648496", "0.49075127032119781", "0.18003481777850538",  "0.72010019340086728",
+    "0.44185897929128259",  "0.63573997735511512",  "0.60022791347000748", "0.5631599243497476",
+    "0.44187825627159327",  "0.92843266448471695",  "0.4701851507415995",  "0.24979223741684109",
+    "0.016165704815648496", "0.49075127032119781",  "0.18003481777850538", "0.72010019340086728",
     "0.26156132121104747",  "0.021030019619502127", "0.2833042066777125",  "0.9156932634068653",
 };
 
@@ -117,18 +115,13 @@ static void check_golden(uint64_t seed, uint64_t seq, uint64_t step, const char 
     }
 }
 
-Test(rng, golden_matches_python_1337)
-{
-    check_golden(1337, 0, 0, golden_1337_0_0);
-}
+Test(rng, golden_matches_python_1337) { check_golden(1337, 0, 0, golden_1337_0_0); }
 
 Test(rng, golden_matches_python_high_words)
 {
     /* every key and counter word non-zero; step's high word is dropped */
-    check_golden(UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
-                 UINT64_C(0x89abcdef), golden_big);
-    check_golden(UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210),
-                 UINT64_C(0x5555555589abcdef), golden_big);
+    check_golden(UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210), UINT64_C(0x89abcdef), golden_big);
+    check_golden(UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210), UINT64_C(0x5555555589abcdef), golden_big);
 }
 
 Test(rng, worked_example)
@@ -199,9 +192,10 @@ Test(rng, distinct_streams_differ)
     double base[N], other[N];
     gf_rng_uniforms(7, 0, 0, N, base);
     /* seq, step, seed, seq high word, seed high word: each changes everything */
-    struct { uint64_t seed, seq, step; } v[] = {
-        {7, 1, 0}, {7, 0, 1}, {8, 0, 0}, {7, UINT64_C(1) << 32, 0},
-        {7 | (UINT64_C(1) << 32), 0, 0}, {7, 1, 1},
+    struct {
+        uint64_t seed, seq, step;
+    } v[] = {
+        {7, 1, 0}, {7, 0, 1}, {8, 0, 0}, {7, UINT64_C(1) << 32, 0}, {7 | (UINT64_C(1) << 32), 0, 0}, {7, 1, 1},
     };
     for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
         gf_rng_uniforms(v[j].seed, v[j].seq, v[j].step, N, other);

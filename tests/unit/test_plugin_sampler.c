@@ -179,9 +179,11 @@ Test(plugin_sampler, llamacpp_xtc)
                         gf_rng_uniforms(p.seed, 2, step, V, u);
                         int32_t id = -1;
                         cr_assert_eq(in_tree(L[row], &p, u, &id), GF_OK);
-                        cr_assert_eq(id, r.token, "row %d, threshold %g, min_keep %d, T %g, top_k %d, step %d: plugin %d, "
-                                     "gf_sample %d", row, ts[t], (int)keep, p.temperature, p.use_top_k, (int)step,
-                                     (int)id, (int)r.token);
+                        cr_assert_eq(id, r.token,
+                                     "row %d, threshold %g, min_keep %d, T %g, top_k %d, step %d: plugin %d, "
+                                     "gf_sample %d",
+                                     row, ts[t], (int)keep, p.temperature, p.use_top_k, (int)step, (int)id,
+                                     (int)r.token);
                         rows++;
                     }
                 }

@@ -33,17 +33,19 @@ static void accepted(const char *text)
     json_decref(r);
 }
 
-#define OK_CHECK "{\"name\": \"a\", \"passed\": true, \"detail\": \"\"}"
+#define OK_CHECK  "{\"name\": \"a\", \"passed\": true, \"detail\": \"\"}"
 #define BAD_CHECK "{\"name\": \"b\", \"passed\": false, \"detail\": \"off\"}"
 
 Test(record_check, a_whole_record_is_accepted)
 {
-    accepted("{\"case\": \"c.one\", \"verdict\": \"pass\", \"reason\": \"\", \"checks\": [" OK_CHECK "], \"metrics\": {}}");
+    accepted("{\"case\": \"c.one\", \"verdict\": \"pass\", \"reason\": \"\", \"checks\": [" OK_CHECK
+             "], \"metrics\": {}}");
     accepted("{\"case\": \"c.one\", \"verdict\": \"pass\", \"reason\": \"\", \"checks\": [],"
              " \"metrics\": {\"comparisons\": {\"x\": {}}}}"); /* a comparison is evidence too */
-    accepted("{\"case\": \"c.one\", \"verdict\": \"fail\", \"reason\": \"b: off\", \"checks\": [" OK_CHECK ", " BAD_CHECK
-             "], \"metrics\": {}}");
-    accepted("{\"case\": \"c.one\", \"verdict\": \"skip\", \"reason\": \"no device\", \"checks\": [], \"metrics\": {}}");
+    accepted("{\"case\": \"c.one\", \"verdict\": \"fail\", \"reason\": \"b: off\", \"checks\": [" OK_CHECK
+             ", " BAD_CHECK "], \"metrics\": {}}");
+    accepted(
+        "{\"case\": \"c.one\", \"verdict\": \"skip\", \"reason\": \"no device\", \"checks\": [], \"metrics\": {}}");
     accepted("{\"case\": \"c.one\", \"verdict\": \"fail\", \"reason\": \"open\", \"checks\": [], \"metrics\": {}}");
 }
 
@@ -73,7 +75,8 @@ Test(record_check, fields_off_the_schema_are_refused)
 
 Test(record_check, another_cases_record_is_refused)
 {
-    refused("{\"case\": \"c.two\", \"verdict\": \"pass\", \"reason\": \"\", \"checks\": [" OK_CHECK "], \"metrics\": {}}",
+    refused("{\"case\": \"c.two\", \"verdict\": \"pass\", \"reason\": \"\", \"checks\": [" OK_CHECK
+            "], \"metrics\": {}}",
             "not this case's");
     refused("{\"verdict\": \"pass\", \"reason\": \"\", \"checks\": [" OK_CHECK "], \"metrics\": {}}", "case '(none)'");
 }

@@ -17,7 +17,8 @@ Test(report_tally, every_verdict_counts_as_the_table_says)
             cr_expect_eq(c.passed + c.failed + c.skipped, 1, "%s counted %zu times", gf_verdict_str((gf_verdict)v),
                          c.passed + c.failed + c.skipped);
             cr_expect_eq(c.passed, (size_t)gf_verdict_passed((gf_verdict)v), "%s", gf_verdict_str((gf_verdict)v));
-            cr_expect_eq(c.skipped, (size_t)gf_verdict_skipped((gf_verdict)v, req), "%s", gf_verdict_str((gf_verdict)v));
+            cr_expect_eq(c.skipped, (size_t)gf_verdict_skipped((gf_verdict)v, req), "%s",
+                         gf_verdict_str((gf_verdict)v));
             cr_expect_eq(c.exit_status, gf_verdict_exit((gf_verdict)v, req), "%s", gf_verdict_str((gf_verdict)v));
         }
 }
@@ -48,9 +49,10 @@ Test(report_tally, groups_keep_the_engine_apart)
         " {\"backend\": \"engine\", \"backend_requested\": \"engine\", \"verdict\": \"fail\", \"process\": {}},"
         " {\"backend\": null, \"backend_requested\": null, \"verdict\": \"skip\"}]",
         0, NULL);
-    json_t *backends = json_loads("[{\"requested\": \"/p/libmine.so\", \"name\": \"mine\", \"available\": true},"
-                                  " {\"requested\": \"ref\", \"name\": \"ref\", \"available\": true, \"required\": true}]",
-                                  0, NULL);
+    json_t *backends =
+        json_loads("[{\"requested\": \"/p/libmine.so\", \"name\": \"mine\", \"available\": true},"
+                   " {\"requested\": \"ref\", \"name\": \"ref\", \"available\": true, \"required\": true}]",
+                   0, NULL);
     cr_assert(results && backends);
     json_t *g = gf_report_groups(results, backends);
     json_t *by = json_object_get(g, "by_backend");

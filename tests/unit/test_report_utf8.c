@@ -26,16 +26,18 @@ Test(report_utf8, valid_text_is_kept)
 
 Test(report_utf8, invalid_bytes_become_hex_escapes)
 {
-    repaired("a\xff" "b", 3, "a\\xFFb");
-    repaired("\x80", 1, "\\x80");                      /* stray continuation */
-    repaired("\xe2\x82", 2, "\\xE2\\x82");             /* euro sign cut after 2 bytes */
+    repaired("a\xff"
+             "b",
+             3, "a\\xFFb");
+    repaired("\x80", 1, "\\x80");          /* stray continuation */
+    repaired("\xe2\x82", 2, "\\xE2\\x82"); /* euro sign cut after 2 bytes */
     repaired("\xe2\x82z", 3, "\\xE2\\x82z");
-    repaired("\xc0\xaf", 2, "\\xC0\\xAF");             /* overlong '/' */
-    repaired("\xe0\x80\xaf", 3, "\\xE0\\x80\\xAF");    /* overlong, 3 bytes */
-    repaired("\xed\xa0\x80", 3, "\\xED\\xA0\\x80");    /* surrogate U+D800 */
+    repaired("\xc0\xaf", 2, "\\xC0\\xAF");                   /* overlong '/' */
+    repaired("\xe0\x80\xaf", 3, "\\xE0\\x80\\xAF");          /* overlong, 3 bytes */
+    repaired("\xed\xa0\x80", 3, "\\xED\\xA0\\x80");          /* surrogate U+D800 */
     repaired("\xf4\x90\x80\x80", 4, "\\xF4\\x90\\x80\\x80"); /* above U+10FFFF */
     repaired("\xf5", 1, "\\xF5");
-    repaired("x\0y", 3, "x\\x00y");                    /* NUL in counted text */
+    repaired("x\0y", 3, "x\\x00y"); /* NUL in counted text */
     cr_expect(!gf_utf8_valid("\xff", 1));
     cr_expect(!gf_utf8_valid("\xe2\x82", 2));
 }

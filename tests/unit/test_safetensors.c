@@ -25,8 +25,7 @@ static void teardown(void) { tf_tmpdir_remove(); }
 TestSuite(safetensors, .init = setup, .fini = teardown);
 
 /* Raw file: u64 LE length `hlen`, `hdr_bytes` of header, `data_len` data bytes (0..). */
-static const char *write_raw(const char *name, uint64_t hlen, const char *hdr, size_t hdr_bytes,
-                             size_t data_len)
+static const char *write_raw(const char *name, uint64_t hlen, const char *hdr, size_t hdr_bytes, size_t data_len)
 {
     const char *p = tf_path(name);
     FILE *f = fopen(p, "wb");
@@ -56,8 +55,7 @@ static void expect_open_fail(const char *path, gf_status want, ...)
     gf_error_clear();
     gf_status s = gf_safetensors_open(path, &st);
     const char *msg = gf_error_msg();
-    cr_assert(s == want, "status %s (%d), want %s; message: %s", gf_status_str(s), s,
-              gf_status_str(want), msg);
+    cr_assert(s == want, "status %s (%d), want %s; message: %s", gf_status_str(s), s, gf_status_str(want), msg);
     cr_assert(st == NULL, "st_out must be NULL on failure");
     cr_assert(strstr(msg, path) != NULL, "message must name the file: %s", msg);
     va_list ap;
@@ -93,9 +91,8 @@ Test(safetensors, dtype_names_and_sizes)
 
 Test(safetensors, writer_round_trip_all_dtypes_and_metadata)
 {
-    static const gf_dtype dts[] = {GF_DT_BOOL, GF_DT_U8,  GF_DT_I8,   GF_DT_I16, GF_DT_U16,
-                                   GF_DT_I32,  GF_DT_U32, GF_DT_I64,  GF_DT_U64, GF_DT_F16,
-                                   GF_DT_BF16, GF_DT_F32, GF_DT_F64};
+    static const gf_dtype dts[] = {GF_DT_BOOL, GF_DT_U8,  GF_DT_I8,  GF_DT_I16,  GF_DT_U16, GF_DT_I32, GF_DT_U32,
+                                   GF_DT_I64,  GF_DT_U64, GF_DT_F16, GF_DT_BF16, GF_DT_F32, GF_DT_F64};
     enum { N = sizeof dts / sizeof dts[0] };
     gf_st_write_tensor w[N + 2];
     unsigned char buf[N][64];
@@ -116,8 +113,7 @@ Test(safetensors, writer_round_trip_all_dtypes_and_metadata)
     /* a scalar and an empty tensor */
     static const float one = 1.0f;
     w[N] = (gf_st_write_tensor){.name = "scalar", .dtype = GF_DT_F32, .ndim = 0, .data = &one};
-    w[N + 1] = (gf_st_write_tensor){.name = "empty", .dtype = GF_DT_F32, .ndim = 2,
-                                    .shape = {0, 5}, .data = NULL};
+    w[N + 1] = (gf_st_write_tensor){.name = "empty", .dtype = GF_DT_F32, .ndim = 2, .shape = {0, 5}, .data = NULL};
     const char *mk[] = {"format", "note"}, *mv[] = {"pt", "h\xc3\xa9llo \"quoted\""};
     const char *p = tf_path("rt.safetensors");
     gf_status s = gf_safetensors_write(p, w, N + 2, mk, mv, 2);
@@ -141,8 +137,8 @@ Test(safetensors, writer_round_trip_all_dtypes_and_metadata)
     cr_assert(fread(hdr, 1, hl, f) == hl);
     fclose(f);
     cr_assert(!strncmp(hdr, "{\"__metadata__\":{\"format\":\"pt\",", 31), "header: %s", hdr);
-    cr_assert(strstr(hdr, "\"z13.BOOL\":{\"dtype\":\"BOOL\",\"shape\":[2,16],\"data_offsets\":[0,32]}"),
-              "header: %s", hdr);
+    cr_assert(strstr(hdr, "\"z13.BOOL\":{\"dtype\":\"BOOL\",\"shape\":[2,16],\"data_offsets\":[0,32]}"), "header: %s",
+              hdr);
     size_t len = strlen(hdr);
     while (len && hdr[len - 1] == ' ')
         len--;
@@ -228,16 +224,14 @@ Test(safetensors, writer_rejects_bad_input)
         {.name = "x", .dtype = GF_DT_F32, .ndim = 1, .shape = {2}, .data = a},
     };
     gf_status s = gf_safetensors_write(p, w, 2, NULL, NULL, 0);
-    cr_assert(s == GF_E_INVALID_ARG && strstr(gf_error_msg(), "'x' given twice"), "%s",
-              gf_error_msg());
+    cr_assert(s == GF_E_INVALID_ARG && strstr(gf_error_msg(), "'x' given twice"), "%s", gf_error_msg());
     w[1].name = "__metadata__";
     s = gf_safetensors_write(p, w, 2, NULL, NULL, 0);
     cr_assert(s == GF_E_INVALID_ARG && strstr(gf_error_msg(), "reserved"), "%s", gf_error_msg());
     w[1].name = "y";
     w[1].dtype = (gf_dtype)77;
     s = gf_safetensors_write(p, w, 2, NULL, NULL, 0);
-    cr_assert(s == GF_E_INVALID_ARG && strstr(gf_error_msg(), "'y': unknown dtype"), "%s",
-              gf_error_msg());
+    cr_assert(s == GF_E_INVALID_ARG && strstr(gf_error_msg(), "'y': unknown dtype"), "%s", gf_error_msg());
     w[1].dtype = GF_DT_F32;
     w[1].shape[0] = -1;
     s = gf_safetensors_write(p, w, 2, NULL, NULL, 0);
@@ -256,9 +250,8 @@ Test(safetensors, writer_io_error_names_path)
     const char *p = tf_path("no/such/dir/x.safetensors");
     gf_status s = gf_safetensors_write(p, &w, 1, NULL, NULL, 0);
     cr_assert(s == GF_E_IO, "%s", gf_error_msg());
-    cr_assert(strstr(gf_error_msg(), "no/such/dir/x.safetensors") &&
-                  strstr(gf_error_msg(), "No such file"),
-              "%s", gf_error_msg());
+    cr_assert(strstr(gf_error_msg(), "no/such/dir/x.safetensors") && strstr(gf_error_msg(), "No such file"), "%s",
+              gf_error_msg());
 }
 
 /* ---- reader: file-level errors ---- */
@@ -268,10 +261,7 @@ Test(safetensors, missing_file_is_io_error)
     expect_open_fail(tf_path("absent.safetensors"), GF_E_IO, "cannot open", "No such file", NULL);
 }
 
-Test(safetensors, directory_is_io_error)
-{
-    expect_open_fail(tf_tmpdir(), GF_E_IO, "not a regular file", NULL);
-}
+Test(safetensors, directory_is_io_error) { expect_open_fail(tf_tmpdir(), GF_E_IO, "not a regular file", NULL); }
 
 Test(safetensors, empty_file)
 {
@@ -302,8 +292,7 @@ Test(safetensors, header_length_past_eof)
 Test(safetensors, header_length_oversized)
 {
     const char *p = write_raw("t.safetensors", 200000000ull, "{}", 2, 0);
-    expect_open_fail(p, GF_E_FORMAT, "header length 200000000", "exceeds the 100000000-byte limit",
-                     NULL);
+    expect_open_fail(p, GF_E_FORMAT, "header length 200000000", "exceeds the 100000000-byte limit", NULL);
     p = write_raw("t2.safetensors", UINT64_MAX, "{}", 2, 0);
     expect_open_fail(p, GF_E_FORMAT, "header length 18446744073709551615", "exceeds", NULL);
 }
@@ -333,16 +322,15 @@ Test(safetensors, duplicate_tensor_name)
 
 Test(safetensors, entry_not_an_object)
 {
-    expect_open_fail(write_hdr("{\"w\": [1, 2]}", 0), GF_E_FORMAT, "tensor 'w'",
-                     "header entry is an array", NULL);
+    expect_open_fail(write_hdr("{\"w\": [1, 2]}", 0), GF_E_FORMAT, "tensor 'w'", "header entry is an array", NULL);
 }
 
 Test(safetensors, unknown_dtype)
 {
     const char *h = "{\"h.0.attn.c_attn.weight\":{\"dtype\":\"Q4_K\",\"shape\":[2],"
                     "\"data_offsets\":[0,2]}}";
-    expect_open_fail(write_hdr(h, 2), GF_E_FORMAT, "tensor 'h.0.attn.c_attn.weight'",
-                     "unknown dtype 'Q4_K'", "known: BOOL", NULL);
+    expect_open_fail(write_hdr(h, 2), GF_E_FORMAT, "tensor 'h.0.attn.c_attn.weight'", "unknown dtype 'Q4_K'",
+                     "known: BOOL", NULL);
     h = "{\"w\":{\"dtype\":32,\"shape\":[2],\"data_offsets\":[0,2]}}";
     expect_open_fail(write_hdr(h, 2), GF_E_FORMAT, "tensor 'w'", "\"dtype\" is an integer", NULL);
     h = "{\"w\":{\"shape\":[2],\"data_offsets\":[0,2]}}";
@@ -364,8 +352,7 @@ Test(safetensors, shape_wrong_type)
 Test(safetensors, shape_negative)
 {
     const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,16]}}";
-    expect_open_fail(write_hdr(h, 16), GF_E_FORMAT, "tensor 'w'", "\"shape\"[1] is -3",
-                     "non-negative", NULL);
+    expect_open_fail(write_hdr(h, 16), GF_E_FORMAT, "tensor 'w'", "\"shape\"[1] is -3", "non-negative", NULL);
 }
 
 Test(safetensors, shape_too_many_dims)
@@ -399,15 +386,14 @@ Test(safetensors, offsets_past_end)
 Test(safetensors, offsets_begin_after_end)
 {
     const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[16,0]}}";
-    expect_open_fail(write_hdr(h, 16), GF_E_FORMAT, "tensor 'w'",
-                     "data_offsets [16, 0] have begin > end", NULL);
+    expect_open_fail(write_hdr(h, 16), GF_E_FORMAT, "tensor 'w'", "data_offsets [16, 0] have begin > end", NULL);
 }
 
 Test(safetensors, offsets_malformed)
 {
     const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}";
-    expect_open_fail(write_hdr(h, 4), GF_E_FORMAT, "tensor 'w'", "\"data_offsets\" is [0]",
-                     "expected [begin, end]", NULL);
+    expect_open_fail(write_hdr(h, 4), GF_E_FORMAT, "tensor 'w'", "\"data_offsets\" is [0]", "expected [begin, end]",
+                     NULL);
     h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}";
     expect_open_fail(write_hdr(h, 4), GF_E_FORMAT, "tensor 'w'", "[-4,0]", NULL);
     h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}";
@@ -452,17 +438,15 @@ Test(safetensors, wrong_byte_length_for_dtype_and_shape)
     size_t n = strlen(h);
     char want[64];
     snprintf(want, sizeof want, "(file offset %zu)", 8 + n + 4);
-    expect_open_fail(write_hdr(h, 24), GF_E_FORMAT, "tensor 'h.1.mlp.c_fc.bias'",
-                     "dtype F16 x shape [2, 3] = 12 bytes", "data_offsets [4, 20] span 16 bytes",
-                     want, NULL);
+    expect_open_fail(write_hdr(h, 24), GF_E_FORMAT, "tensor 'h.1.mlp.c_fc.bias'", "dtype F16 x shape [2, 3] = 12 bytes",
+                     "data_offsets [4, 20] span 16 bytes", want, NULL);
 }
 
 Test(safetensors, metadata_errors)
 {
-    expect_open_fail(write_hdr("{\"__metadata__\": [\"x\"]}", 0), GF_E_FORMAT,
-                     "'__metadata__' is an array", NULL);
-    expect_open_fail(write_hdr("{\"__metadata__\": {\"format\": \"pt\", \"step\": 100}}", 0),
-                     GF_E_FORMAT, "'__metadata__' value for key 'step' is an integer", NULL);
+    expect_open_fail(write_hdr("{\"__metadata__\": [\"x\"]}", 0), GF_E_FORMAT, "'__metadata__' is an array", NULL);
+    expect_open_fail(write_hdr("{\"__metadata__\": {\"format\": \"pt\", \"step\": 100}}", 0), GF_E_FORMAT,
+                     "'__metadata__' value for key 'step' is an integer", NULL);
 }
 
 Test(safetensors, metadata_only_and_header_padding_accepted)
@@ -493,10 +477,10 @@ static uint32_t bits(float f)
 
 Test(safetensors, f16_to_f32_exact)
 {
-    const uint16_t h[] = {0x3C00, 0xC100, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x8000, 0x0000,
-                          0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x8001, 0x3555};
-    const float want[] = {1.0f, -2.5f, 65504.0f, 0x1p-24f, 0x3ffp-24f, 0x1p-14f, -0.0f, 0.0f,
-                          INFINITY, -INFINITY, NAN, NAN, -0x1p-24f, 0x1.554p-2f};
+    const uint16_t h[] = {0x3C00, 0xC100, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x8000,
+                          0x0000, 0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x8001, 0x3555};
+    const float want[] = {1.0f, -2.5f,    65504.0f,  0x1p-24f, 0x3ffp-24f, 0x1p-14f,  -0.0f,
+                          0.0f, INFINITY, -INFINITY, NAN,      NAN,        -0x1p-24f, 0x1.554p-2f};
     enum { N = sizeof h / sizeof h[0] };
     gf_safetensors *st = one_tensor(GF_DT_F16, h, N);
     float out[N];
@@ -505,8 +489,8 @@ Test(safetensors, f16_to_f32_exact)
         if (isnan(want[i]))
             cr_assert(isnan(out[i]), "[%d] %04x -> %a, want NaN", i, h[i], (double)out[i]);
         else
-            cr_assert(bits(out[i]) == bits(want[i]), "[%d] %04x -> %a, want %a", i, h[i],
-                      (double)out[i], (double)want[i]);
+            cr_assert(bits(out[i]) == bits(want[i]), "[%d] %04x -> %a, want %a", i, h[i], (double)out[i],
+                      (double)want[i]);
     }
     cr_assert(signbit(out[11]), "NaN sign kept");
     cr_assert_eq(bits(out[10]), 0x7FC00000u, "quiet NaN bits");
@@ -516,10 +500,8 @@ Test(safetensors, f16_to_f32_exact)
 
 Test(safetensors, bf16_to_f32_exact)
 {
-    const uint16_t h[] = {0x3F80, 0xC020, 0x477F, 0x7F7F, 0x0001, 0x0080, 0x8000,
-                          0x7F80, 0xFF80, 0x7FC0};
-    const float want[] = {1.0f, -2.5f, 65280.0f, 0x1.fep+127f, 0x1p-133f, 0x1p-126f, -0.0f,
-                          INFINITY, -INFINITY, NAN};
+    const uint16_t h[] = {0x3F80, 0xC020, 0x477F, 0x7F7F, 0x0001, 0x0080, 0x8000, 0x7F80, 0xFF80, 0x7FC0};
+    const float want[] = {1.0f, -2.5f, 65280.0f, 0x1.fep+127f, 0x1p-133f, 0x1p-126f, -0.0f, INFINITY, -INFINITY, NAN};
     enum { N = sizeof h / sizeof h[0] };
     gf_safetensors *st = one_tensor(GF_DT_BF16, h, N);
     float out[N];
@@ -528,18 +510,27 @@ Test(safetensors, bf16_to_f32_exact)
         if (isnan(want[i]))
             cr_assert(isnan(out[i]), "[%d] %04x -> %a, want NaN", i, h[i], (double)out[i]);
         else
-            cr_assert(bits(out[i]) == bits(want[i]), "[%d] %04x -> %a, want %a", i, h[i],
-                      (double)out[i], (double)want[i]);
+            cr_assert(bits(out[i]) == bits(want[i]), "[%d] %04x -> %a, want %a", i, h[i], (double)out[i],
+                      (double)want[i]);
     }
     gf_safetensors_close(st);
 }
 
 Test(safetensors, f64_to_f32_rounded)
 {
-    const double d[] = {0.1, -2.5, 1.0 + 0x1p-24, 1.0 + 3 * 0x1p-24, 1e300, -1e300,
-                        (double)FLT_MAX, 0x1.fffffefp+127, 0x1.ffffffp+127, 1e-50, NAN};
-    const float want[] = {0.1f, -2.5f, 1.0f, 1.0f + 0x1p-22f, INFINITY, -INFINITY,
-                          FLT_MAX, FLT_MAX, INFINITY, 0.0f, NAN};
+    const double d[] = {0.1,
+                        -2.5,
+                        1.0 + 0x1p-24,
+                        1.0 + 3 * 0x1p-24,
+                        1e300,
+                        -1e300,
+                        (double)FLT_MAX,
+                        0x1.fffffefp+127,
+                        0x1.ffffffp+127,
+                        1e-50,
+                        NAN};
+    const float want[] = {0.1f,     -2.5f, 1.0f, 1.0f + 0x1p-22f, INFINITY, -INFINITY, FLT_MAX, FLT_MAX,
+                          INFINITY, 0.0f,  NAN};
     enum { N = sizeof d / sizeof d[0] };
     gf_safetensors *st = one_tensor(GF_DT_F64, d, N);
     float out[N];
@@ -548,8 +539,8 @@ Test(safetensors, f64_to_f32_rounded)
         if (isnan(want[i]))
             cr_assert(isnan(out[i]), "[%d] %a -> %a, want NaN", i, d[i], (double)out[i]);
         else
-            cr_assert(bits(out[i]) == bits(want[i]), "[%d] %a -> %a, want %a", i, d[i],
-                      (double)out[i], (double)want[i]);
+            cr_assert(bits(out[i]) == bits(want[i]), "[%d] %a -> %a, want %a", i, d[i], (double)out[i],
+                      (double)want[i]);
     }
     gf_safetensors_close(st);
 }

@@ -59,8 +59,8 @@ static int kept_set(const float *logits, int V, const gf_sampler_params *p, int 
     return n;
 }
 
-static void assert_kept(const float *logits, int V, const gf_sampler_params *p,
-                        const int *want, int nwant, const char *what)
+static void assert_kept(const float *logits, int V, const gf_sampler_params *p, const int *want, int nwant,
+                        const char *what)
 {
     int got[64];
     cr_assert(V <= 64);
@@ -97,8 +97,8 @@ Test(top_p, kept_sets_and_renormalisation)
             ref += PROBS5[keep[c][j]];
         for (int j = 0; j < nkeep[c]; j++) {
             int i = keep[c][j];
-            cr_assert(fabs(pr[i] - PROBS5[i] / ref) <= 1e-6, "p=%g: prob[%d] %.9g want %.9g",
-                      ps[c], i, pr[i], PROBS5[i] / ref);
+            cr_assert(fabs(pr[i] - PROBS5[i] / ref) <= 1e-6, "p=%g: prob[%d] %.9g want %.9g", ps[c], i, pr[i],
+                      PROBS5[i] / ref);
         }
         for (int i = nkeep[c]; i < 5; i++)
             cr_assert(pr[i] == 0.0, "p=%g: dropped token %d has prob %g", ps[c], i, pr[i]);
@@ -215,8 +215,8 @@ Test(top_k, one_is_argmax_at_any_temperature)
             gf_sampler_params p = with_top_k(temps[t], 1);
             gf_sample_result r;
             cr_assert(gf_sample(logits, 40, &p, 1, step, &r) == GF_OK, "%s", gf_error_msg());
-            cr_assert(r.token == arg, "T=%g step %llu: token %d, argmax %d", temps[t],
-                      (unsigned long long)step, r.token, arg);
+            cr_assert(r.token == arg, "T=%g step %llu: token %d, argmax %d", temps[t], (unsigned long long)step,
+                      r.token, arg);
             if (temps[t] != 0.0) {
                 cr_assert(r.kept == 1 && r.runner_up == -1 && r.margin == INFINITY);
             }
@@ -274,8 +274,8 @@ Test(temperature, limits)
         cr_assert(g.kept == 512);
         for (uint64_t step = 0; step < 8; step++) {
             cr_assert(gf_sample(rows[r], 512, &cold, (uint64_t)r, step, &c) == GF_OK);
-            cr_assert(c.token == g.token, "row %d step %llu: cold sample %d, greedy %d", r,
-                      (unsigned long long)step, c.token, g.token);
+            cr_assert(c.token == g.token, "row %d step %llu: cold sample %d, greedy %d", r, (unsigned long long)step,
+                      c.token, g.token);
         }
     }
 }
@@ -286,8 +286,8 @@ Test(temperature, zero_is_argmax_first_on_ties)
     gf_sampler_params p = gf_sampler_greedy();
     gf_sample_result r;
     cr_assert(gf_sample(logits, 5, &p, 0, 0, &r) == GF_OK);
-    cr_assert(r.token == 1 && r.runner_up == 3 && r.margin == 0.0,
-              "token %d runner-up %d margin %g", r.token, r.runner_up, r.margin);
+    cr_assert(r.token == 1 && r.runner_up == 3 && r.margin == 0.0, "token %d runner-up %d margin %g", r.token,
+              r.runner_up, r.margin);
     cr_assert(r.kept == 5);
     /* filter and probs: only the argmax, one-hot */
     double z[5], pr[5];
@@ -334,10 +334,8 @@ static void expect_invalid(const gf_sampler_params *p, const char *param, const 
     double z[3];
     gf_error_clear();
     cr_assert(gf_sampler_validate(p) == GF_E_INVALID_ARG, "%s %s accepted", param, value);
-    cr_assert(strstr(gf_error_msg(), param) != NULL, "message '%s' lacks '%s'", gf_error_msg(),
-              param);
-    cr_assert(strstr(gf_error_msg(), value) != NULL, "message '%s' lacks '%s'", gf_error_msg(),
-              value);
+    cr_assert(strstr(gf_error_msg(), param) != NULL, "message '%s' lacks '%s'", gf_error_msg(), param);
+    cr_assert(strstr(gf_error_msg(), value) != NULL, "message '%s' lacks '%s'", gf_error_msg(), value);
     gf_error_clear();
     cr_assert(gf_sample(logits, 3, p, 0, 0, &r) == GF_E_INVALID_ARG);
     cr_assert(strstr(gf_error_msg(), param) != NULL, "gf_sample message '%s'", gf_error_msg());
@@ -426,8 +424,7 @@ static void expect_bad_logits(const float *logits, int32_t V, const char *needle
         double z[8];
         gf_error_clear();
         cr_assert(gf_sample(logits, V, &p, 0, 0, &r) == GF_E_INVALID_ARG, "%s accepted", needle);
-        cr_assert(strstr(gf_error_msg(), needle) != NULL, "message '%s' lacks '%s'",
-                  gf_error_msg(), needle);
+        cr_assert(strstr(gf_error_msg(), needle) != NULL, "message '%s' lacks '%s'", gf_error_msg(), needle);
         gf_error_clear();
         cr_assert(gf_sampler_filter(logits, V, &p, z) == GF_E_INVALID_ARG);
         cr_assert(strstr(gf_error_msg(), needle) != NULL);
@@ -540,8 +537,7 @@ Test(draw, independent_of_excluded_tail)
         gf_sample_result a, b;
         cr_assert(gf_sample(logits, V, &p, 5, step, &a) == GF_OK);
         cr_assert(gf_sample(logits, V + 20, &p, 5, step, &b) == GF_OK);
-        cr_assert(a.token == b.token && a.runner_up == b.runner_up && a.margin == b.margin &&
-                  a.kept == b.kept);
+        cr_assert(a.token == b.token && a.runner_up == b.runner_up && a.margin == b.margin && a.kept == b.kept);
         cr_assert(b.token < V);
     }
 }
@@ -579,13 +575,12 @@ Test(draw, race_margin_by_hand)
         gf_sample_result r, rr;
         cr_assert(gf_sample(logits, V, &p, 3, step, &r) == GF_OK);
         cr_assert(kept == 7 && r.kept == 7);
-        cr_assert(r.token == best && r.runner_up == second, "step %llu: %d/%d vs %d/%d",
-                  (unsigned long long)step, r.token, r.runner_up, best, second);
+        cr_assert(r.token == best && r.runner_up == second, "step %llu: %d/%d vs %d/%d", (unsigned long long)step,
+                  r.token, r.runner_up, best, second);
         cr_assert(r.margin == bs - ss, "margin %.17g by hand %.17g", r.margin, bs - ss);
         cr_assert(r.margin > 0.0);
         gf_sampler_race(z, u, V, &rr);
-        cr_assert(rr.token == r.token && rr.runner_up == r.runner_up && rr.margin == r.margin &&
-                  rr.kept == r.kept);
+        cr_assert(rr.token == r.token && rr.runner_up == r.runner_up && rr.margin == r.margin && rr.kept == r.kept);
     }
 }
 
@@ -620,8 +615,7 @@ Test(draw, never_picks_excluded)
     for (uint64_t step = 0; step < 500; step++) {
         gf_sample_result r;
         cr_assert(gf_sample(logits, V, &p, 0, step, &r) == GF_OK);
-        cr_assert(r.token % 3 != 0, "step %llu picked excluded %d", (unsigned long long)step,
-                  r.token);
+        cr_assert(r.token % 3 != 0, "step %llu picked excluded %d", (unsigned long long)step, r.token);
         cr_assert(r.runner_up % 3 != 0);
     }
 }
@@ -634,8 +628,7 @@ struct golden_row {
     int kept;
 };
 
-static void check_golden_race(double temperature, int top_k, double top_p,
-                              const struct golden_row rows[8])
+static void check_golden_race(double temperature, int top_k, double top_p, const struct golden_row rows[8])
 {
     const float logits[8] = {0.5f, -1.25f, 2.0f, 0.0f, 1.5f, -0.75f, 1.0f, -3.0f};
     gf_sampler_params p = sampled(temperature);
@@ -652,12 +645,10 @@ static void check_golden_race(double temperature, int top_k, double top_p,
         gf_sample_result r;
         cr_assert(gf_sample(logits, 8, &p, 3, (uint64_t)step, &r) == GF_OK, "%s", gf_error_msg());
         double m = strtod(rows[step].margin, NULL);
-        cr_assert(r.token == rows[step].token && r.runner_up == rows[step].runner_up &&
-                      r.kept == rows[step].kept,
-                  "step %d: got %d/%d kept %d, python %d/%d kept %d", step, r.token, r.runner_up,
-                  r.kept, rows[step].token, rows[step].runner_up, rows[step].kept);
-        cr_assert(fabs(r.margin - m) <= 1e-12, "step %d: margin %.17g, python %s", step, r.margin,
-                  rows[step].margin);
+        cr_assert(r.token == rows[step].token && r.runner_up == rows[step].runner_up && r.kept == rows[step].kept,
+                  "step %d: got %d/%d kept %d, python %d/%d kept %d", step, r.token, r.runner_up, r.kept,
+                  rows[step].token, rows[step].runner_up, rows[step].kept);
+        cr_assert(fabs(r.margin - m) <= 1e-12, "step %d: margin %.17g, python %s", step, r.margin, rows[step].margin);
     }
 }
 
@@ -665,15 +656,13 @@ Test(draw, golden_matches_python)
 {
     /* printed by tools/reference/gf_random.py, which hard-codes the same table (GOLDEN_RACE) */
     static const struct golden_row a[8] = {
-        {2, 4, "1.5000499795116995", 5},  {4, 2, "0.94124498695388725", 5},
-        {6, 2, "0.89593341331757514", 5}, {2, 4, "0.69938055648774045", 5},
-        {2, 6, "1.2624975538457082", 5},  {2, 4, "0.2710624871987104", 5},
+        {2, 4, "1.5000499795116995", 5},  {4, 2, "0.94124498695388725", 5}, {6, 2, "0.89593341331757514", 5},
+        {2, 4, "0.69938055648774045", 5}, {2, 6, "1.2624975538457082", 5},  {2, 4, "0.2710624871987104", 5},
         {2, 4, "1.1183173510314368", 5},  {2, 0, "1.5127515385117383", 5},
     };
     static const struct golden_row b[8] = {
-        {2, 4, "1.2917166461783665", 5},  {4, 0, "0.98004734438819341", 5},
-        {6, 2, "1.3126000799842421", 5},  {2, 4, "0.49104722315440696", 5},
-        {2, 0, "0.73347930958480312", 5}, {2, 0, "0.030083473835924135", 5},
+        {2, 4, "1.2917166461783665", 5},  {4, 0, "0.98004734438819341", 5}, {6, 2, "1.3126000799842421", 5},
+        {2, 4, "0.49104722315440696", 5}, {2, 0, "0.73347930958480312", 5}, {2, 0, "0.030083473835924135", 5},
         {2, 4, "0.90998401769810378", 5}, {2, 0, "0.88775153851173849", 5},
     };
     check_golden_race(0.8, 5, 0.0, a);
@@ -683,8 +672,7 @@ Test(draw, golden_matches_python)
 /* ---- goodness of fit ---- */
 
 /* chi-square of `draws` sampled tokens against `expect` (probabilities). */
-static double chi_square(const float *logits, int V, const gf_sampler_params *p, int draws,
-                         const double *expect)
+static double chi_square(const float *logits, int V, const gf_sampler_params *p, int draws, const double *expect)
 {
     int counts[16] = {0};
     cr_assert(V <= 16);

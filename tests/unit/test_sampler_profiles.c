@@ -526,7 +526,10 @@ Test(sampler_profiles, min_new_tokens_bans_eos)
         e->n_history = 2;
         e->stop_ids = stop;
         e->n_stop_ids = 1;
-        expect_mask(L, 3, &p, pr == GF_PROFILE_VLLM ? B(0) : pr == GF_PROFILE_HF ? (B(0) | B(2)) : B(2),
+        expect_mask(L, 3, &p,
+                    pr == GF_PROFILE_VLLM ? B(0)
+                    : pr == GF_PROFILE_HF ? (B(0) | B(2))
+                                          : B(2),
                     gf_sampler_profile_name(pr));
     }
 }
@@ -537,7 +540,10 @@ Test(sampler_profiles, vllm_poisoned_rows_give_a_valid_id)
 {
     const float nan_row[3] = {0.0f, NAN, 1.0f}, inf_row[3] = {0.0f, 1.0f, INFINITY},
                 ninf[3] = {-INFINITY, -INFINITY, -INFINITY};
-    const struct { const float *L; int want; } rows[] = {{nan_row, 1}, {inf_row, 2}, {ninf, 0}};
+    const struct {
+        const float *L;
+        int want;
+    } rows[] = {{nan_row, 1}, {inf_row, 2}, {ninf, 0}};
     for (size_t i = 0; i < 3; i++)
         for (int pr = 0; pr < GF_PROFILE_COUNT; pr++)
             for (int greedy = 0; greedy < 2; greedy++) {

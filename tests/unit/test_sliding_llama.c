@@ -36,12 +36,12 @@ static void tiny_llama_make(tiny_llama *m, int qkv_bias)
     cr_assert(m->storage);
     float *p = m->storage;
     uint64_t k = 0;
-#define TAKE(dst, n, base, amp)                                 \
-    do {                                                        \
-        dst = p;                                                \
-        for (size_t i_ = 0; i_ < (size_t)(n); i_++)             \
-            p[i_] = (base) + (amp) * rnd(k++);                  \
-        p += (n);                                               \
+#define TAKE(dst, n, base, amp)                     \
+    do {                                            \
+        dst = p;                                    \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++) \
+            p[i_] = (base) + (amp)*rnd(k++);        \
+        p += (n);                                   \
     } while (0)
     gf_model_weights *w = &m->desc.weights;
     TAKE(w->wte, (size_t)TV * TD, 0.0f, 1.0f);
@@ -69,11 +69,24 @@ static void tiny_llama_make(tiny_llama *m, int qkv_bias)
     w->layers = m->layers;
     w->lm_head = w->wte;
     w->rope_inv_freq = m->inv_freq;
-    m->desc.config = (gf_model_config){
-        .arch = GF_ARCH_LLAMA, .activation = GF_ACT_SILU, .norm = GF_NORM_RMSNORM, .pos = GF_POS_ROPE,
-        .vocab_size = TV, .n_positions = TNP, .n_embd = TD, .n_layer = TL, .n_head = TH,
-        .n_kv_head = THKV, .d_head = TDH, .d_ff = TF, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
-        .bos_id = -1, .eos_id = -1, .tied_head = 1, .qkv_bias = qkv_bias};
+    m->desc.config = (gf_model_config){.arch = GF_ARCH_LLAMA,
+                                       .activation = GF_ACT_SILU,
+                                       .norm = GF_NORM_RMSNORM,
+                                       .pos = GF_POS_ROPE,
+                                       .vocab_size = TV,
+                                       .n_positions = TNP,
+                                       .n_embd = TD,
+                                       .n_layer = TL,
+                                       .n_head = TH,
+                                       .n_kv_head = THKV,
+                                       .d_head = TDH,
+                                       .d_ff = TF,
+                                       .norm_eps = 1e-5f,
+                                       .rope_theta = 10000.0f,
+                                       .bos_id = -1,
+                                       .eos_id = -1,
+                                       .tied_head = 1,
+                                       .qkv_bias = qkv_bias};
     m->desc.struct_size = sizeof m->desc;
     m->desc.name = "tiny-llama";
 }
@@ -170,8 +183,8 @@ Test(llama_ref, slide_by_recompute_equals_uncached_loop)
     tiny_llama m;
     gf_engine *e = llama_engine(&m, 1);
     const int32_t B = 2, N = 30;
-    const int32_t p0[] = {5, 17, 33, 2, 60, 41, 9, 12, 7, 7, 3, 44, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-                          13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
+    const int32_t p0[] = {5, 17, 33, 2,  60, 41, 9,  12, 7,  7,  3,  44, 1,  2,  3,  4,  5,  6,  7,  8,
+                          9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
     const int32_t p1[] = {8, 9, 10};
     const int32_t *prompts[] = {p0, p1};
     const int32_t lens[] = {40, 3};

@@ -37,13 +37,16 @@ static int run(const char *const *stops, size_t n, const char *text, size_t step
 Test(stop_strings, cuts_exactly_before_the_first_stop_for_every_piece_size)
 {
     const char *stops[] = {"\n\n", "END", "caf\xc3\xa9!"};
-    const struct { const char *text, *want; int stops; } cases[] = {
+    const struct {
+        const char *text, *want;
+        int stops;
+    } cases[] = {
         {"Hello there.\n\nMore", "Hello there.", 1},
         {"an ENDing", "an ", 1},
-        {"EN EN E", "EN EN E", 0},                           /* partial matches released */
+        {"EN EN E", "EN EN E", 0},                              /* partial matches released */
         {"le caf\xc3\xa9 caf\xc3\xa9!x", "le caf\xc3\xa9 ", 1}, /* a multibyte stop */
         {"na\xc3\xafve \xe2\x82\xac\xf0\x9f\x98\x80", "na\xc3\xafve \xe2\x82\xac\xf0\x9f\x98\x80", 0},
-        {"x\nEND\n\n", "x\n", 1},                            /* the earliest of two */
+        {"x\nEND\n\n", "x\n", 1}, /* the earliest of two */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t step = 1; step <= 7; step++) {

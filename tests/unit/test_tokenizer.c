@@ -17,7 +17,7 @@
 #include "genfence/tokenizer.h"
 
 #define GPT2_DIR GF_TEST_SHARED_DIR "/data/gpt2-tokenizer"
-#define CORPUS GF_TEST_SHARED_DIR "/data/sherlock-holmes-canon.txt"
+#define CORPUS   GF_TEST_SHARED_DIR "/data/sherlock-holmes-canon.txt"
 
 /* ---- temp dir per test ---- */
 
@@ -81,8 +81,7 @@ static gf_tokenizer *load_ok(const char *path)
     return t;
 }
 
-static void expect_ids(const gf_tokenizer *t, const char *text, size_t len, const int32_t *want,
-                       size_t n_want)
+static void expect_ids(const gf_tokenizer *t, const char *text, size_t len, const int32_t *want, size_t n_want)
 {
     int32_t *ids;
     size_t n;
@@ -90,15 +89,14 @@ static void expect_ids(const gf_tokenizer *t, const char *text, size_t len, cons
     cr_assert_eq(st, GF_OK, "encode '%s': %s", text, gf_error_msg());
     cr_assert_eq(n, n_want, "encode '%s': %zu ids, want %zu", text, n, n_want);
     for (size_t i = 0; i < n; i++)
-        cr_assert_eq(ids[i], want[i], "encode '%s': id %zu is %d, want %d", text, i, ids[i],
-                     want[i]);
+        cr_assert_eq(ids[i], want[i], "encode '%s': id %zu is %d, want %d", text, i, ids[i], want[i]);
     free(ids);
 }
 
-#define EXPECT(t, text, ...)                                                                   \
-    do {                                                                                       \
-        static const int32_t want_[] = {__VA_ARGS__};                                          \
-        expect_ids((t), (text), sizeof(text) - 1, want_, sizeof want_ / sizeof want_[0]);     \
+#define EXPECT(t, text, ...)                                                              \
+    do {                                                                                  \
+        static const int32_t want_[] = {__VA_ARGS__};                                     \
+        expect_ids((t), (text), sizeof(text) - 1, want_, sizeof want_ / sizeof want_[0]); \
     } while (0)
 
 static char *decode_ok(const gf_tokenizer *t, const int32_t *ids, size_t n, size_t *len)
@@ -145,10 +143,9 @@ Test(tokenizer, byte_unicode_mapping)
     static const struct {
         uint8_t b;
         uint32_t cp;
-    } fixed[] = {{0x00, 0x100}, {0x09, 0x109}, {0x0A, 0x10A}, {0x0D, 0x10D}, {0x20, 0x120},
-                 {0x21, 0x21},  {0x41, 0x41},  {0x7E, 0x7E},  {0x7F, 0x121}, {0x80, 0x122},
-                 {0xA0, 0x142}, {0xA1, 0xA1},  {0xAC, 0xAC},  {0xAD, 0x143}, {0xAE, 0xAE},
-                 {0xFF, 0xFF}};
+    } fixed[] = {{0x00, 0x100}, {0x09, 0x109}, {0x0A, 0x10A}, {0x0D, 0x10D}, {0x20, 0x120}, {0x21, 0x21},
+                 {0x41, 0x41},  {0x7E, 0x7E},  {0x7F, 0x121}, {0x80, 0x122}, {0xA0, 0x142}, {0xA1, 0xA1},
+                 {0xAC, 0xAC},  {0xAD, 0x143}, {0xAE, 0xAE},  {0xFF, 0xFF}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         cr_assert_eq(gf_tok_byte_to_cp(fixed[i].b), fixed[i].cp, "byte 0x%02X", fixed[i].b);
     int seen[0x144] = {0};
@@ -206,17 +203,18 @@ Test(tokenizer, gpt2_encode_matches_hf)
 {
     gf_tokenizer *t = load_ok(GPT2_DIR);
     EXPECT(t, "Hello world", 15496, 995);
-    EXPECT(t, "It's HOLMES'S case; we'll see, they'd've gone.", 1026, 338, 49707, 44, 1546, 6,
-           50, 1339, 26, 356, 1183, 766, 11, 484, 1549, 1053, 3750, 13);
+    EXPECT(t, "It's HOLMES'S case; we'll see, they'd've gone.", 1026, 338, 49707, 44, 1546, 6, 50, 1339, 26, 356, 1183,
+           766, 11, 484, 1549, 1053, 3750, 13);
     EXPECT(t, "a  b\t\tc\n\n  d   ", 64, 220, 275, 197, 197, 66, 628, 220, 288, 220, 220, 220);
-    EXPECT(t, "\xe2\x80\x9cQuoted,\xe2\x80\x9d she said \xe2\x80\x94 \xe2\x80\x98single\xe2\x80\x99",
-           447, 250, 4507, 5191, 11, 447, 251, 673, 531, 851, 564, 246, 29762, 447, 247);
+    EXPECT(t, "\xe2\x80\x9cQuoted,\xe2\x80\x9d she said \xe2\x80\x94 \xe2\x80\x98single\xe2\x80\x99", 447, 250, 4507,
+           5191, 11, 447, 251, 673, 531, 851, 564, 246, 29762, 447, 247);
     /* U+00A0 and U+3000 are whitespace; U+180E is not (HF's \s) */
     EXPECT(t, "\xc2\xa0x\xe3\x80\x80y\xe1\xa0\x8ez", 1849, 87, 5099, 222, 88, 157, 254, 236, 89);
     EXPECT(t, "12345678 \xc2\xbd", 10163, 2231, 30924, 25208);
     /* ZWJ family and a flag */
-    EXPECT(t, "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "
-              "\xf0\x9f\x87\xac\xf0\x9f\x87\xa7",
+    EXPECT(t,
+           "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "
+           "\xf0\x9f\x87\xac\xf0\x9f\x87\xa7",
            41840, 101, 447, 235, 41840, 102, 447, 235, 41840, 100, 12520, 229, 105, 8582, 229, 100);
     /* vocab.json + merges.txt has no special-token matching */
     EXPECT(t, "<|endoftext|>", 27, 91, 437, 1659, 5239, 91, 29);
@@ -330,7 +328,7 @@ Test(tokenizer, added_tokens_before_pretokenization)
     gf_tokenizer_free(td);
 
     EXPECT(t, "a<x>b", 0, 13, 1);
-    EXPECT(t, "b<x>>c", 1, 14, 2);     /* longest match wins */
+    EXPECT(t, "b<x>>c", 1, 14, 2); /* longest match wins */
     EXPECT(t, "a<x>>>", 0, 14, 9);
     EXPECT(t, "<x>bc<x>>", 13, 5, 14);
     /* "bc" (an added token) is cut out of "abc" before BPE could make "abc" */
@@ -397,8 +395,7 @@ Test(tokenizer, added_token_id_must_match_hf)
     gf_tokenizer *t = (gf_tokenizer *)1;
     cr_assert_eq(gf_tokenizer_load(write_file("bad.json", bad), &t), GF_E_FORMAT);
     cr_assert_null(t);
-    cr_assert(strstr(gf_error_msg(), "id 17") && strstr(gf_error_msg(), "id 14"), "%s",
-              gf_error_msg());
+    cr_assert(strstr(gf_error_msg(), "id 17") && strstr(gf_error_msg(), "id 14"), "%s", gf_error_msg());
     free(bad);
 }
 
@@ -453,8 +450,7 @@ Test(tokenizer, em_dash_split_across_tokens)
 }
 
 /* Stream-decode ids token by token; the concatenation must equal decode(ids). */
-static void stream_equals_decode(const gf_tokenizer *t, const int32_t *ids, size_t n,
-                                 int expect_no_fffd)
+static void stream_equals_decode(const gf_tokenizer *t, const int32_t *ids, size_t n, int expect_no_fffd)
 {
     size_t len, cap = 16;
     for (size_t i = 0; i < n; i++) {
@@ -535,8 +531,7 @@ Test(tokenizer, decode_errors)
     size_t len = 5;
     cr_assert_eq(gf_tokenizer_decode(t, ids, 3, &s, &len), GF_E_INVALID_ARG);
     cr_assert_null(s);
-    cr_assert(strstr(gf_error_msg(), "50257") && strstr(gf_error_msg(), "index 1"), "%s",
-              gf_error_msg());
+    cr_assert(strstr(gf_error_msg(), "50257") && strstr(gf_error_msg(), "index 1"), "%s", gf_error_msg());
     ids[1] = -4;
     cr_assert_eq(gf_tokenizer_decode(t, ids, 3, &s, &len), GF_E_INVALID_ARG);
     s = decode_ok(t, ids, 0, &len);
@@ -555,14 +550,13 @@ static void expect_load_error(const char *path, gf_status want, const char *cons
     cr_assert_eq(st, want, "loading %s: status %d (%s), want %d", path, st, gf_error_msg(), want);
     cr_assert_null(t);
     for (; *needles; needles++)
-        cr_assert(strstr(gf_error_msg(), *needles), "message '%s' lacks '%s'", gf_error_msg(),
-                  *needles);
+        cr_assert(strstr(gf_error_msg(), *needles), "message '%s' lacks '%s'", gf_error_msg(), *needles);
 }
 
-#define LOAD_ERROR(path, want, ...)                                                            \
-    do {                                                                                       \
-        static const char *const needles_[] = {__VA_ARGS__, NULL};                             \
-        expect_load_error((path), (want), needles_);                                           \
+#define LOAD_ERROR(path, want, ...)                                \
+    do {                                                           \
+        static const char *const needles_[] = {__VA_ARGS__, NULL}; \
+        expect_load_error((path), (want), needles_);               \
     } while (0)
 
 Test(tokenizer, malformed_json_reports_line_and_column)
@@ -602,8 +596,7 @@ Test(tokenizer, unsupported_components)
                      "\"post_processor\": {\"type\": \"RobertaProcessing\"}");
     LOAD_ERROR(write_file("post.json", s), GF_E_UNSUPPORTED, "post_processor: type 'RobertaProcessing'");
     free(s);
-    s = replace_once(k_tiny_strings, "\"decoder\": {\"type\": \"ByteLevel\"",
-                     "\"decoder\": {\"type\": \"WordPiece\"");
+    s = replace_once(k_tiny_strings, "\"decoder\": {\"type\": \"ByteLevel\"", "\"decoder\": {\"type\": \"WordPiece\"");
     LOAD_ERROR(write_file("dec.json", s), GF_E_UNSUPPORTED, "decoder: type 'WordPiece'");
     free(s);
     s = replace_once(k_tiny_strings, "\"dropout\": null", "\"dropout\": 0.1");
@@ -615,33 +608,40 @@ Test(tokenizer, unsupported_components)
 
 static const char k_sp_json[] =
     "{\"version\": \"1.0\", \"added_tokens\": [\n"
-    "  {\"id\": 0, \"content\": \"<unk>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true},\n"
-    "  {\"id\": 1, \"content\": \"<s>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}],\n"
-    " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}]},\n"
+    "  {\"id\": 0, \"content\": \"<unk>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+    "\"normalized\": false, \"special\": true},\n"
+    "  {\"id\": 1, \"content\": \"<s>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
+    "false, \"special\": true}],\n"
+    " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\\u2581\"}, "
+    "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}]},\n"
     " \"pre_tokenizer\": null,\n"
-    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}},\n"
-    " \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"\\u2581\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]},\n"
-    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false,\n"
-    "  \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"<0x0A>\": 2, \"<0xE2>\": 3, \"<0x80>\": 4, \"<0x94>\": 5, \"\\u2581\": 6, \"a\": 7, \"b\": 8, \"\\u2581a\": 9, \"ab\": 10, \"\\u2581ab\": 11},\n"
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", "
+    "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"<s>\": "
+    "{\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}},\n"
+    " \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "
+    "\"\\u2581\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", "
+    "\"content\": \" \", \"start\": 1, \"stop\": 0}]},\n"
+    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", \"continuing_subword_prefix\": null, "
+    "\"end_of_word_suffix\": null, \"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false,\n"
+    "  \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"<0x0A>\": 2, \"<0xE2>\": 3, \"<0x80>\": 4, \"<0x94>\": 5, \"\\u2581\": "
+    "6, \"a\": 7, \"b\": 8, \"\\u2581a\": 9, \"ab\": 10, \"\\u2581ab\": 11},\n"
     "  \"merges\": [[\"a\", \"b\"], [\"\\u2581\", \"a\"], [\"\\u2581\", \"ab\"]]}}\n";
 
-static void expect_ids_ex(const gf_tokenizer *t, const char *text, int special,
-                          const int32_t *want, size_t n_want)
+static void expect_ids_ex(const gf_tokenizer *t, const char *text, int special, const int32_t *want, size_t n_want)
 {
     int32_t *ids;
     size_t n;
-    cr_assert_eq(gf_tokenizer_encode_ex(t, text, strlen(text), special, &ids, &n), GF_OK, "%s",
-                 gf_error_msg());
+    cr_assert_eq(gf_tokenizer_encode_ex(t, text, strlen(text), special, &ids, &n), GF_OK, "%s", gf_error_msg());
     cr_assert_eq(n, n_want, "encode '%s' (special %d): %zu ids, want %zu", text, special, n, n_want);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(ids[i], want[i], "encode '%s': id %zu is %d, want %d", text, i, ids[i], want[i]);
     free(ids);
 }
 
-#define EXPECT_EX(t, text, special, ...)                                                       \
-    do {                                                                                       \
-        static const int32_t want_[] = {__VA_ARGS__};                                          \
-        expect_ids_ex((t), (text), (special), want_, sizeof want_ / sizeof want_[0]);          \
+#define EXPECT_EX(t, text, special, ...)                                              \
+    do {                                                                              \
+        static const int32_t want_[] = {__VA_ARGS__};                                 \
+        expect_ids_ex((t), (text), (special), want_, sizeof want_ / sizeof want_[0]); \
     } while (0)
 
 static void expect_decode(const gf_tokenizer *t, const int32_t *ids, size_t n, const char *want)
@@ -660,7 +660,10 @@ Test(tokenizer, sentencepiece_pipeline_matches_hf)
      * for the em dash, fused unk for "xyz", the normalized gap after <s> */
     EXPECT_EX(t, "ab ab", 0, 11, 11);
     EXPECT_EX(t, "a\nb", 0, 9, 2, 8);
-    EXPECT_EX(t, "ab\xe2\x80\x94" "a", 0, 11, 3, 4, 5, 7);
+    EXPECT_EX(t,
+              "ab\xe2\x80\x94"
+              "a",
+              0, 11, 3, 4, 5, 7);
     EXPECT_EX(t, "xyz ab", 0, 6, 0, 11);
     EXPECT_EX(t, "ab<s>ab", 0, 11, 1, 11);
     /* TemplateProcessing adds the BOS with add_special_tokens, even to "" */
@@ -676,7 +679,9 @@ Test(tokenizer, sentencepiece_pipeline_matches_hf)
     expect_decode(t, (const int32_t[]){11, 6, 7}, 3, "ab a");
     expect_decode(t, (const int32_t[]){9, 2, 8}, 3, "a\nb");
     expect_decode(t, (const int32_t[]){3, 4}, 2, "\xef\xbf\xbd\xef\xbf\xbd");
-    expect_decode(t, (const int32_t[]){3, 4, 5, 7}, 4, "\xe2\x80\x94" "a");
+    expect_decode(t, (const int32_t[]){3, 4, 5, 7}, 4,
+                  "\xe2\x80\x94"
+                  "a");
     expect_decode(t, (const int32_t[]){1, 11}, 2, "<s> ab");
     expect_decode(t, (const int32_t[]){6, 6, 11}, 3, "  ab");
     /* token bytes (streaming): <0x0A> is the byte, the metaspace a space */
@@ -692,8 +697,7 @@ Test(tokenizer, file_size_cap)
 {
     const char *p = write_file("tokenizer.json", k_tiny_strings);
     setenv("GENFENCE_MAX_TOKENIZER_BYTES", "100", 1);
-    LOAD_ERROR(p, GF_E_FORMAT, "tokenizer.json", "over the limit of 100",
-               "GENFENCE_MAX_TOKENIZER_BYTES");
+    LOAD_ERROR(p, GF_E_FORMAT, "tokenizer.json", "over the limit of 100", "GENFENCE_MAX_TOKENIZER_BYTES");
     unsetenv("GENFENCE_MAX_TOKENIZER_BYTES");
     gf_tokenizer_free(load_ok(p));
 }

@@ -37,8 +37,7 @@ gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_
  * fails) the defaults: fp32, opts->threads (1 without opts), no library or
  * detail. Returns GF_OK when the backend described itself, GF_E_UNSUPPORTED
  * without the slot, else the slot's error; *info_out is filled either way. */
-gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts,
-                              gf_backend_info *info_out);
+gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts, gf_backend_info *info_out);
 
 /* Does the table hold a set `sample` slot? */
 int gf_backend_has_sample(const gf_backend_ops *ops);
@@ -58,9 +57,8 @@ const char *gf_backend_last_error(const gf_backend_ops *ops, void *model);
  * (seq_ids NULL = row index) and calls the slot with `model` (NULL for
  * sampler-only use). ids_out (B). GF_E_UNSUPPORTED when the backend has no
  * slot; errors carry the backend's name (and its last_error text). */
-gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B,
-                            int32_t V, const gf_sampler_params *p, const uint64_t *seq_ids,
-                            uint64_t step, int32_t *ids_out);
+gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B, int32_t V,
+                            const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step, int32_t *ids_out);
 
 /* ---- call trace: the context of a crash or a timeout ----
  * Before every backend call made through these wrappers the engine writes
@@ -70,26 +68,26 @@ gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float 
  * dies or hangs inside a slot the parent can say which slot, which call and
  * with which shapes. Plain stores only: readable after the writer died. */
 typedef struct gf_call_trace {
-    volatile int32_t in_call;    /* 1 while the slot below runs, 0 once it returned */
-    char slot[24];               /* "probe", "model_load", "forward", "sample", "cache_reset", ... */
-    long long call;              /* the slot's 1-based call index in this process */
-    long long step;              /* generation step set by gf_engine_trace_step (-1: none) */
-    int32_t B, T;                /* rows and new positions (0 where the slot has none) */
-    int32_t cache_length;        /* before the call (-1: uncached or not a cache call) */
-    long long calls_total;       /* backend calls so far in this process, this one included */
-    int32_t threads_after;       /* after model_free returned: threads of the process (0: unknown) */
+    volatile int32_t in_call; /* 1 while the slot below runs, 0 once it returned */
+    char slot[24];            /* "probe", "model_load", "forward", "sample", "cache_reset", ... */
+    long long call;           /* the slot's 1-based call index in this process */
+    long long step;           /* generation step set by gf_engine_trace_step (-1: none) */
+    int32_t B, T;             /* rows and new positions (0 where the slot has none) */
+    int32_t cache_length;     /* before the call (-1: uncached or not a cache call) */
+    long long calls_total;    /* backend calls so far in this process, this one included */
+    int32_t threads_after;    /* after model_free returned: threads of the process (0: unknown) */
     /* forward's guarded buffers during the call (engine/guard.h), so that a
      * fault on a guard page can name the buffer: the mapping [map_lo,
      * map_hi), the data [data, data + n) */
     struct {
-        char name[16];           /* "logits_out", "tokens", ... */
-        char shape[48];          /* "(B, 1, V) = (1, 1, 512) floats" */
+        char name[16];  /* "logits_out", "tokens", ... */
+        char shape[48]; /* "(B, 1, V) = (1, 1, 512) floats" */
         uintptr_t map_lo, map_hi, data, n;
     } bufs[4];
     int32_t n_bufs;
-    char logits_mode[8];         /* forward: "all" or "last" */
-    uintptr_t fault_addr;        /* SIGSEGV / SIGBUS from the kernel: the address (the runner's handler) */
-    int32_t fault_sig;           /* that signal (0: none recorded) */
+    char logits_mode[8];  /* forward: "all" or "last" */
+    uintptr_t fault_addr; /* SIGSEGV / SIGBUS from the kernel: the address (the runner's handler) */
+    int32_t fault_sig;    /* that signal (0: none recorded) */
 } gf_call_trace;
 void gf_engine_trace_to(gf_call_trace *t);
 /* The generation step later calls belong to (-1: none); the generation loop
@@ -100,9 +98,9 @@ typedef struct gf_engine gf_engine;
 
 /* Probe, then load desc into the backend. The engine keeps a copy of the
  * config; desc's weights need not outlive the call. */
-gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
-                           const gf_backend_options *opts, gf_engine **engine_out);
-void gf_engine_destroy(gf_engine *e);                     /* NULL-safe */
+gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc, const gf_backend_options *opts,
+                           gf_engine **engine_out);
+void gf_engine_destroy(gf_engine *e); /* NULL-safe */
 const gf_backend_ops *gf_engine_ops(const gf_engine *e);
 const gf_model_config *gf_engine_config(const gf_engine *e);
 
@@ -128,15 +126,15 @@ typedef enum gf_stop_reason {
     GF_STOP_LENGTH = 2,        /* max_new_tokens reached */
     GF_STOP_CONTEXT_LIMIT = 3, /* cache full: length == n_positions */
 } gf_stop_reason;
-const char *gf_stop_reason_str(gf_stop_reason r);  /* "eos", "length", "context_limit" */
+const char *gf_stop_reason_str(gf_stop_reason r); /* "eos", "length", "context_limit" */
 
 typedef struct gf_step_info {
-    int32_t step;              /* 0-based sampling step */
+    int32_t step; /* 0-based sampling step */
     int32_t B, V;
-    const float *logits;       /* (B, V): each row's last-position logits this step */
-    const int32_t *tokens;     /* (B): the token each row emits this step (forced or sampled) */
+    const float *logits;             /* (B, V): each row's last-position logits this step */
+    const int32_t *tokens;           /* (B): the token each row emits this step (forced or sampled) */
     const gf_sample_result *results; /* (B): the sampler's result (margin...) */
-    const uint8_t *finished_before; /* (B): 1 if the row had finished before this step */
+    const uint8_t *finished_before;  /* (B): 1 if the row had finished before this step */
 } gf_step_info;
 
 /* Called after every sampling step; a non-OK return stops generation with it. */
@@ -145,16 +143,16 @@ typedef gf_status (*gf_step_fn)(void *user, const gf_step_info *info);
 typedef struct gf_generate_params {
     int32_t max_new_tokens;
     gf_sampler_params sampler;
-    int32_t eos_id;            /* -1: no EOS stop */
-    int32_t use_cache;         /* 1: prefill + one token per step; 0: recompute loop */
+    int32_t eos_id;                 /* -1: no EOS stop */
+    int32_t use_cache;              /* 1: prefill + one token per step; 0: recompute loop */
     int32_t raise_on_context_limit; /* cached: fail with GF_E_CONTEXT_LIMIT instead of stopping */
-    const uint64_t *seq_ids;   /* (B) the RNG's sequence id per prompt; NULL = row index */
-    int32_t pad_id;            /* token written into left padding (never attended); 0 ok */
+    const uint64_t *seq_ids;        /* (B) the RNG's sequence id per prompt; NULL = row index */
+    int32_t pad_id;                 /* token written into left padding (never attended); 0 ok */
     /* (optional) teacher forcing: forced[b][step] is emitted instead of the
      * sampled token (the sampler still runs; its choice is in on_step's
      * results). Rows must hold max_new_tokens tokens. NULL = free running. */
     const int32_t *const *forced;
-    gf_step_fn on_step;        /* (optional) */
+    gf_step_fn on_step; /* (optional) */
     void *user;
     /* cached, at a full cache (and not raise_on_context_limit): 0 = stop with
      * GF_STOP_CONTEXT_LIMIT (the GPT rule); 1 = slide by recompute: reset the
@@ -167,15 +165,15 @@ gf_generate_params gf_generate_defaults(void); /* greedy, 64 tokens, cached, no 
 
 typedef struct gf_generation {
     int32_t B;
-    int32_t steps;             /* sampling steps run */
-    int32_t *prompt_len;       /* (B) */
-    int32_t *n_tokens;         /* (B) prompt + generated tokens (a finished row keeps
+    int32_t steps;         /* sampling steps run */
+    int32_t *prompt_len;   /* (B) */
+    int32_t *n_tokens;     /* (B) prompt + generated tokens (a finished row keeps
                                   emitting eos_id until the loop ends) */
-    int32_t **tokens;          /* (B) x n_tokens[b] */
-    int32_t *n_until_stop;     /* (B) tokens up to and including the row's stop (EOS) */
-    gf_stop_reason *stop;      /* (B) */
-    double *margins;           /* (steps, B) margin of each step's choice */
-    size_t cache_bytes;        /* cached: the backend's cache_bytes for the (B, n_positions)
+    int32_t **tokens;      /* (B) x n_tokens[b] */
+    int32_t *n_until_stop; /* (B) tokens up to and including the row's stop (EOS) */
+    gf_stop_reason *stop;  /* (B) */
+    double *margins;       /* (steps, B) margin of each step's choice */
+    size_t cache_bytes;    /* cached: the backend's cache_bytes for the (B, n_positions)
                                   cache, i.e. (L, B, H_kv, n_positions, d_head) k and v; 0 uncached */
 } gf_generation;
 
@@ -185,16 +183,14 @@ typedef struct gf_generation {
  * positions, still returning the token sampled at the last position (or
  * fails with GF_E_CONTEXT_LIMIT when raise_on_context_limit). Uncached: the
  * sequence is cropped to its last n_positions tokens and generation goes on. */
-gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts,
-                      const int32_t *prompt_lens, const gf_generate_params *p,
-                      gf_generation **gen_out);
-void gf_generation_free(gf_generation *g);              /* NULL-safe */
+gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts, const int32_t *prompt_lens,
+                      const gf_generate_params *p, gf_generation **gen_out);
+void gf_generation_free(gf_generation *g); /* NULL-safe */
 
 /* Left-padding arithmetic, exposed for tests and the harness.
  * mask (B, T) of 0/1 -> positions (B, T) = max(cumsum(mask) - 1, 0) and
  * next (B) = sum(mask). Either output may be NULL. */
-void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *positions_out,
-                            int32_t *next_out);
+void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *positions_out, int32_t *next_out);
 
 /* ---- the rows behind a failing step ----
  * gf_verify_cache and gf_sliding_window_measure compare a reference row and a
@@ -207,18 +203,18 @@ void gf_positions_from_mask(const uint8_t *mask, int32_t B, int32_t T, int32_t *
  * even give the same rows). */
 typedef struct gf_step_summary {
     int32_t step;
-    double delta;               /* max |delta| of the two rows (genfence/rows.h) */
-    int32_t ref_token, token;   /* each row's argmax */
-    double ref_margin;          /* the reference row's top-1 minus top-2 */
-    double ref_top1;            /* the reference row's top-1 logit */
-    int evicting;               /* sliding window: the context has passed the window */
+    double delta;             /* max |delta| of the two rows (genfence/rows.h) */
+    int32_t ref_token, token; /* each row's argmax */
+    double ref_margin;        /* the reference row's top-1 minus top-2 */
+    double ref_top1;          /* the reference row's top-1 logit */
+    int evicting;             /* sliding window: the context has passed the window */
 } gf_step_summary;
 
 #define GF_ROW_KEEP_MAX 2
 
 typedef struct gf_kept_rows {
     int32_t step;
-    float *ref, *test;          /* (V) each */
+    float *ref, *test; /* (V) each */
 } gf_kept_rows;
 
 typedef struct gf_row_keep {
@@ -233,25 +229,24 @@ const gf_kept_rows *gf_row_keep_find(const gf_row_keep *k, int32_t step);
 void gf_row_keep_clear(gf_row_keep *k); /* frees the rows, keeps pick/user; NULL-safe */
 /* (engine-internal) drop what k holds before a run; offer one step's rows. */
 void gf_row_keep_reset(gf_row_keep *k);
-gf_status gf_row_keep_offer(gf_row_keep *k, const gf_step_summary *s, const float *ref, const float *test,
-                            int32_t V);
+gf_status gf_row_keep_offer(gf_row_keep *k, const gf_step_summary *s, const float *ref, const float *test, int32_t V);
 
 /* ---- cache verification (the seed's verify_cache) ---- */
 
 typedef struct gf_verify_result {
     int32_t steps;
-    double max_abs_delta;      /* over all steps and vocabulary entries */
+    double max_abs_delta; /* over all steps and vocabulary entries */
     int32_t max_delta_step;
-    double min_margin;         /* smallest top-1 minus top-2 of the uncached logits */
+    double min_margin; /* smallest top-1 minus top-2 of the uncached logits */
     int32_t min_margin_step;
-    int32_t tokens_equal;      /* every step's argmax agreed */
-    int32_t first_divergence;  /* -1 if none */
-    double divergence_margin;  /* the uncached margin at first_divergence */
-    double *step_max_delta;    /* (steps) */
-    double *step_margin;       /* (steps) */
-    int32_t *tokens;           /* (steps) greedy tokens of the cached decode */
-    int32_t *ref_tokens;       /* (steps) argmax of the uncached logits at each step */
-    double *step_top1;         /* (steps) top-1 uncached logit at each step */
+    int32_t tokens_equal;     /* every step's argmax agreed */
+    int32_t first_divergence; /* -1 if none */
+    double divergence_margin; /* the uncached margin at first_divergence */
+    double *step_max_delta;   /* (steps) */
+    double *step_margin;      /* (steps) */
+    int32_t *tokens;          /* (steps) greedy tokens of the cached decode */
+    int32_t *ref_tokens;      /* (steps) argmax of the uncached logits at each step */
+    double *step_top1;        /* (steps) top-1 uncached logit at each step */
 } gf_verify_result;
 
 /* Greedy cached decode of `steps` tokens, teacher-forced against an uncached
@@ -280,23 +275,23 @@ void gf_verify_result_clear(gf_verify_result *r);
  * positions (they are baked into every key: sliding = recompute). */
 typedef struct gf_sliding_result {
     int32_t steps, window;
-    int32_t first_evict_step;  /* first step whose context exceeds the window; -1 if none */
-    double pre_evict_max_delta;  /* max |evicted - recompute| before any eviction (cache noise) */
-    double max_abs_delta;      /* max |evicted - recompute| over the evicting steps: the drift */
+    int32_t first_evict_step;   /* first step whose context exceeds the window; -1 if none */
+    double pre_evict_max_delta; /* max |evicted - recompute| before any eviction (cache noise) */
+    double max_abs_delta;       /* max |evicted - recompute| over the evicting steps: the drift */
     int32_t max_delta_step;
-    int32_t argmax_agree;      /* evicting steps whose evicted argmax equals recompute's */
-    int32_t evict_steps;       /* steps with eviction */
-    double min_margin;         /* smallest recompute top-1 minus top-2 */
-    double *step_max_delta;    /* (steps) */
-    double *step_margin;       /* (steps) recompute margin */
-    int32_t *tokens;           /* (steps) recompute's greedy tokens (the forced path) */
-    int32_t *evicted_tokens;   /* (steps) the evicted cache's argmax at each step */
+    int32_t argmax_agree;    /* evicting steps whose evicted argmax equals recompute's */
+    int32_t evict_steps;     /* steps with eviction */
+    double min_margin;       /* smallest recompute top-1 minus top-2 */
+    double *step_max_delta;  /* (steps) */
+    double *step_margin;     /* (steps) recompute margin */
+    int32_t *tokens;         /* (steps) recompute's greedy tokens (the forced path) */
+    int32_t *evicted_tokens; /* (steps) the evicted cache's argmax at each step */
 } gf_sliding_result;
 
 /* keep (NULL: none): the rows of the steps it picks, recompute as ref and
  * the evicting cache as test. */
-gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len,
-                                    int32_t window, int32_t steps, gf_row_keep *keep, gf_sliding_result *out);
+gf_status gf_sliding_window_measure(gf_engine *e, const int32_t *prompt, int32_t prompt_len, int32_t window,
+                                    int32_t steps, gf_row_keep *keep, gf_sliding_result *out);
 void gf_sliding_result_clear(gf_sliding_result *r);
 
 #ifdef __cplusplus

@@ -43,7 +43,7 @@ gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out)
  * shape checked against the config before anything is allocated; the rotary
  * inverse frequencies computed as transformers does (weights.rope_inv_freq). */
 gf_status gf_model_load(const char *dir, gf_model **model_out);
-void gf_model_free(gf_model *m);                          /* NULL-safe */
+void gf_model_free(gf_model *m); /* NULL-safe */
 const gf_model_desc *gf_model_desc_get(const gf_model *m);
 const char *gf_model_dir(const gf_model *m);
 size_t gf_model_param_count(const gf_model *m);

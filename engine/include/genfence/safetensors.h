@@ -19,8 +19,19 @@ extern "C" {
 #endif
 
 typedef enum gf_dtype {
-    GF_DT_BOOL = 1, GF_DT_U8, GF_DT_I8, GF_DT_I16, GF_DT_U16, GF_DT_I32, GF_DT_U32,
-    GF_DT_I64, GF_DT_U64, GF_DT_F16, GF_DT_BF16, GF_DT_F32, GF_DT_F64,
+    GF_DT_BOOL = 1,
+    GF_DT_U8,
+    GF_DT_I8,
+    GF_DT_I16,
+    GF_DT_U16,
+    GF_DT_I32,
+    GF_DT_U32,
+    GF_DT_I64,
+    GF_DT_U64,
+    GF_DT_F16,
+    GF_DT_BF16,
+    GF_DT_F32,
+    GF_DT_F64,
 } gf_dtype;
 
 #define GF_ST_MAX_DIMS 8
@@ -30,18 +41,18 @@ typedef struct gf_st_tensor {
     gf_dtype dtype;
     int32_t ndim;
     int64_t shape[GF_ST_MAX_DIMS];
-    const void *data;     /* into the mapping; may be unaligned for the dtype */
+    const void *data; /* into the mapping; may be unaligned for the dtype */
     size_t nbytes;
-    uint64_t offset;      /* absolute byte offset of data in the file */
+    uint64_t offset; /* absolute byte offset of data in the file */
 } gf_st_tensor;
 
 typedef struct gf_safetensors gf_safetensors;
 
-const char *gf_dtype_name(gf_dtype dt);   /* "F32", ... */
-size_t gf_dtype_size(gf_dtype dt);        /* bytes per element; 0 if unknown */
+const char *gf_dtype_name(gf_dtype dt); /* "F32", ... */
+size_t gf_dtype_size(gf_dtype dt);      /* bytes per element; 0 if unknown */
 
 gf_status gf_safetensors_open(const char *path, gf_safetensors **st_out);
-void gf_safetensors_close(gf_safetensors *st);            /* NULL-safe */
+void gf_safetensors_close(gf_safetensors *st); /* NULL-safe */
 const char *gf_safetensors_path(const gf_safetensors *st);
 size_t gf_safetensors_count(const gf_safetensors *st);
 const gf_st_tensor *gf_safetensors_at(const gf_safetensors *st, size_t i);
@@ -63,12 +74,11 @@ typedef struct gf_st_write_tensor {
     gf_dtype dtype;
     int32_t ndim;
     int64_t shape[GF_ST_MAX_DIMS];
-    const void *data;     /* numel x dtype size bytes, little-endian */
+    const void *data; /* numel x dtype size bytes, little-endian */
 } gf_st_write_tensor;
 
 gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tensors, size_t n,
-                               const char *const *meta_keys, const char *const *meta_values,
-                               size_t n_meta);
+                               const char *const *meta_keys, const char *const *meta_values, size_t n_meta);
 
 /* A model's tensors, from DIR/model.safetensors or from the shards that
  * DIR/model.safetensors.index.json maps (engine/safetensors_index.c). Each
@@ -76,9 +86,9 @@ gf_status gf_safetensors_write(const char *path, const gf_st_write_tensor *tenso
  * messages). gf_st_set_path is the single file or the index. */
 typedef struct gf_st_set gf_st_set;
 gf_status gf_st_set_open(const char *dir, gf_st_set **set_out);
-void gf_st_set_close(gf_st_set *set);                     /* NULL-safe */
+void gf_st_set_close(gf_st_set *set); /* NULL-safe */
 const char *gf_st_set_path(const gf_st_set *set);
-size_t gf_st_set_count(const gf_st_set *set);             /* over all shards */
+size_t gf_st_set_count(const gf_st_set *set); /* over all shards */
 size_t gf_st_set_shard_count(const gf_st_set *set);
 const gf_st_tensor *gf_st_set_at(const gf_st_set *set, size_t i, const gf_safetensors **shard_out);
 const gf_st_tensor *gf_st_set_find(const gf_st_set *set, const char *name,

@@ -108,137 +108,137 @@ enum {
  *   any, seed, hf, llamacpp, vllm)
  * Order: the record's (ext fields, then the params'), the case loader's and
  * generate's (an invalid sampler names its flags in this order). */
-#define GF_SAMPLER_FIELD_LIST(X)                                                                                      \
-    X(TEMPERATURE, "temperature", GF_SF_REAL, P, temperature, temperature, 0.0, -GF_SF_INF, GF_SF_INF, 0,             \
-      GF_SF_REC_ALWAYS, 0, "--temperature", NULL, GF_SFC_NONE,                                                        \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_HI_OPEN | GF_SFC_V_NANWORD, "temperature must be a finite number >= 0, got %s"),  \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_PREFIX,                                                          \
-             "temperature (=%s) has to be a strictly positive float (HF's TemperatureLogitsWarper raises; greedy is " \
-             "do_sample=False)"),                                                                                     \
-      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                    \
-             "temperature is NaN (llama.cpp would divide every logit by it)"),                                        \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_NANWORD,                                       \
-             "temperature must be a non-negative finite number, got %s"))                                             \
-    X(TOP_K, "top_k", GF_SF_INT_OPT, P, top_k, use_top_k, 0.0, -GF_SF_IMAX, GF_SF_IMAX, GF_STAGE_TOP_K,               \
-      GF_SF_REC_ALWAYS, 0, "--top-k", NULL, GF_SFC_NONE,                                                              \
-      GF_SFC(1.0, GF_SF_IMAX, GF_SFC_V_D, "top_k must be >= 1, got %s"),                                              \
-      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D,                                                             \
-             "top_k has to be a strictly positive integer (0: off), got %s"),                                         \
-      GF_SFC_NONE,                                                                                                    \
-      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "top_k must be -1 or 0 (disable) or at least 1, got %s"))  \
-    X(TOP_P, "top_p", GF_SF_REAL_OPT, P, top_p, use_top_p, 1.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_TOP_P,                \
-      GF_SF_REC_ALWAYS, 0, "--top-p", NULL, GF_SFC_NONE,                                                              \
-      GF_SFC(0.0, 1.0, GF_SFC_LO_OPEN | GF_SFC_V_NANWORD, "top_p must lie in (0, 1], got %s"),                        \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_NAN_OK | GF_SFC_PREFIX,                                                           \
-             "top_p has to be a float in [0, 1] (>= 1 and NaN: off), got %s"),                                        \
-      GF_SFC_NONE, GF_SFC(0.0, 1.0, GF_SFC_LO_OPEN | GF_SFC_PREFIX, "top_p must be in (0, 1], got %s"))               \
-    X(SEED, "seed", GF_SF_SEED, P, seed, seed, 0.0, 0.0, 0.0, 0, GF_SF_REC_ALWAYS, 0, "--seed", NULL, GF_SFC_NONE,    \
-      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                             \
-    X(PROFILE, "profile", GF_SF_PROFILE, E, profile, profile, 0.0, 0.0, 0.0, 0, GF_SF_REC_ALWAYS, GF_SF_EXT_KEY,      \
-      "--profile",                                                                                                    \
-      "  --profile NAME         seed (default), hf, llamacpp or vllm: whose argument\n"                               \
-      "                         semantics and chain order (genfence list --profiles)\n",                              \
-      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                \
-    X(CHAIN, "chain", GF_SF_CHAIN, E, chain, n_chain, 0.0, 0.0, 0.0, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER,  \
-      "--chain",                                                                                                      \
-      "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"                           \
-      "                         top_p, min_p, xtc, temperature (each set filter must be in it,\n"                     \
-      "                         the default top-k 40 and top-p 0.95 too: or give none)\n",                            \
-      GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                          \
-    X(MIN_P, "min_p", GF_SF_REAL_OPT, E, min_p, use_min_p, 0.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_MIN_P, GF_SF_REC_SET, \
-      GF_SF_EXT_KEY | GF_SF_FILTER, "--min-p", "  --min-p P|none         keep p_i >= P * p_max (default none)\n",     \
-      GF_SFC_NONE, GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p must lie in [0, 1], got %s"),                               \
-      GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p has to be a float in the [0, 1] interval, got %s"), GF_SFC_NONE,         \
-      GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p must be in [0, 1], got %s"))                                             \
-    X(TYPICAL_P, "typical_p", GF_SF_REAL_OPT, E, typical_p, use_typical_p, 1.0, -GF_SF_INF, GF_SF_INF,                \
-      GF_STAGE_TYPICAL_P, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--typical-p",                                 \
-      "  --typical-p P|none     locally typical sampling (default none)\n", GF_SFC_NONE,                              \
-      GF_SFC(0.0, 1.0, GF_SFC_LO_OPEN | GF_SFC_PREFIX, "typical_p must lie in (0, 1], got %s"),                       \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_NAN_OK | GF_SFC_PREFIX,                                          \
-             "typical_p has to be a float > 0 (>= 1 and NaN: off), got %s"),                                          \
-      GF_SFC_NONE, GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM has no typical_p"))                          \
-    X(REPETITION_PENALTY, "repetition_penalty", GF_SF_REAL, E, repetition_penalty, repetition_penalty, 1.0,           \
-      -GF_SF_INF, GF_SF_INF, GF_STAGE_PENALTIES, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--repetition-penalty", \
-      "  --repetition-penalty R over the history: prompt and generated ids (default 1: off)\n", GF_SFC_NONE,          \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX,                                         \
-             "repetition_penalty must be a finite number > 0, got %s"),                                               \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_PREFIX,                                                          \
-             "repetition_penalty has to be a strictly positive float, got %s"),                                       \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX,                                         \
-             "repeat penalty must be a finite number > 0 (1: off), got %s"),                                          \
-      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX,                                         \
-             "repetition_penalty must be greater than zero, got %s"))                                                 \
-    X(FREQUENCY_PENALTY, "frequency_penalty", GF_SF_REAL, E, frequency_penalty, frequency_penalty, 0.0, -GF_SF_INF,   \
-      GF_SF_INF, GF_STAGE_PENALTIES, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--frequency-penalty",              \
-      "  --frequency-penalty F  z -= F * count (default 0)\n",                                                        \
-      GF_SF_FINITE("frequency_penalty must be finite, got %s"), GF_SFC_NONE,                                          \
-      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_G, "transformers has no frequency_penalty (got %s)"), GF_SFC_NONE,    \
-      GF_SFC(-2.0, 2.0, GF_SFC_PREFIX | GF_SFC_V_G, "frequency_penalty must be in [-2, 2], got %s"))                  \
-    X(PRESENCE_PENALTY, "presence_penalty", GF_SF_REAL, E, presence_penalty, presence_penalty, 0.0, -GF_SF_INF,       \
-      GF_SF_INF, GF_STAGE_PENALTIES, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--presence-penalty",               \
-      "  --presence-penalty P   z -= P once seen (default 0)\n",                                                      \
-      GF_SF_FINITE("presence_penalty must be finite, got %s"), GF_SFC_NONE,                                           \
-      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_G, "transformers has no presence_penalty (got %s)"), GF_SFC_NONE,     \
-      GF_SFC(-2.0, 2.0, GF_SFC_PREFIX | GF_SFC_V_G, "presence_penalty must be in [-2, 2], got %s"))                   \
-    X(PENALTY_LAST_N, "penalty_last_n", GF_SF_INT, E, penalty_last_n, penalty_last_n, -1.0, -1.0, GF_SF_IMAX, 0,      \
-      GF_SF_REC_SET, GF_SF_EXT_KEY, "--penalty-last-n",                                                               \
-      "  --penalty-last-n N     llamacpp: the last N ids count (-1 all, 0 off; default -1)\n",                        \
-      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D,                                                            \
-             "penalty_last_n must be >= -1 (-1: the whole history), got %s"),                                         \
-      GF_SFC_NONE,                                                                                                    \
-      GF_SFC(-1.0, -1.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                               \
-             "repetition_penalty covers the whole history; penalty_last_n is llamacpp's"),                            \
-      GF_SFC_NONE,                                                                                                    \
-      GF_SFC(-1.0, -1.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                               \
-             "penalties cover the whole prompt and output; penalty_last_n is llamacpp's"))                            \
-    X(MIN_TOKENS_TO_KEEP, "min_tokens_to_keep", GF_SF_INT, E, min_tokens_to_keep, min_tokens_to_keep, 1.0, 0.0,       \
-      GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--min-tokens-to-keep",                             \
-      "  --min-tokens-to-keep N (default 1; llamacpp's min_keep may be 0)\n", GF_SFC_NONE,                            \
-      GF_SFC(1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_tokens_to_keep must be >= 1, got %s"),                 \
-      GF_SFC(1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_tokens_to_keep has to be a positive integer, got %s"), \
-      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_keep must be >= 0, got %s"),                           \
-      GF_SFC(1.0, 1.0, GF_SFC_PREFIX | GF_SFC_V_D, "vLLM has no min_tokens_to_keep (got %s)"))                        \
-    X(LOGIT_BIAS, "logit_bias", GF_SF_BIAS, E, bias, n_bias, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,                  \
-      GF_SF_EXT_KEY | GF_SF_FILTER, "--logit-bias",                                                                   \
-      "  --logit-bias ID:B,...  add B to token ID's logit (-inf bans it); repeatable\n", GF_SFC_NONE, GF_SFC_NONE,    \
-      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                          \
-    X(HISTORY, "history", GF_SF_IDS, E, history, n_history, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY,    \
-      NULL, NULL, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                    \
-    X(HISTORY_PROMPT, "history_prompt", GF_SF_PROMPT_LEN, E, n_prompt, n_prompt, 0.0, 0.0, GF_SF_IMAX, 0,             \
-      GF_SF_REC_WITH_HISTORY, GF_SF_EXT_KEY, NULL, NULL, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE,          \
-      GF_SFC_NONE)                                                                                                    \
-    X(MIN_NEW_TOKENS, "min_new_tokens", GF_SF_INT, E, min_new_tokens, min_new_tokens, 0.0, 0.0, GF_SF_IMAX, 0,        \
-      GF_SF_REC_SET, GF_SF_EXT_KEY, "--min-new-tokens",                                                               \
-      "  --min-new-tokens N     ban the eos id (vllm: and the stop ids) before N new tokens\n",                       \
-      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_new_tokens must be >= 0, got %s"), GF_SFC_NONE,        \
-      GF_SFC_NONE,                                                                                                    \
-      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                 \
-             "llama.cpp's sampler has no min_new_tokens (ban EOS with logit_bias)"),                                  \
-      GF_SFC_NONE)                                                                                                    \
-    X(EOS_ID, "eos_id", GF_SF_INT, E, eos_id, eos_id, -1.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_NEVER, 0, NULL, NULL,       \
-      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "eos_id must be >= 0 (or -1: none), got %s"), GF_SFC_NONE, \
-      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                          \
-    X(STOP_TOKEN_IDS, "stop_token_ids", GF_SF_IDS, E, stop_ids, n_stop_ids, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,   \
-      GF_SF_EXT_KEY, "--stop-token-ids",                                                                              \
-      "  --stop-token-ids A,B   stop after any of these ids (stop_reason stop_token_id)\n", GF_SFC_NONE, GF_SFC_NONE, \
-      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                          \
-    X(XTC_PROBABILITY, "xtc_probability", GF_SF_REAL, E, xtc_probability, xtc_probability, 0.0, -GF_SF_INF,           \
-      GF_SF_INF, GF_STAGE_XTC, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-probability",                      \
-      "  --xtc-probability P    llamacpp's XTC: 0 off, 1 every step (default 0)\n", GF_SFC_NONE,                      \
-      GF_SF_XTC_ONLY("xtc_probability", 0.0), GF_SF_XTC_ONLY("xtc_probability", 0.0),                                          \
-      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE, "xtc_probability is NaN"),                         \
-      GF_SF_XTC_ONLY("xtc_probability", 0.0))                                                                              \
-    X(XTC_THRESHOLD, "xtc_threshold", GF_SF_REAL, E, xtc_threshold, xtc_threshold, 0.1, -GF_SF_INF, GF_SF_INF, 0,     \
-      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-threshold",                                                 \
-      "  --xtc-threshold T      XTC drops the tokens with p >= T but the last (> 0.5: off; default 0.1)\n",          \
-      GF_SFC_NONE, GF_SF_XTC_ONLY("xtc_threshold", 0.1), GF_SF_XTC_ONLY("xtc_threshold", 0.1),                                 \
-      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE, "xtc_threshold is NaN"),                           \
-      GF_SF_XTC_ONLY("xtc_threshold", 0.1))                                                                                \
-    X(XTC_MIN_KEEP, "xtc_min_keep", GF_SF_INT, E, xtc_min_keep, xtc_min_keep, 1.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET, \
-      GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-min-keep",                                                                 \
-      "  --xtc-min-keep N       XTC fires only if at least N tokens stay (default 1)\n", GF_SFC_NONE,                \
-      GF_SF_XTC_ONLY("xtc_min_keep", 1.0), GF_SF_XTC_ONLY("xtc_min_keep", 1.0),                                                \
-      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "xtc_min_keep must be >= 0, got %s"),                       \
+#define GF_SAMPLER_FIELD_LIST(X)                                                                                       \
+    X(TEMPERATURE, "temperature", GF_SF_REAL, P, temperature, temperature, 0.0, -GF_SF_INF, GF_SF_INF, 0,              \
+      GF_SF_REC_ALWAYS, 0, "--temperature", NULL, GF_SFC_NONE,                                                         \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_HI_OPEN | GF_SFC_V_NANWORD, "temperature must be a finite number >= 0, got %s"),   \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_PREFIX,                                                           \
+             "temperature (=%s) has to be a strictly positive float (HF's TemperatureLogitsWarper raises; greedy is "  \
+             "do_sample=False)"),                                                                                      \
+      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                     \
+             "temperature is NaN (llama.cpp would divide every logit by it)"),                                         \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_NANWORD,                                        \
+             "temperature must be a non-negative finite number, got %s"))                                              \
+    X(TOP_K, "top_k", GF_SF_INT_OPT, P, top_k, use_top_k, 0.0, -GF_SF_IMAX, GF_SF_IMAX, GF_STAGE_TOP_K,                \
+      GF_SF_REC_ALWAYS, 0, "--top-k", NULL, GF_SFC_NONE,                                                               \
+      GF_SFC(1.0, GF_SF_IMAX, GF_SFC_V_D, "top_k must be >= 1, got %s"),                                               \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D,                                                              \
+             "top_k has to be a strictly positive integer (0: off), got %s"),                                          \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "top_k must be -1 or 0 (disable) or at least 1, got %s"))   \
+    X(TOP_P, "top_p", GF_SF_REAL_OPT, P, top_p, use_top_p, 1.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_TOP_P,                 \
+      GF_SF_REC_ALWAYS, 0, "--top-p", NULL, GF_SFC_NONE,                                                               \
+      GF_SFC(0.0, 1.0, GF_SFC_LO_OPEN | GF_SFC_V_NANWORD, "top_p must lie in (0, 1], got %s"),                         \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_NAN_OK | GF_SFC_PREFIX,                                                            \
+             "top_p has to be a float in [0, 1] (>= 1 and NaN: off), got %s"),                                         \
+      GF_SFC_NONE, GF_SFC(0.0, 1.0, GF_SFC_LO_OPEN | GF_SFC_PREFIX, "top_p must be in (0, 1], got %s"))                \
+    X(SEED, "seed", GF_SF_SEED, P, seed, seed, 0.0, 0.0, 0.0, 0, GF_SF_REC_ALWAYS, 0, "--seed", NULL, GF_SFC_NONE,     \
+      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                              \
+    X(PROFILE, "profile", GF_SF_PROFILE, E, profile, profile, 0.0, 0.0, 0.0, 0, GF_SF_REC_ALWAYS, GF_SF_EXT_KEY,       \
+      "--profile",                                                                                                     \
+      "  --profile NAME         seed (default), hf, llamacpp or vllm: whose argument\n"                                \
+      "                         semantics and chain order (genfence list --profiles)\n",                               \
+      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                 \
+    X(CHAIN, "chain", GF_SF_CHAIN, E, chain, n_chain, 0.0, 0.0, 0.0, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER,   \
+      "--chain",                                                                                                       \
+      "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"                            \
+      "                         top_p, min_p, xtc, temperature (each set filter must be in it,\n"                      \
+      "                         the default top-k 40 and top-p 0.95 too: or give none)\n",                             \
+      GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                           \
+    X(MIN_P, "min_p", GF_SF_REAL_OPT, E, min_p, use_min_p, 0.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_MIN_P, GF_SF_REC_SET,  \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--min-p", "  --min-p P|none         keep p_i >= P * p_max (default none)\n",      \
+      GF_SFC_NONE, GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p must lie in [0, 1], got %s"),                                \
+      GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p has to be a float in the [0, 1] interval, got %s"), GF_SFC_NONE,          \
+      GF_SFC(0.0, 1.0, GF_SFC_PREFIX, "min_p must be in [0, 1], got %s"))                                              \
+    X(TYPICAL_P, "typical_p", GF_SF_REAL_OPT, E, typical_p, use_typical_p, 1.0, -GF_SF_INF, GF_SF_INF,                 \
+      GF_STAGE_TYPICAL_P, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--typical-p",                                  \
+      "  --typical-p P|none     locally typical sampling (default none)\n", GF_SFC_NONE,                               \
+      GF_SFC(0.0, 1.0, GF_SFC_LO_OPEN | GF_SFC_PREFIX, "typical_p must lie in (0, 1], got %s"),                        \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_NAN_OK | GF_SFC_PREFIX,                                           \
+             "typical_p has to be a float > 0 (>= 1 and NaN: off), got %s"),                                           \
+      GF_SFC_NONE, GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM has no typical_p"))                           \
+    X(REPETITION_PENALTY, "repetition_penalty", GF_SF_REAL, E, repetition_penalty, repetition_penalty, 1.0,            \
+      -GF_SF_INF, GF_SF_INF, GF_STAGE_PENALTIES, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--repetition-penalty",  \
+      "  --repetition-penalty R over the history: prompt and generated ids (default 1: off)\n", GF_SFC_NONE,           \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX,                                          \
+             "repetition_penalty must be a finite number > 0, got %s"),                                                \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_PREFIX,                                                           \
+             "repetition_penalty has to be a strictly positive float, got %s"),                                        \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX,                                          \
+             "repeat penalty must be a finite number > 0 (1: off), got %s"),                                           \
+      GF_SFC(0.0, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX,                                          \
+             "repetition_penalty must be greater than zero, got %s"))                                                  \
+    X(FREQUENCY_PENALTY, "frequency_penalty", GF_SF_REAL, E, frequency_penalty, frequency_penalty, 0.0, -GF_SF_INF,    \
+      GF_SF_INF, GF_STAGE_PENALTIES, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--frequency-penalty",               \
+      "  --frequency-penalty F  z -= F * count (default 0)\n",                                                         \
+      GF_SF_FINITE("frequency_penalty must be finite, got %s"), GF_SFC_NONE,                                           \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_G, "transformers has no frequency_penalty (got %s)"), GF_SFC_NONE,     \
+      GF_SFC(-2.0, 2.0, GF_SFC_PREFIX | GF_SFC_V_G, "frequency_penalty must be in [-2, 2], got %s"))                   \
+    X(PRESENCE_PENALTY, "presence_penalty", GF_SF_REAL, E, presence_penalty, presence_penalty, 0.0, -GF_SF_INF,        \
+      GF_SF_INF, GF_STAGE_PENALTIES, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--presence-penalty",                \
+      "  --presence-penalty P   z -= P once seen (default 0)\n",                                                       \
+      GF_SF_FINITE("presence_penalty must be finite, got %s"), GF_SFC_NONE,                                            \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_G, "transformers has no presence_penalty (got %s)"), GF_SFC_NONE,      \
+      GF_SFC(-2.0, 2.0, GF_SFC_PREFIX | GF_SFC_V_G, "presence_penalty must be in [-2, 2], got %s"))                    \
+    X(PENALTY_LAST_N, "penalty_last_n", GF_SF_INT, E, penalty_last_n, penalty_last_n, -1.0, -1.0, GF_SF_IMAX, 0,       \
+      GF_SF_REC_SET, GF_SF_EXT_KEY, "--penalty-last-n",                                                                \
+      "  --penalty-last-n N     llamacpp: the last N ids count (-1 all, 0 off; default -1)\n",                         \
+      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D,                                                             \
+             "penalty_last_n must be >= -1 (-1: the whole history), got %s"),                                          \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(-1.0, -1.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                \
+             "repetition_penalty covers the whole history; penalty_last_n is llamacpp's"),                             \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(-1.0, -1.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                \
+             "penalties cover the whole prompt and output; penalty_last_n is llamacpp's"))                             \
+    X(MIN_TOKENS_TO_KEEP, "min_tokens_to_keep", GF_SF_INT, E, min_tokens_to_keep, min_tokens_to_keep, 1.0, 0.0,        \
+      GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--min-tokens-to-keep",                              \
+      "  --min-tokens-to-keep N (default 1; llamacpp's min_keep may be 0)\n", GF_SFC_NONE,                             \
+      GF_SFC(1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_tokens_to_keep must be >= 1, got %s"),                  \
+      GF_SFC(1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_tokens_to_keep has to be a positive integer, got %s"),  \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_keep must be >= 0, got %s"),                            \
+      GF_SFC(1.0, 1.0, GF_SFC_PREFIX | GF_SFC_V_D, "vLLM has no min_tokens_to_keep (got %s)"))                         \
+    X(LOGIT_BIAS, "logit_bias", GF_SF_BIAS, E, bias, n_bias, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,                   \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--logit-bias",                                                                    \
+      "  --logit-bias ID:B,...  add B to token ID's logit (-inf bans it); repeatable\n", GF_SFC_NONE, GF_SFC_NONE,     \
+      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                           \
+    X(HISTORY, "history", GF_SF_IDS, E, history, n_history, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY,     \
+      NULL, NULL, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                     \
+    X(HISTORY_PROMPT, "history_prompt", GF_SF_PROMPT_LEN, E, n_prompt, n_prompt, 0.0, 0.0, GF_SF_IMAX, 0,              \
+      GF_SF_REC_WITH_HISTORY, GF_SF_EXT_KEY, NULL, NULL, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE,           \
+      GF_SFC_NONE)                                                                                                     \
+    X(MIN_NEW_TOKENS, "min_new_tokens", GF_SF_INT, E, min_new_tokens, min_new_tokens, 0.0, 0.0, GF_SF_IMAX, 0,         \
+      GF_SF_REC_SET, GF_SF_EXT_KEY, "--min-new-tokens",                                                                \
+      "  --min-new-tokens N     ban the eos id (vllm: and the stop ids) before N new tokens\n",                        \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "min_new_tokens must be >= 0, got %s"), GF_SFC_NONE,         \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                  \
+             "llama.cpp's sampler has no min_new_tokens (ban EOS with logit_bias)"),                                   \
+      GF_SFC_NONE)                                                                                                     \
+    X(EOS_ID, "eos_id", GF_SF_INT, E, eos_id, eos_id, -1.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_NEVER, 0, NULL, NULL,        \
+      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "eos_id must be >= 0 (or -1: none), got %s"), GF_SFC_NONE,  \
+      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                           \
+    X(STOP_TOKEN_IDS, "stop_token_ids", GF_SF_IDS, E, stop_ids, n_stop_ids, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,    \
+      GF_SF_EXT_KEY, "--stop-token-ids",                                                                               \
+      "  --stop-token-ids A,B   stop after any of these ids (stop_reason stop_token_id)\n", GF_SFC_NONE, GF_SFC_NONE,  \
+      GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                                           \
+    X(XTC_PROBABILITY, "xtc_probability", GF_SF_REAL, E, xtc_probability, xtc_probability, 0.0, -GF_SF_INF, GF_SF_INF, \
+      GF_STAGE_XTC, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-probability",                                  \
+      "  --xtc-probability P    llamacpp's XTC: 0 off, 1 every step (default 0)\n", GF_SFC_NONE,                       \
+      GF_SF_XTC_ONLY("xtc_probability", 0.0), GF_SF_XTC_ONLY("xtc_probability", 0.0),                                  \
+      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE, "xtc_probability is NaN"),                          \
+      GF_SF_XTC_ONLY("xtc_probability", 0.0))                                                                          \
+    X(XTC_THRESHOLD, "xtc_threshold", GF_SF_REAL, E, xtc_threshold, xtc_threshold, 0.1, -GF_SF_INF, GF_SF_INF, 0,      \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-threshold",                                                  \
+      "  --xtc-threshold T      XTC drops the tokens with p >= T but the last (> 0.5: off; default 0.1)\n",            \
+      GF_SFC_NONE, GF_SF_XTC_ONLY("xtc_threshold", 0.1), GF_SF_XTC_ONLY("xtc_threshold", 0.1),                         \
+      GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_PREFIX | GF_SFC_V_NONE, "xtc_threshold is NaN"),                            \
+      GF_SF_XTC_ONLY("xtc_threshold", 0.1))                                                                            \
+    X(XTC_MIN_KEEP, "xtc_min_keep", GF_SF_INT, E, xtc_min_keep, xtc_min_keep, 1.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,  \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--xtc-min-keep",                                                                  \
+      "  --xtc-min-keep N       XTC fires only if at least N tokens stay (default 1)\n", GF_SFC_NONE,                  \
+      GF_SF_XTC_ONLY("xtc_min_keep", 1.0), GF_SF_XTC_ONLY("xtc_min_keep", 1.0),                                        \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "xtc_min_keep must be >= 0, got %s"),                        \
       GF_SF_XTC_ONLY("xtc_min_keep", 1.0))
 
 /* the shared rules of two rows above */

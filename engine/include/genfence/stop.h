@@ -26,8 +26,7 @@ void gf_stop_strings_destroy(gf_stop_strings *s); /* NULL-safe */
  * longest stop string); returns how many. *stopped becomes 1 when a stop
  * string completed: out then ends right before it, and every later feed
  * writes nothing. */
-size_t gf_stop_strings_feed(gf_stop_strings *s, const char *text, size_t len, char *out, size_t out_cap,
-                            int *stopped);
+size_t gf_stop_strings_feed(gf_stop_strings *s, const char *text, size_t len, char *out, size_t out_cap, int *stopped);
 /* End of the stream without a stop: the held-back bytes (out_cap >= the
  * longest stop string + 4). */
 size_t gf_stop_strings_finish(gf_stop_strings *s, char *out, size_t out_cap);

@@ -20,16 +20,16 @@ typedef struct gf_task {
     const void *arg;
     double timeout_s;
     /* results */
-    json_t *record;  /* accepted record (its nonce checked and removed), or NULL */
-    char *err;       /* stderr tail (NUL-terminated) */
+    json_t *record; /* accepted record (its nonce checked and removed), or NULL */
+    char *err;      /* stderr tail (NUL-terminated) */
     int exit_code, signal, timed_out, spawn_failed;
     int not_started; /* the run was interrupted before this task started */
     int interrupted; /* SIGINT/SIGTERM in the parent: its process group was killed */
     int rejected;    /* a record arrived and was refused: reject_why says why */
     char reject_why[256];
     char spawn_err[256];
-    char nonce[40];        /* the random token the child's record must carry */
-    gf_call_trace trace;   /* the child's last backend call (shared page), if has_trace */
+    char nonce[40];      /* the random token the child's record must carry */
+    gf_call_trace trace; /* the child's last backend call (shared page), if has_trace */
     int has_trace;
     double seconds;
 } gf_task;
@@ -59,7 +59,7 @@ const char *gf_signal_name(int sig);
 /* pool_reap.c: descendants that escaped their child's process group
  * (setsid, double fork) are reparented to genfence, a child subreaper while
  * the pool runs; these kill and reap them. */
-int gf_pool_subreaper_begin(void);           /* returns the previous setting */
+int gf_pool_subreaper_begin(void); /* returns the previous setting */
 void gf_pool_subreaper_end(int previous);
 /* SIGKILL and reap every child of this process whose pid is not in live[]. */
 size_t gf_pool_kill_strays(const pid_t *live, size_t n_live);

@@ -61,8 +61,12 @@ int main(int argc, char **argv)
         printf("exec_sample_check: no sample slot after info (the client offers no sampler)\n");
         return 1;
     }
-    const struct { double t; int uk, k, up; double p; } grid[] = {
-        {0.0, 0, 0, 0, 1.0}, {0.8, 0, 0, 0, 1.0}, {1.5, 1, 5, 0, 1.0}, {0.7, 0, 0, 1, 0.9},
+    const struct {
+        double t;
+        int uk, k, up;
+        double p;
+    } grid[] = {
+        {0.0, 0, 0, 0, 1.0},   {0.8, 0, 0, 0, 1.0}, {1.5, 1, 5, 0, 1.0},  {0.7, 0, 0, 1, 0.9},
         {0.8, 1, 40, 1, 0.95}, {1.0, 1, 1, 0, 1.0}, {1.0, 0, 0, 1, 1e-6}, {2.0, 1, 200, 1, 0.5},
     };
     static float logits[B * V];
@@ -75,16 +79,19 @@ int main(int argc, char **argv)
                 g += rnd() - 0.5;
             logits[i] = (float)(3.0 * g);
             if (trial % 2 && rnd() < 0.1)
-                logits[i] = -INFINITY;         /* masked vocabulary entries */
+                logits[i] = -INFINITY; /* masked vocabulary entries */
             if (trial == 4 && i % V > 0 && rnd() < 0.3)
-                logits[i] = logits[i - 1];     /* ties */
+                logits[i] = logits[i - 1]; /* ties */
         }
         for (size_t gi = 0; gi < sizeof grid / sizeof grid[0]; gi++)
             for (uint64_t seed = 0; seed < 2; seed++)
                 for (uint64_t step = 0; step < 3; step++) {
-                    gf_sampler_params p = {.temperature = grid[gi].t, .use_top_k = grid[gi].uk,
-                                           .top_k = grid[gi].k, .use_top_p = grid[gi].up,
-                                           .top_p = grid[gi].p, .seed = seed * 1337};
+                    gf_sampler_params p = {.temperature = grid[gi].t,
+                                           .use_top_k = grid[gi].uk,
+                                           .top_k = grid[gi].k,
+                                           .use_top_p = grid[gi].up,
+                                           .top_p = grid[gi].p,
+                                           .seed = seed * 1337};
                     int32_t ids[B];
                     gf_status st = gf_backend_sample(ops, NULL, logits, B, V, &p, seq_ids, step, ids);
                     calls++;
@@ -99,9 +106,9 @@ int main(int argc, char **argv)
                         rows++;
                         if (r.token != ids[b] && mismatches++ < 8)
                             printf("exec_sample_check: difference: trial %d, T %g, top-k %d/%d, top-p %d/%g, "
-                                   "seed %llu, step %llu, row %d: slot %d, engine %d\n", trial, p.temperature,
-                                   p.use_top_k, p.top_k, p.use_top_p, p.top_p, (unsigned long long)p.seed,
-                                   (unsigned long long)step, b, ids[b], r.token);
+                                   "seed %llu, step %llu, row %d: slot %d, engine %d\n",
+                                   trial, p.temperature, p.use_top_k, p.top_k, p.use_top_p, p.top_p,
+                                   (unsigned long long)p.seed, (unsigned long long)step, b, ids[b], r.token);
                         if (r.token != ids[b] && mismatches <= 8)
                             printf("    slot's logit %.9g, engine's %.9g\n", logits[(size_t)b * V + ids[b]],
                                    logits[(size_t)b * V + r.token]);
