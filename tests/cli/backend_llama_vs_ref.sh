@@ -18,9 +18,8 @@
 # available here is reported and skipped (backend_vs_ref.sh's rule).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init backend_llama_vs_ref
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"          # see backend_vs_ref.sh
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}intercept_tls_get_addr=0"

@@ -13,9 +13,8 @@
 #      loader naming the missing library; ref still runs.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init backend_unavailable
 
 # 1
 if ldd "$GENFENCE" | grep -E 'libopenblas|libdnnl'; then
@@ -23,7 +22,6 @@ if ldd "$GENFENCE" | grep -E 'libopenblas|libdnnl'; then
 fi
 echo "ok   ldd genfence: no libopenblas, no libdnnl"
 
-. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 
 # 2

@@ -9,9 +9,8 @@
 # reported and skipped (the availability test covers that path).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init backend_vs_ref
 model=$(gf_test_model)
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 # OpenMP workers (onednn at --threads 2) sleep instead of spinning between

@@ -9,8 +9,8 @@ set -uo pipefail
 [[ -x "$GENFENCE" ]] || { echo "bad_inputs: GENFENCE=$GENFENCE is not an executable" >&2; exit 1; }
 dir="$GF_SRC/tests/bad-inputs"
 cat="$dir/CATALOGUE"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init bad_inputs
 model="$GF_SRC/models/holmes-gpt"
 
 # run HOW PATH: the genfence command line for one entry (output in $tmp/out)

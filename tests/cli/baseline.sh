@@ -16,9 +16,8 @@
 #   - bad baseline files exit 2 with FILE:LINE:COL, and nothing runs.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "baseline: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init baseline
 cd "$GF_SRC"
 BE="$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_known.so"
 CASES=(cases/golden.yaml cases/generation.yaml)

@@ -5,10 +5,9 @@
 # the backend's own, checked against (L, 1, H, n_positions, d_head) k and v.
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?}" "${GF_PYTHON:?set GF_PYTHON}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# shellcheck source=../support/test_lib.sh
 . "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init bench_cli
+# shellcheck source=../support/test_lib.sh
 model=$(gf_test_model)
 fail=0
 check() { # check NAME COMMAND...: the command must succeed

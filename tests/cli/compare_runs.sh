@@ -6,9 +6,8 @@
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}"
 PY=${GF_PYTHON:-python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "compare_runs: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init compare_runs
 cd "$GF_SRC"
 sel=(cases/golden.yaml cases/generation.yaml --filter '^(golden\.greedy\.sherlock|cache\.sherlock)$')
 bk=(--backend ref)

@@ -11,9 +11,8 @@
 # A library that is not built here is skipped, saying so.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "cpu_paths: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init cpu_paths
 cd "$GF_SRC"
 have() { "$GENFENCE" backends | awk -v b="$1" '$1 == b && $2 == "available"' | grep -q .; }
 CASE=(cases/golden.yaml --filter '^golden\.greedy\.sherlock$' --no-triangulate)

@@ -14,9 +14,8 @@
 #      suite on the GPU is tools/device/run-cuda.sh's job.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init cuda_backend
 
 so="$GF_BUILD/backends/libgenfence_backend_cuda.so"
 if [ ! -f "$so" ]; then

@@ -15,9 +15,8 @@ set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "exec_faults: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init exec_faults
 
 ECHO="$GF_BUILD/tools/echo_ref"
 [[ -x "$ECHO" ]] || fail "$ECHO not built"

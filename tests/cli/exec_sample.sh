@@ -7,9 +7,10 @@
 # sampler gives the table no slot.
 set -euo pipefail
 : "${GF_SRC:?set GF_SRC}" "${GF_BUILD:?set GF_BUILD}"
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init exec_sample
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-fail() { echo "exec_sample: FAIL: $*" >&2; exit 1; }
 CHECK="$GF_BUILD/tests/backends/exec_sample_check"
 MOD="$GF_BUILD/backends/libgenfence_backend_exec.so"
 [[ -x "$CHECK" && -f "$MOD" ]] || fail "$CHECK or $MOD not built"

@@ -7,10 +7,8 @@
 # step (to the report's ten digits), and its reference row's argmax is the record's token.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$GF_SRC/tests/support/test_lib.sh"
-fail() { echo "FAIL: $*"; exit 1; }
+gf_test_init failing_rows_kept
 be="$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_noise.so"
 [ -f "$be" ] || fail "test backend $be not built"
 cat >"$tmp/cases.yaml" <<YAML

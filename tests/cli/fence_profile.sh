@@ -7,8 +7,8 @@
 # turns off, which load and pass.
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init fence_profile
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 

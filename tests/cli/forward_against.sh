@@ -7,9 +7,8 @@
 # fails on ref-noise too; bad flags exit 2.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init forward_against
 model="$GF_SRC/models/holmes-gpt"
 noise="$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_noise.so"
 [ -f "$noise" ] || fail "test backend $noise not built"

@@ -13,8 +13,8 @@
 # config.json must MISS the bound (so the comparison can fail).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init forward_vs_transformers
 mk() { "$GF_PYTHON" "$GF_SRC/tools/training/make_tiny_llama.py" --out "$tmp/$1" "${@:2}" > /dev/null; }
 mk qwen2 --family qwen2 --untied --seed 3
 mk llama3-bf16-sharded --rope-scaling llama3 --dtype bf16 --shard-kb 40 --seed 4

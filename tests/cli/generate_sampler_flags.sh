@@ -26,8 +26,8 @@ set -uo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init generate_sampler_flags
 M="$GF_SRC/models/holmes-gpt"
 fails=0
 fail() { echo "generate_sampler_flags: FAIL: $*" >&2; fails=$((fails + 1)); }

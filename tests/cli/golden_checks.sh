@@ -10,9 +10,8 @@ set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "golden_checks: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init golden_checks
 if [[ ! -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]]; then
   echo "golden_checks: models/holmes-gpt is not trained; nothing to check"
   exit 0

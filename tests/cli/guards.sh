@@ -19,9 +19,8 @@
 # passes, and shows only as out of memory under a --memory-limit it exhausts.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "guards: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init guards
 cd "$GF_SRC"
 T="$GF_BUILD/tests/backends"
 args=()

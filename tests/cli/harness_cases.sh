@@ -3,9 +3,8 @@
 # a missing key, a duplicate id (also across files), bad YAML; nothing runs.
 set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "harness_cases: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init harness_cases
 
 check() { # name, expected message, yaml text
   printf '%s' "$3" >"$tmp/$1.yaml"

@@ -13,9 +13,8 @@
 # Before: each of the first five gave "0 passed, 0 failed, N skipped", exit 0.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "honest_backends: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init honest_backends
 cd "$GF_SRC"
 tb="$GF_BUILD/tests/backends"
 # the default --timeout (a probe then gets 30 s): a loaded machine does not

@@ -6,9 +6,8 @@
 # failing run ends with a recap of its failures.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "honest_console: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init honest_console
 cd "$GF_SRC"
 usage_err() { # want (grep -F), args...
     local want=$1 rc

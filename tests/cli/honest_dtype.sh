@@ -15,9 +15,8 @@
 # fp32's gate, still fails it.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "honest_dtype: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init honest_dtype
 cd "$GF_SRC"
 [[ -f models/holmes-gpt/model.safetensors ]] || { echo "honest_dtype: models/holmes-gpt not trained: the goldens need it"; exit 0; }
 T="$GF_BUILD/tests/backends"

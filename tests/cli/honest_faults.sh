@@ -11,9 +11,8 @@
 #   ref-no-own-key  a fully padded row comes back NaN (before: pass; item 4)
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "honest_faults: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init honest_faults
 cd "$GF_SRC"
 T="$GF_BUILD/tests/backends"
 set +e

@@ -15,9 +15,8 @@
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "honest_junit: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init honest_junit
 command -v xmllint >/dev/null || fail "xmllint not installed (apt-get install libxml2-utils)"
 XSD=$(bash "$GF_SRC/tools/setup/setup_junit_xsd.sh" --print-path)
 [[ -f "$XSD" ]] || fail "no $XSD: run tools/setup/setup.sh (or tools/setup/setup_junit_xsd.sh) once"

@@ -12,9 +12,8 @@
 #     engine, not on it.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "honest_reach: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init honest_reach
 cd "$GF_SRC"
 kinds=(--kind top_k_fence --kind stream_decode --kind left_padding_positions)
 n_cases=$("$GENFENCE" list "${kinds[@]}" | grep -c '^[a-z]')

@@ -26,7 +26,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init isolation_faults
 # helpers started by this test's runs carry $tmp in their command line
 strays() {
     local p
@@ -39,10 +40,8 @@ strays() {
 cleanup() {
     local p
     for p in $(strays); do kill -KILL "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
 }
-trap cleanup EXIT
-fail() { echo "isolation_faults: FAIL: $*" >&2; exit 1; }
+gf_on_exit cleanup
 cd "$GF_SRC"
 T="$GF_BUILD/tests/backends"
 # the isolation run (busy-spin spends it, beside the others: -j 2) and the

@@ -17,9 +17,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "large_logits: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init large_logits
 [[ -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]] || { echo "large_logits: models/holmes-gpt not trained; nothing to run"; exit 0; }
 B="$GF_BUILD/tests/backends"
 for f in ref_attn_no_max sample_ok sample_no_max; do

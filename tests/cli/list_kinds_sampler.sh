@@ -7,8 +7,9 @@
 # biases and history it refuses at the key (gf_y_refuse); the kinds without
 # a sampler name none.
 set -euo pipefail
-: "${GENFENCE:?set GENFENCE to the genfence binary}"
-fail() { echo "list_kinds_sampler: FAIL: $*" >&2; exit 1; }
+: "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?}"
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init list_kinds_sampler
 out=$("$GENFENCE" list --kinds)
 # sampler_line KIND: the 'sampler keys:' line under KIND's entry, if any
 sampler_line() { awk -v k="$1" '$1 == k {on = 1; next} on && /^[a-z_]/ {exit} on && /sampler keys:/ {print}' <<<"$out"; }

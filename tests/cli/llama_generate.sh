@@ -7,10 +7,9 @@
 # bytes = 2 x L x H_kv x max_len x d_head x 4 from config.json.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init llama_generate
 m="$GF_SRC/models/holmes-llama"
-fail() { echo "llama_generate: FAIL: $*" >&2; exit 1; }
 
 "$GENFENCE" generate --model "$m" --prompt "Sherlock Holmes" >"$tmp/out" 2>"$tmp/err" || fail "generate exit $?"
 head -c 15 "$tmp/out" | grep -qx "Sherlock Holmes" || fail "output does not start with the prompt: $(head -c 60 "$tmp/out")"

@@ -6,8 +6,8 @@
 # caused by the one thing that differs from a good one.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init llama_model_errors
 
 "$GF_PYTHON" - "$tmp" <<'PY'
 import json, os, shutil, sys

@@ -21,9 +21,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init llamacpp_amx_crash
 cd "$GF_SRC"
 A="$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_amx_crash.so"
 [[ -f $A ]] || fail "test backend $A not built"

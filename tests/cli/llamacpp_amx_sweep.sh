@@ -16,9 +16,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init llamacpp_amx_sweep
 S="$GF_SRC/tools/llamacpp_amx_sweep.py"
 B="$GF_BUILD/tests/backends"
 A="$B/libgenfence_test_faulty_ref_amx_crash.so" N="$B/libgenfence_test_faulty_ref_noise_q8_0.so"

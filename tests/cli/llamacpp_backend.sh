@@ -30,10 +30,8 @@
 # Skipped (exit 0, with the reason) when the module is not built here.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$GF_SRC/tests/support/test_lib.sh"
-fail() { echo "FAIL: $*"; exit 1; }
+gf_test_init llamacpp_backend
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 # ggml's OpenMP workers sleep instead of spinning between calls (backend_vs_ref.sh)
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"

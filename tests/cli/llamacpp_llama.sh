@@ -25,9 +25,8 @@
 # Skipped (exit 0) when the module is not built.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init llamacpp_llama
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 # ggml's OpenMP workers sleep instead of spinning between calls (backend_vs_ref.sh)
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"

@@ -18,9 +18,8 @@ PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}intercept_tls_get_addr=0"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init llamacpp_profile
 if [ ! -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]; then
     echo "skip llamacpp: module not built in this configuration"
     exit 0

@@ -16,9 +16,8 @@
 #   - eos names the row, the step and the tokens it produced instead.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "messages: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init messages
 source "$GF_SRC/tests/support/test_lib.sh"
 cd "$GF_SRC"
 BE="$GF_BUILD/tests/backends"

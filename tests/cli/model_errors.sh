@@ -6,8 +6,8 @@ set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_PYTHON:?set GF_PYTHON to the venv python}"
 [[ -x "$GENFENCE" ]] || { echo "model_errors: GENFENCE=$GENFENCE is not an executable" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init model_errors
 
 # Tiny GPT-2 (V=16, n_positions=8, D=8, L=2, H=2) with numpy + safetensors,
 # then one broken copy per case, each differing from good/ in one thing.

@@ -15,8 +15,8 @@ set -euo pipefail
 : "${GENFENCE:?set GENFENCE to the genfence binary}" "${GF_SRC:?set GF_SRC}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init peers_profiles
 PROFILES=(seed hf llamacpp vllm)
 
 # docs/cases.md, "The peers' own vectors": FILE cases pass-under-seed

@@ -10,9 +10,8 @@
 # tests/cli/plugin_sample_slot.sh checks those records).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init plugin_build
 
 cmake --install "$GF_BUILD" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
 pc=$(find "$tmp/prefix" -name genfence.pc | head -1)
@@ -51,7 +50,6 @@ echo "ok   built $so (exports only genfence_backend_entry)"
 "$GENFENCE" backends --backend "$so" | tee "$tmp/backends.txt"
 grep -E "^$so +available +fp32" "$tmp/backends.txt" >/dev/null || fail "plugin not listed available"
 
-. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 "$GF_SRC/tests/support/check_backend.sh" "$GENFENCE" "$model" "$so" || fail "checks against ref"
 gf_run_suite "$so" || fail "default suite through the plugin"

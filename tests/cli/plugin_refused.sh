@@ -11,9 +11,8 @@
 # The bad plugins are built here from a few lines of C against include/.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init plugin_refused
 CC=${CC:-cc}
 
 cat >"$tmp/bad.c" <<'C'
@@ -58,7 +57,6 @@ build short_table -DABI=GF_BACKEND_ABI_VERSION -DRET='&ops' -DSIZE=16
 build no_entry -DABI=GF_BACKEND_ABI_VERSION -DNO_ENTRY -Wno-unused-function
 build null_table -DABI=GF_BACKEND_ABI_VERSION -DRET=0 -Wno-unused-variable -Wno-unused-function
 
-. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 
 check() { # plugin path, expected message (grep -E)

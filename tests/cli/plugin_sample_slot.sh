@@ -11,9 +11,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init plugin_sample_slot
 
 bad="$GF_BUILD/tests/backends/libgenfence_test_example_bad_sample.so"
 [ -f "$bad" ] || fail "test backend $bad not built"

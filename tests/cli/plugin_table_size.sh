@@ -9,13 +9,11 @@
 #     genfence's header) is refused with exit 2 and a message naming both sizes.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "plugin_table_size: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init plugin_table_size
 short="$GF_BUILD/tests/backends/libgenfence_test_abi_short.so"
 long="$GF_BUILD/tests/backends/libgenfence_test_abi_long.so"
 [[ -f $short && -f $long ]] || fail "test backends abi_short / abi_long not built"
-. "$GF_SRC/tests/support/test_lib.sh"
 model=$(gf_test_model)
 
 # the shorter table: listed available, without a sample slot

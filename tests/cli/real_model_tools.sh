@@ -17,9 +17,8 @@
 # trained holmes-llama weights.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "real_model_tools: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init real_model_tools
 src="$GF_SRC/models/holmes-llama"
 [[ -f $src/model.safetensors ]] || { echo "real_model_tools: SKIP: models/holmes-llama has no weights"; exit 0; }
 "$GF_PYTHON" -c "import gguf, transformers, torch" 2>/dev/null ||

@@ -13,9 +13,8 @@ set -euo pipefail
 PY=${GF_PYTHON:-python3}
 bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
 slot="$GF_BUILD/tests/backends/libgenfence_test_sample_ok.so" # ref-sample: ref with a (correct) sampler slot
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "report_cmake_suite: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init report_cmake_suite
 mkdir -p "$tmp/proj"
 cat > "$tmp/proj/filtered.yaml" <<'YAML'
 cases:

@@ -21,9 +21,8 @@ fi
 art="$GF_BUILD/test-artifacts/report_html"
 rm -rf "$art"
 mkdir -p "$art"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "report_html: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init report_html
 bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
 cd "$GF_SRC"
 set +e

@@ -7,9 +7,8 @@
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
-tmp=$(mktemp -d /tmp/gf-install-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "report_install: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init report_install # $tmp under /tmp: outside the checkout, as an installed user is
 prefix="$tmp/prefix"
 cmake --install "$GF_BUILD" --prefix "$prefix" > "$tmp/install.txt" 2>&1 || { cat "$tmp/install.txt"; fail "cmake --install failed"; }
 gf="$prefix/bin/genfence"

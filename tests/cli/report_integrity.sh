@@ -11,9 +11,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "report_integrity: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init report_integrity
 XSD=$(bash "$GF_SRC/tools/setup/setup_junit_xsd.sh" --print-path) # the public junit-10.xsd (tests/cli/honest_junit.sh)
 [[ -f "$XSD" ]] || fail "no $XSD: run tools/setup/setup.sh (or tools/setup/setup_junit_xsd.sh) once"
 command -v xmllint >/dev/null || fail "xmllint not installed (apt-get install libxml2-utils)"

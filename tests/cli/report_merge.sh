@@ -6,9 +6,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "report_merge: $*"; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init report_merge
 cd "$GF_SRC"
 sel=(cases/sampler.yaml cases/generation.yaml --filter '^(cache\.sherlock|eos\.rows|stream\..*|top_.*|sampler\..*|temperature\..*)$'
      --backend ref --backend "$bad")

@@ -10,9 +10,8 @@
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "report_per_backend: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init report_per_backend
 cd "$GF_SRC"
 bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
 

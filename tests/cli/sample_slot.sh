@@ -21,9 +21,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "sample_slot: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init sample_slot
 B="$GF_BUILD/tests/backends"
 faults=(top_p_gt tie_high no_max topk_ties temp_late)
 for f in ok "${faults[@]}"; do

@@ -24,9 +24,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "statistical_tier: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init statistical_tier
 cd "$GF_SRC"
 B="$GF_BUILD/tests/backends"
 N="$B/libgenfence_test_faulty_ref_noise.so" Q="$B/libgenfence_test_faulty_ref_noise_q8_0.so" F="$B/libgenfence_test_faulty_ref_bf16.so"

@@ -10,9 +10,8 @@
 # golden ran strictly (and failed on the noise).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "statistical_user_case: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init statistical_user_case
 [[ -f $GF_SRC/models/holmes-gpt/model.safetensors ]] || { echo "statistical_user_case: SKIP: models/holmes-gpt not trained"; exit 0; }
 root=$tmp/root
 mkdir -p "$root/cases" "$root/models" "$tmp/suite"

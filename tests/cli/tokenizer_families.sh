@@ -27,8 +27,9 @@ set -euo pipefail
 
 FAM="$GF_SRC/tests/support/tokenizer_families.py"
 CORPUS="$GF_SHARED/data/sherlock-holmes-canon.txt"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init tokenizer_families
+work=$tmp
 
 "$GF_PYTHON" "$FAM" build "$work" "$CORPUS"
 

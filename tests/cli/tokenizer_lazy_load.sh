@@ -9,8 +9,8 @@
 # Environment (set by CTest): GENFENCE, GF_SRC, GF_PYTHON.
 set -euo pipefail
 : "${GENFENCE:?path to the genfence binary}" "${GF_SRC:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init tokenizer_lazy_load
 # shellcheck source=../support/test_lib.sh
 source "$GF_SRC/tests/support/test_lib.sh"
 

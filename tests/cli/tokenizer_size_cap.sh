@@ -7,8 +7,8 @@
 # Environment (set by CTest): GENFENCE, GF_SRC, GF_PYTHON.
 set -euo pipefail
 : "${GENFENCE:?path to the genfence binary}" "${GF_SRC:?}" "${GF_PYTHON:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init tokenizer_size_cap
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 tok="$GF_SRC/models/holmes-gpt/tokenizer.json"

@@ -16,8 +16,9 @@ CORPUS="$GF_SHARED/data/sherlock-holmes-canon.txt"
 GPT2="$GF_SHARED/data/gpt2-tokenizer"
 HOLMES="$GF_SRC/models/holmes-gpt/tokenizer.json"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init tokenizer_vs_hf
+work=$tmp
 
 names=()
 texts=()

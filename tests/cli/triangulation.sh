@@ -16,10 +16,9 @@ PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
 B="$GF_BUILD/tests/backends"
 bad="$B/libgenfence_test_ref_bad_cache.so"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init triangulation
 cd "$GF_SRC"
-fail() { echo "triangulation: $*"; exit 1; }
 set +e
 "$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend ref --backend "$bad" \
     --report-dir "$tmp" > "$tmp/out.txt" 2>&1

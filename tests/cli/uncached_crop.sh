@@ -12,9 +12,8 @@ set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "uncached_crop: FAIL: $*" >&2; exit 1; }
+. "$GF_SRC/tests/support/test_lib.sh"
+gf_test_init uncached_crop
 [[ -f "$GF_SRC/models/holmes-gpt/model.safetensors" ]] || { echo "uncached_crop: models/holmes-gpt not trained; nothing to run"; exit 0; }
 short="$GF_BUILD/tests/backends/libgenfence_test_ref_short_window.so"
 [[ -f "$short" ]] || fail "test backend $short not built"
