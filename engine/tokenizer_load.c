@@ -497,6 +497,18 @@ static gf_status finish(gf_tokenizer *t)
 /* Read and parse a JSON file under the tokenizer's size cap, with a reason
  * for every failure (jansson's own message is empty when it runs out of
  * memory). */
+/* Set when an allocation of jansson's failed during the tokenizer parse
+ * (the parse runs on one thread; the wrapper is installed only around it). */
+static _Thread_local int tok_oom;
+static json_malloc_t tok_prev_malloc = malloc;
+static void *tok_json_malloc(size_t n)
+{
+    void *p = tok_prev_malloc(n);
+    if (!p)
+        tok_oom = 1;
+    return p;
+}
+
 static gf_status load_json_file(const char *path, json_t **root)
 {
     *root = NULL;
@@ -531,11 +543,21 @@ static gf_status load_json_file(const char *path, json_t **root)
                             err ? strerror(errno) : "the file changed size while it was read");
     }
     json_error_t je;
+    tok_oom = 0;
+    json_malloc_t prev_malloc;
+    json_free_t prev_free;
+    json_get_alloc_funcs(&prev_malloc, &prev_free);
+    if (prev_malloc != tok_json_malloc)
+        tok_prev_malloc = prev_malloc;
+    json_set_alloc_funcs(tok_json_malloc, prev_free);
     *root = json_loadb(buf, size, 0, &je);
+    json_set_alloc_funcs(prev_malloc, prev_free);
     free(buf);
     if (*root)
         return GF_OK;
-    if (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
+    /* jansson's lexer reports a failed allocation inside a string as an
+     * "invalid token", so a malloc that failed during the parse decides */
+    if (tok_oom || json_error_code(&je) == json_error_out_of_memory || !je.text[0])
         return gf_error_set(GF_E_NOMEM,
                             "%s: out of memory parsing its %zu bytes of JSON (the "
                             "parser needs about 50 times the file's size)",

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "html_internal.h"
 #include "report.h"
 #include "sys.h"
 #include "utf8.h"
@@ -22,12 +23,12 @@ enum { PLOT_W = 560, PLOT_H = 180, PAD_L = 56, PAD_R = 12, PAD_T = 22, PAD_B = 2
 
 /* HTML-escaped text; the document's strings come from a JSON report (valid
  * UTF-8), but a page made from any run.json repairs what is not (utf8.h). */
-static void esc(gf_buf *b, const char *s)
+void gf_html_esc(gf_buf *b, const char *s)
 {
     size_t n = s ? strlen(s) : 0;
     if (!gf_utf8_valid(s, n)) {
         char *r = gf_utf8_repair(s, n);
-        esc(b, r ? r : "(text lost: out of memory)");
+        gf_html_esc(b, r ? r : "(text lost: out of memory)");
         free(r);
         return;
     }
@@ -41,7 +42,7 @@ static void esc(gf_buf *b, const char *s)
         }
 }
 
-static const char *jstr(const json_t *o, const char *key)
+const char *gf_html_jstr(const json_t *o, const char *key)
 {
     const char *s = json_string_value(json_object_get(o, key));
     return s ? s : "";
@@ -54,12 +55,12 @@ static double jnum(const json_t *o, const char *key, double dflt)
 }
 
 /* verdict -> CSS class (pass-near-tie -> "pass-near-tie") */
-static void verdict_span(gf_buf *b, const char *v)
+void gf_html_verdict_span(gf_buf *b, const char *v)
 {
     gf_buf_puts(b, "<span class=\"v v-");
-    esc(b, v);
+    gf_html_esc(b, v);
     gf_buf_puts(b, "\">");
-    esc(b, v);
+    gf_html_esc(b, v);
     gf_buf_puts(b, "</span>");
 }
 
@@ -67,18 +68,10 @@ static void verdict_span(gf_buf *b, const char *v)
 
 /* series: a JSON array of numbers, or an array of such arrays (one per row). */
 static size_t series_rows(const json_t *s) { return json_is_array(json_array_get(s, 0)) ? json_array_size(s) : 1; }
-static const json_t *series_row(const json_t *s, size_t r)
+const json_t *gf_html_series_row(const json_t *s, size_t r)
 {
     return json_is_array(json_array_get(s, 0)) ? json_array_get(s, r) : s;
 }
-
-typedef struct plot_marks {
-    double gate; /* horizontal line; NAN: none */
-    const char *gate_label;
-    long first_div; /* vertical line; < 0: none */
-    long failing;   /* vertical line; < 0: none */
-    int mark_below; /* mark points below the gate (near ties) */
-} plot_marks;
 
 static double ylog(double v, double lo, double hi)
 {
@@ -92,13 +85,13 @@ static double xstep(long t, size_t n)
 }
 
 /* One log-scale line plot; returns the number of near ties marked. */
-static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_marks *m)
+size_t gf_html_plot(gf_buf *b, const char *title, const json_t *s, const gf_html_plot_marks *m)
 {
     static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
     size_t rows = series_rows(s), n = 0, ties = 0;
     double lo = INFINITY, hi = -INFINITY;
     for (size_t r = 0; r < rows; r++) {
-        const json_t *a = series_row(s, r);
+        const json_t *a = gf_html_series_row(s, r);
         if (json_array_size(a) > n)
             n = json_array_size(a);
         for (size_t i = 0; i < json_array_size(a); i++) {
@@ -125,10 +118,10 @@ static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_mar
                   "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                   "viewBox=\"0 0 %d %d\" role=\"img\"><title>",
                   PLOT_W, PLOT_H, PLOT_W, PLOT_H);
-    esc(b, title);
+    gf_html_esc(b, title);
     gf_buf_printf(b, "</title><rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>", PLOT_W, PLOT_H);
     gf_buf_printf(b, "<text x=\"%d\" y=\"14\" font-size=\"12\">", PAD_L);
-    esc(b, title);
+    gf_html_esc(b, title);
     gf_buf_puts(b, " (log scale; 0 drawn on the floor)</text>");
     /* decades */
     for (double d = lo; d <= hi * 1.0001; d *= 10) {
@@ -167,7 +160,7 @@ static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_mar
                       PLOT_W - PAD_R, y - 3, m->gate_label, m->gate);
     }
     for (size_t r = 0; r < rows; r++) {
-        const json_t *a = series_row(s, r);
+        const json_t *a = gf_html_series_row(s, r);
         const char *col = colors[r % (sizeof colors / sizeof *colors)];
         gf_buf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"", col);
         for (size_t i = 0; i < json_array_size(a); i++) {
@@ -193,7 +186,7 @@ static size_t plot(gf_buf *b, const char *title, const json_t *s, const plot_mar
 
 /* The gate, margin threshold, first divergence and failing step over all of
  * a result's comparisons (the smallest step wins). */
-static void comparison_marks(const json_t *metrics, double *atol, double *thr, long *first_div, long *failing)
+void gf_html_comparison_marks(const json_t *metrics, double *atol, double *thr, long *first_div, long *failing)
 {
     *atol = NAN;
     *thr = NAN;
@@ -216,38 +209,39 @@ static void comparison_marks(const json_t *metrics, double *atol, double *thr, l
     }
 }
 
-static int has_plot(const json_t *res)
+int gf_html_has_plot(const json_t *res)
 {
     return json_is_array(json_object_get(json_object_get(res, "metrics"), "step_max_delta"));
 }
 
-static void plots(gf_buf *b, const json_t *res, size_t idx, int heading)
+void gf_html_plots(gf_buf *b, const json_t *res, size_t idx, int heading)
 {
     const json_t *m = json_object_get(res, "metrics");
     double atol, thr;
     long fd, fs;
-    comparison_marks(m, &atol, &thr, &fd, &fs);
+    gf_html_comparison_marks(m, &atol, &thr, &fd, &fs);
     gf_buf_printf(b, "<section class=\"case\" id=\"r%zu\">", idx);
     if (heading) { /* (in the failure list the item above names it) */
         gf_buf_puts(b, "<h3>");
-        esc(b, jstr(res, "id"));
+        gf_html_esc(b, gf_html_jstr(res, "id"));
         gf_buf_puts(b, " on ");
-        esc(b, jstr(res, "backend"));
+        gf_html_esc(b, gf_html_jstr(res, "backend"));
         gf_buf_puts(b, " ");
-        verdict_span(b, jstr(res, "verdict"));
+        gf_html_verdict_span(b, gf_html_jstr(res, "verdict"));
         gf_buf_puts(b, "</h3>\n");
     }
     if (fd >= 0)
         gf_buf_printf(b, "<p class=\"divergence\">first divergence (tokens differ): step %ld</p>\n", fd);
     if (fs >= 0)
         gf_buf_printf(b, "<p class=\"divergence\">failing step (the gate is broken first): step %ld</p>\n", fs);
-    plot_marks dm = {.gate = atol, .gate_label = "gate (atol)", .first_div = fd, .failing = fs, .mark_below = 0};
-    plot(b, "max |delta| per step", json_object_get(m, "step_max_delta"), &dm);
+    gf_html_plot_marks dm = {
+        .gate = atol, .gate_label = "gate (atol)", .first_div = fd, .failing = fs, .mark_below = 0};
+    gf_html_plot(b, "max |delta| per step", json_object_get(m, "step_max_delta"), &dm);
     const json_t *mg = json_object_get(m, "step_margin");
     if (json_is_array(mg)) {
-        plot_marks mm = {
+        gf_html_plot_marks mm = {
             .gate = thr, .gate_label = "near-tie threshold", .first_div = fd, .failing = fs, .mark_below = 1};
-        size_t ties = plot(b, "top-1/top-2 margin of the reference per step", mg, &mm);
+        size_t ties = gf_html_plot(b, "top-1/top-2 margin of the reference per step", mg, &mm);
         gf_buf_printf(b, "<p>%zu near tie(s) marked (margin below the threshold)</p>\n", ties);
     } else
         gf_buf_puts(b, "<p>no per-step margin recorded for this kind</p>\n");
@@ -259,7 +253,7 @@ static void plots(gf_buf *b, const json_t *res, size_t idx, int heading)
 /* The engine alone's runs (kinds that reach no slot of the run's backends). */
 static int engine_alone(const json_t *r)
 {
-    return !strcmp(jstr(r, "backend"), "engine") && !strcmp(jstr(r, "backend_requested"), "engine");
+    return !strcmp(gf_html_jstr(r, "backend"), "engine") && !strcmp(gf_html_jstr(r, "backend_requested"), "engine");
 }
 
 /* A cell's safety factor (margin / delta; the summary of model cases): a
@@ -272,7 +266,7 @@ static void cell_sf(gf_buf *b, const json_t *r)
         double v = json_number_value(sf);
         gf_buf_printf(b, " <span class=\"sf%s\" title=\"safety factor: smallest margin / max |delta|\">sf %.2g</span>",
                       v < 10 ? " narrow" : "", v);
-    } else if (*jstr(s, "safety_factor_reason") == '+')
+    } else if (*gf_html_jstr(s, "safety_factor_reason") == '+')
         gf_buf_puts(b, " <span class=\"sf\" title=\"max |delta| is 0\">sf inf</span>");
 }
 
@@ -289,7 +283,7 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of, int group)
     }
     for (size_t i = 0; i < nr; i++) {
         const json_t *r = json_array_get(results, i);
-        const char *id = jstr(r, "id"), *bk = jstr(r, "backend");
+        const char *id = gf_html_jstr(r, "id"), *bk = gf_html_jstr(r, "backend");
         if (engine_alone(r) != group)
             continue;
         size_t k;
@@ -311,23 +305,24 @@ static void matrix(gf_buf *b, const json_t *results, long *plot_of, int group)
     gf_buf_puts(b, "<table class=\"matrix\"><thead><tr><th>case</th>");
     for (size_t k = 0; k < nb; k++) {
         gf_buf_puts(b, "<th>");
-        esc(b, bks[k][0] ? bks[k] : "(none)");
+        gf_html_esc(b, bks[k][0] ? bks[k] : "(none)");
         gf_buf_puts(b, "</th>");
     }
     gf_buf_puts(b, "</tr></thead><tbody>\n");
     for (size_t c = 0; c < nc; c++) {
         gf_buf_puts(b, "<tr><th>");
-        esc(b, cases[c]);
+        gf_html_esc(b, cases[c]);
         gf_buf_puts(b, "</th>");
         for (size_t k = 0; k < nb; k++) {
             gf_buf_puts(b, "<td>");
             for (size_t i = 0; i < json_array_size(results); i++) {
                 const json_t *r = json_array_get(results, i);
-                if (strcmp(jstr(r, "id"), cases[c]) || strcmp(jstr(r, "backend"), bks[k]) || engine_alone(r) != group)
+                if (strcmp(gf_html_jstr(r, "id"), cases[c]) || strcmp(gf_html_jstr(r, "backend"), bks[k]) ||
+                    engine_alone(r) != group)
                     continue;
                 if (plot_of[i] >= 0)
                     gf_buf_printf(b, "<a href=\"#r%ld\">", plot_of[i]);
-                verdict_span(b, jstr(r, "verdict"));
+                gf_html_verdict_span(b, gf_html_jstr(r, "verdict"));
                 if (plot_of[i] >= 0)
                     gf_buf_puts(b, "</a>");
                 cell_sf(b, r);
@@ -349,7 +344,7 @@ static void where(gf_buf *b, const json_t *r)
     const json_t *m = json_object_get(r, "metrics"), *cc = json_object_get(r, "crash_context");
     double atol, thr;
     long fd, fs;
-    comparison_marks(m, &atol, &thr, &fd, &fs);
+    gf_html_comparison_marks(m, &atol, &thr, &fd, &fs);
     long row = -1;
     const char *key;
     json_t *c;
@@ -370,15 +365,15 @@ static void where(gf_buf *b, const json_t *r)
         gf_buf_printf(b, "step %ld", fs);
     if (row >= 0)
         gf_buf_printf(b, "%srow %ld", fs >= 0 ? ", " : "", row);
-    if (json_is_object(cc) && *jstr(cc, "call")) {
+    if (json_is_object(cc) && *gf_html_jstr(cc, "call")) {
         gf_buf_puts(b, " (in ");
-        esc(b, jstr(cc, "call"));
+        gf_html_esc(b, gf_html_jstr(cc, "call"));
         gf_buf_puts(b, ")");
     }
     gf_buf_puts(b, "</span>");
 }
 
-static void plots(gf_buf *b, const json_t *res, size_t idx, int heading);
+void gf_html_plots(gf_buf *b, const json_t *res, size_t idx, int heading);
 
 /* First on the page: each failure with its reason, where it is, its
  * reproduce line and its plot (the first one's above the fold). */
@@ -398,28 +393,28 @@ static void failures(gf_buf *b, const json_t *results, const long *plot_of)
         if (jnum(r, "exit_status", 0) == 0)
             continue;
         gf_buf_puts(b, "<li class=\"failure\"><b class=\"case\">");
-        esc(b, jstr(r, "id"));
+        gf_html_esc(b, gf_html_jstr(r, "id"));
         gf_buf_puts(b, "</b> on <b class=\"backend\">");
-        esc(b, *jstr(r, "backend") ? jstr(r, "backend") : "(no backend)");
+        gf_html_esc(b, *gf_html_jstr(r, "backend") ? gf_html_jstr(r, "backend") : "(no backend)");
         gf_buf_puts(b, "</b> ");
-        verdict_span(b, jstr(r, "verdict"));
+        gf_html_verdict_span(b, gf_html_jstr(r, "verdict"));
         if (json_is_false(json_object_get(r, "as_declared"))) {
             gf_buf_puts(b, " <b>not as declared</b> (expect_verdict ");
-            esc(b, jstr(r, "expect_verdict"));
+            gf_html_esc(b, gf_html_jstr(r, "expect_verdict"));
             gf_buf_puts(b, ")");
         }
         gf_buf_puts(b, "<br><span class=\"reason\">");
-        esc(b, jstr(r, "reason"));
+        gf_html_esc(b, gf_html_jstr(r, "reason"));
         gf_buf_puts(b, "</span>");
         where(b, r);
-        const char *rep = jstr(r, "reproduce");
+        const char *rep = gf_html_jstr(r, "reproduce");
         if (*rep) {
             gf_buf_puts(b, "<pre class=\"reproduce\">");
-            esc(b, rep);
+            gf_html_esc(b, rep);
             gf_buf_puts(b, "</pre>");
         }
         if (plot_of[i] >= 0)
-            plots(b, r, (size_t)plot_of[i], 0);
+            gf_html_plots(b, r, (size_t)plot_of[i], 0);
         gf_buf_puts(b, "</li>\n");
     }
     gf_buf_puts(b, "</ol>\n");
@@ -430,7 +425,7 @@ static void skips(gf_buf *b, const json_t *results)
 {
     size_t n = json_array_size(results), ns = 0;
     for (size_t i = 0; i < n; i++)
-        ns += !strcmp(jstr(json_array_get(results, i), "verdict"), "skip") &&
+        ns += !strcmp(gf_html_jstr(json_array_get(results, i), "verdict"), "skip") &&
               jnum(json_array_get(results, i), "exit_status", 0) == 0;
     gf_buf_printf(b, "<h2 id=\"skips\">Skips (%zu)</h2>\n", ns);
     if (!ns) {
@@ -441,34 +436,34 @@ static void skips(gf_buf *b, const json_t *results)
                    "<tbody>\n");
     for (size_t i = 0; i < n; i++) {
         const json_t *r = json_array_get(results, i);
-        if (strcmp(jstr(r, "verdict"), "skip") || jnum(r, "exit_status", 0) != 0)
+        if (strcmp(gf_html_jstr(r, "verdict"), "skip") || jnum(r, "exit_status", 0) != 0)
             continue;
         size_t k, first = 1, count = 0;
         for (k = 0; k < i && first; k++) { /* one row per reason, at its first skip */
             const json_t *o = json_array_get(results, k);
-            first = !(!strcmp(jstr(o, "verdict"), "skip") && jnum(o, "exit_status", 0) == 0 &&
-                      !strcmp(jstr(o, "reason"), jstr(r, "reason")));
+            first = !(!strcmp(gf_html_jstr(o, "verdict"), "skip") && jnum(o, "exit_status", 0) == 0 &&
+                      !strcmp(gf_html_jstr(o, "reason"), gf_html_jstr(r, "reason")));
         }
         if (!first)
             continue;
         for (k = i; k < n; k++) {
             const json_t *o = json_array_get(results, k);
-            count += !strcmp(jstr(o, "verdict"), "skip") && jnum(o, "exit_status", 0) == 0 &&
-                     !strcmp(jstr(o, "reason"), jstr(r, "reason"));
+            count += !strcmp(gf_html_jstr(o, "verdict"), "skip") && jnum(o, "exit_status", 0) == 0 &&
+                     !strcmp(gf_html_jstr(o, "reason"), gf_html_jstr(r, "reason"));
         }
         gf_buf_puts(b, "<tr><td class=\"reason\">");
-        esc(b, jstr(r, "reason"));
+        gf_html_esc(b, gf_html_jstr(r, "reason"));
         gf_buf_printf(b, "</td><td>%zu</td><td>", count);
         size_t shown = 0;
         for (k = i; k < n && shown < 12; k++) {
             const json_t *o = json_array_get(results, k);
-            if (strcmp(jstr(o, "verdict"), "skip") || jnum(o, "exit_status", 0) != 0 ||
-                strcmp(jstr(o, "reason"), jstr(r, "reason")))
+            if (strcmp(gf_html_jstr(o, "verdict"), "skip") || jnum(o, "exit_status", 0) != 0 ||
+                strcmp(gf_html_jstr(o, "reason"), gf_html_jstr(r, "reason")))
                 continue;
             gf_buf_puts(b, shown++ ? ", " : "");
-            esc(b, jstr(o, "id"));
+            gf_html_esc(b, gf_html_jstr(o, "id"));
             gf_buf_puts(b, " [");
-            esc(b, *jstr(o, "backend") ? jstr(o, "backend") : "-");
+            gf_html_esc(b, *gf_html_jstr(o, "backend") ? gf_html_jstr(o, "backend") : "-");
             gf_buf_puts(b, "]");
         }
         if (count > shown)
@@ -497,9 +492,9 @@ static void triangulation(gf_buf *b, const json_t *tri)
     json_array_foreach(tri, i, t)
     {
         gf_buf_puts(b, "<tr><td>");
-        esc(b, jstr(t, "model"));
+        gf_html_esc(b, gf_html_jstr(t, "model"));
         gf_buf_puts(b, "</td><td>");
-        esc(b, jstr(t, "backend"));
+        gf_html_esc(b, gf_html_jstr(t, "backend"));
         gf_buf_puts(b, "</td>");
         for (size_t p = 0; p < sizeof parts / sizeof *parts; p++) {
             double d = jnum(json_object_get(t, parts[p]), "max_abs_delta", NAN);
@@ -509,7 +504,7 @@ static void triangulation(gf_buf *b, const json_t *tri)
                 gf_buf_printf(b, "<td>%.2e</td>", d);
         }
         gf_buf_puts(b, "<td>");
-        esc(b, *jstr(t, "error") ? jstr(t, "error") : jstr(t, "status"));
+        gf_html_esc(b, *gf_html_jstr(t, "error") ? gf_html_jstr(t, "error") : gf_html_jstr(t, "status"));
         gf_buf_puts(b, "</td></tr>\n");
     }
     gf_buf_puts(b, "</tbody></table>\n");
@@ -537,18 +532,18 @@ static void durations(gf_buf *b, const json_t *results)
                    "<th>verdict</th></tr></thead><tbody>\n");
     for (size_t i = 0; i < n && i < 30; i++) {
         gf_buf_printf(b, "<tr><td>%.3f</td><td>", jnum(v[i], "seconds", 0));
-        esc(b, jstr(v[i], "id"));
+        gf_html_esc(b, gf_html_jstr(v[i], "id"));
         gf_buf_puts(b, "</td><td>");
-        esc(b, jstr(v[i], "backend"));
+        gf_html_esc(b, gf_html_jstr(v[i], "backend"));
         gf_buf_puts(b, "</td><td>");
-        verdict_span(b, jstr(v[i], "verdict"));
+        gf_html_verdict_span(b, gf_html_jstr(v[i], "verdict"));
         gf_buf_puts(b, "</td></tr>\n");
     }
     gf_buf_puts(b, "</tbody></table>\n");
     free(v);
 }
 
-static const char k_style[] =
+const char gf_html_style[] =
     "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}"
     "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;font-size:13px}"
     ".v{padding:0 4px;border-radius:3px;font-weight:bold}.v-pass{background:#c8efc8}"
@@ -571,25 +566,25 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
         return -1;
     long np = 0;
     for (size_t i = 0; i < n; i++)
-        plot_of[i] = has_plot(json_array_get(results, i)) ? np++ : -1;
+        plot_of[i] = gf_html_has_plot(json_array_get(results, i)) ? np++ : -1;
     gf_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                    "<title>genfence report</title><style>");
-    gf_buf_puts(b, k_style);
+    gf_buf_puts(b, gf_html_style);
     gf_buf_puts(b, "</style></head><body>\n<h1>genfence report</h1>\n<p class=\"meta\">genfence ");
-    esc(b, jstr(gv, "version"));
+    gf_html_esc(b, gf_html_jstr(gv, "version"));
     gf_buf_puts(b, " (commit ");
-    esc(b, jstr(gv, "commit"));
+    gf_html_esc(b, gf_html_jstr(gv, "commit"));
     gf_buf_puts(b, "), started ");
-    esc(b, jstr(doc, "started"));
+    gf_html_esc(b, gf_html_jstr(doc, "started"));
     gf_buf_printf(b, ", %.1f s<br>command:", jnum(doc, "seconds", 0));
     const json_t *cmd = json_object_get(doc, "command");
     for (size_t i = 0; i < json_array_size(cmd); i++) {
         gf_buf_puts(b, " ");
-        esc(b, json_string_value(json_array_get(cmd, i)));
+        gf_html_esc(b, json_string_value(json_array_get(cmd, i)));
     }
     const json_t *env = json_object_get(doc, "environment");
     gf_buf_puts(b, "<br>machine: ");
-    esc(b, jstr(env, "cpu_model"));
+    gf_html_esc(b, gf_html_jstr(env, "cpu_model"));
     gf_buf_printf(b, ", %lld CPUs, %lld jobs x %lld threads</p>\n", (long long)jnum(env, "nproc", 0),
                   (long long)jnum(env, "jobs", 0), (long long)jnum(env, "threads_per_job", 0));
     /* the backends' own figures first, the engine alone's apart */
@@ -599,7 +594,7 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     json_array_foreach(json_object_get(sum, "by_backend"), i, g)
     {
         gf_buf_puts(b, i ? "; <b>" : "<b>");
-        esc(b, jstr(g, "backend"));
+        gf_html_esc(b, gf_html_jstr(g, "backend"));
         gf_buf_printf(b, ": %lld passed, %lld failed, %lld skipped</b>", (long long)jnum(g, "passed", 0),
                       (long long)jnum(g, "failed", 0), (long long)jnum(g, "skipped", 0));
         if (jnum(g, "runs", 0) == 0)
@@ -631,7 +626,7 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     gf_buf_printf(b, "<h2 id=\"plots\">Per-step plots of the other runs (%zu)</h2>\n", np_rest);
     for (size_t k = 0; k < n; k++)
         if (plot_of[k] >= 0 && jnum(json_array_get(results, k), "exit_status", 0) == 0)
-            plots(b, json_array_get(results, k), (size_t)plot_of[k], 1);
+            gf_html_plots(b, json_array_get(results, k), (size_t)plot_of[k], 1);
     if (!np_rest)
         gf_buf_puts(b, "<p>none (failures show theirs above)</p>\n");
     durations(b, results);
@@ -651,152 +646,3 @@ int gf_report_html_write_doc(const json_t *doc, const char *path)
 }
 
 /* ---- genfence compare --html ---- */
-
-static const json_t *find_result(const json_t *doc, const char *key)
-{
-    size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(doc, "results"), i, r)
-    {
-        char k[1024];
-        snprintf(k, sizeof k, "%s@%s", jstr(r, "id"), jstr(r, "backend"));
-        if (!strcmp(k, key))
-            return r;
-    }
-    return NULL;
-}
-
-static void cell_value(gf_buf *b, const json_t *v)
-{
-    if (!v || json_is_null(v))
-        gf_buf_puts(b, "<i>(absent)</i>");
-    else if (json_is_string(v))
-        esc(b, json_string_value(v));
-    else if (json_is_real(v))
-        gf_buf_printf(b, "%.4g", json_real_value(v));
-    else {
-        char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        esc(b, s ? s : "?");
-        free(s);
-    }
-}
-
-/* row 0 of a per-step series (a golden's rows are nested) */
-static const json_t *first_row(const json_t *s) { return series_row(s, 0); }
-
-static void overlay(gf_buf *b, const char *key, const json_t *ra, const json_t *rb, size_t idx)
-{
-    const json_t *ma = json_object_get(ra, "metrics"), *mb = json_object_get(rb, "metrics");
-    double atol, thr;
-    long fd, fs;
-    comparison_marks(mb, &atol, &thr, &fd, &fs);
-    gf_buf_printf(b, "<section class=\"case\" id=\"c%zu\"><h3>", idx);
-    esc(b, key);
-    gf_buf_puts(b, ": A <span style=\"color:#1f77b4\">blue</span> ");
-    verdict_span(b, jstr(ra, "verdict"));
-    gf_buf_puts(b, ", B <span style=\"color:#ff7f0e\">orange</span> ");
-    verdict_span(b, jstr(rb, "verdict"));
-    gf_buf_puts(b, "</h3>\n");
-    json_t *d = json_pack("[O, O]", first_row(json_object_get(ma, "step_max_delta")),
-                          first_row(json_object_get(mb, "step_max_delta")));
-    plot_marks dm = {.gate = atol, .gate_label = "gate (atol)", .first_div = fd, .failing = fs, .mark_below = 0};
-    if (d)
-        plot(b, "max |delta| per step (row 0), A and B", d, &dm);
-    json_decref(d);
-    const json_t *ga = json_object_get(ma, "step_margin"), *gb = json_object_get(mb, "step_margin");
-    if (json_is_array(ga) && json_is_array(gb)) {
-        json_t *g = json_pack("[O, O]", first_row(ga), first_row(gb));
-        plot_marks mm = {
-            .gate = thr, .gate_label = "near-tie threshold", .first_div = fd, .failing = fs, .mark_below = 1};
-        if (g)
-            plot(b, "top-1/top-2 margin per step (row 0), A and B", g, &mm);
-        json_decref(g);
-    }
-    gf_buf_puts(b, "</section>\n");
-}
-
-int gf_report_html_compare(const json_t *cmp, const json_t *a, const json_t *b_doc, gf_buf *b)
-{
-    size_t i;
-    json_t *v;
-    gf_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                   "<title>genfence compare</title><style>");
-    gf_buf_puts(b, k_style);
-    gf_buf_puts(b, "</style></head><body>\n<h1>genfence compare</h1>\n<p>A: ");
-    esc(b, jstr(cmp, "a"));
-    gf_buf_puts(b, " (started ");
-    esc(b, jstr(a, "started"));
-    gf_buf_puts(b, ")<br>B: ");
-    esc(b, jstr(cmp, "b"));
-    gf_buf_puts(b, " (started ");
-    esc(b, jstr(b_doc, "started"));
-    gf_buf_printf(b, ")</p>\n<p class=\"summary\"><b>%lld regression(s)</b></p>\n",
-                  (long long)json_integer_value(json_object_get(cmp, "regressions")));
-    gf_buf_puts(b, "<h2 id=\"verdicts\">Verdict changes</h2>\n<table><thead><tr><th>result</th><th>A</th><th>B</th>"
-                   "<th></th><th>B's reason</th></tr></thead><tbody>\n");
-    json_array_foreach(json_object_get(cmp, "verdict_changes"), i, v)
-    {
-        gf_buf_puts(b, "<tr><td>");
-        esc(b, jstr(v, "result"));
-        gf_buf_puts(b, "</td><td>");
-        verdict_span(b, jstr(v, "a"));
-        gf_buf_puts(b, "</td><td>");
-        verdict_span(b, jstr(v, "b"));
-        gf_buf_puts(b, json_is_true(json_object_get(v, "regression")) ? "</td><td><b>REGRESSED</b></td><td>"
-                                                                      : "</td><td>changed</td><td>");
-        esc(b, jstr(v, "reason_b"));
-        gf_buf_puts(b, "</td></tr>\n");
-    }
-    gf_buf_puts(b, "</tbody></table>\n");
-    gf_buf_printf(b,
-                  "<h2 id=\"moved\">Moved metrics (threshold %g)</h2>\n<table><thead><tr><th>result</th>"
-                  "<th>comparison</th><th>metric</th><th>A</th><th>B</th></tr></thead><tbody>\n",
-                  json_number_value(json_object_get(cmp, "threshold")));
-    json_array_foreach(json_object_get(cmp, "moved"), i, v)
-    {
-        gf_buf_puts(b, "<tr><td>");
-        esc(b, jstr(v, "result"));
-        gf_buf_puts(b, "</td><td>");
-        esc(b, jstr(v, "comparison"));
-        gf_buf_puts(b, "</td><td>");
-        esc(b, jstr(v, "metric"));
-        gf_buf_puts(b, "</td><td>");
-        cell_value(b, json_object_get(v, "a"));
-        gf_buf_puts(b, "</td><td>");
-        cell_value(b, json_object_get(v, "b"));
-        gf_buf_puts(b, "</td></tr>\n");
-    }
-    gf_buf_puts(b, "</tbody></table>\n<h2 id=\"audit\">Audit differences</h2>\n<table><thead><tr><th>key</th>"
-                   "<th>A</th><th>B</th></tr></thead><tbody>\n");
-    json_array_foreach(json_object_get(cmp, "audit_differences"), i, v)
-    {
-        gf_buf_puts(b, "<tr><td>");
-        esc(b, jstr(v, "key"));
-        gf_buf_puts(b, "</td><td>");
-        cell_value(b, json_object_get(v, "a"));
-        gf_buf_puts(b, "</td><td>");
-        cell_value(b, json_object_get(v, "b"));
-        gf_buf_puts(b, "</td></tr>\n");
-    }
-    gf_buf_puts(b, "</tbody></table>\n<h2 id=\"plots\">Per-step plots of what changed</h2>\n");
-    /* each result with a verdict change or a moved metric, once */
-    json_t *done = json_object();
-    size_t n = 0;
-    const char *lists[] = {"verdict_changes", "moved"};
-    for (int l = 0; l < 2; l++)
-        json_array_foreach(json_object_get(cmp, lists[l]), i, v)
-        {
-            const char *key = jstr(v, "result");
-            if (json_object_get(done, key))
-                continue;
-            json_object_set_new(done, key, json_true());
-            const json_t *ra = find_result(a, key), *rb = find_result(b_doc, key);
-            if (ra && rb && has_plot(ra) && has_plot(rb))
-                overlay(b, key, ra, rb, n++);
-        }
-    json_decref(done);
-    if (!n)
-        gf_buf_puts(b, "<p>nothing with per-step data changed</p>\n");
-    gf_buf_puts(b, "</body></html>\n");
-    return b->oom ? -1 : 0;
-}

@@ -14,6 +14,10 @@ PY=${GF_PYTHON:-python3}
 . "$GF_SRC/tests/support/test_lib.sh"
 gf_test_init exec_clients
 ECHO="$GF_BUILD/tools/echo_ref"
+# the exec deadline is a hang guard, not a speed bound: the transformers
+# client imports torch and transformers in model_load, which took over the
+# 60 s default on a loaded 2-core machine (a ctest -j2 beside a build)
+export GENFENCE_EXEC_TIMEOUT=${GENFENCE_EXEC_TIMEOUT:-$((600 * ${GF_TIME_SCALE:-1}))}
 TF="$PY $GF_SRC/tools/backends/transformers_backend.py"
 [[ -x "$ECHO" ]] || fail "$ECHO not built"
 cd "$GF_SRC"
@@ -61,7 +65,7 @@ PY
 # transformers: the cases where its cache, mask and positions matter
 set +e
 "$GENFENCE" run cases/generation.yaml cases/golden.yaml --filter '^(cache\.sherlock\.chunked|batch\.left_padded|sampling\.seeded|golden\.greedy\.batch|context\.limit)$' \
-  --backend "exec:$TF" -j 2 --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
+  --backend "exec:$TF" --timeout $((900 * ${GF_TIME_SCALE:-1})) -j 2 --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
 rc=$?
 set -e
 cat "$tmp/out2"
@@ -71,7 +75,7 @@ tail -n 1 "$tmp/out2" | grep -qx "5 passed, 0 failed, 0 skipped" || fail "transf
 # transformers on the Llama cases, once models/holmes-llama exists
 if [[ -f models/holmes-llama/config.json ]]; then
   set +e
-  "$GENFENCE" run cases/generation_llama.yaml cases/golden_llama.yaml --backend "exec:$TF" -j 2 --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
+  "$GENFENCE" run cases/generation_llama.yaml cases/golden_llama.yaml --backend "exec:$TF" --timeout $((900 * ${GF_TIME_SCALE:-1})) -j 2 --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
   rc=$?
   set -e
   cat "$tmp/out4"
