@@ -8,7 +8,7 @@
 #   3. the goldens made by tools/reference/golden.py (transformers) into
 #      $GF_REAL_CACHE/golden/, again whenever the case file changed
 #   4. genfence run on every backend (default: ref openblas onednn
-#      llamacpp:f32 llamacpp:q8_0; GF_REAL_BACKENDS="ref onednn" to choose),
+#      llamacpp:f32 llamacpp:f16 llamacpp:q8_0; GF_REAL_BACKENDS="ref onednn" to choose),
 #      report in $GF_REAL_CACHE/reports/
 # Usage: tools/real_model/real_model.sh GENFENCE [PYTHON]
 # Exit: genfence run's (0 all passed, 1 a check failed, 2 bad input).
@@ -18,8 +18,8 @@ genfence=${1:?usage: real_model.sh GENFENCE [PYTHON]}
 py=${2:-$here/../../.venv/bin/python}
 export GF_REAL_CACHE=${GF_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/genfence/smollm2}
 cache=$GF_REAL_CACHE
-backends=${GF_REAL_BACKENDS:-ref openblas onednn llamacpp:f32 llamacpp:q8_0}
-[[ -n ${backends// } ]] || backends="ref openblas onednn llamacpp:f32 llamacpp:q8_0"
+backends=${GF_REAL_BACKENDS:-ref openblas onednn llamacpp:f32 llamacpp:f16 llamacpp:q8_0}
+[[ -n ${backends// } ]] || backends="ref openblas onednn llamacpp:f32 llamacpp:f16 llamacpp:q8_0"
 template=${GF_REAL_CASES:-$here/smollm2.yaml}
 model=${GF_REAL_MODEL:-$cache/hf}
 
