@@ -29,24 +29,12 @@ static gf_status one_char(json_t *j, const char *key, const char *where, char re
 
 static gf_status dec_add(gf_tokenizer *t, json_t *j, const char *where)
 {
-    if (!json_is_object(j))
-        return gf_error_set(GF_E_FORMAT, "%s: not an object", where);
-    const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type)
-        return gf_error_set(GF_E_FORMAT, "%s: no \"type\"", where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(j, "decoders");
-        if (!json_is_array(list))
-            return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"decoders\" list", where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[1200];
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", where, i);
-            gf_status st = dec_add(t, json_array_get(list, i), sub);
-            if (st)
-                return st;
-        }
-        return GF_OK;
-    }
+    const char *type;
+    gf_status st0 = gf_tok_component_type(j, where, &type);
+    if (st0 != GF_OK)
+        return st0;
+    if (!strcmp(type, "Sequence"))
+        return gf_tok_sequence(t, j, where, "decoders", dec_add);
     gf_tok_dec d = {0};
     gf_status st = GF_OK;
     if (!strcmp(type, "ByteLevel")) {
@@ -173,19 +161,8 @@ static gf_status post_add(gf_tokenizer *t, json_t *j, const char *where)
         return GF_OK; /* it only trims offsets */
     if (!strcmp(type, "TemplateProcessing"))
         return template_parse(t, j, where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(j, "processors");
-        if (!json_is_array(list))
-            return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"processors\" list", where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[1200];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", where, i);
-            gf_status st = post_add(t, json_array_get(list, i), sub);
-            if (st)
-                return st;
-        }
-        return GF_OK;
-    }
+    if (!strcmp(type, "Sequence"))
+        return gf_tok_sequence(t, j, where, "processors", post_add);
     return gf_error_set(GF_E_UNSUPPORTED, "%s: type '%s' is not supported", where, type);
 }
 

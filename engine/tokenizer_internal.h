@@ -206,6 +206,13 @@ gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, cons
                              gf_tok_buf *out);
 
 /* ---- components: parsing (each file) and running ---- */
+/* A pipeline component's "type" (tokenizer_normalizer.c): j must be an object
+ * with a string "type" ("WHERE: not an object", "WHERE: no \"type\""). */
+gf_status gf_tok_component_type(struct json_t *j, const char *where, const char **type_out);
+/* A Sequence component: each member of its list under `key` handed to add,
+ * named WHERE.key[i] ("WHERE: Sequence without a \"key\" list"). */
+typedef gf_status (*gf_tok_add_fn)(gf_tokenizer *t, struct json_t *j, const char *where);
+gf_status gf_tok_sequence(gf_tokenizer *t, struct json_t *j, const char *where, const char *key, gf_tok_add_fn add);
 gf_status gf_tok_normalizer_parse(gf_tokenizer *t, struct json_t *j, const char *path);
 gf_status gf_tok_normalize(const gf_tokenizer *t, const char *s, size_t n, gf_tok_buf *out);
 gf_status gf_tok_pretokenizer_parse(gf_tokenizer *t, struct json_t *j, const char *path);

@@ -128,6 +128,33 @@ gf_status gf_tok_regex_compile(const char *pattern, size_t len, uint32_t options
     return GF_OK;
 }
 
+gf_status gf_tok_component_type(json_t *j, const char *where, const char **type_out)
+{
+    *type_out = NULL;
+    if (!json_is_object(j))
+        return gf_error_set(GF_E_FORMAT, "%s: not an object", where);
+    const char *type = json_string_value(json_object_get(j, "type"));
+    if (!type)
+        return gf_error_set(GF_E_FORMAT, "%s: no \"type\"", where);
+    *type_out = type;
+    return GF_OK;
+}
+
+gf_status gf_tok_sequence(gf_tokenizer *t, json_t *j, const char *where, const char *key, gf_tok_add_fn add)
+{
+    json_t *list = json_object_get(j, key);
+    if (!json_is_array(list))
+        return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"%s\" list", where, key);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        char sub[1200];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", where, key, i);
+        gf_status st = add(t, json_array_get(list, i), sub);
+        if (st != GF_OK)
+            return st;
+    }
+    return GF_OK;
+}
+
 gf_status gf_tok_pattern_compile(json_t *pattern, const char *where, pcre2_code **re_out)
 {
     json_t *s = json_object_get(pattern, "String"), *r = json_object_get(pattern, "Regex");
@@ -237,24 +264,12 @@ gf_status gf_tok_replace_all(const pcre2_code *re, const char *s, size_t n, cons
 
 static gf_status norm_add(gf_tokenizer *t, json_t *j, const char *where)
 {
-    if (!json_is_object(j))
-        return gf_error_set(GF_E_FORMAT, "%s: not an object", where);
-    const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type)
-        return gf_error_set(GF_E_FORMAT, "%s: no \"type\"", where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(j, "normalizers");
-        if (!json_is_array(list))
-            return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"normalizers\" list", where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[1200];
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", where, i);
-            gf_status st = norm_add(t, json_array_get(list, i), sub);
-            if (st)
-                return st;
-        }
-        return GF_OK;
-    }
+    const char *type;
+    gf_status st0 = gf_tok_component_type(j, where, &type);
+    if (st0 != GF_OK)
+        return st0;
+    if (!strcmp(type, "Sequence"))
+        return gf_tok_sequence(t, j, where, "normalizers", norm_add);
     int kind = -1;
 #define X(name, k)           \
     if (!strcmp(type, name)) \

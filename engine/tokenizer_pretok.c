@@ -49,24 +49,12 @@ static int get_bool(json_t *j, const char *key, int dflt)
 
 static gf_status pre_add(gf_tokenizer *t, json_t *j, const char *where)
 {
-    if (!json_is_object(j))
-        return gf_error_set(GF_E_FORMAT, "%s: not an object", where);
-    const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type)
-        return gf_error_set(GF_E_FORMAT, "%s: no \"type\"", where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(j, "pretokenizers");
-        if (!json_is_array(list))
-            return gf_error_set(GF_E_FORMAT, "%s: Sequence without a \"pretokenizers\" list", where);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[1200];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", where, i);
-            gf_status st = pre_add(t, json_array_get(list, i), sub);
-            if (st)
-                return st;
-        }
-        return GF_OK;
-    }
+    const char *type;
+    gf_status st0 = gf_tok_component_type(j, where, &type);
+    if (st0 != GF_OK)
+        return st0;
+    if (!strcmp(type, "Sequence"))
+        return gf_tok_sequence(t, j, where, "pretokenizers", pre_add);
     gf_tok_pre p = {.behavior = GF_SPLIT_ISOLATED};
     gf_status st = GF_OK;
     if (!strcmp(type, "ByteLevel")) {
