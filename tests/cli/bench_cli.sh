@@ -25,7 +25,7 @@ expect_rc 0 "--help" "$GENFENCE" bench --help
 for opt in --model --shape gpt2-small llama-small --backend --threads --json --no-uncached "median of"; do
     check "--help mentions $opt" grep -q -- "$opt" "$tmp/out"
 done
-check "genfence --help lists bench" bash -c '"$0" --help | grep -q "^  bench "' "$GENFENCE"
+check "genfence --help lists bench" bash -c '"$0" --help | gf_grepq -q "^  bench "' "$GENFENCE"
 expect_rc 2 "no model" "$GENFENCE" bench
 expect_rc 2 "both --model and --shape" "$GENFENCE" bench --model "$model" --shape gpt2-small
 expect_rc 2 "unknown shape" "$GENFENCE" bench --shape gpt9
@@ -80,7 +80,7 @@ check "no terminal escapes when stderr is not a terminal" bash -c '! grep -q $'"
 # progress whatever stderr is (issue 25: gpt2-small printed nothing for 480 s):
 # each backend announced, then its row as it finishes
 check "progress: the backend announced" grep -q "^bench: ref (1/1): 2 greedy tokens" "$tmp/err"
-check "progress: its row as it finished" bash -c 'grep -A1 "^bench: ref done (1/1):" "$0" | grep -Eq "^ref +cached +[0-9.]+ "' "$tmp/err"
+check "progress: its row as it finished" bash -c 'grep -A1 "^bench: ref done (1/1):" "$0" | gf_grepq -Eq "^ref +cached +[0-9.]+ "' "$tmp/err"
 
 # --no-probe: 'not measured' and '-', never nan or an empty '()'
 expect_rc 0 "table --no-probe" "$GENFENCE" bench --model "$model" --new-tokens 2 --repeats 1 --no-uncached --no-probe

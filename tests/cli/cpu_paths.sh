@@ -14,7 +14,7 @@ set -euo pipefail
 . "$GF_SRC/tests/support/test_lib.sh"
 gf_test_init cpu_paths
 cd "$GF_SRC"
-have() { "$GENFENCE" backends | awk -v b="$1" '$1 == b && $2 == "available"' | grep -q .; }
+have() { "$GENFENCE" backends | awk -v b="$1" '$1 == b && $2 == "available"' | gf_grepq -q .; }
 CASE=(cases/golden.yaml --filter '^golden\.greedy\.sherlock$' --no-triangulate)
 run() { # OUT ARGS...: prints the exit status
     local out=$1

@@ -70,7 +70,7 @@ rc=$?
 set -e
 cat "$tmp/out2"
 [[ $rc == 0 ]] || fail "transformers cases: exit status $rc"
-tail -n 1 "$tmp/out2" | grep -qx "5 passed, 0 failed, 0 skipped" || fail "transformers: $(tail -n 1 "$tmp/out2")"
+tail -n 1 "$tmp/out2" | gf_grepq -qx "5 passed, 0 failed, 0 skipped" || fail "transformers: $(tail -n 1 "$tmp/out2")"
 
 # transformers on the Llama cases, once models/holmes-llama exists
 if [[ -f models/holmes-llama/config.json ]]; then

@@ -35,7 +35,7 @@ rc=$?
 set -e
 cat "$tmp/out"
 [[ $rc -eq 1 ]] || fail "exit $rc, want 1"
-tail -n 1 "$tmp/out" | grep -qx '0 passed, 7 failed, 0 skipped' || fail "summary: $(tail -n 1 "$tmp/out")"
+tail -n 1 "$tmp/out" | gf_grepq -qx '0 passed, 7 failed, 0 skipped' || fail "summary: $(tail -n 1 "$tmp/out")"
 reason() { grep -A1 -E "^(FAIL|CRASH) .*$1 " "$tmp/out" | tail -n 1; }
 verdict() { grep -E "^[A-Z]+ .*$1 " "$tmp/out" | awk '{print $1}'; }
 for id in write_past write_before write_tokens sample_past sample_ex_history write_desc; do
@@ -43,22 +43,22 @@ for id in write_past write_before write_tokens sample_past sample_ex_history wri
 done
 [[ $(verdict detect.guard.write_page) == CRASH ]] || fail "write_page: verdict $(verdict detect.guard.write_page), want CRASH"
 # slot, call index, buffer, distance (and the shape)
-reason detect.guard.write_past | grep -Eq "backend 'ref-write-past': forward call #2 \(B 1, T 5, uncached, keys 5\): wrote 4 bytes \(1 float\) past logits_out \(\(B, T, V\) = \(1, 5, 512\) floats\)" \
+reason detect.guard.write_past | gf_grepq -Eq "backend 'ref-write-past': forward call #2 \(B 1, T 5, uncached, keys 5\): wrote 4 bytes \(1 float\) past logits_out \(\(B, T, V\) = \(1, 5, 512\) floats\)" \
   || fail "write_past: $(reason detect.guard.write_past)"
-reason detect.guard.write_before | grep -Eq "backend 'ref-write-before': forward call #2 \(B 1, T 5, uncached, keys 5\): wrote 4 bytes \(1 float\) before logits_out \(\(B, T, V\) = \(1, 5, 512\) floats\)" \
+reason detect.guard.write_before | gf_grepq -Eq "backend 'ref-write-before': forward call #2 \(B 1, T 5, uncached, keys 5\): wrote 4 bytes \(1 float\) before logits_out \(\(B, T, V\) = \(1, 5, 512\) floats\)" \
   || fail "write_before: $(reason detect.guard.write_before)"
 # (under AddressSanitizer its SEGV handler reports the fault and aborts: SIGABRT)
 sanitized=0
 grep -q 'GENFENCE_SANITIZE:BOOL=ON' "$GF_BUILD/CMakeCache.txt" 2>/dev/null && sanitized=1
 sig=SIGSEGV
 [[ $sanitized == 1 ]] && sig='SIG(SEGV|ABRT)'
-reason detect.guard.write_page | grep -Eq "$sig.* in forward call #2 \(B 1, T 5, uncached" \
+reason detect.guard.write_page | gf_grepq -Eq "$sig.* in forward call #2 \(B 1, T 5, uncached" \
   || fail "write_page: $(reason detect.guard.write_page)"
-reason detect.guard.write_tokens | grep -Eq "backend 'ref-write-tokens': forward call #2 \(B 2, T 1, cache length [0-9]+\): changed tokens \(\(B, T\) = \(2, 1\) int32\), its read-only input: element 0 was ([0-9]+), is [0-9]+" \
+reason detect.guard.write_tokens | gf_grepq -Eq "backend 'ref-write-tokens': forward call #2 \(B 2, T 1, cache length [0-9]+\): changed tokens \(\(B, T\) = \(2, 1\) int32\), its read-only input: element 0 was ([0-9]+), is [0-9]+" \
   || fail "write_tokens: $(reason detect.guard.write_tokens)"
-reason detect.guard.sample_past | grep -Eq "backend 'ref-sample-past' sample slot: sample call #2 \(B [0-9]+, V 5\): wrote 4 bytes \(1 int32\) past ids_out" \
+reason detect.guard.sample_past | gf_grepq -Eq "backend 'ref-sample-past' sample slot: sample call #2 \(B [0-9]+, V 5\): wrote 4 bytes \(1 int32\) past ids_out" \
   || fail "sample_past: $(reason detect.guard.sample_past)"
-reason detect.guard.sample_ex_history | grep -Eq "backend 'ref-sample-ex-history' sample slot: sample call #2 \(B 1, V 5\): changed ext->history \(\(n_history\) = \(1\) int32\), its read-only input: element 0 was 0, is 1" \
+reason detect.guard.sample_ex_history | gf_grepq -Eq "backend 'ref-sample-ex-history' sample slot: sample call #2 \(B 1, V 5\): changed ext->history \(\(n_history\) = \(1\) int32\), its read-only input: element 0 was 0, is 1" \
   || fail "sample_ex_history: $(reason detect.guard.sample_ex_history)"
 # the tensor, the element (flat and [row, col]) and its old and new value: ref-write-desc adds 1 to wte[1, 3]
 wd=$(reason detect.guard.write_desc)
@@ -84,7 +84,7 @@ grep -qE "^backend .*ref_probe_overflow\.so: cannot be used \(error on every cas
 sed -E 's/backends: \[ref-[a-z-]+\]/backends: [ref]/' cases/detect/guards.yaml | grep -v expect_verdict >"$tmp/on_ref.yaml"
 "$GENFENCE" run "$tmp/on_ref.yaml" --backend ref --no-report --no-triangulate >"$tmp/out2" 2>&1 \
   || { cat "$tmp/out2"; fail "the guard cases do not pass on ref"; }
-tail -n 1 "$tmp/out2" | grep -qx '7 passed, 0 failed, 0 skipped' || fail "on ref: $(tail -n 1 "$tmp/out2")"
+tail -n 1 "$tmp/out2" | gf_grepq -qx '7 passed, 0 failed, 0 skipped' || fail "on ref: $(tail -n 1 "$tmp/out2")"
 
 # A leak: invisible to the guards and the checks (pass); under a memory cap
 # it exhausts it is out of memory, a failure naming the forward call.
@@ -109,6 +109,6 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 1 ]] || { cat "$tmp/out4"; fail "leak under --memory-limit 100M: exit $rc, want 1"; }
-grep -A1 '^FAIL .*guard\.leak' "$tmp/out4" | grep -Eq "backend 'ref-leak': forward call #[0-9]+ .*out of memory" \
+grep -A1 '^FAIL .*guard\.leak' "$tmp/out4" | gf_grepq -Eq "backend 'ref-leak': forward call #[0-9]+ .*out of memory" \
   || { cat "$tmp/out4"; fail "leak under a cap: no out of memory naming the call"; }
 echo "ok   guards: 8 faults caught with slot, call, buffer and distance (a changed weight with its element, a probe past why_len: unusable); a leak passes, and is out of memory only under a cap"

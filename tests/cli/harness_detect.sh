@@ -78,7 +78,7 @@ rc=$?
 set -e
 cat "$tmp/out"
 [[ $rc == 2 ]] || fail "exit status $rc, expected 2 (an error verdict wins over failures)"
-tail -n 1 "$tmp/out" | grep -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "bad summary line: $(tail -n 1 "$tmp/out")"
+tail -n 1 "$tmp/out" | gf_grepq -Eq '^0 passed, [0-9]+ failed, 0 skipped$' || fail "bad summary line: $(tail -n 1 "$tmp/out")"
 set +e
 "$GENFENCE" run "$GF_SRC/cases/detect" --backend "$B/libgenfence_test_ref_hang.so" --filter '^detect\.runner\.hang$' \
     --timeout $((10 * ${GF_TIME_SCALE:-1})) -j 1 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
@@ -86,7 +86,7 @@ rc=$?
 set -e
 cat "$tmp/out_hang"
 [[ $rc == 1 ]] || fail "$hang_id: exit status $rc, expected 1"
-tail -n 1 "$tmp/out_hang" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "$hang_id: bad summary line: $(tail -n 1 "$tmp/out_hang")"
+tail -n 1 "$tmp/out_hang" | gf_grepq -qx '0 passed, 1 failed, 0 skipped' || fail "$hang_id: bad summary line: $(tail -n 1 "$tmp/out_hang")"
 
 "$GENFENCE" list --kinds | grep -o '^[a-z_][a-z_]* ' | tr -d ' ' >"$tmp/kinds"
 "$PY" - "$tmp/rep" "$tmp/kinds" "$tmp/detect.json" "$tmp/rep_hang" <<'PY'
@@ -183,7 +183,7 @@ eval "$rep_line --no-report" >"$tmp/out2" 2>&1
 rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/out2"; fail "reproduce line exited $rc, expected 1"; }
-tail -n 1 "$tmp/out2" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "reproduce summary: $(tail -n 1 "$tmp/out2")"
+tail -n 1 "$tmp/out2" | gf_grepq -qx '0 passed, 1 failed, 0 skipped' || fail "reproduce summary: $(tail -n 1 "$tmp/out2")"
 
 # Specificity: the same model cases pass on the correct backend.
 sed -e 's/backends: \[ref-bad-cache\]/backends: [ref]/' -e 's/backends: \[ref-no-mask\]/backends: [ref]/' \
@@ -195,5 +195,5 @@ n_spec=$("$GENFENCE" list "$tmp/model_on_ref.yaml" "$tmp/golden_on_ref.yaml" "${
 [[ $n_spec -gt 0 ]] || fail "no faulty-backend cases to run on ref"
 "$GENFENCE" run "$tmp/model_on_ref.yaml" "$tmp/golden_on_ref.yaml" --backend ref --no-report \
     "${spec[@]}" >"$tmp/out3" 2>&1 || { cat "$tmp/out3"; fail "the faulty-backend cases do not pass on ref"; }
-tail -n 1 "$tmp/out3" | grep -qx "$n_spec passed, 0 failed, 0 skipped" || fail "on ref: $(tail -n 1 "$tmp/out3")"
+tail -n 1 "$tmp/out3" | gf_grepq -qx "$n_spec passed, 0 failed, 0 skipped" || fail "on ref: $(tail -n 1 "$tmp/out3")"
 echo "harness_detect: ok"

@@ -20,13 +20,13 @@ grep -q '^cache.sherlock ' "$tmp/list" || fail "list lacks cache.sherlock"
   || fail "list --json"
 "$GENFENCE" list --kinds | grep -o '^[a-z_][a-z_]* ' | tr -d ' ' >"$tmp/kinds"
 [[ -s "$tmp/kinds" ]] || fail "list --kinds shows no kinds"
-"$GENFENCE" list cases/detect --tag detect --kind eos | grep -q '^detect.eos.wrong_stop ' || fail "list with filters"
+"$GENFENCE" list cases/detect --tag detect --kind eos | gf_grepq -q '^detect.eos.wrong_stop ' || fail "list with filters"
 
 # the sampler-only part of the suite (no model needed)
 "$GENFENCE" run --backend ref --kind top_p_fence --kind top_k_fence --kind temperature_limits \
   --kind sampler_errors --kind sampling_distribution --kind left_padding_positions --report-dir "$tmp/s" >"$tmp/out"
-tail -n 1 "$tmp/out" | grep -Eq "$summary_re" || fail "summary line: $(tail -n 1 "$tmp/out")"
-tail -n 1 "$tmp/out" | grep -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$' || fail "sampler cases: $(tail -n 1 "$tmp/out")"
+tail -n 1 "$tmp/out" | gf_grepq -Eq "$summary_re" || fail "summary line: $(tail -n 1 "$tmp/out")"
+tail -n 1 "$tmp/out" | gf_grepq -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$' || fail "sampler cases: $(tail -n 1 "$tmp/out")"
 
 # the whole default suite on ref
 if [[ -f models/holmes-gpt/model.safetensors ]]; then
@@ -35,7 +35,7 @@ if [[ -f models/holmes-gpt/model.safetensors ]]; then
   "$GENFENCE" run --backend ref -j "$jobs" --report-dir "$tmp/rep" >"$tmp/out" || { cat "$tmp/out"; fail "default suite on ref"; }
   cat "$tmp/out"
   echo "harness_run: default suite on ref in $(( $(date +%s) - start )) s"
-  tail -n 1 "$tmp/out" | grep -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$' || fail "summary: $(tail -n 1 "$tmp/out")"
+  tail -n 1 "$tmp/out" | gf_grepq -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$' || fail "summary: $(tail -n 1 "$tmp/out")"
   "$PY" - "$tmp/rep" "$tmp/kinds" <<'PY' || fail "report contents"
 import json, os, sys
 import xml.etree.ElementTree as ET
@@ -80,7 +80,7 @@ for opt in --backend --require-backend; do
   rc=$?
   set -e
   [[ $rc == 2 ]] || fail "$opt on a backend that cannot load exits $rc, expected 2"
-  tail -n 1 "$tmp/out" | grep -qx '0 passed, 1 failed, 0 skipped' || fail "unloadable backend: $(tail -n 1 "$tmp/out")"
+  tail -n 1 "$tmp/out" | gf_grepq -qx '0 passed, 1 failed, 0 skipped' || fail "unloadable backend: $(tail -n 1 "$tmp/out")"
   grep -q "backend '/nonexistent/libnothing.so' cannot be used: .*cannot load" "$tmp/out" || fail "the error does not say why"
 done
 
@@ -90,7 +90,7 @@ n1=$("$GENFENCE" run --backend ref --kind sampler_errors --kind top_k_fence --ki
 n2=$("$GENFENCE" run --backend ref --kind sampler_errors --kind top_k_fence --kind top_p_fence --shard 2/2 --no-report | tail -n 1 | cut -d' ' -f1)
 [[ $((n1 + n2)) == "$n_all" && $n1 -gt 0 && $n2 -gt 0 ]] || fail "shards: $n1 + $n2 != $n_all"
 # tags exclude
-"$GENFENCE" run --backend ref --kind top_p_fence --tag '!seed' --no-report | grep -q 'top_p.fence ' && fail "--tag '!seed' kept top_p.fence"
+"$GENFENCE" run --backend ref --kind top_p_fence --tag '!seed' --no-report | gf_grepq -q 'top_p.fence ' && fail "--tag '!seed' kept top_p.fence"
 
 # usage errors: exit 2
 usage() {
@@ -116,5 +116,5 @@ usage cases/no-such-file.yaml
 "$GENFENCE" run --backend ref --filter '^top_k\.fence$' -j "$((cores + 1))" --oversubscribe --no-report >/dev/null \
   || fail "--oversubscribe"
 # --help states the defaults
-"$GENFENCE" run --help | grep -q 'default 120' || fail "--help does not state the default timeout"
+"$GENFENCE" run --help | gf_grepq -q 'default 120' || fail "--help does not state the default timeout"
 echo "harness_run: ok"

@@ -29,23 +29,23 @@ n=$(grep -c '^detect\.fault\.' <("$GENFENCE" list cases/detect/faults.yaml))
 [[ $(grep -c '^FAIL .*detect\.fault\.' "$tmp/out") -eq $n ]] || fail "want $n FAIL lines"
 reason() { grep -A1 "^FAIL .*$1 " "$tmp/out" | tail -n 1; }
 for id in nan.cache nan.batch; do
-    reason "detect.fault.$id" | grep -Eq "forward call #2 \(B [0-9]+, T [0-9]+, (cache length|uncached, keys) [0-9]+\): logit \(row 0, position [0-9]+, token 7\) is NaN" \
+    reason "detect.fault.$id" | gf_grepq -Eq "forward call #2 \(B [0-9]+, T [0-9]+, (cache length|uncached, keys) [0-9]+\): logit \(row 0, position [0-9]+, token 7\) is NaN" \
         || fail "$id: $(reason "detect.fault.$id")"
 done
 for id in bad_length.cache bad_length.seeded; do
-    reason "detect.fault.$id" | grep -Eq "forward call #1 \(B 1, T ([0-9]+), cache length 0\): cache_length is [0-9]+ after it; the contract says [0-9]+" \
+    reason "detect.fault.$id" | gf_grepq -Eq "forward call #1 \(B 1, T ([0-9]+), cache length 0\): cache_length is [0-9]+ after it; the contract says [0-9]+" \
         || fail "$id: $(reason "detect.fault.$id")"
 done
-reason detect.fault.bad_length.seeded | grep -q "generate: prefill of " || fail "the seeded case does not name the generation step"
-reason detect.fault.nan.batch | grep -q "generate: step 1 " || fail "the batch case does not name the step"
+reason detect.fault.bad_length.seeded | gf_grepq -q "generate: prefill of " || fail "the seeded case does not name the generation step"
+reason detect.fault.nan.batch | gf_grepq -q "generate: step 1 " || fail "the batch case does not name the step"
 for id in oom.cache oom.batch; do
-    reason "detect.fault.$id" | grep -Eq "out of device memory \(injected.*forward call #2 \(B [0-9]+, T [0-9]+, .*\): out of memory" \
+    reason "detect.fault.$id" | gf_grepq -Eq "out of device memory \(injected.*forward call #2 \(B [0-9]+, T [0-9]+, .*\): out of memory" \
         || fail "$id: $(reason "detect.fault.$id")"
 done
-reason detect.fault.noop_reset | grep -Eq "cache_reset returned GF_OK but cache_length is [1-9][0-9]* after it; the contract says 0" \
+reason detect.fault.noop_reset | gf_grepq -Eq "cache_reset returned GF_OK but cache_length is [1-9][0-9]* after it; the contract says 0" \
     || fail "noop_reset: $(reason detect.fault.noop_reset)"
-reason detect.fault.bad_bytes | grep -Eq "cache_bytes covers the layout: cache_bytes 64 for \(2, L [0-9]+, B 1, H_kv [0-9]+, length [1-9]" \
+reason detect.fault.bad_bytes | gf_grepq -Eq "cache_bytes covers the layout: cache_bytes 64 for \(2, L [0-9]+, B 1, H_kv [0-9]+, length [1-9]" \
     || fail "bad_bytes: $(reason detect.fault.bad_bytes)"
-reason detect.fault.no_own_key | grep -Eq "own key: a fully padded query row: .*forward call #[0-9]+ \(B 2, T [0-9]+, uncached.*logit \(row 1, .* is NaN" \
+reason detect.fault.no_own_key | gf_grepq -Eq "own key: a fully padded query row: .*forward call #[0-9]+ \(B 2, T [0-9]+, uncached.*logit \(row 1, .* is NaN" \
     || fail "no_own_key: $(reason detect.fault.no_own_key)"
 echo "ok   one fault model: $n backend faults, all fail, exit 1"

@@ -33,7 +33,7 @@ strays() {
     local p
     for p in /proc/[0-9]*; do
         [[ "${p#/proc/}" == "$$" ]] && continue
-        { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$tmp" && echo "${p#/proc/}"
+        { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | gf_grepq -qF -- "$tmp" && echo "${p#/proc/}"
     done
     return 0
 }
@@ -152,10 +152,10 @@ died='killed by signal 11 \(SIGSEGV, [^)]*\)'
 # AddressSanitizer catches the SIGSEGV itself, reports and exits 1
 [[ $asan -eq 0 ]] || died="($died|exited with status [0-9]+ without a result)"
 grep -A1 '^CRASH .*detect\.runner\.crash' "$tmp/out2" | tail -n 1 \
-    | grep -Eq "^    $died in forward call #1 \(B 1, T 2, cache length 0\)$" \
+    | gf_grepq -Eq "^    $died in forward call #1 \(B 1, T 2, cache length 0\)$" \
     || fail "ref-crash: no call named on the console"
 grep -A1 '^TIMEOUT .*detect\.runner\.hang' "$tmp/out2" | tail -n 1 \
-    | grep -Eq "^    timed out after $HANG_TIMEOUT s in forward call #1 \(B 1, T 2, cache length 0\)" \
+    | gf_grepq -Eq "^    timed out after $HANG_TIMEOUT s in forward call #1 \(B 1, T 2, cache length 0\)" \
     || fail "ref-hang: no call named on the console"
 "$PY" - "$tmp/rep2/run.json" "$tmp/rep2h/run.json" <<'PY' || fail "ref-crash / ref-hang: crash_context in run.json"
 import json, sys

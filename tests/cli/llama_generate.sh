@@ -12,7 +12,7 @@ gf_test_init llama_generate
 m="$GF_SRC/models/holmes-llama"
 
 "$GENFENCE" generate --model "$m" --prompt "Sherlock Holmes" >"$tmp/out" 2>"$tmp/err" || fail "generate exit $?"
-head -c 15 "$tmp/out" | grep -qx "Sherlock Holmes" || fail "output does not start with the prompt: $(head -c 60 "$tmp/out")"
+head -c 15 "$tmp/out" | gf_grepq -qx "Sherlock Holmes" || fail "output does not start with the prompt: $(head -c 60 "$tmp/out")"
 grep -q "^\[64 new tokens, stop_reason length," "$tmp/err" || fail "no 64-token summary: $(cat "$tmp/err")"
 line=$(grep "^\[kv cache" "$tmp/err") || fail "no kv cache line: $(cat "$tmp/err")"
 echo "$line"

@@ -82,7 +82,7 @@ rc=0
 echo "ok   4: :repack=off and the fixed engine pass; a bad option is exit 2 naming it"
 
 # 5. the baseline: known, then fixed
-if ! "$GENFENCE" run --help 2>&1 | grep -q -- '--baseline'; then
+if ! "$GENFENCE" run --help 2>&1 | gf_grepq -q -- '--baseline'; then
     echo "note: this genfence has no 'run --baseline' (issue 24 item 2): part 5 not run"
     echo "llamacpp_amx_crash: ok"
     exit 0

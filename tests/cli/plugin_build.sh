@@ -38,7 +38,7 @@ env -u CPATH -u C_INCLUDE_PATH PKG_CONFIG_PATH="$pcdir" \
     || { cat "$tmp/cfg.log"; fail "configure"; }
 cmake --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build"; }
 if grep -q "$GF_SRC/include" "$tmp/build/compile_commands.json" 2>/dev/null \
-   || grep -rq -- "-I$GF_SRC" "$tmp/build/CMakeFiles" 2>/dev/null; then
+   || gf_grepq -rq -- "-I$GF_SRC" "$tmp/build/CMakeFiles" 2>/dev/null; then
     fail "the plugin build used the source tree's headers"
 fi
 so="$tmp/build/libgenfence_example.so"

@@ -76,7 +76,7 @@ check() { # plugin path, expected message (grep -E)
     rc=$?
     set -e
     [ $rc -eq 2 ] || fail "backends --backend $so: exit $rc, want 2"
-    grep -F "$so" <<<"$out" | grep -E "unavailable" | grep -Eq "$want" ||
+    grep -F "$so" <<<"$out" | grep -E "unavailable" | gf_grepq -Eq "$want" ||
         fail "backends does not list $so unavailable with /$want/"
 }
 V=$(sed -n 's/^#define GF_BACKEND_ABI_VERSION \([0-9]*\)u.*/\1/p' "$GF_SRC/include/genfence/backend.h")

@@ -68,6 +68,6 @@ set +e
 rc=$?
 set -e
 [[ $rc == 2 ]] || fail "backends --backend the longer table: exit $rc, want 2"
-grep -F "$long" "$tmp/bl" | grep -q "unavailable.*newer genfence" ||
+grep -F "$long" "$tmp/bl" | gf_grepq -q "unavailable.*newer genfence" ||
     fail "backends does not list the longer table unavailable"
 echo "ok   a table longer than this genfence's is refused with exit 2 and a clear message"

@@ -139,7 +139,7 @@ interrupt_run() { # $1: signal name without SIG, $2: expected exit status
     cat "$tmp/int.out"
     [[ $rc -eq $2 ]] || fail "SIG$1: exit $rc, want $2"
     grep -q "^interrupted by SIG$1: 1 run stopped, 1 not run" "$tmp/int.out" || fail "SIG$1: no interruption line"
-    tail -n 1 "$tmp/int.out" | grep -Eq '^1 passed, 2 failed, 0 skipped$' || fail "SIG$1: last line $(tail -n 1 "$tmp/int.out")"
+    tail -n 1 "$tmp/int.out" | gf_grepq -Eq '^1 passed, 2 failed, 0 skipped$' || fail "SIG$1: last line $(tail -n 1 "$tmp/int.out")"
     local left
     left=$(find "$R" -name '*.tmp*' -o -name '.staging.*')
     [[ -z "$left" ]] || fail "SIG$1: left behind: $left"

@@ -19,9 +19,9 @@ bad="$GF_BUILD/tests/backends/libgenfence_test_ref_bad_cache.so"
 "$GENFENCE" run cases/sampler.yaml cases/generation.yaml --filter '^(cache\.sherlock|top_k\.fence|left_padding\.positions)$' \
     --backend ref --no-triangulate --report-dir "$tmp/a" >"$tmp/a.txt" 2>&1 || { cat "$tmp/a.txt"; fail "the passing run failed"; }
 cat "$tmp/a.txt"
-tail -n 2 "$tmp/a.txt" | head -n 1 | grep -qx 'ref: 1 passed, 0 failed, 0 skipped; engine alone: 2 passed, 0 failed, 0 skipped' ||
+tail -n 2 "$tmp/a.txt" | head -n 1 | gf_grepq -qx 'ref: 1 passed, 0 failed, 0 skipped; engine alone: 2 passed, 0 failed, 0 skipped' ||
     fail "per-backend line: $(tail -n 2 "$tmp/a.txt" | head -n 1)"
-tail -n 1 "$tmp/a.txt" | grep -qx '3 passed, 0 failed, 0 skipped' || fail "last line: $(tail -n 1 "$tmp/a.txt")"
+tail -n 1 "$tmp/a.txt" | gf_grepq -qx '3 passed, 0 failed, 0 skipped' || fail "last line: $(tail -n 1 "$tmp/a.txt")"
 grep -q "^reports: .*run.json, .*junit.xml, .*index.html$" "$tmp/a.txt" || fail "the reports line does not name index.html"
 "$PY" - "$tmp/a/run.json" <<'PY' || fail "run.json's per-backend summary"
 import json, sys
@@ -39,7 +39,7 @@ set -e
 cat "$tmp/b.txt"
 [[ $rc == 1 ]] || fail "--require-backend ref reaching no case: exit $rc, want 1"
 grep -q "^backend ref reached no case" "$tmp/b.txt" || fail "the unreached backend is not said"
-tail -n 1 "$tmp/b.txt" | grep -qx '2 passed, 1 failed, 0 skipped' || fail "last line: $(tail -n 1 "$tmp/b.txt")"
+tail -n 1 "$tmp/b.txt" | gf_grepq -qx '2 passed, 1 failed, 0 skipped' || fail "last line: $(tail -n 1 "$tmp/b.txt")"
 # without --require-backend: said, not a failure
 "$GENFENCE" run cases/sampler.yaml --filter '^top_k\.fence$' --backend ref --no-report >"$tmp/b2.txt" 2>&1 || fail "an unreached named backend failed the run"
 grep -q "^backend ref reached no case" "$tmp/b2.txt" || fail "the unreached named backend is not said"
@@ -49,7 +49,7 @@ grep -q "^backend ref reached no case" "$tmp/b2.txt" || fail "the unreached name
     --report-dir "$tmp/c" >"$tmp/c.txt" 2>&1 || { cat "$tmp/c.txt"; fail "a must-fail case as declared did not exit 0"; }
 cat "$tmp/c.txt"
 grep -q "^as declared: 1 of 1 run" "$tmp/c.txt" || fail "no 'as declared' line"
-tail -n 1 "$tmp/c.txt" | grep -qx '1 passed, 0 failed, 0 skipped' || fail "as declared, last line: $(tail -n 1 "$tmp/c.txt")"
+tail -n 1 "$tmp/c.txt" | gf_grepq -qx '1 passed, 0 failed, 0 skipped' || fail "as declared, last line: $(tail -n 1 "$tmp/c.txt")"
 grep -q "^FAIL .*detect.cache.bad_cache.*as declared" "$tmp/c.txt" || fail "the verdict line does not keep FAIL and say as declared"
 sed 's/backends: \[ref-bad-cache\]/backends: [ref]/' cases/detect/model.yaml >"$tmp/on_ref.yaml"
 set +e

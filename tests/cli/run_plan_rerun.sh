@@ -84,7 +84,7 @@ grep -q "^plan: error " "$tmp/p2.out" || fail "--plan with an unknown backend na
 rc=0
 "$GENFENCE" run cases/sampler.yaml --plan >"$tmp/p0.out" 2>&1 || rc=$?
 [[ $rc == 0 ]] || { cat "$tmp/p0.out"; fail "--plan of a runnable suite exited $rc"; }
-if "$GENFENCE" backends 2>/dev/null | grep -q '^cuda .*unavailable\|^cuda: .*unavailable\|cuda.*not available'; then :; fi
+if "$GENFENCE" backends 2>/dev/null | gf_grepq -q '^cuda .*unavailable\|^cuda: .*unavailable\|cuda.*not available'; then :; fi
 rc=0
 "$GENFENCE" run cases/golden.yaml --require-backend cuda --plan >"$tmp/p1.out" 2>&1 || rc=$?
 if grep -q "^plan: skip .*\[cuda\]  backend unavailable" "$tmp/p1.out"; then

@@ -31,9 +31,9 @@ set -e
 # `genfence backends` shows them, run.json's backend entry carries them
 "$GENFENCE" backends --backend "$B/libgenfence_test_faulty_ref_noise_q8_0.so" >"$tmp/backends.out" \
   || fail "genfence backends exited $?"
-grep -F "libgenfence_test_faulty_ref_noise_q8_0.so available" "$tmp/backends.out" | grep -q '; weights q8_0$' \
+grep -F "libgenfence_test_faulty_ref_noise_q8_0.so available" "$tmp/backends.out" | gf_grepq -q '; weights q8_0$' \
   || { cat "$tmp/backends.out"; fail "genfence backends does not show 'weights q8_0' for ref-noise-q8_0"; }
-grep -E '^ref +available' "$tmp/backends.out" | grep -q 'weights' \
+grep -E '^ref +available' "$tmp/backends.out" | gf_grepq -q 'weights' \
   && fail "genfence backends shows a weight type for ref, which declares none"
 "$GENFENCE" backends --json --backend "$B/libgenfence_test_faulty_ref_noise_q8_0.so" >"$tmp/backends.json"
 "$PY" - "$tmp/backends.json" "$tmp/rep/run.json" <<'PY' || fail "weights / kv_cache in the backend entries"
@@ -70,7 +70,7 @@ for b in doc["backends"]:
 json.dump(doc, open(sys.argv[3], "w"))
 PY
 for v in entry tier; do
-  "$GENFENCE" scoreboard "$tmp/$v.json" | grep -q '| ref-noise-q8_0 (fp32; weights q8_0, kv f32) |' \
+  "$GENFENCE" scoreboard "$tmp/$v.json" | gf_grepq -q '| ref-noise-q8_0 (fp32; weights q8_0, kv f32) |' \
     || fail "scoreboard: the q8_0 column lost its weight type when only the $v names it"
 done
 

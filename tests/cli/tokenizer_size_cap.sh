@@ -30,7 +30,7 @@ else bad "200 MB file: exit $rc: $(cat "$tmp/out")"; fi
 
 # under a memory cap: a 30 MB tokenizer.json (within the size cap; 3M merges
 # as pairs) that jansson cannot parse in 512 MB of address space must say why
-if ldd "$GENFENCE" 2>/dev/null | grep -q -e libasan -e libtsan; then
+if ldd "$GENFENCE" 2>/dev/null | gf_grepq -q -e libasan -e libtsan; then
     echo "SKIP the memory-cap case: a sanitizer build cannot run under ulimit -v (its shadow memory)"
 else
     "$GF_PYTHON" - "$tmp/mem.json" <<'PY'

@@ -87,7 +87,7 @@ print("ok   hang: the probe's record says timeout")
 PY
 
 # agreeing backends: no triangulation output marks anything OFF
-if "$GENFENCE" backends | grep -Eq "^openblas +available "; then
+if "$GENFENCE" backends | gf_grepq -Eq "^openblas +available "; then
     "$GENFENCE" run cases/generation.yaml --filter '^cache\.sherlock$' --backend ref --backend openblas \
         --report-dir "$tmp/ok" > "$tmp/ok.txt" 2>&1 || { cat "$tmp/ok.txt"; fail "ref + openblas failed"; }
     grep -q "openblas .*agrees with ref" "$tmp/ok.txt" || { cat "$tmp/ok.txt"; fail "openblas not reported as agreeing"; }

@@ -66,3 +66,15 @@ fail() {
     echo "${GF_TEST_NAME:-test}: FAIL: $*" >&2
     exit 1
 }
+
+# gf_grepq ARGS...: `CMD | gf_grepq -q PATTERN` where a test would write
+# `CMD | grep -q PATTERN`. Under `set -o pipefail` the plain form is racy:
+# grep -q exits at its first match, and a CMD still writing (genfence --help,
+# a long report) dies of SIGPIPE, so the pipeline reads as false. gf_grepq
+# reads all of its input first, then greps it. Exported for `bash -c`.
+gf_grepq() {
+    local input
+    input=$(cat)
+    grep "$@" <<<"$input"
+}
+export -f gf_grepq
