@@ -231,6 +231,10 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->weights = lc_wtype_name(c.wtype);
     info->kv_cache = c.kv_f16 ? "f16" : "f32";
     info->cpu_path = path;
+    /* every mechanism through the GGUF it converts to; what its graphs lack
+     * (GPT-2 with erf GELU or ReLU, a key position gap) it refuses, and a
+     * declared probe it refuses is a finding: those cases exclude it */
+    info->probes = "all";
     return gf_backend_info_put(info_out, info);
 }
 
