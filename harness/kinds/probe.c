@@ -59,8 +59,12 @@ static void shape_name(gf_probe_spec *s)
     size_t n = 0;
     if (s->mode == GF_PROBE_CACHED) {
         n += (size_t)snprintf(calls + n, sizeof calls - n, " cached[");
-        for (size_t i = 0; i < s->n_chunks && n < sizeof calls - 8; i++)
-            n += (size_t)snprintf(calls + n, sizeof calls - n, "%s%d", i ? "," : "", (int)s->chunks[i]);
+        for (size_t i = 0, r; i < s->n_chunks && n < sizeof calls - 12; i += r) { /* runs as 1x8 */
+            for (r = 1; i + r < s->n_chunks && s->chunks[i + r] == s->chunks[i]; r++)
+                ;
+            n += (size_t)snprintf(calls + n, sizeof calls - n, r > 1 ? "%s%dx%zu" : "%s%d", i ? "," : "",
+                                  (int)s->chunks[i], r);
+        }
         snprintf(calls + n, sizeof calls - n, "]");
     } else if (s->mode == GF_PROBE_PADDED) {
         snprintf(calls, sizeof calls, " padded");
@@ -379,8 +383,15 @@ static void run_probe(const gf_case *c, gf_krun *k)
                    mech, s->shape, probes, what, gf_error_msg());
         goto done;
     }
-    if (st != GF_OK) {
-        gf_k_status(k, st, what);
+    if (st == GF_E_UNAVAILABLE) {
+        gf_k_skip(k, "probe %s [%s]: %s", mech, s->shape, gf_error_msg());
+        goto done;
+    }
+    if (st != GF_OK) { /* bad input is ours (the case's shape): error; anything else the backend's: fail */
+        if (st == GF_E_INVALID_ARG || st == GF_E_FORMAT || st == GF_E_IO)
+            gf_k_error(k, "probe %s [%s]: %s: %s", mech, s->shape, what, gf_error_msg());
+        else
+            gf_k_check(k, 0, "backend runs the probe", "probe %s [%s]: %s: %s", mech, s->shape, what, gf_error_msg());
         goto done;
     }
     /* 4. NMSE over the real positions; the worst position by squared error */
