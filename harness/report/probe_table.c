@@ -29,6 +29,28 @@ static void cell(char *buf, size_t cap, double v)
         snprintf(buf, cap, "%.2e", v);
 }
 
+/* The NMSE, bound and headroom of a probe record's metrics, as printed:
+ * "-" where absent (a run that produced no logits), "inf" for a non-finite
+ * NMSE, "exact" for the headroom of an NMSE of 0. */
+typedef struct probe_cells {
+    char nmse[16], bound[16], headroom[16];
+} probe_cells;
+
+static probe_cells cells_of(const json_t *m)
+{
+    probe_cells c;
+    double nmse = metric(m, "nmse");
+    if (json_is_false(json_object_get(m, "nmse_finite")))
+        nmse = INFINITY;
+    cell(c.nmse, sizeof c.nmse, nmse);
+    cell(c.bound, sizeof c.bound, metric(m, "bound"));
+    if (json_is_null(json_object_get(m, "headroom")))
+        snprintf(c.headroom, sizeof c.headroom, "exact");
+    else
+        cell(c.headroom, sizeof c.headroom, metric(m, "headroom"));
+    return c;
+}
+
 static const json_t *metrics_of(const gf_job *j) { return j->record ? json_object_get(j->record, "metrics") : NULL; }
 
 void gf_probe_table_print(const gf_run_info *r)
@@ -48,18 +70,9 @@ void gf_probe_table_print(const gf_run_info *r)
         const json_t *m = metrics_of(j);
         const char *probe = json_string_value(json_object_get(m, "probe"));
         const char *shape = json_string_value(json_object_get(m, "shape"));
-        char nm[16], bd[16], hr[16];
-        double nmse = metric(m, "nmse");
-        if (json_is_false(json_object_get(m, "nmse_finite")))
-            nmse = INFINITY;
-        cell(nm, sizeof nm, nmse);
-        cell(bd, sizeof bd, metric(m, "bound"));
-        if (json_is_null(json_object_get(m, "headroom")))
-            snprintf(hr, sizeof hr, "exact");
-        else
-            cell(hr, sizeof hr, metric(m, "headroom"));
+        probe_cells cl = cells_of(m);
         printf("  %-10s %-64s %-16s %-9s %-9s %-9s %s", probe ? probe : "?", shape ? shape : j->c->id,
-               j->backend ? j->backend->name : "-", nm, bd, hr, gf_verdict_label(j->verdict));
+               j->backend ? j->backend->name : "-", cl.nmse, cl.bound, cl.headroom, gf_verdict_label(j->verdict));
         if (j->verdict != GF_V_PASS && j->reason)
             printf("  %.100s%s", j->reason, strlen(j->reason) > 100 ? "..." : "");
         printf("\n");
@@ -143,23 +156,14 @@ void gf_probe_table_html(gf_buf *b, const json_t *results)
             }
             const json_t *hm = json_object_get(hit, "metrics");
             const char *v = gf_html_jstr(hit, "verdict");
-            char nm[16], bd[16], hr[16];
-            double nmse = metric(hm, "nmse");
-            if (json_is_false(json_object_get(hm, "nmse_finite")))
-                nmse = INFINITY;
-            cell(nm, sizeof nm, nmse);
-            cell(bd, sizeof bd, metric(hm, "bound"));
-            if (json_is_null(json_object_get(hm, "headroom")))
-                snprintf(hr, sizeof hr, "exact");
-            else
-                cell(hr, sizeof hr, metric(hm, "headroom"));
-            gf_buf_printf(b, "<td class=\"v-%s\" title=\"bound %s, headroom %s", v ? v : "", bd, hr);
+            probe_cells cl = cells_of(hm);
+            gf_buf_printf(b, "<td class=\"v-%s\" title=\"bound %s, headroom %s", v ? v : "", cl.bound, cl.headroom);
             const char *why = gf_html_jstr(hit, "reason");
             if (why && *why) {
                 gf_buf_puts(b, "; ");
                 gf_html_esc(b, why);
             }
-            gf_buf_printf(b, "\">%s ", nm);
+            gf_buf_printf(b, "\">%s ", cl.nmse);
             gf_html_verdict_span(b, v ? v : "");
             gf_buf_puts(b, "</td>");
         }
