@@ -65,6 +65,12 @@ static json_t *config_json(const gf_model_config *c, const json_t *extra)
         json_object_set_new(o, "hidden_act", json_string("silu"));
         json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied_head));
     }
+    if (c->arch == GF_ARCH_LLAMA && c->rope_scaling == GF_ROPE_SCALING_LINEAR) {
+        json_t *rs = json_object();
+        json_object_set_new(rs, "rope_type", json_string("linear"));
+        json_object_set_new(rs, "factor", json_real(c->rope_factor));
+        json_object_set_new(o, "rope_scaling", rs);
+    }
     if (c->bos_id >= 0)
         json_object_set_new(o, "bos_token_id", json_integer(c->bos_id));
     if (c->eos_id >= 0)
@@ -80,6 +86,12 @@ gf_status gf_model_write(const gf_model_desc *desc, const json_t *extra_config, 
         return gf_error_set(GF_E_INVALID_ARG, "gf_model_write: NULL argument");
     const gf_model_config *c = &desc->config;
     const gf_model_weights *w = &desc->weights;
+    if (c->arch == GF_ARCH_LLAMA && c->rope_scaling == GF_ROPE_SCALING_LLAMA3 &&
+        !(extra_config && json_object_get(extra_config, "rope_scaling"))) {
+        /* the config keeps the factor only, not the llama3 blend's other three */
+        return gf_error_set(GF_E_UNSUPPORTED, "gf_model_write: llama3 rope scaling needs its rope_scaling mapping in "
+                                              "extra_config (the config keeps only the factor)");
+    }
     const int64_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, P = c->n_positions;
     const int64_t Q = (int64_t)c->n_head * c->d_head, KV = (int64_t)c->n_kv_head * c->d_head;
     tensor_list l = {0};
