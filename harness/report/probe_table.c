@@ -72,7 +72,8 @@ void gf_probe_table_print(const gf_run_info *r)
         const char *shape = json_string_value(json_object_get(m, "shape"));
         probe_cells cl = cells_of(m);
         printf("  %-10s %-64s %-16s %-9s %-9s %-9s %s", probe ? probe : "?", shape ? shape : j->c->id,
-               j->backend ? j->backend->name : "-", cl.nmse, cl.bound, cl.headroom, gf_verdict_label(j->verdict));
+               j->backend ? gf_backend_label(j->backend) : "-", cl.nmse, cl.bound, cl.headroom,
+               gf_verdict_label(j->verdict));
         if (j->verdict != GF_V_PASS && j->reason)
             printf("  %.100s%s", j->reason, strlen(j->reason) > 100 ? "..." : "");
         printf("\n");
@@ -80,6 +81,15 @@ void gf_probe_table_print(const gf_run_info *r)
 }
 
 /* ---- the HTML grid ---- */
+
+/* A result's backend as the grid's column names it: the requested
+ * NAME:CONFIG (llamacpp:f16 beside llamacpp), the reported name for a
+ * plugin path. */
+static const char *column_of(const json_t *res)
+{
+    const char *req = gf_html_jstr(res, "backend_requested"), *name = gf_html_jstr(res, "backend");
+    return req && !strchr(req, '/') ? req : name;
+}
 
 static int is_probe(const json_t *res)
 {
@@ -97,7 +107,7 @@ void gf_probe_table_html(gf_buf *b, const json_t *results)
         if (!is_probe(res))
             continue;
         n_probe++;
-        const char *be = gf_html_jstr(res, "backend");
+        const char *be = column_of(res);
         size_t k = 0;
         while (k < nb && strcmp(backends[k], be ? be : ""))
             k++;
@@ -144,7 +154,7 @@ void gf_probe_table_html(gf_buf *b, const json_t *results)
             size_t q;
             json_array_foreach(results, q, o)
             {
-                const char *oid = gf_html_jstr(o, "id"), *obe = gf_html_jstr(o, "backend");
+                const char *oid = gf_html_jstr(o, "id"), *obe = column_of(o);
                 if (is_probe(o) && oid && id && !strcmp(oid, id) && obe && !strcmp(obe, backends[k])) {
                     hit = o;
                     break;

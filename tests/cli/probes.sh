@@ -71,7 +71,7 @@ print(f"ok   {sys.argv[3]}: {n_fail} probes fail ({sys.argv[2]}), the rest pass"
 PY
 }
 check_fault ref_attn_no_max 'probe\.attention\.big_scores(\.gpt2|\.cached)?'
-check_fault ref_rope_off_by_one 'probe\.(attention\.(causal|padded|cached\.(prefill|one_by_one|uneven)|big_scores(\.cached)?)|rope\..*|gqa\..*|head_dim\..*)'
+check_fault ref_rope_off_by_one 'probe\.(attention\.(causal|padded|cached\.(prefill|one_by_one|uneven)|big_scores(\.cached)?|d36)|rope\..*|gqa\..*|head_dim\..*)'
 check_fault ref_rms_eps_outside 'probe\.norm\.rms\.tiny'
 check_fault ref_head_dim_80 'probe\.head_dim\.80(\.cached)?'
 check_fault faulty_ref_refuse_dh80 'probe\.head_dim\.80(\.cached)?'
