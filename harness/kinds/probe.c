@@ -12,8 +12,9 @@
  * matrix products); a backend whose weights are quantized is skipped (the
  * statistical tier judges those). A pass records its headroom, bound / NMSE.
  *
- * The backend says which probes it runs (gf_backend_info.probes): an
- * undeclared probe is skipped; a declared one that the backend refuses
+ * The backend says which probes it runs (gf_backend_info.probes: names or
+ * "all", and "-TAG" for the cases it leaves out): an undeclared probe is
+ * skipped; a declared one that the backend refuses
  * (GF_E_UNSUPPORTED at model_load or in a call) fails: it would hand the
  * shape to another path, or to none. */
 #define _GNU_SOURCE /* mkdtemp */
@@ -125,7 +126,8 @@ static int parse_probe(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     int rc_chunks = gf_y_ints(ctx, m, "chunks", 0, 1, 1 << 16, 1, &s->chunks, &s->n_chunks);
     int rc_pad = gf_y_ints(ctx, m, "pad", 0, 0, 1 << 16, 1, &s->pad, &s->n_pad);
     bad |= rc_chunks < 0 || rc_pad < 0;
-    bad |= gf_y_double(ctx, m, "bound", 0, &s->bound) < 0;
+    int rc_bound = gf_y_double(ctx, m, "bound", 0, &s->bound);
+    bad |= rc_bound < 0;
     if (bad)
         return -1;
     s->mech = mech;
@@ -162,7 +164,8 @@ static int parse_probe(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
            s->n_kv_head);
     REFUSE(!gpt2 && s->d_head % 2, m, "probe: d_head %lld is odd (rotary positions rotate pairs)", s->d_head);
     REFUSE(s->tokens > s->n_positions, m, "probe: tokens %lld past n_positions %lld", s->tokens, s->n_positions);
-    REFUSE(!(s->bound >= 0) || !isfinite(s->bound), m, "probe: bound must be a finite number >= 0");
+    REFUSE(rc_bound > 0 && !(s->bound > 0 && isfinite(s->bound)), gf_y_get(ctx, m, "bound", 0),
+           "probe: bound must be a finite NMSE > 0 (leave it out for the rule by compute type)");
     REFUSE(s->mode != GF_PROBE_CACHED && rc_chunks > 0, m, "probe: 'chunks' needs mode: cached");
     REFUSE(s->mode != GF_PROBE_PADDED && rc_pad > 0, m, "probe: 'pad' needs mode: padded");
     if (s->mode == GF_PROBE_CACHED) {
@@ -211,23 +214,35 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Is probe `name` in the backend's declaration ("all" or a comma list)? */
-static int declared(const char *list, const char *name)
+/* Does the backend's declaration take this probe case? The declaration is
+ * a comma list: "all" or probe names take, "-TAG" leaves out the cases
+ * tagged TAG (or the probe named TAG), whatever else takes them
+ * (llamacpp: "all,-gelu_erf,-relu"). *why names the item that left it out. */
+static int declared(const char *list, const gf_case *c, const char *name, char *why, size_t cap)
 {
+    int take = 0;
+    why[0] = 0;
     if (!list)
         return 0;
-    size_t n = strlen(name);
     for (const char *p = list; *p;) {
         while (*p == ',' || *p == ' ')
             p++;
         const char *e = p;
         while (*e && *e != ',' && *e != ' ')
             e++;
-        if ((e - p == 3 && !strncmp(p, "all", 3)) || ((size_t)(e - p) == n && !strncmp(p, name, n)))
-            return 1;
+        char item[64];
+        snprintf(item, sizeof item, "%.*s", (int)(e - p < 63 ? e - p : 63), p);
+        if (item[0] == '-') {
+            if (!strcmp(item + 1, name) || gf_case_has_tag(c, item + 1)) {
+                snprintf(why, cap, "%s", item);
+                return 0;
+            }
+        } else if (item[0] && (!strcmp(item, "all") || !strcmp(item, name))) {
+            take = 1;
+        }
         p = e;
     }
-    return 0;
+    return take;
 }
 
 /* Every call of the probe on one session: logits (B, T, V) of all positions,
@@ -328,11 +343,12 @@ static void run_probe(const gf_case *c, gf_krun *k)
             gf_registry_close(&h);
         }
     }
-    const int is_declared = declared(has_decl ? probes : NULL, mech);
+    char left_out[64];
+    const int is_declared = declared(has_decl ? probes : NULL, c, mech, left_out, sizeof left_out);
     gf_k_metric_json(k, "declared", has_decl ? json_string(probes) : json_null());
     if (!is_declared) {
-        gf_k_skip(k, "backend '%s' does not declare probe '%s' (info.probes: %s)", k->backend_name, mech,
-                  has_decl ? probes : "not said");
+        gf_k_skip(k, "backend '%s' does not declare probe '%s'%s%s (info.probes: %s)", k->backend_name, mech,
+                  left_out[0] ? " for this case: it leaves out " : "", left_out, has_decl ? probes : "not said");
         goto done;
     }
     if (weights[0] && strcmp(weights, "f32") && strcmp(weights, "f16") && strcmp(weights, "bf16")) {

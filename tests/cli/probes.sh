@@ -108,7 +108,12 @@ case "$("$GENFENCE" backends | awk '$1 == "llamacpp"')" in
     [[ $rc == 0 || $rc == 1 ]] || { cat "$tmp/llamacpp.out"; fail "llamacpp: exit $rc"; }
     n=$(grep -cE '^  (embedding|attention|rope|norm|mlp|head) +(llama|gpt2) .* llamacpp ' "$tmp/llamacpp.out" || true)
     (( n >= n_cases - 2 )) || { cat "$tmp/llamacpp.out"; fail "llamacpp: $n table lines"; }
-    echo "ok   llamacpp: $n probes in the table" ;;
+    # what its gpt2 graph lacks it leaves out by tag (info.probes "all,-gelu_erf,-relu"): skipped, not refused
+    for t in gelu_erf relu; do
+      gf_grepq -qE "^  mlp +gpt2 $t .* skip .*it leaves out -$t" <"$tmp/llamacpp.out" \
+        || { cat "$tmp/llamacpp.out"; fail "llamacpp: the $t MLP probe is not skipped as left out"; }
+    done
+    echo "ok   llamacpp: $n probes in the table, gelu_erf and relu left out by its declaration" ;;
   *) echo "skip llamacpp: not built or unavailable here" ;;
 esac
 echo "probes: ok"
