@@ -79,14 +79,20 @@ def main():
     a = ap.parse_args()
     model = build(a.family, a.rope_scaling, a.seed, a.untied, json.loads(a.config))
     model = model.to({"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[a.dtype])
-    kw = {"max_shard_size": f"{a.shard_kb}KB"} if a.shard_kb else {}
-    model.save_pretrained(a.out, safe_serialization=True, **kw)
-    gc = os.path.join(a.out, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
-    shutil.copy(TOKENIZER, os.path.join(a.out, "tokenizer.json"))
+    save(model, a.out, a.shard_kb)
     print(a.out)
     return 0
+
+
+def save(model, out, shard_kb=0):
+    """save_pretrained (safetensors, sharded with shard_kb), no
+    generation_config.json, holmes-gpt's tokenizer.json."""
+    kw = {"max_shard_size": f"{shard_kb}KB"} if shard_kb else {}
+    model.save_pretrained(out, safe_serialization=True, **kw)
+    gc = os.path.join(out, "generation_config.json")
+    if os.path.exists(gc):
+        os.remove(gc)
+    shutil.copy(TOKENIZER, os.path.join(out, "tokenizer.json"))
 
 
 if __name__ == "__main__":
