@@ -1,6 +1,8 @@
 /* config.json (Hugging Face) -> gf_model_config: GPT-2, and the Llama family
- * (model_type "llama", and "qwen2" = Llama with q/k/v biases). Defaults are
- * transformers 4.47.1's (GPT2Config, LlamaConfig, Qwen2Config). */
+ * (model_type "llama", "qwen2" = Llama with q/k/v biases, "mistral" = Llama
+ * with a sliding window), with the rope_scaling and sliding-window
+ * parameters in gf_rope_params. Defaults are transformers 4.47.1's
+ * (GPT2Config, LlamaConfig, Qwen2Config, MistralConfig). */
 #include "genfence/model.h"
 #include "model_internal.h"
 
@@ -462,10 +464,10 @@ static gf_status rope_scaling(const char *path, json_t *root, const gf_model_con
     if (!strcmp(type, "dynamic"))
         return gf_error_set(GF_E_UNSUPPORTED,
                             "%s: rope_scaling rope_type 'dynamic' (NTK) is not supported: transformers 4.47.1 "
-                            "recomputes the frequencies from max(position_ids) + 1 at every forward once it passes "
-                            "max_position_embeddings (keeping the largest seen), so keys already in a KV cache "
-                            "carry other frequencies than a recompute gives; genfence's backends take one fixed "
-                            "set of frequencies",
+                            "recomputes the frequencies from max(position_ids) + 1 at every forward past "
+                            "max_position_embeddings (keeping the largest seen), so its own cached and uncached "
+                            "forwards disagree there (cached keys, and the hidden states under them, carry older "
+                            "frequencies); genfence's backends take one fixed set of frequencies (docs/model-files.md)",
                             path);
     int llama3 = !strcmp(type, "llama3");
     if (!llama3 && strcmp(type, "linear") != 0)
