@@ -407,7 +407,8 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
         m->desc.rope_attn_factor = (float)rope.attn_factor; /* torch rounds the Python float to float32 */
         m->desc.needs |= GF_MODEL_NEEDS_ROPE_ATTN_FACTOR;
     }
-    if (rope.sliding_window > 0) {
+    /* a window of at least n_positions keys never hides one: no need to ask for it */
+    if (rope.sliding_window > 0 && rope.sliding_window < cfg.n_positions) {
         if (!(m->layer_window = malloc((size_t)cfg.n_layer * sizeof *m->layer_window))) {
             s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);
             goto fail;
