@@ -435,10 +435,39 @@ static gf_status rope_longrope(const char *path, json_t *root, json_t *rs, const
     return GF_OK;
 }
 
+/* dynamic (NTK), as transformers 4.47.1's LlamaRotaryEmbedding: the
+ * frequencies are recomputed from seq_len = max(position_ids) + 1 only once
+ * seq_len > max_position_embeddings, which is past genfence's context (its
+ * positions stop at max_position_embeddings - 1): within it they are the
+ * default ones, and at seq_len == max_position_embeddings the NTK base
+ * (factor seq_len / max - (factor - 1) = 1) is the plain base too. factor is
+ * required; a rope_scaling original_max_position_embeddings other than
+ * max_position_embeddings is refused (4.47.1 ignores it, later versions take
+ * it as the threshold, which would fall inside the context). */
+static gf_status rope_dynamic(const char *path, json_t *rs, const gf_model_config *c, gf_rope_params *rp)
+{
+    gf_status s;
+    if (!json_object_get(rs, "factor"))
+        return gf_error_set(GF_E_FORMAT, "%s: rope_scaling (dynamic) is missing 'factor'", path);
+    if ((s = opt_pos_real(path, rs, "factor", 1.0, 1e12, &rp->factor)) != GF_OK)
+        return gf_error_prefix(s, "rope_scaling");
+    json_t *om = json_object_get(rs, "original_max_position_embeddings");
+    if (om && !json_is_null(om) && (!json_is_integer(om) || json_integer_value(om) != (json_int_t)c->n_positions))
+        return gf_error_set(GF_E_UNSUPPORTED,
+                            "%s: rope_scaling (dynamic) original_max_position_embeddings differs from "
+                            "max_position_embeddings %d: transformers 4.47.1 scales only past "
+                            "max_position_embeddings (beyond genfence's context), later versions past the "
+                            "original length, inside it; not supported",
+                            path, (int)c->n_positions);
+    rp->max_pos = c->n_positions;
+    rp->type = GF_ROPE_SCALING_DYNAMIC;
+    return GF_OK;
+}
+
 /* rope_scaling: null / absent / rope_type "default" -> none; "linear" (factor);
  * "llama3" (factor, low_freq_factor, high_freq_factor,
- * original_max_position_embeddings); "yarn"; "longrope"; any other type
- * ("dynamic" included, see below) is GF_E_UNSUPPORTED. */
+ * original_max_position_embeddings); "yarn"; "longrope"; "dynamic"; any
+ * other type is GF_E_UNSUPPORTED. */
 static gf_status rope_scaling(const char *path, json_t *root, const gf_model_config *c, gf_rope_params *rp)
 {
     json_t *rs = json_object_get(root, "rope_scaling");
@@ -462,18 +491,12 @@ static gf_status rope_scaling(const char *path, json_t *root, const gf_model_con
     if (!strcmp(type, "longrope"))
         return rope_longrope(path, root, rs, c, rp);
     if (!strcmp(type, "dynamic"))
-        return gf_error_set(GF_E_UNSUPPORTED,
-                            "%s: rope_scaling rope_type 'dynamic' (NTK) is not supported: transformers 4.47.1 "
-                            "recomputes the frequencies from max(position_ids) + 1 at every forward past "
-                            "max_position_embeddings (keeping the largest seen), so its own cached and uncached "
-                            "forwards disagree there (cached keys, and the hidden states under them, carry older "
-                            "frequencies); genfence's backends take one fixed set of frequencies (docs/model-files.md)",
-                            path);
+        return rope_dynamic(path, rs, c, rp);
     int llama3 = !strcmp(type, "llama3");
     if (!llama3 && strcmp(type, "linear") != 0)
         return gf_error_set(GF_E_UNSUPPORTED,
                             "%s: rope_scaling rope_type '%.60s' is not supported (supported: "
-                            "linear, llama3, yarn, longrope)",
+                            "linear, llama3, yarn, longrope, dynamic)",
                             path, type);
     gf_status s;
     double big = 1e12;
@@ -702,8 +725,8 @@ void gf_rope_inv_freq(const gf_model_config *cfg, const gf_rope_params *rp, floa
     const float base = cfg->rope_theta;
     for (int32_t i = 0; i < half; i++)
         out[i] = 1.0f / pow_f32(base, dim, i);
-    if (!rp || rp->type == GF_ROPE_SCALING_NONE)
-        return;
+    if (!rp || rp->type == GF_ROPE_SCALING_NONE || rp->type == GF_ROPE_SCALING_DYNAMIC)
+        return; /* dynamic: the default frequencies within the context (rope_dynamic) */
     if (rp->type == GF_ROPE_SCALING_LONGROPE) {
         /* 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim)) */
         for (int32_t i = 0; i < half; i++)

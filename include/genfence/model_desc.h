@@ -42,6 +42,7 @@ typedef enum gf_rope_scaling {
      * gf_model_desc.rope_attn_factor (GF_MODEL_NEEDS_ROPE_ATTN_FACTOR) */
     GF_ROPE_SCALING_YARN = 3,     /* NTK-by-parts ramp between interpolation and extrapolation */
     GF_ROPE_SCALING_LONGROPE = 4, /* per-frequency factors (short or long, fixed at load) */
+    GF_ROPE_SCALING_DYNAMIC = 5,  /* NTK past max_position_embeddings only: within the context the default */
 } gf_rope_scaling;
 
 /* What a model needs from a backend beyond plain causal attention and

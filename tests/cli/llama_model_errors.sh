@@ -92,7 +92,7 @@ write("shard_no_weight_map", cfg, base, shards=2, index_edit=lambda i: i.pop("we
 d = write("both_single_and_index", cfg, base, shards=2)
 save_file(base, os.path.join(d, "model.safetensors"))
 # config
-write("rope_dynamic", dict(cfg, rope_scaling={"rope_type": "dynamic", "factor": 4.0}), base)
+write("rope_dynamic", dict(cfg, rope_scaling={"rope_type": "dynamic"}), base)
 write("rope_yarn_mscale", dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4.0, "mscale": 1.0}), base)
 write("rope_linear_no_factor", dict(cfg, rope_scaling={"rope_type": "linear"}), base)
 write("rope_llama3_partial", dict(cfg, rope_scaling={"rope_type": "llama3", "factor": 8.0}), base)
@@ -166,7 +166,7 @@ run_case shard_path_escape 2 "weight_map entry 'model.norm.weight' must name a s
     "'../x.safetensors'"
 run_case shard_no_weight_map 2 "shard_no_weight_map/model.safetensors.index.json: expected an object with a non-empty 'weight_map'"
 run_case both_single_and_index 2 "both model.safetensors and model.safetensors.index.json are present"
-run_case rope_dynamic 2 "rope_dynamic/config.json: rope_scaling rope_type 'dynamic' (NTK) is not supported"
+run_case rope_dynamic 2 "rope_dynamic/config.json: rope_scaling (dynamic) is missing 'factor'"
 run_case rope_yarn_mscale 2 "rope_yarn_mscale/config.json: rope_scaling (yarn) has 'mscale' but no 'attention_factor'"
 run_case rope_linear_no_factor 2 "rope_linear_no_factor/config.json: rope_scaling (linear) is missing 'factor'"
 run_case rope_llama3_partial 2 "rope_llama3_partial/config.json: rope_scaling (llama3) is missing 'low_freq_factor'"

@@ -4,7 +4,8 @@
 #
 # tools/training/make_rope_variants.py writes tiny seeded checkpoints (Mistral
 # with sliding_window 8, Qwen2 with use_sliding_window, YaRN at every band
-# edge, longrope at original_max_position_embeddings - 1 / 0 / + 1, ...) and
+# edge, longrope at original_max_position_embeddings - 1 / 0 / + 1, dynamic
+# NTK at the end of the context, ...) and
 # golden_generation cases over them; tools/reference/golden.py makes their
 # goldens with transformers. Then:
 #   1. every case passes the default gate on ref, openblas and onednn (those
@@ -18,10 +19,14 @@
 #   3. loader twins: genfence forward on a variant misses transformers on the
 #      same checkpoint read the way an off-by-one reads it (each YaRN band
 #      edge on the other integer, longrope's other factor set at the
-#      boundary) by more than 10x the 1e-4 gate;
+#      boundary, dynamic NTK's threshold one lower or read as linear) by more
+#      than 10x the 1e-4 gate; dynamic NTK's sweep is seq_len = max - 1 and max
+#      (the default frequencies, as 4.47.1 computes them there), its + 1 is
+#      past genfence's context (exit 2);
 #   4. configs whose meaning depends on the transformers version (yarn
-#      mscale without attention_factor, qwen2 max_window_layers != 0) and
-#      dynamic NTK are refused, exit 2, with the reason;
+#      mscale without attention_factor, qwen2 max_window_layers != 0, a
+#      dynamic threshold other than max_position_embeddings) are refused,
+#      exit 2, with the reason;
 #   5. llamacpp (when available) skips every case with the model's needs
 #      named: its backend declares no model_features. A finding, not a
 #      measure of llama.cpp.
@@ -36,7 +41,7 @@ v="$tmp/v"
 "$GF_PYTHON" "$GF_SRC/tools/reference/golden.py" --genfence "$GENFENCE" --out-dir "$v/golden" "$v/cases.yaml" \
     > "$tmp/golden.out" 2> "$tmp/golden.err" || { cat "$tmp/golden.out" "$tmp/golden.err"; fail "golden.py failed"; }
 n_cases=$("$GENFENCE" list "$v/cases.yaml" | grep -c '^rope\.')
-[[ $n_cases -eq 19 ]] || fail "expected 19 variant cases, genfence list shows $n_cases"
+[[ $n_cases -eq 21 ]] || fail "expected 21 variant cases, genfence list shows $n_cases"
 echo "ok   $n_cases variant cases, goldens made by transformers"
 
 # verdicts BACKEND: "verdict case" lines of a run over the variant cases
@@ -107,6 +112,15 @@ for model, twin, what, toks in json.load(open(twins)):
           f"vs the off-by-one reading {off:.2e} (> 1e-3)")
 sys.exit(1 if bad else 0)
 PY
+
+# dynamic NTK's +1 edge: seq_len = max_position_embeddings + 1, where 4.47.1
+# starts scaling, is past genfence's context: refused as bad input
+rc=0
+"$GENFENCE" forward --model "$v/dynamic.f3.3" --tokens "$(seq -s, 1 65)" --out "$tmp/x.safetensors" \
+    > "$tmp/ctx.out" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && gf_grepq -q "65 tokens exceed the model's 64 positions" < "$tmp/ctx.out" ||
+    { cat "$tmp/ctx.out"; fail "dynamic at seq_len max + 1: exit $rc, want 2 naming the context"; }
+echo "ok   dynamic NTK at seq_len = max_position_embeddings + 1: outside the context (exit 2)"
 
 # 4. refused configs: exit 2 and the reason
 while IFS=$'\t' read -r model why; do

@@ -763,8 +763,12 @@ Test(config, qwen2_defaults_and_refusals)
               NULL);
     j = llama_config("llama");
     json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "dynamic", "factor", 2.0));
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "rope_type 'dynamic' (NTK) is not supported",
-              "cached and uncached", NULL);
+    cr_assert(load_cfg(j, &c) == GF_OK && c.rope_scaling == GF_ROPE_SCALING_DYNAMIC && c.rope_factor == 2.0f, "%s",
+              gf_error_msg());
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:i}", "rope_type", "su", "factor", 2));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "rope_type 'su' is not supported",
+              "linear, llama3, yarn, longrope, dynamic", NULL);
     j = llama_config("llama");
     json_object_set_new(j, "rope_scaling",
                         json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0, "low_freq_factor",

@@ -20,13 +20,15 @@ DIR/cases.yaml   golden_generation cases, one prompt each (token ids), the
                    longrope: max_position_embeddings = original - 1, original,
                    original + 1 (short, short, long factors), and the
                    factor-only form
+                   dynamic: the context's last two lengths (seq_len = max - 1
+                   and max: NTK starts past max, beyond genfence's context)
 DIR/twins.json   [[variant, twin, what]]: the twin is the variant's config as
                  an off-by-one reads it (the band edge on the other integer,
                  the other factor set at the boundary); genfence on the
                  variant must miss transformers on the twin
                  (tests/cli/rope_variants.sh)
 DIR/refused.json [[name, message regex]]: configs the loader must refuse
-                 (version-dependent meaning, dynamic NTK)
+                 (version-dependent meaning)
 """
 import argparse
 import json
@@ -40,6 +42,7 @@ import make_tiny_llama  # noqa: E402
 W = 8  # the sliding window
 DIM, BASE, YARN_POS = 16, 10000.0, 64
 ORIG = 32  # longrope's original_max_position_embeddings
+DYN_POS = 64  # dynamic NTK's threshold: max_position_embeddings, genfence's context
 SHORT = [1.0, 1.05, 1.1, 1.2, 1.35, 1.5, 1.8, 2.0]
 LONG = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]
 
@@ -74,6 +77,8 @@ VARIANTS = {
     "longrope.orig-minus1": ("llama", longrope(ORIG - 1), 24),
     "longrope.orig": ("llama", longrope(ORIG), 24),
     "longrope.orig-plus1": ("llama", longrope(ORIG + 1), 24),
+    "dynamic.f3.3": ("llama", {"max_position_embeddings": DYN_POS,
+                               "rope_scaling": {"rope_type": "dynamic", "factor": 3.3}}, 26),
     "longrope.factor": ("llama", {"rope_scaling": {"rope_type": "longrope", "factor": 2.0, "short_factor": SHORT,
                                                    "long_factor": LONG}}, 24),
 }
@@ -83,6 +88,10 @@ TWINS = {
     "twin.yarn.high-below-as-above": ("llama", yarn(beta_fast=beta_for(0.5), beta_slow=beta_for(4 + D)), 23),
     "twin.longrope.orig-as-long": ("llama", longrope(ORIG, short=LONG), 24),
     "twin.longrope.orig-plus1-as-short": ("llama", longrope(ORIG + 1, long=SHORT), 24),
+    "twin.dynamic.threshold-minus1": ("llama", {"max_position_embeddings": DYN_POS - 1,
+                                                "rope_scaling": {"rope_type": "dynamic", "factor": 3.3}}, 26),
+    "twin.dynamic.as-linear": ("llama", {"max_position_embeddings": DYN_POS,
+                                         "rope_scaling": {"rope_type": "linear", "factor": 3.3}}, 26),
 }
 TWIN_PAIRS = [
     ["yarn.low-above", "twin.yarn.low-above-as-below", "YaRN low edge floor(1 + 1e-3) read as 0"],
@@ -91,10 +100,14 @@ TWIN_PAIRS = [
     ["yarn.high-above", "yarn.high-below", "YaRN high edge ceil(4 + 1e-3) read as 4"],
     ["longrope.orig", "twin.longrope.orig-as-long", "longrope at max_position == original: long factors (>= for >)"],
     ["longrope.orig-plus1", "twin.longrope.orig-plus1-as-short", "longrope one past original: short factors (> read as >=+1)"],
+    ["dynamic.f3.3", "twin.dynamic.threshold-minus1", "dynamic NTK scaled from seq_len = max_position_embeddings (>= for >)"],
+    ["dynamic.f3.3", "twin.dynamic.as-linear", "dynamic NTK read as linear scaling"],
 ]
 REFUSED = {
     "refused.yarn-mscale": ("llama", yarn(mscale=0.707, mscale_all_dim=0.707), "mscale.*attention_factor"),
-    "refused.dynamic": ("llama", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+    "refused.dynamic-original": ("llama", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0,
+                                                            "original_max_position_embeddings": 128}},
+                                 "dynamic.*original_max_position_embeddings differs"),
     "refused.qwen2-max-window-layers": ("qwen2", {"use_sliding_window": True, "sliding_window": W,
                                                   "max_window_layers": 1}, "max_window_layers 1"),
 }
@@ -110,7 +123,13 @@ def cases_for(name):
         return out + [(f"rope.{name}.long", ids(20), 6)]
     if name.startswith("yarn."):
         return [(f"rope.{name}", ids(40), 4)]
+    if name.startswith("dynamic."):  # the context's last two lengths: seq_len max - 1 and max
+        return [(f"rope.{name}.p{DYN_POS + k}", ids(DYN_POS + k), 1) for k in (-1, 0)]
     return [(f"rope.{name}", ids(24), 4)]
+
+
+def twin_len(variant):
+    return 40 if variant.startswith("yarn") else DYN_POS if variant.startswith("dynamic") else 24
 
 
 def save(path, family, cfg, seed):
@@ -139,8 +158,8 @@ def main():
     with open(os.path.join(out, "cases.yaml"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(out, "twins.json"), "w") as f:
-        json.dump([[os.path.join(out, v), os.path.join(out, t), w, ids(40 if v.startswith("yarn") else 24)]
-                   for v, t, w in TWIN_PAIRS], f, indent=1)
+        json.dump([[os.path.join(out, v), os.path.join(out, t), w, ids(twin_len(v))] for v, t, w in TWIN_PAIRS], f,
+                  indent=1)
     with open(os.path.join(out, "refused.json"), "w") as f:
         json.dump([[os.path.join(out, n), r] for n, (_, _, r) in REFUSED.items()], f, indent=1)
     print(out)
