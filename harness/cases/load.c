@@ -286,7 +286,12 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         } else if (!mn) {
             gf_y_error(ctx, m, "missing required key 'model' (kind '%s')", c.kind->name);
         } else if (gf_y_node_string(ctx, mn, "'model'", &c.model_arg) > 0) {
-            if (c.model_arg[0] == '/') {
+            if (c.model_arg[0] == '$') { /* cases/model/: a template, instantiated by run --model */
+                gf_y_error(ctx, mn,
+                           "'model: %s' is a placeholder: this file is a model-suite template; run it with "
+                           "`genfence run --model DIR %s` (docs/cases.md \"The model suite\")",
+                           c.model_arg, file);
+            } else if (c.model_arg[0] == '/') {
                 c.model = strdup(c.model_arg);
             } else {
                 char *r = gf_case_root_for(root, file);
