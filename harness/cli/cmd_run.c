@@ -595,6 +595,11 @@ int gf_cmd_run(int argc, char **argv)
         if (cli.make_goldens && gf_model_suite_goldens_cached(&cli.ms) < cli.ms.n_goldens) {
             if ((rc = gf_model_suite_make_goldens(&cli.ms, "run", 0, cli.o.threads)) != GF_EXIT_OK)
                 goto out;
+            gf_model_suite_free(&cli.ms); /* again: now the made goldens are where the suite points */
+            if (gf_model_suite_open(&cli.ms, "run", cli.model, cli.reference, cli.paths, cli.n_paths) != 0) {
+                rc = GF_EXIT_USAGE;
+                goto out;
+            }
             printf("run: %zu of %zu goldens in the cache\n", gf_model_suite_goldens_cached(&cli.ms), cli.ms.n_goldens);
         }
         fflush(stdout);

@@ -14,12 +14,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "golden.h"
 #include "golden_case.h"
 #include "genfence/model.h"
 #include "genfence/tokenizer.h"
@@ -175,7 +177,7 @@ static int resolve_dir(gf_model_suite *ms, const char *cmd, const char *arg)
 
 /* The end ids: generation_config.json's eos_token_id (an int or a list),
  * else config.json's; n 0 when neither names one. */
-static size_t eos_ids_of(const char *dir, long long *ids, size_t cap)
+static size_t eos_ids_of(const char *dir, long long *ids, size_t cap, const char **from)
 {
     static const char *const files[] = {"generation_config.json", "config.json"};
     for (int f = 0; f < 2; f++) {
@@ -191,8 +193,10 @@ static size_t eos_ids_of(const char *dir, long long *ids, size_t cap)
                 if (json_is_integer(json_array_get(v, i)))
                     ids[n++] = json_integer_value(json_array_get(v, i));
         json_decref(j);
-        if (n)
+        if (n) {
+            *from = files[f];
             return n;
+        }
     }
     return 0;
 }
@@ -255,6 +259,7 @@ typedef struct vars {
     gf_model_config cfg;
     long long eos[16];
     size_t n_eos;
+    const char *eos_from; /* the file the end ids came from */
     long long steps;
     gf_tokenizer *tok;
     json_t *golden_paths; /* id -> path (pass 2), NULL in pass 1 */
@@ -504,9 +509,13 @@ static int fill_all(gf_model_suite *ms, vars *v, const char *cmd, char **files, 
     out->n = 0;
     gf_buf_printf(out,
                   "# genfence's model suite for %s (%s; model hash %s),\n"
-                  "# instantiated from %zu template(s) by genfence %s (docs/cases.md \"The model suite\");\n"
+                  "# instantiated from %zu template(s) by genfence (docs/cases.md \"The model suite\");\n"
                   "# goldens from %s.\n",
-                  ms->dir, ms->layout, ms->model_hash, n_files, cmd, ms->generator);
+                  ms->dir, ms->layout, ms->model_hash, n_files, ms->generator);
+    gf_buf_printf(out, "# positions %d; end ids [", v->cfg.n_positions);
+    for (size_t i = 0; i < v->n_eos; i++)
+        gf_buf_printf(out, "%s%lld", i ? ", " : "", v->eos[i]);
+    gf_buf_printf(out, "] from %s; steps per case %lld\n", v->n_eos ? v->eos_from : "no file", v->steps);
     int wrote_cases = 0;
     for (size_t i = 0; i < n_files; i++) {
         size_t len;
@@ -567,18 +576,73 @@ static int mkdirs(const char *path)
     return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* The folder of one case's goldens for the model at this location:
+ * goldens/<sha256(model folder)[:16]>/<case id>; what else lies there was made
+ * for another content of the model, another case or another generator. */
+static char *golden_folder(const gf_model_suite *ms, const char *id)
+{
+    char where[65];
+    gf_sha256_of(ms->dir, strlen(ms->dir), where);
+    return strf("%s/goldens/%.16s/%s", ms->cache, where, id);
+}
+
 /* The golden's address: sha256 of the model hash, the case hash and the
- * generator versions. */
+ * generator versions, in its case's folder. */
 static char *golden_address(const gf_model_suite *ms, const char *id, const char *case_hash)
 {
     char *key =
         strf("genfence-golden-address-1\nmodel %s\ncase %s\ngenerator %s\n", ms->model_hash, case_hash, ms->generator);
+    char *dir = golden_folder(ms, id);
     char hex[65];
-    if (!key)
-        return NULL;
-    gf_sha256_of(key, strlen(key), hex);
+    char *p = NULL;
+    if (key && dir) {
+        gf_sha256_of(key, strlen(key), hex);
+        p = strf("%s/%s.safetensors", dir, hex);
+    }
     free(key);
-    return strf("%s/goldens/%s/%s.safetensors", ms->cache, id, hex);
+    free(dir);
+    return p;
+}
+
+/* Where the address holds nothing: the newest other golden of the case's
+ * folder when it was made for another model content or another case, so that
+ * the run says `stale` with both hashes (never compares it); NULL when there
+ * is none, or it differs only by its generator (then it is not used: the
+ * header counts it). */
+static char *stale_golden(const gf_model_suite *ms, const char *id, const char *case_hash, int *other_generator)
+{
+    char *dir = golden_folder(ms, id);
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *e;
+    char *best = NULL;
+    time_t best_t = 0;
+    while (d && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] == '.' || l < 12 || strcmp(e->d_name + l - 12, ".safetensors"))
+            continue;
+        char *p = gf_path_join(dir, e->d_name);
+        struct stat sb;
+        if (p && stat(p, &sb) == 0 && (!best || sb.st_mtime > best_t)) {
+            free(best);
+            best = p;
+            best_t = sb.st_mtime;
+        } else
+            free(p);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    gf_golden *g = NULL;
+    if (best && gf_golden_read(best, &g) == GF_OK) {
+        const char *mh = gf_golden_meta(g, "model_hash"), *ch = gf_golden_meta(g, "case_hash");
+        if (mh && ch && !strcmp(mh, ms->model_hash) && !strcmp(ch, case_hash)) {
+            *other_generator = 1;
+            free(best);
+            best = NULL;
+        }
+    }
+    gf_golden_free(g);
+    return best;
 }
 
 int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf_golden_source source,
@@ -612,7 +676,7 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         gf_cli_error("%s: --model %s: %s", cmd, arg, gf_error_msg());
         goto done;
     }
-    v.n_eos = eos_ids_of(ms->dir, v.eos, 16);
+    v.n_eos = eos_ids_of(ms->dir, v.eos, 16, &v.eos_from);
     double D = v.cfg.n_embd,
            params = (double)v.cfg.vocab_size * D + (double)v.cfg.n_layer * (4 * D * D + 3 * D * v.cfg.d_ff);
     v.steps = params < GF_SUITE_SMALL_PARAMS ? GF_SUITE_STEPS_SMALL : GF_SUITE_STEPS_LARGE;
@@ -641,32 +705,57 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         goto done;
     }
     v.golden_paths = json_object();
+    json_t *addresses = json_object(); /* id -> its address: the suite the maker writes into */
     for (size_t i = 0; i < set.n; i++) {
         const gf_case *c = &set.cases[i];
         if (strcmp(c->kind->name, "golden_generation"))
             continue;
         char ch[65];
         if (gf_case_hash_of(c, ch) != GF_OK)
-            goto done;
+            goto done_addr;
         char *path = golden_address(ms, c->id, ch);
-        json_object_set_new(v.golden_paths, c->id, json_string(path ? path : ""));
+        int other_gen = 0;
+        char *stale = path && !is_file(path) ? stale_golden(ms, c->id, ch, &other_gen) : NULL;
+        if (stale)
+            push(&ms->stale, &ms->n_stale,
+                 strf("%s: the cached golden %s was made for another model content or case: "
+                      "the run says stale; --make-goldens makes its new one",
+                      c->id, stale));
+        else if (other_gen)
+            push(&ms->stale, &ms->n_stale,
+                 strf("%s: a cached golden made by another generator is not used (%s)", c->id, ms->generator));
+        json_object_set_new(v.golden_paths, c->id, json_string(stale ? stale : path ? path : ""));
+        json_object_set_new(addresses, c->id, json_string(path ? path : ""));
+        free(stale);
         push(&ms->golden_ids, &ms->n_goldens, strdup(c->id));
         ms->n_goldens--;
         push(&ms->golden_paths, &ms->n_goldens, path);
     }
-    if (fill_all(ms, &v, cmd, files, n_files, &text, 1) < 0)
-        goto done;
-    gf_sha256_of(text.p, text.n, hex);
-    char *sdir = strf("%s/suites", ms->cache);
-    ms->suite_file = strf("%s/%.16s.yaml", sdir, hex);
-    if (!sdir || mkdirs(sdir) != 0 || gf_write_atomic(ms->suite_file, text.p, text.n) != 0) {
-        gf_cli_error("%s: cannot write the model suite %s: %s", cmd, ms->suite_file ? ms->suite_file : "?",
-                     strerror(errno));
+    /* the suite a run reads (a stale golden where its address holds none), and the one the maker
+     * writes into (every golden at its address); the same file when nothing is stale */
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *paths = v.golden_paths;
+        if (pass == 1)
+            v.golden_paths = addresses;
+        int bad = fill_all(ms, &v, cmd, files, n_files, &text, pass == 0) < 0;
+        v.golden_paths = paths;
+        if (bad)
+            goto done_addr;
+        gf_sha256_of(text.p, text.n, hex);
+        char *sdir = strf("%s/suites", ms->cache);
+        char *file = strf("%s/%.16s.yaml", sdir, hex);
+        if (!sdir || !file || mkdirs(sdir) != 0 || gf_write_atomic(file, text.p, text.n) != 0) {
+            gf_cli_error("%s: cannot write the model suite %s: %s", cmd, file ? file : "?", strerror(errno));
+            free(sdir);
+            free(file);
+            goto done_addr;
+        }
         free(sdir);
-        goto done;
+        *(pass == 0 ? &ms->suite_file : &ms->make_file) = file;
     }
-    free(sdir);
     rc = 0;
+done_addr:
+    json_decref(addresses);
 done:
     for (size_t i = 0; i < n_files; i++)
         free(files[i]);
@@ -690,6 +779,7 @@ void gf_model_suite_free(gf_model_suite *ms)
     free(ms->generator);
     free(ms->cache);
     free(ms->suite_file);
+    free(ms->make_file);
     for (size_t i = 0; i < ms->n_goldens; i++) {
         free(ms->golden_ids[i]);
         free(ms->golden_paths[i]);
@@ -699,6 +789,9 @@ void gf_model_suite_free(gf_model_suite *ms)
     for (size_t i = 0; i < ms->n_left_out; i++)
         free(ms->left_out[i]);
     free(ms->left_out);
+    for (size_t i = 0; i < ms->n_stale; i++)
+        free(ms->stale[i]);
+    free(ms->stale);
     memset(ms, 0, sizeof *ms);
 }
 
@@ -710,38 +803,15 @@ size_t gf_model_suite_goldens_cached(const gf_model_suite *ms)
     return n;
 }
 
-/* Goldens of case id in the cache made for another model, case or generator:
- * never used (their address differs), counted for the header. */
-static size_t stale_goldens(const gf_model_suite *ms, size_t i)
-{
-    char *dir = strf("%s/goldens/%s", ms->cache, ms->golden_ids[i]);
-    DIR *d = dir ? opendir(dir) : NULL;
-    struct dirent *e;
-    size_t n = 0;
-    const char *mine = strrchr(ms->golden_paths[i], '/');
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.' && strstr(e->d_name, ".safetensors") && (!mine || strcmp(e->d_name, mine + 1)))
-            n++;
-    if (d)
-        closedir(d);
-    free(dir);
-    return n;
-}
-
 void gf_model_suite_print(const gf_model_suite *ms, const char *cmd, FILE *f)
 {
     fprintf(f, "%s: model %s: %s; model hash %.16s\n", cmd, ms->dir, ms->layout, ms->model_hash);
     fprintf(f, "%s: suite %s\n", cmd, ms->suite_file);
-    size_t have = gf_model_suite_goldens_cached(ms), stale = 0;
-    for (size_t i = 0; i < ms->n_goldens; i++)
-        stale += stale_goldens(ms, i);
+    size_t have = gf_model_suite_goldens_cached(ms);
     fprintf(f, "%s: goldens: %zu of %zu in %s/goldens (from %s)", cmd, have, ms->n_goldens, ms->cache, ms->generator);
-    if (stale)
-        fprintf(f,
-                "; %zu other cached golden%s of these cases made for another model, case or generator: stale, "
-                "not used",
-                stale, stale == 1 ? "" : "s");
     fprintf(f, "\n");
+    for (size_t i = 0; i < ms->n_stale; i++)
+        fprintf(f, "%s: %s\n", cmd, ms->stale[i]);
     if (have < ms->n_goldens)
         fprintf(f,
                 "%s: %zu golden%s missing: make %s with `genfence goldens --model %s%s` or `run --model ... "
@@ -809,7 +879,7 @@ int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, 
     if (ms->source == GF_GOLDENS_REF) {
         char th[32];
         snprintf(th, sizeof th, "%d", threads);
-        char *argv[] = {"bless", "--backend", "ref", "--filter", re, "--threads", th, "--force", ms->suite_file, NULL};
+        char *argv[] = {"bless", "--backend", "ref", "--filter", re, "--threads", th, "--force", ms->make_file, NULL};
         rc = gf_cmd_bless(9, argv);
     } else if (!ms->python) {
         gf_cli_error("%s: %s", cmd, ms->python_why);
@@ -821,7 +891,7 @@ int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, 
         gf_shell_quote(qt, sizeof qt, tool ? tool : "golden.py");
         gf_shell_quote(qe, sizeof qe, exe);
         gf_shell_quote(qr, sizeof qr, re);
-        gf_shell_quote(qs, sizeof qs, ms->suite_file);
+        gf_shell_quote(qs, sizeof qs, ms->make_file);
         char *line = strf("%s %s --genfence %s --threads %d --filter %s %s", qp, qt, qe, threads, qr, qs);
         int st = line ? system(line) : -1;
         rc = st == 0 ? GF_EXIT_OK : WIFEXITED(st) && WEXITSTATUS(st) == 2 ? GF_EXIT_USAGE : GF_EXIT_FAIL;

@@ -25,11 +25,14 @@ typedef struct gf_model_suite {
     char *python_why; /* why none (what to install), when python is NULL */
     char *generator;  /* the generator versions the goldens' addresses use */
     char *cache;      /* <cache folder>/genfence */
-    char *suite_file; /* the instantiated case file (in the cache) */
+    char *suite_file; /* the instantiated case file a run reads (in the cache) */
+    char *make_file;  /* the same with every golden at its address (what the maker writes into) */
     char **golden_ids, **golden_paths;
     size_t n_goldens;
     char **left_out; /* "ID: why" */
     size_t n_left_out;
+    char **stale; /* "ID: ..." a cached golden of another model content, case or generator */
+    size_t n_stale;
 } gf_model_suite;
 
 /* Instantiate templates (NULL / 0: the bundled cases/model/ *.yaml) for the

@@ -41,7 +41,9 @@ Hashes, defined once (docs/goldens.md) and computed identically by genfence:
                 no whitespace, numbers in shortest round-trip form) without the
                 comparison-only top-level keys atol, gate, tags, backends,
                 golden, description
-  model hash  = sha256 of "<sha256(config.json)>\\n<sha256(model.safetensors)>\\n<sha256(tokenizer.json)>\\n"
+  model hash  = sha256 of "<sha256(config.json)>\\n<weights>\\n<sha256(tokenizer.json)>\\n", weights =
+                sha256(model.safetensors), or for a sharded checkpoint sha256 of
+                "<sha256(index)>\\n" + "<sha256(shard)>\\n" per shard, names in byte order
   data_sha256 = sha256 over every tensor's raw little-endian bytes, tensors in
                 byte order of their names
 
