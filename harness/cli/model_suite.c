@@ -87,18 +87,6 @@ static void push(char ***v, size_t *n, char *s)
     g[(*n)++] = s;
 }
 
-static char *strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *strf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
-
 /* ---- the model folder ---- */
 
 /* DIR itself when it holds config.json; a hub cache folder
@@ -133,7 +121,7 @@ static int resolve_dir(gf_model_suite *ms, const char *cmd, const char *arg)
     char *how = NULL;
     if (rev) {
         rev[strcspn(rev, " \t\r\n")] = '\0';
-        how = strf("snapshot %s, named by refs/main", rev);
+        how = gf_str_printf("snapshot %s, named by refs/main", rev);
     } else { /* no refs/main: its only snapshot */
         DIR *d = opendir(snaps);
         struct dirent *e;
@@ -155,7 +143,7 @@ static int resolve_dir(gf_model_suite *ms, const char *cmd, const char *arg)
             free(snaps);
             return -1;
         }
-        how = strf("snapshot %s, the only one (no refs/main)", rev);
+        how = gf_str_printf("snapshot %s, the only one (no refs/main)", rev);
     }
     char *snap = rev ? gf_path_join(snaps, rev) : NULL;
     char *scfg = snap ? gf_path_join(snap, "config.json") : NULL;
@@ -164,7 +152,7 @@ static int resolve_dir(gf_model_suite *ms, const char *cmd, const char *arg)
         gf_cli_error("%s: --model %s: the snapshot %s has no config.json", cmd, arg, snap ? snap : "?");
     else {
         ms->dir = strdup(buf);
-        ms->layout = strf("a Hugging Face cache folder (%s)", how ? how : "?");
+        ms->layout = gf_str_printf("a Hugging Face cache folder (%s)", how ? how : "?");
     }
     free(how);
     free(scfg);
@@ -217,7 +205,7 @@ static char *root_path(const char *rel)
 static void find_generator(gf_model_suite *ms)
 {
     if (ms->source == GF_GOLDENS_REF) {
-        ms->generator = strf("genfence-bless ref genfence %s", GENFENCE_VERSION);
+        ms->generator = gf_str_printf("genfence-bless ref genfence %s", GENFENCE_VERSION);
         return;
     }
     const char *env = getenv("GENFENCE_PYTHON");
@@ -238,14 +226,15 @@ static void find_generator(gf_model_suite *ms)
         ms->python = py;
         ms->generator = strdup(line);
     } else {
-        ms->python_why = strf("%s cannot make transformers goldens (%s): install them with tools/setup/setup.sh (the "
-                              "pinned .venv: transformers 4.47, torch), or `pip install torch transformers "
-                              "safetensors tokenizers numpy` and point GENFENCE_PYTHON at that python; or use ref "
-                              "as the reference: --reference ref (marked genfence-bless ref in every golden)",
-                              py,
-                              WIFEXITED(st) && WEXITSTATUS(st) == 127 ? "not found"
-                              : line[0]                               ? line
-                                                                      : "failed");
+        ms->python_why =
+            gf_str_printf("%s cannot make transformers goldens (%s): install them with tools/setup/setup.sh (the "
+                          "pinned .venv: transformers 4.47, torch), or `pip install torch transformers "
+                          "safetensors tokenizers numpy` and point GENFENCE_PYTHON at that python; or use ref "
+                          "as the reference: --reference ref (marked genfence-bless ref in every golden)",
+                          py,
+                          WIFEXITED(st) && WEXITSTATUS(st) == 127 ? "not found"
+                          : line[0]                               ? line
+                                                                  : "failed");
         ms->generator = strdup("transformers (unavailable here)");
         free(py);
     }
@@ -429,8 +418,8 @@ static int instantiate(gf_model_suite *ms, vars *v, const char *cmd, const char 
                 sscanf(cond, " %63[A-Z_]", name);
                 long long val = var_int(v, name, &ok);
                 push(&ms->left_out, &ms->n_left_out,
-                     strf("%s: left out (%s=%lld, the case wants%s: %s)", id + 5 + strspn(id + 5, " "), name, val,
-                          cond + strlen(name) + 1, why_copy ? why_copy : ""));
+                     gf_str_printf("%s: left out (%s=%lld, the case wants%s: %s)", id + 5 + strspn(id + 5, " "), name,
+                                   val, cond + strlen(name) + 1, why_copy ? why_copy : ""));
             }
         } else {
             for (const char *c = line; *c;) {
@@ -583,21 +572,21 @@ static char *golden_folder(const gf_model_suite *ms, const char *id)
 {
     char where[65];
     gf_sha256_of(ms->dir, strlen(ms->dir), where);
-    return strf("%s/goldens/%.16s/%s", ms->cache, where, id);
+    return gf_str_printf("%s/goldens/%.16s/%s", ms->cache, where, id);
 }
 
 /* The golden's address: sha256 of the model hash, the case hash and the
  * generator versions, in its case's folder. */
 static char *golden_address(const gf_model_suite *ms, const char *id, const char *case_hash)
 {
-    char *key =
-        strf("genfence-golden-address-1\nmodel %s\ncase %s\ngenerator %s\n", ms->model_hash, case_hash, ms->generator);
+    char *key = gf_str_printf("genfence-golden-address-1\nmodel %s\ncase %s\ngenerator %s\n", ms->model_hash, case_hash,
+                              ms->generator);
     char *dir = golden_folder(ms, id);
     char hex[65];
     char *p = NULL;
     if (key && dir) {
         gf_sha256_of(key, strlen(key), hex);
-        p = strf("%s/%s.safetensors", dir, hex);
+        p = gf_str_printf("%s/%s.safetensors", dir, hex);
     }
     free(key);
     free(dir);
@@ -694,7 +683,7 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         goto done;
     char hex[65];
     gf_sha256_of(text.p, text.n, hex);
-    char *tmpname = strf("%s/suites/%.16s.yaml", ms->cache ? ms->cache : ".", hex);
+    char *tmpname = gf_str_printf("%s/suites/%.16s.yaml", ms->cache ? ms->cache : ".", hex);
     int ls = gf_cases_load_text(gf_kinds(), text.p, text.n, tmpname, NULL, &set);
     free(tmpname);
     if (ls != GF_OK || set.n_errors) {
@@ -718,12 +707,12 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         char *stale = path && !is_file(path) ? stale_golden(ms, c->id, ch, &other_gen) : NULL;
         if (stale)
             push(&ms->stale, &ms->n_stale,
-                 strf("%s: the cached golden %s was made for another model content or case: "
-                      "the run says stale; --make-goldens makes its new one",
-                      c->id, stale));
+                 gf_str_printf("%s: the cached golden %s was made for another model content or case: "
+                               "the run says stale; --make-goldens makes its new one",
+                               c->id, stale));
         else if (other_gen)
             push(&ms->stale, &ms->n_stale,
-                 strf("%s: a cached golden made by another generator is not used (%s)", c->id, ms->generator));
+                 gf_str_printf("%s: a cached golden made by another generator is not used (%s)", c->id, ms->generator));
         json_object_set_new(v.golden_paths, c->id, json_string(stale ? stale : path ? path : ""));
         json_object_set_new(addresses, c->id, json_string(path ? path : ""));
         free(stale);
@@ -742,8 +731,8 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         if (bad)
             goto done_addr;
         gf_sha256_of(text.p, text.n, hex);
-        char *sdir = strf("%s/suites", ms->cache);
-        char *file = strf("%s/%.16s.yaml", sdir, hex);
+        char *sdir = gf_str_printf("%s/suites", ms->cache);
+        char *file = gf_str_printf("%s/%.16s.yaml", sdir, hex);
         if (!sdir || !file || mkdirs(sdir) != 0 || gf_write_atomic(file, text.p, text.n) != 0) {
             gf_cli_error("%s: cannot write the model suite %s: %s", cmd, file ? file : "?", strerror(errno));
             free(sdir);
@@ -892,7 +881,7 @@ int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, 
         gf_shell_quote(qe, sizeof qe, exe);
         gf_shell_quote(qr, sizeof qr, re);
         gf_shell_quote(qs, sizeof qs, ms->make_file);
-        char *line = strf("%s %s --genfence %s --threads %d --filter %s %s", qp, qt, qe, threads, qr, qs);
+        char *line = gf_str_printf("%s %s --genfence %s --threads %d --filter %s %s", qp, qt, qe, threads, qr, qs);
         int st = line ? system(line) : -1;
         rc = st == 0 ? GF_EXIT_OK : WIFEXITED(st) && WEXITSTATUS(st) == 2 ? GF_EXIT_USAGE : GF_EXIT_FAIL;
         if (rc != GF_EXIT_OK)

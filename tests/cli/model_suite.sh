@@ -104,7 +104,7 @@ from safetensors.numpy import load_file, save_file
 t = load_file(sys.argv[1])
 k = sorted(t)[-1]
 t[k] = t[k] * 1.5
-save_file(t, sys.argv[1])
+save_file(t, sys.argv[1], metadata={"format": "pt"})
 PY
 g run --model "$M" --backend ref --filter '^model\.golden\.greedy$' --no-report
 want 1 "a changed model's golden"
