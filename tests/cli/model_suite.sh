@@ -49,6 +49,36 @@ g list
 want 0 "the default suite"
 printf '%s\n' "$out" | gf_grepq -q '^model\.' && fail "the default suite holds the model suite's cases"
 
+# ---- a `models:` list: the case once per model, each its own ----
+cat >"$tmp/models.yaml" <<'EOF'
+cases:
+  - id: ml.stream
+    kind: stream_decode
+    models: [models/holmes-gpt, models/holmes-llama/]
+    text: "Holmes — it is"
+  - id: ml.golden
+    kind: golden_generation
+    models: [models/holmes-gpt, models/holmes-llama]
+    prompts: ["Holmes"]
+    max_new_tokens: 4
+EOF
+export GENFENCE_ROOT=$GF_SRC
+g list "$tmp/models.yaml"
+want 0 "a models: list"
+has '^ml\.stream\.holmes-gpt +stream_decode .*model=models/holmes-gpt$' "models: gives <id>.holmes-gpt"
+has '^ml\.stream\.holmes-llama +stream_decode .*model=models/holmes-llama/$' "models: gives <id>.holmes-llama"
+has '^4 cases$' "two cases of two models: four"
+"$PY" "$GF_SRC/tools/reference/golden.py" --genfence "$GENFENCE" --check-hashes "$tmp/models.yaml" >/dev/null ||
+  fail "golden.py disagrees with genfence on the hashes of a models: list's cases"
+g run "$tmp/models.yaml" --filter stream --no-report
+want 0 "a models: list's cases run"
+has '^2 passed, 0 failed, 0 skipped$' "both copies of the stream case pass"
+printf 'cases:\n  - {id: x, kind: stream_decode, model: a, models: [b], text: x}\n' >"$tmp/both.yaml"
+g list "$tmp/both.yaml"
+want 2 "model and models"
+has "give 'model' or a 'models' list, not both" "model with models is refused"
+unset GENFENCE_ROOT
+
 # ---- list --model: the suite, nothing cached yet ----
 g list --model "$M"
 want 0 "list --model"
