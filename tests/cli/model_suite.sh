@@ -120,6 +120,17 @@ want 0 "the model suite on $BE"
 printf '%s\n' "$out" | gf_grepq -q 'making' && fail "the second run remade its goldens"
 [[ $(stat -c %Y "${made[@]}" | tr '\n' ' ') == "$before" ]] || fail "the cached goldens were rewritten"
 has '^16 passed, 0 failed, 0 skipped$' "the model suite passes on $BE"
+"$PY" - "$tmp/r1/run.json" <<'PY' || fail "run.json lacks the KV cache's shape and bytes"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rs = [r for r in d["results"] if r["id"] == "model.cache"]
+kv = rs[0]["metrics"]["kv_cache"]
+assert kv["shape"] == [2, 4, 1, 2, 256, 32] and kv["bytes"] >= 2 * 4 * 2 * 256 * 32, kv
+PY
+g generate --model "$M" --prompt Holmes --max-new-tokens 2 --json
+want 0 "generate --json"
+has '"kv_cache": \{"layout":"\(k\|v, L, B, H_kv, max_len, d_head\)","shape":\[2,4,1,2,256,32\],"elements":131072.0,"bytes":524288,' \
+  "generate --json carries the KV cache's shape and bytes"
 echo "ok   holmes-llama: the model suite passes on $BE with goldens made on demand and reused"
 
 # ---- a wrong backend fails ----
@@ -191,6 +202,8 @@ has "a Hugging Face cache folder \(snapshot $REV, named by refs/main\)" "the hub
 suite=$(printf '%s\n' "$out" | sed -n 's/^list: suite //p')
 grep -q "end ids \[[0-9]*, 282\] from generation_config.json" "$suite" || fail "generation_config.json's list of end ids not read"
 # (--limit 1: the first case of each kind, every golden made: the layout is what is checked here)
+"$PY" "$GF_SRC/tools/reference/golden.py" --genfence "$GENFENCE" --check-hashes "$suite" >/dev/null ||
+  fail "golden.py and genfence disagree on the sharded model's hash"
 g run --model "$H" --backend ref --make-goldens --limit 1 --report-dir "$tmp/r2"
 want 0 "the model suite on the hub layout"
 has "golden.py: wrote" "the hub layout's goldens are made (transformers reads the shards; golden.py checks the sharded model hash against genfence's)"
