@@ -461,9 +461,10 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
         printf(", \"backend\": \"%s\", \"cached\": %s, \"seconds\": %.6f, \"verify\": null, "
                "\"batch_consistent\": null, \"kv_cache\": ",
                gf_engine_ops(s->engine)->name, gp.use_cache ? "true" : "false", dt);
-        json_t *kv = gp.use_cache ? gf_kv_cache_json(gf_engine_config(s->engine), 1,
-                                                     gf_engine_config(s->engine)->n_positions, g->cache_bytes)
-                                  : json_null(); /* uncached: no cache */
+        json_t *kv = gp.use_cache && g
+                         ? gf_kv_cache_json(gf_engine_config(s->engine), 1, gf_engine_config(s->engine)->n_positions,
+                                            g->cache_bytes)
+                         : json_null(); /* uncached: no cache; a stop string cut the generation before its record */
         char *kvs = json_dumps(kv, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s}\n", kvs ? kvs : "null");
         free(kvs);

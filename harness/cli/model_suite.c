@@ -221,11 +221,15 @@ static void find_generator(gf_model_suite *ms)
     size_t n = p ? fread(line, 1, sizeof line - 1, p) : 0;
     line[n] = '\0';
     int st = p ? pclose(p) : -1;
-    line[strcspn(line, "\n")] = '\0';
-    if (st == 0 && !strncmp(line, "transformers ", 13)) {
+    char *found = strstr(line, "transformers "); /* the versions line, after any warning the interpreter printed */
+    while (found && found != line && found[-1] != '\n')
+        found = strstr(found + 1, "transformers ");
+    if (st == 0 && found) {
+        found[strcspn(found, "\n")] = '\0';
         ms->python = py;
-        ms->generator = strdup(line);
+        ms->generator = strdup(found);
     } else {
+        line[strcspn(line, "\n")] = '\0';
         ms->python_why =
             gf_str_printf("%s cannot make transformers goldens (%s): install them with tools/setup/setup.sh (the "
                           "pinned .venv: transformers 4.47, torch), or `pip install torch transformers "
