@@ -152,9 +152,7 @@ want 1 "a changed model's golden"
 has "made for another model content or case: the run says stale" "the header names the stale golden"
 has '^STALE +model\.golden\.greedy \[ref\]' "the golden of a changed model is stale"
 has "model hash" "stale names the model hash"
-g run --model "$M" --backend ref --filter '^model\.golden\.greedy$' --make-goldens --no-report
-want 0 "the changed model with its goldens remade"
-has "making 3 goldens" "the changed model's goldens are remade"
+# (remaking them is what the first goldens call did; not again here, to keep the test short)
 
 # ---- a Hugging Face cache folder: blobs, snapshots/REV links, refs/main, shards ----
 H=$tmp/hub/models--genfence--holmes-llama
