@@ -332,36 +332,6 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     return 1;
 }
 
-/* A copy of a node tree (read flags cleared); NULL on OOM. */
-static gf_ynode *ynode_clone(const gf_ynode *src)
-{
-    gf_ynode *n = calloc(1, sizeof *n);
-    if (!n)
-        return NULL;
-    *n = *src;
-    n->value = NULL;
-    n->tag = NULL;
-    n->items = NULL;
-    n->used = NULL;
-    size_t k = src->type == GF_YN_MAP ? 2 * src->n : src->type == GF_YN_SEQ ? src->n : 0;
-    n->n = 0; /* until the items are in place (gf_ynode_free walks n) */
-    int ok = (!src->value || (n->value = strndup(src->value, src->len))) && (!src->tag || (n->tag = strdup(src->tag)));
-    if (ok && k) {
-        n->items = calloc(k, sizeof *n->items);
-        ok = n->items != NULL;
-        for (size_t i = 0; ok && i < k; i++)
-            ok = (n->items[i] = ynode_clone(src->items[i])) != NULL;
-    }
-    if (ok && src->type == GF_YN_MAP)
-        ok = (n->used = calloc(src->n ? src->n : 1, 1)) != NULL;
-    n->n = src->n;
-    if (!ok) {
-        gf_ynode_free(n);
-        return NULL;
-    }
-    return n;
-}
-
 /* The value node of key in map m, or NULL; *at = its pair's index. */
 static gf_ynode *map_find(const gf_ynode *m, const char *key, size_t *at)
 {
@@ -402,8 +372,8 @@ static void parse_case_models(gf_cctx *ctx, const gf_ynode *m, const char *file,
             gf_y_error(ctx, it, "a 'models' item must be a model directory, got %s", gf_ynode_type_name(it));
             continue;
         }
-        gf_ynode *c = ynode_clone(m);
-        gf_ynode *one = ynode_clone(it);
+        gf_ynode *c = gf_ynode_clone(m);
+        gf_ynode *one = gf_ynode_clone(it);
         const gf_ynode *idn = c ? map_find(c, "id", NULL) : NULL;
         char *key = strdup("model");
         if (!c || !one || !key) {
