@@ -327,6 +327,7 @@ static void run_probe(const gf_case *c, gf_krun *k)
     char probes[512] = "", weights[64] = "";
     int has_decl = 0;
     gf_compute_dtype dtype = k->dtype;
+    uint32_t features = 0; /* the GF_MODEL_NEEDS_* bits the backend implements */
     {
         gf_backend_handle h;
         if (gf_registry_open(k->backend, &h) == GF_OK) {
@@ -340,6 +341,8 @@ static void run_probe(const gf_case *c, gf_krun *k)
             if (bi.struct_size > offsetof(gf_backend_info, weights) && bi.weights)
                 snprintf(weights, sizeof weights, "%s", bi.weights);
             dtype = bi.dtype;
+            if (bi.struct_size > offsetof(gf_backend_info, model_features))
+                features = bi.model_features;
             gf_registry_close(&h);
         }
     }
@@ -385,6 +388,16 @@ static void run_probe(const gf_case *c, gf_krun *k)
     }
     if (st != GF_OK) {
         gf_k_error(k, "probe: ref cannot run the micro-model (%s): %s", what, gf_error_msg());
+        goto done;
+    }
+    /* a model feature the backend says it lacks (yarn's attention factor, say) is its
+     * declared inability, not a refused probe */
+    const uint32_t needs = gf_model_desc_get(ref.model)->needs;
+    if (needs & ~features) {
+        gf_k_skip(k,
+                  "probe %s [%s]: the micro-model needs model features 0x%x that backend '%s' does not implement "
+                  "(info.model_features 0x%x)",
+                  mech, s->shape, (unsigned)needs, k->backend_name, (unsigned)features);
         goto done;
     }
     what = "model_load";
