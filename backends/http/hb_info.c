@@ -140,7 +140,8 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     else
         at =
             put(e->detail, at, cap, "; seed: IGNORED (seed 1234 twice at temperature 1: different tokens)%s%s", "", "");
-    put(e->detail, at, cap, "; full logits: absent (top-k log-probabilities at their ids, -inf elsewhere)%s%s", "", "");
+    put(e->detail, at, cap,
+        "; full logits: absent (top-k log-probabilities at their ids, the remainder spread evenly)%s%s", "", "");
     return GF_OK;
 }
 
@@ -160,7 +161,7 @@ gf_status hb_info(const gf_backend_options *opts, gf_backend_info *info_out)
         if (!strcmp(cache[i].config, config)) {
             mine.library = cache[i].library;
             mine.detail = cache[i].detail;
-            mine.weights = "served";
+            mine.weights = "served"; /* harness/kinds/golden_generation.c compares log-probabilities */
             return gf_backend_info_put(info_out, &mine);
         }
     hb_conf c;

@@ -6,8 +6,8 @@
  * What the API gives is the top-k log-probabilities of the next token, so a
  * forward is one POST /v1/completions per position asked for: the prompt as
  * token ids, max_tokens 1, temperature 0, logprobs k. The logits row written
- * holds the k reported log-probabilities at their ids and -inf everywhere
- * else: full logits are absent (a log-probability differs from its logit by
+ * holds the k reported log-probabilities at their ids and the remainder mass
+ * spread evenly over the rest (check_step): full logits are absent (a log-probability differs from its logit by
  * the row's log-sum-exp, so the top-1 minus top-2 margin is exact, and the
  * greedy token is the server's). GF_LOGITS_ALL is one request per position
  * (teacher forcing by prefixes). The "cache" is the token history; the
@@ -32,6 +32,8 @@
 #include "hb.h"
 
 #define GF_EXPORT __attribute__((visibility("default")))
+/* the lowest log-probability a row holds (llama-server reports p = 0 as -FLT_MAX) */
+#define HB_LP_FLOOR (-1e4)
 
 typedef struct hb_model {
     hb_conf conf;
@@ -172,10 +174,23 @@ static gf_status check_step(const hb_model *m, const hb_completion *c, int32_t n
     if (c->usage_completion >= 0 && c->usage_completion != c->n_steps)
         return gf_error_set(GF_E_BACKEND, "http: integrity: usage.completion_tokens %lld for %d generated",
                             (long long)c->usage_completion, c->n_steps);
+    /* The tokens the server did not list share the remainder mass 1 - sum
+     * evenly, each at most the k-th log-probability (docs/http.md): the
+     * argmax and the top-1 - top-2 margin are the server's, and the row's
+     * softmax is the reported top-k plus the remainder. -inf is no logit the
+     * engine takes; a log-probability under HB_LP_FLOOR is clamped to it. */
+    double last = s->top_lp[s->n_top - 1] < HB_LP_FLOOR ? HB_LP_FLOOR : s->top_lp[s->n_top - 1];
+    double rest = 1.0 - sum, fill = last;
+    if (V > s->n_top && rest > 0)
+        fill = log(rest / (double)(V - s->n_top));
+    if (!(fill <= last))
+        fill = last;
+    if (fill < HB_LP_FLOOR)
+        fill = HB_LP_FLOOR;
     for (int32_t v = 0; v < V; v++)
-        row[v] = -INFINITY;
+        row[v] = (float)fill;
     for (int32_t t = 0; t < s->n_top; t++)
-        row[s->top_id[t]] = s->top_lp[t] < -1e30 ? -INFINITY : (float)s->top_lp[t];
+        row[s->top_id[t]] = (float)(s->top_lp[t] < HB_LP_FLOOR ? HB_LP_FLOOR : s->top_lp[t]);
     return GF_OK;
 }
 
@@ -366,6 +381,12 @@ static gf_status hb_forward(void *model, void *cache, const gf_batch *in, float 
     return st;
 }
 
+static const char *hb_last_error(void *model)
+{
+    (void)model;
+    return gf_error_msg(); /* this module's own copy of status.c */
+}
+
 static const gf_backend_ops k_http_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
@@ -384,7 +405,7 @@ static const gf_backend_ops k_http_ops = {
     .cache_bytes = hb_cache_bytes,
     .forward = hb_forward,
     .sample = NULL,
-    .last_error = NULL,
+    .last_error = hb_last_error,
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_http_ops; }
