@@ -9,7 +9,7 @@
 #include "genfence/backend.h"
 
 /* --backend http:URL[,model=NAME][,k=N][,timeout=S][,connect_timeout=S]
- *                   [,retries=N][,retry_wait=S][,stream=on|off][,api=completions] */
+ *                   [,retries=N][,retry_wait=S][,stream=on|off][,integrity=on|off][,api=completions] */
 typedef struct hb_conf {
     char url[512];          /* base URL, no trailing '/': requests go to URL/v1/... */
     char model[128];        /* "model" of every request; "" = the first of /v1/models */
@@ -19,6 +19,7 @@ typedef struct hb_conf {
     int retries;            /* extra tries after HTTP 429 / 5xx / a reset connection (default 2) */
     double retry_wait;      /* the most seconds a Retry-After may make it wait (default 5) */
     int stream;             /* 1: each step also asked streamed and checked against the plain reply */
+    int integrity;          /* 1: model_load runs hb_integrity first (integrity=on) */
 } hb_conf;
 
 /* Parse opts->config; a bad one is GF_E_INVALID_ARG naming the key. */
@@ -77,6 +78,11 @@ gf_status hb_parse_stream(const char *body, size_t len, hb_completion *out);
 void hb_error_text(const char *body, size_t len, char *buf, size_t buf_len);
 /* 1 when an error reply says the prompt is over the context size. */
 int hb_is_context_error(long status, const char *body, size_t len);
+
+/* Whole-generation integrity on a fixed prompt (hb_integrity.c): GF_OK with a
+ * one-line summary, or GF_E_BACKEND naming the first failed check. V and eos
+ * of the model (V = INT32_MAX, eos = -1 where unknown: info). */
+gf_status hb_integrity(const hb_conf *c, const char *model, int32_t V, int32_t eos, char *summary, size_t len);
 
 /* The info slot: probes the server named by opts->config (hb_info.c). */
 gf_status hb_info(const gf_backend_options *opts, gf_backend_info *info_out);

@@ -85,6 +85,10 @@ gf_status hb_conf_parse(const char *config, hb_conf *out)
             if (strcmp(v, "on") && strcmp(v, "off"))
                 return gf_error_set(GF_E_INVALID_ARG, "http: stream=%s: want on or off", v);
             out->stream = !strcmp(v, "on");
+        } else if (!strcmp(k, "integrity")) {
+            if (strcmp(v, "on") && strcmp(v, "off"))
+                return gf_error_set(GF_E_INVALID_ARG, "http: integrity=%s: want on or off", v);
+            out->integrity = !strcmp(v, "on");
         } else if (!strcmp(k, "api")) {
             if (strcmp(v, "completions"))
                 return gf_error_set(GF_E_INVALID_ARG,
@@ -94,7 +98,7 @@ gf_status hb_conf_parse(const char *config, hb_conf *out)
         } else {
             return gf_error_set(GF_E_INVALID_ARG,
                                 "http: unknown option '%s' (model, k, timeout, connect_timeout, "
-                                "retries, retry_wait, stream, api)",
+                                "retries, retry_wait, stream, integrity, api)",
                                 k);
         }
     }

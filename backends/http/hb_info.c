@@ -6,6 +6,7 @@
  * config in this process. */
 #define _GNU_SOURCE
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 typedef struct info_entry {
     char config[1024];
     char library[1024];
-    char detail[1024];
+    char detail[2048];
 } info_entry;
 
 static gf_status ask(const hb_conf *c, const char *model, int echo, int stream, double temp, int seed, int max_tokens,
@@ -80,6 +81,7 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     /* 1. top-k logprobs by id */
     hb_completion comp = {0};
     st = ask(c, model, 0, 0, 0.0, -1, 1, &r);
+    gf_status transport = st;
     if (st == GF_OK && r.status == 200)
         st = hb_parse_completion(r.body, r.len, &comp);
     if (st == GF_OK && r.status == 200 && comp.n_steps >= 1) {
@@ -94,6 +96,10 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     }
     hb_completion_free(&comp);
     hb_reply_free(&r);
+    if (transport != GF_OK) { /* a transport failure (a timeout): the other probes would repeat it */
+        put(e->detail, at, cap, "; the other probes skipped after that%s%s", "", "");
+        return GF_OK;
+    }
     /* 2. prompt logprobs through echo */
     st = ask(c, model, 1, 0, 0.0, -1, 1, &r);
     if (st == GF_OK && r.status == 200 && hb_parse_completion(r.body, r.len, &comp) == GF_OK && comp.n_steps >= 3)
@@ -140,6 +146,14 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     else
         at =
             put(e->detail, at, cap, "; seed: IGNORED (seed 1234 twice at temperature 1: different tokens)%s%s", "", "");
+    /* 5. whole-generation integrity (integrity=on: 16 more requests) */
+    char summary[512];
+    if (!c->integrity)
+        at = put(e->detail, at, cap, "; integrity: not probed (integrity=on)%s%s", "", "");
+    else if (hb_integrity(c, model, INT32_MAX, -1, summary, sizeof summary) == GF_OK)
+        at = put(e->detail, at, cap, "; %s%s", summary, "");
+    else
+        at = put(e->detail, at, cap, "; integrity: FAIL: %s%s", gf_error_msg(), "");
     put(e->detail, at, cap,
         "; full logits: absent (top-k log-probabilities at their ids, the remainder spread evenly)%s%s", "", "");
     return GF_OK;

@@ -268,6 +268,10 @@ static gf_status hb_model_load(const gf_model_desc *desc, const gf_backend_optio
         snprintf(m->model, sizeof m->model, "%s", m->conf.model);
     else if (st == GF_OK)
         st = first_model(&m->conf, m->model, sizeof m->model);
+    if (st == GF_OK && m->conf.integrity) {
+        char summary[512];
+        st = hb_integrity(&m->conf, m->model, m->cfg.vocab_size, m->cfg.eos_id, summary, sizeof summary);
+    }
     if (st != GF_OK) {
         free(m);
         return st;
@@ -392,7 +396,7 @@ static const gf_backend_ops k_http_ops = {
     .struct_size = sizeof(gf_backend_ops),
     .name = "http",
     .description = "an OpenAI-compatible completions server (llama-server, vLLM, TGI ...) over HTTP: "
-                   "--backend http:URL[,model=NAME,k=20,timeout=60,retries=2,stream=on]; top-k logprobs, "
+                   "--backend http:URL[,model=NAME,k=20,timeout=60,retries=2,stream=on,integrity=on]; top-k logprobs, "
                    "no full logits",
     .probe = hb_probe,
     .info = hb_info,

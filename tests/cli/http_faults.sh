@@ -5,15 +5,17 @@
 # drives golden.greedy.sherlock through the correct URL and through every
 # fault at once:
 #   1. `genfence backends` shows what the server supports, probed: top-k
-#      logprobs by id, no echo, streaming, seed honoured; and seed IGNORED
-#      for the ignoreseed fault;
+#      logprobs by id, no echo, streaming, seed honoured, and with
+#      integrity=on whole-generation integrity ok; seed IGNORED for the
+#      ignoreseed fault, integrity FAIL for late;
 #   2. the correct URL passes (the server's top-k log-probabilities against
 #      the golden: numpy's opinion within the golden's atol) -- and retries
 #      get through a server that answers every other request with 429;
 #   3. every fault fails its own case (verdict fail), with the fault named in
 #      the reason: a timeout (slow, hang), truncated JSON, HTTP 500 and 429
-#      after the retries, wrong logprobs, logprobs one position late (the
-#      tokens differ from the golden's beyond the gate), a stream cut inside
+#      after the retries, wrong logprobs, logprobs one position late (caught
+#      per step, and with integrity=on in a greedy request of 8), seed ignored
+#      (integrity=on), a stream cut inside
 #      an event, text after data: [DONE], the streamed text short of its last
 #      byte, a finish_reason that disagrees with the token;
 #   4. bad options are refused naming them (exit 2); an over-long prompt is the
@@ -50,65 +52,67 @@ for want in "top-k logprobs by id: yes (20 of k=20 asked)" "prompt logprobs (ech
 done
 "$GENFENCE" backends --backend "http:$base/fault/ignoreseed" 2>&1 | gf_grepq -qF "seed: IGNORED" \
     || fail "the ignoreseed fault is not shown as seed: IGNORED"
-echo "ok   genfence backends shows the probed capabilities (and seed IGNORED for ignoreseed)"
+"$GENFENCE" backends --backend "http:$base,integrity=on" 2>&1 \
+    | gf_grepq -qF "integrity: ok (8 greedy tokens in one request == 8 one-step requests" \
+    || fail "integrity=on: the probe does not say integrity ok"
+"$GENFENCE" backends --backend "http:$base/fault/late,integrity=on" 2>&1 \
+    | gf_grepq -qF "integrity: FAIL: http: integrity: step 0" || fail "the late fault does not fail the probe's integrity"
+echo "ok   genfence backends shows the probed capabilities (seed IGNORED for ignoreseed, integrity FAIL for late)"
 
-# 2 + 3. one run, every fault beside the correct server
-t=$((1 * scale))
-declare -A want=(
-    [ok]=""
-    [http429once]=""
-    [slow]="timed out after"
-    [hang]="timed out after"
-    [truncated]="is not valid JSON"
-    [http500]="HTTP 500 after 2 tries"
-    [http429]="HTTP 429 after 2 tries"
-    [wronglogprobs]="integrity: top_logprobs are not in descending order"
-    [late]="token differs at step"
-    [streamcut]="the stream was cut inside event"
-    [afterdone]="text after its final event"
-    [droplastbyte]="the streamed text"
-    [badfinish]="finish_reason 'stop' for token"
-)
+# 2 + 3. one run, every fault beside the correct server. Rows: label, the
+# fault (- for none), extra options, the text the reason must hold (- pass).
+t=$((3 * scale))
+plain=",timeout=$((5 * scale)),retries=1,retry_wait=0.05"
+rows="ok - $plain -
+ok-integrity - $plain,integrity=on -
+http429once http429once $plain -
+slow slow ,timeout=$t,retries=1 timed@out@after
+hang hang ,timeout=$t,retries=1 timed@out@after
+truncated truncated $plain is@not@valid@JSON
+http500 http500 $plain HTTP@500@after@2@tries
+http429 http429 $plain HTTP@429@after@2@tries
+wronglogprobs wronglogprobs $plain integrity:@top_logprobs@are@not@in@descending@order
+late late $plain integrity:@wrong@logprobs
+late-integrity late $plain,integrity=on logprobs@out@of@step@with@the@tokens
+ignoreseed-integrity ignoreseed $plain,integrity=on seed@ignored
+streamcut streamcut $plain,stream=on the@stream@was@cut@inside@event
+afterdone afterdone $plain,stream=on text@after@its@final@event
+droplastbyte droplastbyte $plain,stream=on the@streamed@text
+droplastbyte-integrity droplastbyte $plain,integrity=on the@streamed@text@of@8@tokens
+badfinish badfinish $plain finish_reason@'stop'@for@token"
 args=()
-for f in "${!want[@]}"; do
-    url=$base/fault/$f
-    [ "$f" = ok ] && url=$base
-    opts=",timeout=$((5 * scale)),retries=1,retry_wait=0.05"
-    case $f in
-        slow | hang) opts=",timeout=$t,retries=1" ;;
-        streamcut | afterdone | droplastbyte) opts="$opts,stream=on" ;;
-    esac
+while read -r label fault opts want; do
+    url=$base
+    [ "$fault" = - ] || url=$base/fault/$fault
     args+=(--backend "http:$url$opts")
-done
+done <<<"$rows"
 rc=0
 "$GENFENCE" run "$GF_SRC/cases/golden.yaml" --filter '^golden\.greedy\.sherlock$' "${args[@]}" -j 2 \
     --timeout $((300 * scale)) --report-dir "$tmp/rep" > "$tmp/run.txt" 2>&1 || rc=$?
 [ $rc -eq 1 ] || { cat "$tmp/run.txt"; fail "the run exits $rc, want 1 (faults fail, nothing is bad input)"; }
-"$GF_PYTHON" - "$tmp/rep/run.json" "$base" <<'PY' > "$tmp/verdicts.txt"
+"$GF_PYTHON" - "$tmp/rep/run.json" <<'PY' > "$tmp/verdicts.txt"
 import json, sys
-doc = json.load(open(sys.argv[1]))
-for r in doc["results"]:
-    b = r["backend_requested"]
-    url = b.split(":", 1)[1].split(",")[0]
-    f = url.rsplit("/fault/", 1)[1] if "/fault/" in url else "ok"
-    print(f"{f}\t{r['verdict']}\t{r.get('reason', '')}")
+for r in json.load(open(sys.argv[1]))["results"]:
+    print(f"{r['backend_requested']}\t{r['verdict']}\t{r.get('reason', '')}")
 PY
-cat "$tmp/verdicts.txt" | cut -c1-220
 n=0
-for f in "${!want[@]}"; do
-    line=$(awk -F'\t' -v f="$f" '$1 == f' "$tmp/verdicts.txt")
-    [ -n "$line" ] || { cat "$tmp/run.txt"; fail "no result for $f"; }
+while read -r label fault opts want; do
+    url=$base
+    [ "$fault" = - ] || url=$base/fault/$fault
+    line=$(awk -F'\t' -v b="http:$url$opts" '$1 == b' "$tmp/verdicts.txt")
+    [ -n "$line" ] || { cat "$tmp/run.txt"; fail "no result for $label"; }
     verdict=$(cut -f2 <<<"$line")
     reason=$(cut -f3- <<<"$line")
-    if [ -z "${want[$f]}" ]; then
-        [ "$verdict" = pass ] || fail "$f: verdict $verdict, want pass ($reason)"
+    if [ "$want" = - ]; then
+        [ "$verdict" = pass ] || fail "$label: verdict $verdict, want pass ($reason)"
     else
-        [ "$verdict" = fail ] || fail "$f: verdict $verdict, want fail ($reason)"
-        gf_grepq -qF "${want[$f]}" <<<"$reason" || fail "$f: the reason does not name the fault ('${want[$f]}'): $reason"
+        [ "$verdict" = fail ] || fail "$label: verdict $verdict, want fail ($reason)"
+        gf_grepq -qF "${want//@/ }" <<<"$reason" || fail "$label: the reason does not name the fault ('${want//@/ }'): $reason"
     fi
+    echo "ok   $label: $verdict${reason:+ ($(cut -c1-160 <<<"$reason"))}"
     n=$((n + 1))
-done
-echo "ok   one run, $n backends: the correct server and http429once pass, every fault fails its own case, named"
+done <<<"$rows"
+echo "ok   one run, $n backends: the correct server (with and without integrity=on) and http429once pass, every fault fails its own case, named"
 
 # 4. options and the context limit
 rc=0

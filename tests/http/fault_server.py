@@ -34,14 +34,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "backends"))
 import numpy_gpt2  # noqa: E402
 
 FAULTS = {
-    "slow": "every reply 3 s late (GF_TIME_SCALE scales it)",
+    "slow": "every completion 30 s late (GF_TIME_SCALE scales it)",
     "hang": "reads the request and never answers (the connection stays open)",
     "truncated": "the JSON reply cut in half (Content-Length says the cut length)",
     "http500": "HTTP 500 to every completion",
     "http429": "HTTP 429 with Retry-After: 1 to every completion",
     "http429once": "HTTP 429 with Retry-After: 1 to every other completion (a retry gets through)",
     "wronglogprobs": "the top-k log-probabilities rotated against their ids",
-    "late": "the logprobs (and token) of one position earlier",
+    "late": "the right tokens, the logprobs of one position earlier",
     "streamcut": "a streamed reply cut inside its last event",
     "afterdone": "a streamed reply with an event after data: [DONE]",
     "droplastbyte": "a streamed reply without the last byte of its text",
@@ -80,6 +80,10 @@ class Engine:
             self.text[i] = bytes(dec.get(ch, 63) for ch in tok)
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.lock = threading.Lock()
+
+    def piece(self, i):
+        """a token's bytes; b"" for a special token outside the BPE vocabulary (EOS)"""
+        return self.text.get(i, b"")
 
     def logprobs(self, ids):
         """log-softmax of the next-token logits after ids, float64 (V)."""
@@ -141,7 +145,7 @@ class Handler(BaseHTTPRequestHandler):
             STOP.wait(3600)
             return
         if fault == "slow":
-            time.sleep(3.0 * float(os.environ.get("GF_TIME_SCALE", "1")))
+            time.sleep(30.0 * float(os.environ.get("GF_TIME_SCALE", "1")))
         if fault in ("http500",):
             return self.error(500, "internal server error (fault http500)", "server_error")
         if fault in ("http429", "http429once"):
@@ -172,23 +176,25 @@ class Handler(BaseHTTPRequestHandler):
         ids = list(prompt)
         steps, text, finish = [], b"", "length"
         for _ in range(max_tokens):
-            lp = ENGINE.logprobs(ids[:-1] if fault == "late" and len(ids) > 1 else ids)
+            lp = ENGINE.logprobs(ids)
             if temp <= 0:
                 tok = int(np.argmax(lp))
             else:
                 p = np.exp(lp / temp - (lp / temp).max())
                 tok = int(rng.choice(len(p), p=p / p.sum()))
+            if fault == "late" and len(ids) > 1:
+                lp = ENGINE.logprobs(ids[:-1])  # the right token, the logprobs of one position earlier
             order = np.argsort(-lp, kind="stable")[:k]
             top = [(int(i), float(lp[i])) for i in order]
             if fault == "wronglogprobs" and len(top) > 1:
                 vals = [v for _, v in top]
                 top = [(i, v) for (i, _), v in zip(top, vals[1:] + vals[:1])]
-            steps.append({"id": tok, "token": ENGINE.text[tok].decode("utf-8", "replace"),
-                          "bytes": list(ENGINE.text[tok]), "logprob": float(lp[tok]),
-                          "top_logprobs": [{"id": i, "token": ENGINE.text[i].decode("utf-8", "replace"),
-                                            "bytes": list(ENGINE.text[i]), "logprob": v} for i, v in top]})
+            steps.append({"id": tok, "token": ENGINE.piece(tok).decode("utf-8", "replace"),
+                          "bytes": list(ENGINE.piece(tok)), "logprob": float(lp[tok]),
+                          "top_logprobs": [{"id": i, "token": ENGINE.piece(i).decode("utf-8", "replace"),
+                                            "bytes": list(ENGINE.piece(i)), "logprob": v} for i, v in top]})
             ids.append(tok)
-            text += ENGINE.text[tok]
+            text += ENGINE.piece(tok)
             if tok == ENGINE.eos:
                 finish = "stop"
                 break
