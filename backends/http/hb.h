@@ -84,6 +84,22 @@ int hb_is_context_error(long status, const char *body, size_t len);
  * of the model (V = INT32_MAX, eos = -1 where unknown: info). */
 gf_status hb_integrity(const hb_conf *c, const char *model, int32_t V, int32_t eos, char *summary, size_t len);
 
+/* One completion request: the prompt as ids, max_tokens, temperature,
+ * logprobs = conf->k, echo, stream, seed (< 0: none), the model (NULL or "":
+ * none). */
+typedef struct hb_ask {
+    const int32_t *prompt; /* (n) */
+    int32_t n;
+    int max_tokens;
+    double temperature;
+    int seed, echo, stream;
+} hb_ask;
+/* POST it to URL/v1/completions. GF_OK with the reply on HTTP 200; another
+ * status is GF_E_BACKEND naming it and the server's message (an over-long
+ * prompt GF_E_CONTEXT_LIMIT), or with keep_error GF_OK with r->status set
+ * (the probes read the refusal). */
+gf_status hb_complete(const hb_conf *c, const char *model, const hb_ask *a, int keep_error, hb_reply *r);
+
 /* The info slot: probes the server named by opts->config (hb_info.c). */
 gf_status hb_info(const gf_backend_options *opts, gf_backend_info *info_out);
 

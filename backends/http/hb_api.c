@@ -361,3 +361,36 @@ int hb_is_context_error(long status, const char *body, size_t len)
             return 1;
     return 0;
 }
+
+gf_status hb_complete(const hb_conf *c, const char *model, const hb_ask *a, int keep_error, hb_reply *r)
+{
+    memset(r, 0, sizeof *r);
+    json_t *ids = json_array();
+    for (int32_t i = 0; ids && i < a->n; i++)
+        json_array_append_new(ids, json_integer(a->prompt[i]));
+    json_t *o = json_pack("{s:o, s:i, s:f, s:i, s:b, s:b}", "prompt", ids, "max_tokens", a->max_tokens, "temperature",
+                          a->temperature, "logprobs", c->k, "echo", a->echo, "stream", a->stream);
+    if (o && model && model[0])
+        json_object_set_new(o, "model", json_string(model));
+    if (o && a->seed >= 0)
+        json_object_set_new(o, "seed", json_integer(a->seed));
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return gf_error_set(GF_E_NOMEM, "http: out of memory");
+    gf_status st = hb_request(c, "/v1/completions", body, r);
+    free(body);
+    if (st != GF_OK || r->status == 200 || keep_error)
+        return st;
+    char msg[300];
+    hb_error_text(r->body, r->len, msg, sizeof msg);
+    if (hb_is_context_error(r->status, r->body, r->len))
+        st = gf_error_set(GF_E_CONTEXT_LIMIT,
+                          "http: the server refused a prompt of %d tokens as over its context (HTTP %ld: %s)", a->n,
+                          r->status, msg);
+    else
+        st = gf_error_set(GF_E_BACKEND, "http: POST %s/v1/completions: HTTP %ld after %d tr%s: %s", c->url, r->status,
+                          r->tries, r->tries == 1 ? "y" : "ies", msg);
+    hb_reply_free(r);
+    return st;
+}

@@ -22,20 +22,9 @@ typedef struct info_entry {
 static gf_status ask(const hb_conf *c, const char *model, int echo, int stream, double temp, int seed, int max_tokens,
                      hb_reply *r)
 {
-    json_t *ids = json_pack("[i, i, i]", 1, 2, 3);
-    json_t *o = json_pack("{s:o, s:i, s:f, s:i, s:b, s:b}", "prompt", ids, "max_tokens", max_tokens, "temperature",
-                          temp, "logprobs", c->k, "echo", echo, "stream", stream);
-    if (o && model[0])
-        json_object_set_new(o, "model", json_string(model));
-    if (o && seed >= 0)
-        json_object_set_new(o, "seed", json_integer(seed));
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!body)
-        return gf_error_set(GF_E_NOMEM, "http: out of memory");
-    gf_status st = hb_request(c, "/v1/completions", body, r);
-    free(body);
-    return st;
+    static const int32_t prompt[3] = {1, 2, 3};
+    hb_ask a = {prompt, 3, max_tokens, temp, seed, echo, stream};
+    return hb_complete(c, model, &a, 1, r);
 }
 
 /* "HTTP 400: message" or the transport error, into buf. */

@@ -11,7 +11,6 @@
  * an invariance finding, not a failure). Run by info (genfence backends) and,
  * with integrity=on, by model_load. */
 #define _GNU_SOURCE
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,28 +24,8 @@
 static gf_status complete(const hb_conf *c, const char *model, const int32_t *prompt, int32_t n, int max_tokens,
                           double temp, int seed, int stream, hb_reply *r)
 {
-    json_t *ids = json_array();
-    for (int32_t i = 0; i < n; i++)
-        json_array_append_new(ids, json_integer(prompt[i]));
-    json_t *o = json_pack("{s:o, s:i, s:f, s:i, s:b}", "prompt", ids, "max_tokens", max_tokens, "temperature", temp,
-                          "logprobs", c->k, "stream", stream);
-    if (o && model[0])
-        json_object_set_new(o, "model", json_string(model));
-    if (o && seed >= 0)
-        json_object_set_new(o, "seed", json_integer(seed));
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!body)
-        return gf_error_set(GF_E_NOMEM, "http: out of memory");
-    gf_status st = hb_request(c, "/v1/completions", body, r);
-    free(body);
-    if (st == GF_OK && r->status != 200) {
-        char msg[200];
-        hb_error_text(r->body, r->len, msg, sizeof msg);
-        st = gf_error_set(GF_E_BACKEND, "http: POST %s/v1/completions: HTTP %ld: %s", c->url, r->status, msg);
-        hb_reply_free(r);
-    }
-    return st;
+    hb_ask a = {prompt, n, max_tokens, temp, seed, 0, stream};
+    return hb_complete(c, model, &a, 0, r);
 }
 
 static gf_status completion(const hb_conf *c, const char *model, const int32_t *prompt, int32_t n, int max_tokens,

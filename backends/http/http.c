@@ -75,44 +75,6 @@ static gf_status first_model(const hb_conf *c, char *out, size_t out_len)
     return st;
 }
 
-/* The body of a one-step request over prompt (n ids). malloc'd. */
-static char *step_request(const hb_model *m, const int32_t *prompt, int32_t n, int stream)
-{
-    json_t *ids = json_array();
-    for (int32_t i = 0; i < n; i++)
-        json_array_append_new(ids, json_integer(prompt[i]));
-    json_t *o = json_pack("{s:o, s:i, s:f, s:i, s:b, s:b}", "prompt", ids, "max_tokens", 1, "temperature", 0.0,
-                          "logprobs", m->conf.k, "echo", 0, "stream", stream);
-    if (o && m->model[0])
-        json_object_set_new(o, "model", json_string(m->model));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return s;
-}
-
-/* POST one request; the reply body on HTTP 200, the status named otherwise
- * (an over-long prompt as GF_E_CONTEXT_LIMIT). */
-static gf_status post(const hb_model *m, const char *body, int32_t n_prompt, hb_reply *r)
-{
-    gf_status st = hb_request(&m->conf, "/v1/completions", body, r);
-    if (st != GF_OK)
-        return st;
-    if (r->status == 200)
-        return GF_OK;
-    char msg[300];
-    hb_error_text(r->body, r->len, msg, sizeof msg);
-    if (hb_is_context_error(r->status, r->body, r->len))
-        st = gf_error_set(GF_E_CONTEXT_LIMIT,
-                          "http: the server refused a prompt of %d tokens as over its context "
-                          "(HTTP %ld: %s)",
-                          n_prompt, r->status, msg);
-    else
-        st = gf_error_set(GF_E_BACKEND, "http: POST %s/v1/completions: HTTP %ld after %d tr%s: %s", m->conf.url,
-                          r->status, r->tries, r->tries == 1 ? "y" : "ies", msg);
-    hb_reply_free(r);
-    return st;
-}
-
 /* The checks on one step's reply (the file comment); row (V) filled. */
 static gf_status check_step(const hb_model *m, const hb_completion *c, int32_t n_prompt, float *row)
 {
@@ -197,12 +159,9 @@ static gf_status check_step(const hb_model *m, const hb_completion *c, int32_t n
 /* Stream the same request and compare (stream=on). */
 static gf_status check_stream(const hb_model *m, const int32_t *prompt, int32_t n, const hb_completion *plain)
 {
-    char *body = step_request(m, prompt, n, 1);
-    if (!body)
-        return gf_error_set(GF_E_NOMEM, "http: out of memory");
     hb_reply r;
-    gf_status st = post(m, body, n, &r);
-    free(body);
+    hb_ask a = {.prompt = prompt, .n = n, .max_tokens = 1, .seed = -1, .stream = 1};
+    gf_status st = hb_complete(&m->conf, m->model, &a, 0, &r);
     if (st != GF_OK)
         return gf_error_prefix(st, "http: stream");
     hb_completion sc;
@@ -234,12 +193,9 @@ static gf_status one_step(const hb_model *m, const int32_t *prompt, int32_t n, f
             row[v] = 0.0f;
         return GF_OK;
     }
-    char *body = step_request(m, prompt, n, 0);
-    if (!body)
-        return gf_error_set(GF_E_NOMEM, "http: out of memory");
     hb_reply r;
-    gf_status st = post(m, body, n, &r);
-    free(body);
+    hb_ask a = {.prompt = prompt, .n = n, .max_tokens = 1, .seed = -1};
+    gf_status st = hb_complete(&m->conf, m->model, &a, 0, &r);
     if (st != GF_OK)
         return st;
     hb_completion c;
