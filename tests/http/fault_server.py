@@ -80,19 +80,28 @@ class Engine:
             self.text[i] = bytes(dec.get(ch, 63) for ch in tok)
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.lock = threading.Lock()
+        self.memo = {}
 
     def piece(self, i):
         """a token's bytes; b"" for a special token outside the BPE vocabulary (EOS)"""
         return self.text.get(i, b"")
 
     def logprobs(self, ids):
-        """log-softmax of the next-token logits after ids, float64 (V)."""
+        """log-softmax of the next-token logits after ids, float64 (V); remembered
+        (every backend of a test asks the same prompts: one forward each)."""
+        key = tuple(ids)
         with self.lock:
-            t = np.array([ids], dtype=np.int64)
-            pos = np.arange(len(ids))[None, :]
-            x = self.model.forward(None, t, pos, None, True)[0, -1].astype(np.float64)
-        m = x.max()
-        return x - (m + math.log(np.exp(x - m).sum()))
+            hit = self.memo.get(key)
+            if hit is None:
+                t = np.array([ids], dtype=np.int64)
+                pos = np.arange(len(ids))[None, :]
+                x = self.model.forward(None, t, pos, None, True)[0, -1].astype(np.float64)
+                m = x.max()
+                hit = x - (m + math.log(np.exp(x - m).sum()))
+                if len(self.memo) > 20000:
+                    self.memo.clear()
+                self.memo[key] = hit
+        return hit.copy()
 
 
 class Handler(BaseHTTPRequestHandler):
