@@ -10,6 +10,18 @@ gf_sdist_init() {
     root=${GENFENCE_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/genfence}
     dest="$root/$1-$ver"
 }
+# gf_sdist_begin LOCKNAME [--print-dir]: --print-dir prints $dest and exits;
+# a built $dest (GENFENCE-BUILD in it) exits 0; else takes $root/LOCKNAME (one
+# build at a time per cache: two setups racing would both build) and checks
+# again under it.
+gf_sdist_begin() {
+    if [ "${2:-}" = --print-dir ]; then echo "$dest"; exit 0; fi
+    if [ -f "$dest/GENFENCE-BUILD" ]; then exit 0; fi
+    mkdir -p "$root"
+    exec 9>"$root/$1"
+    flock 9
+    if [ -f "$dest/GENFENCE-BUILD" ]; then exit 0; fi
+}
 # gf_sdist_unpack WORK: the sdist (downloaded with pip once, into $root/dist)
 # unpacked into WORK; sets src (its vendor/llama.cpp) and commit (the llama.cpp
 # commit this release bundles, from the release's own changelog: the sdist

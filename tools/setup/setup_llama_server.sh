@@ -13,16 +13,7 @@ cd "$(dirname "$0")/../.."
 
 . tools/setup/llamacpp_sdist.sh
 gf_sdist_init llama-server
-if [ "${1:-}" = --print-dir ]; then echo "$dest"; exit 0; fi
-if [ -f "$dest/GENFENCE-BUILD" ]; then
-    exit 0
-fi
-mkdir -p "$root"
-exec 9>"$root/.lock-server"
-flock 9
-if [ -f "$dest/GENFENCE-BUILD" ]; then
-    exit 0
-fi
+gf_sdist_begin .lock-server "${1:-}"
 
 jobs=${GENFENCE_LLAMACPP_JOBS:-2}
 t0=$(date +%s)

@@ -11,18 +11,7 @@ cd "$(dirname "$0")/../.."
 
 . tools/setup/llamacpp_sdist.sh
 gf_sdist_init llama.cpp
-if [ "${1:-}" = --print-dir ]; then echo "$dest"; exit 0; fi
-if [ -f "$dest/GENFENCE-BUILD" ]; then
-    exit 0
-fi
-
-# one build at a time per cache (two setups racing would both build)
-mkdir -p "$root"
-exec 9>"$root/.lock"
-flock 9
-if [ -f "$dest/GENFENCE-BUILD" ]; then
-    exit 0
-fi
+gf_sdist_begin .lock "${1:-}"
 
 jobs=${GENFENCE_LLAMACPP_JOBS:-2}
 t0=$(date +%s)
