@@ -39,7 +39,8 @@ for pair in "holmes-gpt golden.yaml" "holmes-llama golden_llama.yaml"; do
     "$GF_BUILD/tools/gguf_write" "$model" "$tmp/$name.gguf" || fail "$name: gguf_write failed"
     ctx=$("$GF_PYTHON" -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("n_positions") or c["max_position_embeddings"])' "$model/config.json")
     port=$(free_port)
-    "$server" -m "$tmp/$name.gguf" --host 127.0.0.1 --port "$port" -c "$ctx" -np 1 -t 1 \
+    # f32 KV cache and no flash attention, as the llamacpp backend's f32 (llama-server's defaults: f16, auto)
+    "$server" -m "$tmp/$name.gguf" --host 127.0.0.1 --port "$port" -c "$ctx" -np 1 -t 1 -ctk f32 -ctv f32 -fa off \
         > "$tmp/$name.server.log" 2>&1 &
     spid=$!
     gf_on_exit "kill $spid 2>/dev/null; wait $spid 2>/dev/null"
