@@ -84,7 +84,9 @@ int gf_sampler_profile_from_name(const char *name);
     X(TOP_P, 4, "top_p")             \
     X(MIN_P, 5, "min_p")             \
     X(TEMPERATURE, 6, "temperature") \
-    X(XTC, 7, "xtc")
+    X(XTC, 7, "xtc")                 \
+    X(TOP_N_SIGMA, 8, "top_n_sigma") \
+    X(DRY, 9, "dry")
 typedef enum gf_sampler_stage {
 #define GF_STAGE_ENUM_(ID, v, name) GF_STAGE_##ID = v,
     GF_SAMPLER_STAGE_LIST(GF_STAGE_ENUM_)
@@ -93,7 +95,8 @@ typedef enum gf_sampler_stage {
 #define GF_SAMPLER_MAX_CHAIN \
     6 /* the capacity of gf_sampler_ext.chain (part of its layout: an explicit chain
                                   names at most 6 of the stages) */
-/* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"; NULL otherwise. */
+/* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature", "xtc",
+ * "top_n_sigma", "dry"; NULL otherwise. */
 const char *gf_sampler_stage_name(int stage);
 int gf_sampler_stage_from_name(const char *name); /* -1 if unknown */
 
@@ -135,6 +138,21 @@ struct gf_sampler_ext {
     double xtc_probability; /* 0 */
     double xtc_threshold;   /* 0.1 */
     int32_t xtc_min_keep;   /* 1 */
+    /* llamacpp's top-n-sigma: drop z < z_max - n * sigma (sigma the
+     * population standard deviation of the finite z); n <= 0: off. */
+    double top_n_sigma; /* -1 */
+    /* llamacpp's DRY ("don't repeat yourself"): a token that would extend a
+     * repeat of the history's last tokens at least allowed_length long is
+     * penalised by multiplier * base^(length - allowed_length). Over the last
+     * penalty_last_n ids of the history (-1: all, 0: off); a breaker id in
+     * that window limits the repeat length, and is never penalised itself.
+     * multiplier 0 or base < 1: off. Breakers are single tokens. */
+    double dry_multiplier;       /* 0 */
+    double dry_base;             /* 1.75 */
+    int32_t dry_allowed_length;  /* 2 */
+    int32_t dry_penalty_last_n;  /* -1 */
+    int32_t n_dry_breakers;      /* 0 */
+    const int32_t *dry_breakers; /* (n_dry_breakers) token ids */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
