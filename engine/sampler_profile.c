@@ -406,7 +406,7 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
 static const gf_profile_row k_rows[] = {
     ROW("order", "bias, eos ban, penalties, temperature, top_k, top_p, min_p, typical_p",
         "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
-        "bias, penalties, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
+        "bias, penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
         "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
         "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
@@ -436,6 +436,12 @@ static const gf_profile_row k_rows[] = {
         "added (SamplingParams; the OpenAI server clamps to [-100, 100])"),
     ROW("xtc (probability, threshold, min_keep)", "error (none)", "error (none)",
         "p <= 0 off, >= 1 every step, (0, 1) error; t > 0.5 off; drop p >= t but the last, if >= min_keep stay",
+        "error (none)"),
+    ROW("top_n_sigma", "error (none)", "error (none)",
+        "<= 0 off; finite; drop z < z_max - n * sigma (population sigma of the finite z)", "error (none)"),
+    ROW("dry (multiplier, base, allowed_length, penalty_last_n, sequence_breakers)", "error (none)", "error (none)",
+        "multiplier 0 / base < 1 / last_n 0 off; z -= m * b^(len - allowed) for a token extending a repeat; "
+        "single-token breakers",
         "error (none)"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };

@@ -191,6 +191,82 @@ Test(plugin_sampler, llamacpp_xtc)
     cr_assert_gt(cut, 50, "XTC changed only %ld of %ld draws", cut, rows);
 }
 
+/* llamacpp's top-n-sigma and DRY (issue 34): n sigma off, small and large;
+ * DRY over histories with repeats, every allowed length, window and breaker
+ * set, bases above, at and below 1; alone, together and after top_k, greedy
+ * and sampled. The plugin's own top-n-sigma (Welford) and DRY (read
+ * forwards) draw what gf_sample does, and each filter changed some draws. */
+Test(plugin_sampler, llamacpp_top_n_sigma_and_dry)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(2.0 * gf_rng_uniform(41, 4, 0, (uint32_t)i) - 1.0);
+    L[6] = -INFINITY;
+    static const int32_t hist[2][10] = {{1, 3, 1, 3, 2, 1, 3, 1, 3, 1}, {4, 0, 4, 0, 9, 4, 0, 9, 4, 0}};
+    static const int32_t brk[2][2] = {{3, 11}, {9, 2}};
+    const double sig[] = {-1.0, 0.4, 1.0, 2.5};
+    const double mul[] = {0.0, 0.8, 3.0};
+    const double base[] = {1.75, 1.1, 0.9};
+    const int32_t lastn[] = {-1, 0, 4, 7};
+    long rows = 0, cut_sigma = 0, cut_dry = 0;
+    for (int h = 0; h < 2; h++)
+        for (int a = 0; a < 4; a++)
+            for (int m = 0; m < 3; m++)
+                for (int b = 0; b < 3; b++)
+                    for (int32_t al = 0; al <= 3; al++)
+                        for (int w = 0; w < 4; w++)
+                            for (int nb = 0; nb <= 2; nb++) {
+                                gf_sampler_ext e = gf_sampler_ext_defaults();
+                                e.profile = GF_PROFILE_LLAMACPP;
+                                e.top_n_sigma = sig[a];
+                                e.dry_multiplier = mul[m];
+                                e.dry_base = base[b];
+                                e.dry_allowed_length = al;
+                                e.dry_penalty_last_n = lastn[w];
+                                e.dry_breakers = brk[h];
+                                e.n_dry_breakers = nb;
+                                e.history = hist[h];
+                                e.n_history = 10;
+                                gf_sampler_params p = gf_sampler_greedy();
+                                p.temperature = (al & 1) ? 0.8 : 0.0;
+                                p.use_top_k = (w & 1) != 0;
+                                p.top_k = 7;
+                                p.seed = 9;
+                                p.ext = &e;
+                                cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                                gf_sampler_ext off = e;
+                                off.top_n_sigma = -1.0;
+                                gf_sampler_params ps = p;
+                                ps.ext = &off;
+                                gf_sampler_ext nodry = e;
+                                nodry.dry_multiplier = 0.0;
+                                gf_sampler_params pd = p;
+                                pd.ext = &nodry;
+                                for (uint64_t step = 0; step < 2; step++) {
+                                    gf_sample_result r, rs, rd;
+                                    cr_assert_eq(gf_sample(L, V, &p, 3, step, &r), GF_OK, "%s", gf_error_msg());
+                                    cr_assert_eq(gf_sample(L, V, &ps, 3, step, &rs), GF_OK, "%s", gf_error_msg());
+                                    cr_assert_eq(gf_sample(L, V, &pd, 3, step, &rd), GF_OK, "%s", gf_error_msg());
+                                    cut_sigma += r.kept < rs.kept;
+                                    cut_dry += r.token != rd.token;
+                                    double u[V];
+                                    gf_rng_uniforms(p.seed, 3, step, V, u);
+                                    int32_t id = -1;
+                                    cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
+                                    cr_assert_eq(
+                                        id, r.token,
+                                        "history %d, n_sigma %g, dry %g * %g^(n - %d), last_n %d, %d breakers, "
+                                        "T %g, step %d: plugin %d, gf_sample %d",
+                                        h, sig[a], mul[m], base[b], (int)al, (int)lastn[w], nb, p.temperature,
+                                        (int)step, (int)id, (int)r.token);
+                                    rows++;
+                                }
+                            }
+    cr_assert_eq(rows, 2L * 4 * 3 * 3 * 4 * 4 * 3 * 2);
+    cr_assert_gt(cut_sigma, 100, "top-n-sigma cut only %ld of %ld draws", cut_sigma, rows);
+    cr_assert_gt(cut_dry, 50, "DRY changed only %ld of %ld draws", cut_dry, rows);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {
