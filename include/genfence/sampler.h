@@ -153,6 +153,15 @@ struct gf_sampler_ext {
     int32_t dry_penalty_last_n;  /* -1 */
     int32_t n_dry_breakers;      /* 0 */
     const int32_t *dry_breakers; /* (n_dry_breakers) token ids */
+    /* llamacpp's mirostat (1: v1 with m = 100, 2: v2; 0 off): it replaces
+     * the chain (bias, temperature, mirostat). Its state across steps is mu,
+     * an input here: unset (use_mirostat_mu 0) is the first step's 2 * tau;
+     * after a draw mu -= eta * (-log2 p_token - tau) (gf_sampler_mirostat_mu). */
+    int32_t mirostat;        /* 0 */
+    double mirostat_tau;     /* 5 */
+    double mirostat_eta;     /* 0.1 */
+    int32_t use_mirostat_mu; /* 0: 2 * tau */
+    double mirostat_mu;
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
@@ -200,6 +209,14 @@ gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params 
                         gf_sample_result *out);
 /* 1 when token is one of p->ext's stop_token_ids (generation stops there). */
 int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token);
+
+/* Mirostat's state after drawing `token` from the row (mirostat 1 or 2 under
+ * llamacpp): *mu_out = mu - eta * (-log2 p_token - tau), p the row's kept,
+ * renormalised distribution at p's mu (gf_sampler_probs). A generation
+ * passes it as the next step's mirostat_mu. GF_E_INVALID_ARG when mirostat
+ * is off or the token was not kept. */
+gf_status gf_sampler_mirostat_mu(const float *logits, int32_t V, const gf_sampler_params *p, int32_t token,
+                                 double *mu_out);
 
 /* Steps 1-3 only: the filtered, temperature-scaled logits z (V, -inf where
  * dropped). Greedy (temperature 0) keeps only the argmax. */
