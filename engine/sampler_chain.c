@@ -17,6 +17,9 @@
 
 typedef gf_zi zi;
 
+/* mirostat's place after temperature: not a stage a chain can name */
+#define GF_STAGE_MIROSTAT_ 100
+
 int gf_zi_cmp_desc(const void *a, const void *b)
 {
     const gf_zi *x = a, *y = b;
@@ -467,6 +470,55 @@ static gf_status stage_dry(chain_ctx *c)
     return GF_OK;
 }
 
+/* llama.cpp's mirostat at the step's mu (unset: 2 * tau), on the finite z
+ * in descending order with their softmax p. v2: keep the leading run with
+ * surprise -log2 p <= mu (at least one). v1 (m = 100): s_hat, the
+ * least-squares Zipf exponent of the top m ratios (sum t_i b_i / sum t_i^2,
+ * t_i = ln((i + 2) / (i + 1)), b_i = ln(p_i / p_{i+1})), then k =
+ * ((s_hat - 1) 2^mu / (1 - V^(1 - s_hat)))^(1 / s_hat), and llama.cpp's
+ * exact top-k at max((int)k, 1). One candidate: kept. */
+static gf_status stage_mirostat(chain_ctx *c, double *pr_buf, uint8_t *keep)
+{
+    const gf_sampler_ext *e = c->e;
+    int32_t n = sort_finite(c);
+    if (n < 2)
+        return GF_OK;
+    sorted_probs(c, pr_buf);
+    const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+    int32_t last = n; /* keep positions [0, last) */
+    if (e->mirostat == 2) {
+        last = 0;
+        while (last < n && !(-log2(pr_buf[last]) > mu))
+            last++;
+    } else {
+        double tb = 0.0, tt = 0.0;
+        for (int32_t i = 0; i < 100 - 1 && i < n - 1; i++) {
+            const double t = log((double)(i + 2) / (double)(i + 1)), b = log(pr_buf[i] / pr_buf[i + 1]);
+            tb += t * b;
+            tt += t * t;
+        }
+        double s_hat = tb / tt;
+        /* llama.cpp's array keeps the dropped tokens (p 0) after the finite
+         * ones: a pair reaching one within the first m makes b_i inf or NaN */
+        if (n < c->V && n < 100)
+            s_hat = NAN;
+        const double eps = s_hat - 1.0;
+        const double k = pow(eps * pow(2.0, mu) / (1.0 - pow((double)c->V, -eps)), 1.0 / s_hat);
+        /* llama.cpp's max(int(k), 1): a k that no int holds (NaN, >= 2^31) converts to
+         * INT_MIN on x86, so one token stays */
+        if (!(k < 2147483648.0))
+            last = 1;
+        else
+            last = k >= (double)n ? n : (k >= 1.0 ? (int32_t)k : 1);
+    }
+    if (last < 1)
+        last = 1;
+    for (int32_t j = 0; j < n; j++)
+        keep[j] = j < last;
+    drop_sorted_from(c, keep);
+    return GF_OK;
+}
+
 /* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
 static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
 {
@@ -604,8 +656,14 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
     }
     const int32_t *order;
     int32_t n_order;
+    static const int32_t k_order_mirostat[] = {GF_STAGE_TEMPERATURE, GF_STAGE_MIROSTAT_};
     switch (pr) {
     case GF_PROFILE_LLAMACPP:
+        if (e->mirostat) { /* common/sampling: temperature, then mirostat instead of the chain */
+            order = k_order_mirostat;
+            n_order = 2;
+            break;
+        }
         order = e->n_chain > 0 ? e->chain : k_order_llamacpp;
         n_order = e->n_chain > 0 ? e->n_chain : (int32_t)(sizeof k_order_llamacpp / sizeof k_order_llamacpp[0]);
         break;
@@ -632,6 +690,7 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
         case GF_STAGE_XTC: st = stage_xtc(c, pr_buf, keep); break;
         case GF_STAGE_TOP_N_SIGMA: st = stage_top_n_sigma(c); break;
         case GF_STAGE_DRY: st = stage_dry(c); break;
+        case GF_STAGE_MIROSTAT_: st = stage_mirostat(c, pr_buf, keep); break;
         default: st = gf_error_set(GF_E_INTERNAL, "sampler: stage %d", (int)order[s]);
         }
         if (st != GF_OK)

@@ -127,8 +127,12 @@ static void ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->dry_base = 1.75;
     out->dry_allowed_length = 2;
     out->dry_penalty_last_n = -1;
+    out->mirostat_tau = 5.0;
+    out->mirostat_eta = 0.1;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
 }
+
+#define LC_STAGE_MIROSTAT 100 /* after temperature when mirostat is on: no chain names it */
 
 static struct llama_sampler *stage(const gf_sampler_params *p, const gf_sampler_ext *e, int32_t V, int st)
 {
@@ -159,6 +163,12 @@ static struct llama_sampler *stage(const gf_sampler_params *p, const gf_sampler_
             llama_sampler_accept(s, e->history[i]);
         return s;
     }
+    case LC_STAGE_MIROSTAT: {
+        const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+        if (e->mirostat == 1)
+            return llama_sampler_init_mirostat(V, (uint32_t)p->seed, (float)(mu / 2.0), (float)e->mirostat_eta, 100);
+        return llama_sampler_init_mirostat_v2((uint32_t)p->seed, (float)(mu / 2.0), (float)e->mirostat_eta);
+    }
     default: return NULL;
     }
 }
@@ -181,8 +191,14 @@ gf_status lc_sample_ex(void *model, const float *logits, int32_t B, const gf_sam
     static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
                                         GF_STAGE_TOP_K,     GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
                                         GF_STAGE_MIN_P,     GF_STAGE_XTC,       GF_STAGE_TEMPERATURE};
-    const int32_t *order = e.n_chain > 0 ? e.chain : k_default;
-    const int32_t n_order = e.n_chain > 0 ? e.n_chain : (int32_t)(sizeof k_default / sizeof k_default[0]);
+    /* mirostat: common/sampling's temperature then mirostat, at the step's mu
+     * (llama.cpp starts mu at 2 * tau: tau mu / 2 gives that mu; the tau of its
+     * own update is not used, the draw is the race below over what it kept) */
+    static const int32_t k_mirostat[] = {GF_STAGE_TEMPERATURE, LC_STAGE_MIROSTAT};
+    const int32_t *order = e.mirostat ? k_mirostat : e.n_chain > 0 ? e.chain : k_default;
+    const int32_t n_order = e.mirostat      ? 2
+                            : e.n_chain > 0 ? e.n_chain
+                                            : (int32_t)(sizeof k_default / sizeof k_default[0]);
     const int32_t V = draws->V;
     llama_token_data *data = malloc((size_t)V * sizeof *data);
     llama_logit_bias *bias = malloc((size_t)(e.n_bias > 0 ? e.n_bias : 1) * sizeof *bias);

@@ -273,6 +273,38 @@ static void px_dry(px_row *r)
     }
 }
 
+/* llamacpp's mirostat at the step's mu (unset: 2 tau). v2: a token stays
+ * while ln p >= -mu ln 2 (surprise within mu bits), the first always; v1:
+ * the top k with k from the Zipf fit of the leading 100 ratios, x86's
+ * int conversion (k past INT_MAX or NaN: one token). */
+static void px_mirostat(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    if (px_sort(r) < 2)
+        return;
+    const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+    int32_t keep = 1;
+    if (e->mirostat == 2) {
+        while (keep < r->n && log(r->pr[keep]) >= -mu * log(2.0))
+            keep++;
+        if (log(r->pr[0]) < -mu * log(2.0))
+            keep = 1;
+    } else {
+        double num = 0.0, den = 0.0;
+        for (int32_t i = 0; i + 1 < r->n && i < 99; i++) {
+            const double t = log1p(1.0 / (i + 1.0));
+            num += t * (log(r->pr[i]) - log(r->pr[i + 1]));
+            den += t * t;
+        }
+        /* a p = 0 entry (dropped, still in llama.cpp's array) within the top 100 */
+        const double s = (r->n < r->V && r->n < 100) ? NAN : num / den;
+        const double k = exp((log((s - 1.0) / (1.0 - exp(-(s - 1.0) * log((double)r->V)))) + mu * log(2.0)) / s);
+        keep = (isnan(k) || k >= 2147483648.0) ? 1 : (k < 1.0 ? 1 : (k > r->n ? r->n : (int32_t)k));
+    }
+    for (int32_t j = keep; j < r->n; j++)
+        r->z[r->s[j].i] = -INFINITY;
+}
+
 static void px_typical(px_row *r)
 {
     const gf_sampler_ext *e = r->e;
@@ -367,6 +399,8 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->dry_base = 1.75;
     out->dry_allowed_length = 2;
     out->dry_penalty_last_n = -1;
+    out->mirostat_tau = 5.0;
+    out->mirostat_eta = 0.1;
     if (in->struct_size < 2 * sizeof(int32_t))
         return 0;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
@@ -415,9 +449,13 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
                                           GF_STAGE_MIN_P,     GF_STAGE_XTC,       GF_STAGE_TEMPERATURE};
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
+    static const int32_t miro_order[] = {GF_STAGE_TEMPERATURE, -2};
     const int32_t *order = seed_order;
     int32_t n_order = 6;
-    if (pf == GF_PROFILE_LLAMACPP) {
+    if (pf == GF_PROFILE_LLAMACPP && e->mirostat) {
+        order = miro_order;
+        n_order = 2;
+    } else if (pf == GF_PROFILE_LLAMACPP) {
         order = e->n_chain > 0 ? e->chain : llama_order;
         n_order = e->n_chain > 0 ? e->n_chain : (int32_t)(sizeof llama_order / sizeof llama_order[0]);
     } else if (pf == GF_PROFILE_VLLM) {
@@ -435,6 +473,7 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         case GF_STAGE_XTC: px_xtc(r); break;
         case GF_STAGE_TOP_N_SIGMA: px_top_n_sigma(r); break;
         case GF_STAGE_DRY: px_dry(r); break;
+        case -2: px_mirostat(r); break;
         case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
         default: break;
         }

@@ -267,6 +267,56 @@ Test(plugin_sampler, llamacpp_top_n_sigma_and_dry)
     cr_assert_gt(cut_dry, 50, "DRY changed only %ld of %ld draws", cut_dry, rows);
 }
 
+/* llamacpp's mirostat v1 and v2 (issue 34) over tau, mu (unset and set,
+ * below every surprise and past all), eta, greedy and sampled: the plugin's
+ * own mirostat draws what gf_sample does, and the kept set moved with mu. */
+Test(plugin_sampler, llamacpp_mirostat)
+{
+    float L[2][V];
+    for (int i = 0; i < V; i++)
+        L[0][i] = L[1][i] = (float)(4.0 * gf_rng_uniform(43, 4, 0, (uint32_t)i) - 2.0);
+    L[1][3] = -INFINITY; /* v1: one token (llama.cpp's p = 0 entry) */
+    const double taus[] = {0.5, 1.5, 3.0, 5.0};
+    const double mus[] = {-99, -1.0, 0.8, 2.0, 3.3, 4.5, 40.0};
+    long rows = 0, sizes = 0;
+    int32_t seen[V + 1] = {0};
+    for (int row = 0; row < 2; row++)
+        for (int32_t v = 1; v <= 2; v++)
+            for (int t = 0; t < 4; t++)
+                for (int m = 0; m < 7; m++)
+                    for (int a = 0; a < 3; a++) {
+                        gf_sampler_ext e = gf_sampler_ext_defaults();
+                        e.profile = GF_PROFILE_LLAMACPP;
+                        e.mirostat = v;
+                        e.mirostat_tau = taus[t];
+                        e.use_mirostat_mu = mus[m] != -99;
+                        e.mirostat_mu = mus[m];
+                        gf_sampler_params p = gf_sampler_greedy();
+                        p.temperature = a == 0 ? 0.0 : a == 1 ? 0.6 : 1.3;
+                        p.seed = 13;
+                        p.ext = &e;
+                        cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                        for (uint64_t step = 0; step < 4; step++) {
+                            gf_sample_result r;
+                            cr_assert_eq(gf_sample(L[row], V, &p, 1, step, &r), GF_OK, "%s", gf_error_msg());
+                            cr_assert(!(row == 1 && v == 1 && a > 0 && r.kept != 1), "v1 with a -inf entry kept %d",
+                                      (int)r.kept);
+                            if (!seen[r.kept]++)
+                                sizes++;
+                            double u[V];
+                            gf_rng_uniforms(p.seed, 1, step, V, u);
+                            int32_t id = -1;
+                            cr_assert_eq(in_tree(L[row], &p, u, &id), GF_OK);
+                            cr_assert_eq(id, r.token,
+                                         "row %d, mirostat %d, tau %g, mu %g, T %g, step %d: plugin %d, gf_sample %d",
+                                         row, (int)v, taus[t], mus[m], p.temperature, (int)step, (int)id, (int)r.token);
+                            rows++;
+                        }
+                    }
+    cr_assert_eq(rows, 2 * 2 * 4 * 7 * 3 * 4);
+    cr_assert_geq(sizes, 4, "mirostat kept only %ld distinct set sizes", sizes);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {

@@ -272,7 +272,30 @@ enum {
       GF_SF_IMAX, GF_STAGE_DRY, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--dry-sequence-breakers",                \
       "  --dry-sequence-breakers A,B  DRY's breaker token ids (single tokens; default none)\n", GF_SFC_NONE,           \
       GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0), GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0), GF_SFC_NONE,         \
-      GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0))
+      GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0))                                                                    \
+    X(MIROSTAT, "mirostat", GF_SF_INT, E, mirostat, mirostat, 0.0, 0.0, 2.0, 0, GF_SF_REC_SET,                         \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat",                                                                      \
+      "  --mirostat 0|1|2       llamacpp: mirostat v1 / v2 replaces the chain (default 0: off)\n", GF_SFC_NONE,        \
+      GF_SF_MIRO_ONLY("mirostat", 0.0), GF_SF_MIRO_ONLY("mirostat", 0.0),                                              \
+      GF_SFC(0.0, 2.0, GF_SFC_PREFIX | GF_SFC_V_D, "mirostat must be 0, 1 or 2, got %s"),                              \
+      GF_SF_MIRO_ONLY("mirostat", 0.0))                                                                                \
+    X(MIROSTAT_TAU, "mirostat_tau", GF_SF_REAL, E, mirostat_tau, mirostat_tau, 5.0, -GF_SF_INF, GF_SF_INF, 0,          \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat-tau",                                                   \
+      "  --mirostat-tau T       mirostat's target surprise in bits (default 5)\n", GF_SFC_NONE,                        \
+      GF_SF_MIRO_ONLY("mirostat_tau", 5.0), GF_SF_MIRO_ONLY("mirostat_tau", 5.0),                                      \
+      GF_SF_FINITE("mirostat_tau must be finite, got %s"), GF_SF_MIRO_ONLY("mirostat_tau", 5.0))                       \
+    X(MIROSTAT_ETA, "mirostat_eta", GF_SF_REAL, E, mirostat_eta, mirostat_eta, 0.1, -GF_SF_INF, GF_SF_INF, 0,          \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat-eta",                                                   \
+      "  --mirostat-eta E       mirostat's learning rate (default 0.1)\n", GF_SFC_NONE,                                \
+      GF_SF_MIRO_ONLY("mirostat_eta", 0.1), GF_SF_MIRO_ONLY("mirostat_eta", 0.1),                                      \
+      GF_SF_FINITE("mirostat_eta must be finite, got %s"), GF_SF_MIRO_ONLY("mirostat_eta", 0.1))                       \
+    X(MIROSTAT_MU, "mirostat_mu", GF_SF_REAL_OPT, E, mirostat_mu, use_mirostat_mu, 0.0, -GF_SF_INF, GF_SF_INF, 0,      \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat-mu",                                                    \
+      "  --mirostat-mu M|none   mirostat's state going into the step (default none: 2 * tau)\n", GF_SFC_NONE,          \
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"),  \
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"),  \
+      GF_SF_FINITE("mirostat_mu must be finite, got %s"),                                                              \
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"))
 
 /* the shared rules of two rows above */
 #define GF_SF_FIXED_ORDER                                                                          \
@@ -282,8 +305,9 @@ enum {
  * field away from its default (a list: any entry) */
 #define GF_SF_LC_ONLY(name, what, def) \
     GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, name " is llamacpp's " what " (give profile: llamacpp)")
-#define GF_SF_XTC_ONLY(name, def) GF_SF_LC_ONLY(name, "XTC", def)
-#define GF_SF_DRY_ONLY(name, def) GF_SF_LC_ONLY(name, "DRY", def)
+#define GF_SF_XTC_ONLY(name, def)  GF_SF_LC_ONLY(name, "XTC", def)
+#define GF_SF_DRY_ONLY(name, def)  GF_SF_LC_ONLY(name, "DRY", def)
+#define GF_SF_MIRO_ONLY(name, def) GF_SF_LC_ONLY(name, "mirostat", def)
 #define GF_SF_FINITE(msg) \
     GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_G, msg)
 
