@@ -162,6 +162,9 @@ struct gf_sampler_ext {
     double mirostat_eta;     /* 0.1 */
     int32_t use_mirostat_mu; /* 0: 2 * tau */
     double mirostat_mu;
+    /* hf's no_repeat_ngram_size: ban every token that would complete an
+     * n-gram already in the history (prompt and generated); 0: off. */
+    int32_t no_repeat_ngram_size; /* 0 */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
