@@ -519,6 +519,26 @@ static gf_status stage_mirostat(chain_ctx *c, double *pr_buf, uint8_t *keep)
     return GF_OK;
 }
 
+/* hf's no_repeat_ngram_size n over the history h (length L): nothing
+ * while L + 1 < n; else every h[j + n - 1] whose n - 1 ids before it,
+ * h[j .. j + n - 2], equal the history's last n - 1 ids is banned (n 1:
+ * every id seen). transformers' _calc_banned_ngram_tokens. */
+static void ngram_ban(chain_ctx *c)
+{
+    const gf_sampler_ext *e = c->e;
+    const int32_t n = e->no_repeat_ngram_size, L = e->n_history;
+    const int32_t *h = e->history;
+    if (L + 1 < n)
+        return;
+    for (int32_t j = 0; j + n <= L; j++) {
+        int32_t m = 0;
+        while (m < n - 1 && h[j + m] == h[L - (n - 1) + m])
+            m++;
+        if (m == n - 1 && h[j + n - 1] < c->V)
+            c->z[h[j + n - 1]] = -INFINITY;
+    }
+}
+
 /* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
 static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
 {
@@ -654,6 +674,8 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
             if (e->stop_ids[i] < c->V)
                 c->z[e->stop_ids[i]] = -INFINITY;
     }
+    if (e->no_repeat_ngram_size > 0)
+        ngram_ban(c);
     const int32_t *order;
     int32_t n_order;
     static const int32_t k_order_mirostat[] = {GF_STAGE_TEMPERATURE, GF_STAGE_MIROSTAT_};

@@ -466,6 +466,8 @@ static const gf_profile_row k_rows[] = {
         "replaces the chain: bias, temperature, mirostat; v2 keeps -log2 p <= mu, v1 top-k from s_hat; mu an input "
         "(unset: 2 tau), then mu -= eta (surprise - tau)",
         "error (none)"),
+    ROW("no_repeat_ngram_size", "error (none)", "bans what would repeat an n-gram of the history (0 off)",
+        "error (none; DRY)", "error (none)"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };
 

@@ -305,6 +305,21 @@ static void px_mirostat(px_row *r)
         r->z[r->s[j].i] = -INFINITY;
 }
 
+/* hf's no_repeat_ngram_size: the (n-1)-id suffix of the history, then each
+ * earlier place it occurs with an id after it: that id is banned. */
+static void px_ngram(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    const int32_t n = e->no_repeat_ngram_size, L = e->n_history;
+    if (n < 1 || L + 1 < n)
+        return;
+    const int32_t *suffix = e->history + L - (n - 1);
+    for (int32_t end = n - 1; end < L; end++) { /* the id at `end` follows history[end - n + 1, end) */
+        if (memcmp(e->history + end - (n - 1), suffix, (size_t)(n - 1) * sizeof *suffix) == 0 && e->history[end] < r->V)
+            r->z[e->history[end]] = -INFINITY;
+    }
+}
+
 static void px_typical(px_row *r)
 {
     const gf_sampler_ext *e = r->e;
@@ -442,6 +457,7 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
             if (e->stop_ids[i] < V)
                 r->z[e->stop_ids[i]] = -INFINITY;
     }
+    px_ngram(r);
     static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
     static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,

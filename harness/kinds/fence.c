@@ -62,7 +62,7 @@ static const char *const k_fence_not_keys[] = {
     "repetition_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
     "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids",
     "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
-    NULL};
+    "no_repeat_ngram_size", NULL};
 /* clang-format on */
 
 /* temperature, profile and the truncation filters (chain, min_p, typical_p, xtc_*,
@@ -81,7 +81,7 @@ static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
         else
             gf_y_error(ctx, kn,
                        "'%s' is not a fence key: a fence judges a truncation of a fixed distribution "
-                       "(sampler_probs takes penalties, DRY, biases, history and EOS bans)",
+                       "(sampler_probs takes penalties, DRY, n-gram bans, biases, history and EOS bans)",
                        key);
         bad = 1;
     }

@@ -313,7 +313,7 @@ Test(golden, sampler_json_ext)
                      "\"eos_id\":-1,\"frequency_penalty\":0.0,"
                      "\"history\":[],\"history_prompt\":0,\"logit_bias\":{\"3\":-Infinity,\"5\":1.5},"
                      "\"min_new_tokens\":0,\"min_p\":NaN,\"min_tokens_to_keep\":1,\"mirostat\":0,\"mirostat_eta\":0.1,"
-                     "\"mirostat_mu\":null,\"mirostat_tau\":5.0,\"penalty_last_n\":-1,"
+                     "\"mirostat_mu\":null,\"mirostat_tau\":5.0,\"no_repeat_ngram_size\":0,\"penalty_last_n\":-1,"
                      "\"presence_penalty\":0.0,\"profile\":\"llamacpp\",\"repetition_penalty\":1.0,\"seed\":7,"
                      "\"stop_token_ids\":[],\"temperature\":0.8,\"top_k\":null,\"top_n_sigma\":-1.0,\"top_p\":null,"
                      "\"typical_p\":null,"

@@ -317,6 +317,54 @@ Test(plugin_sampler, llamacpp_mirostat)
     cr_assert_geq(sizes, 4, "mirostat kept only %ld distinct set sizes", sizes);
 }
 
+/* hf's no_repeat_ngram_size (issue 34): n 0 to 5 over histories with and
+ * without repeats, greedy and sampled, with top_k: the plugin's own n-gram
+ * ban draws what gf_sample does, and the ban changed some draws. */
+Test(plugin_sampler, hf_no_repeat_ngram)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(2.0 * gf_rng_uniform(47, 4, 0, (uint32_t)i) - 1.0);
+    static const int32_t hist[3][9] = {
+        {2, 5, 2, 5, 2, 7, 2, 5, 2}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {0, 3, 6, 9, 0, 3, 6, 11, 0}};
+    long rows = 0, banned = 0;
+    for (int h = 0; h < 3; h++)
+        for (int32_t n = 0; n <= 5; n++)
+            for (int a = 0; a < 4; a++) {
+                gf_sampler_ext e = gf_sampler_ext_defaults();
+                e.profile = GF_PROFILE_HF;
+                e.no_repeat_ngram_size = n;
+                e.history = hist[h];
+                e.n_history = 9;
+                gf_sampler_params p = gf_sampler_greedy();
+                p.temperature = (a & 1) ? 0.8 : 1.0;
+                p.use_top_k = (a & 2) != 0;
+                p.top_k = 4;
+                p.seed = 17;
+                p.ext = &e;
+                cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                gf_sampler_ext off = e;
+                off.no_repeat_ngram_size = 0;
+                gf_sampler_params po = p;
+                po.ext = &off;
+                for (uint64_t step = 0; step < 4; step++) {
+                    gf_sample_result r, ro;
+                    cr_assert_eq(gf_sample(L, V, &p, 4, step, &r), GF_OK, "%s", gf_error_msg());
+                    cr_assert_eq(gf_sample(L, V, &po, 4, step, &ro), GF_OK, "%s", gf_error_msg());
+                    banned += r.token != ro.token;
+                    double u[V];
+                    gf_rng_uniforms(p.seed, 4, step, V, u);
+                    int32_t id = -1;
+                    cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
+                    cr_assert_eq(id, r.token, "history %d, n %d, T %g, top_k %d, step %d: plugin %d, gf_sample %d", h,
+                                 (int)n, p.temperature, p.use_top_k, (int)step, (int)id, (int)r.token);
+                    rows++;
+                }
+            }
+    cr_assert_eq(rows, 3 * 6 * 4 * 4);
+    cr_assert_gt(banned, 10, "the n-gram ban changed only %ld of %ld draws", banned, rows);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {

@@ -295,7 +295,16 @@ enum {
       GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"),  \
       GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"),  \
       GF_SF_FINITE("mirostat_mu must be finite, got %s"),                                                              \
-      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"))
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"))  \
+    X(NO_REPEAT_NGRAM_SIZE, "no_repeat_ngram_size", GF_SF_INT, E, no_repeat_ngram_size, no_repeat_ngram_size, 0.0,     \
+      0.0, GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--no-repeat-ngram-size",                       \
+      "  --no-repeat-ngram-size N  hf: ban what would repeat an N-gram of the history (default 0: off)\n",             \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_D, "no_repeat_ngram_size is hf's (give profile: hf), got %s"),         \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                  \
+             "llama.cpp's sampler has no no_repeat_ngram_size (DRY is its repeat guard)"),                             \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM's SamplingParams has no no_repeat_ngram_size"))
 
 /* the shared rules of two rows above */
 #define GF_SF_FIXED_ORDER                                                                          \
