@@ -42,6 +42,7 @@ static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info_
     info->library = "plain C (double accumulation)";
     info->detail = "the oracle; threads split outputs, never sums (bit-identical for any count)";
     info->model_features = GF_MODEL_NEEDS_SLIDING_WINDOW | GF_MODEL_NEEDS_ROPE_ATTN_FACTOR;
+    info->probes = "all"; /* the oracle the probes compare against (cases/probes/) */
     return gf_backend_info_put(info_out, info);
 }
 

@@ -710,6 +710,7 @@ int gf_cmd_run(int argc, char **argv)
     if (cli.triangulate && !info.interrupted)
         info.triangulation = run_triangulation(&info, o);
     gf_triangulation_print(info.triangulation, jobs, n_jobs);
+    gf_probe_table_print(&info);
     info.seconds = gf_now_s() - t0;
 
     /* the reports */

@@ -51,7 +51,9 @@ static json_t *job_child(const void *arg)
     k.golden_dir = a->o->golden_dir;
     k.stat_note = j->stat_note;
     k.model = c->model_arg;
-    if (c->kind->reaches == GF_KIND_REACHES_MODEL) {
+    if (c->kind->opens_sessions) {
+        c->kind->run(c, &k); /* its own model, its own sessions (case.h) */
+    } else if (c->kind->reaches == GF_KIND_REACHES_MODEL) {
         gf_session s;
         gf_status st = gf_session_open(&s, c->model, k.backend, k.threads, 0);
         if (st != GF_OK) {

@@ -52,6 +52,20 @@ const gf_model_desc *gf_model_desc_get(const gf_model *m);
 const char *gf_model_dir(const gf_model *m);
 size_t gf_model_param_count(const gf_model *m);
 
+/* The inverse of gf_model_load (engine/model_write.c): desc written into the
+ * existing directory dir as config.json (the family's Hugging Face keys, then
+ * every key of extra_config, a JSON object or NULL, over them: rope_scaling,
+ * say, which the loader then folds into rope_inv_freq) and model.safetensors
+ * (F32, the names gf_model_load reads; lm_head only when untied). The
+ * rope_inv_freq of desc is not written: the loader computes it from
+ * rope_theta and rope_scaling (linear: written from config.rope_factor;
+ * llama3: GF_E_UNSUPPORTED unless extra_config holds its mapping, since the
+ * config keeps only the factor). */
+typedef struct json_t json_t;
+gf_status gf_model_write(const gf_model_desc *desc, const json_t *extra_config, const char *dir);
+/* Remove what gf_model_write wrote into dir, then dir itself (if empty). */
+void gf_model_write_remove(const char *dir);
+
 #ifdef __cplusplus
 }
 #endif
