@@ -11,7 +11,7 @@ JOBS       ?= $(shell nproc)
 CTEST_JOBS ?= $(shell n=$$(nproc); [ $$n -gt 16 ] && n=16; echo $$n)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-unit test-asan test-valgrind fuzz goldens real-model clean
+.PHONY: all setup build run test test-release build-asan test-asan test-valgrind fuzz goldens real-model clean
 
 all: build
 
@@ -29,9 +29,13 @@ run: build
 
 # Every test (unit + CLI + fuzz corpus replay) once on the Release build,
 # then the tests labelled sanitize again under ASan + UBSan (test-asan).
-test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j$(CTEST_JOBS)
+# .ci/run runs the same stages one by one and prints each one's time.
+test: test-release
 	$(MAKE) --no-print-directory test-asan GF_SETUP_DONE=1
+
+# GF_BUILT=1: the build is done (.ci/run times it apart)
+test-release: $(if $(GF_BUILT),,build)
+	ctest --test-dir $(BUILD) --output-on-failure -j$(CTEST_JOBS)
 
 # The tests labelled `sanitize` (tests/CMakeLists.txt: each test's label sits
 # on its registration line) on an ASan + UBSan build: what only a sanitizer
@@ -49,9 +53,11 @@ test: build
 ASAN_LABELS ?= sanitize
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0:allocator_may_return_null=1:handle_segv=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-test-asan: setup
+build-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O2" -DGENFENCE_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+test-asan: $(if $(GF_BUILT),,build-asan)
 	$(ASAN_ENV) ctest --test-dir $(ASAN_BUILD) $(if $(ASAN_LABELS),-L '^($(ASAN_LABELS))$$') --output-on-failure -j$(CTEST_JOBS)
 
 # Valgrind memcheck (Debian's valgrind, installed here through setup.sh):
