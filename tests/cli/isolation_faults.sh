@@ -65,24 +65,21 @@ done
 # a hang guard well past the timeout + the parent's 5 s grace + the 2 s pipe
 # drain, for each of the two runs
 bound=$((480 * TS))
-set +e
-timeout -s KILL "$bound" "$GENFENCE" run cases/detect/isolation "${args[@]}" --timeout "$TIMEOUT" -j 2 \
-    --no-triangulate --report-dir "$tmp/rep" >"$tmp/out" 2>&1
-rc=$?
-set -e
-cat "$tmp/out"
-[[ $rc -ne 137 ]] || fail "the run did not end within $bound s (a hang)"
-[[ $rc -eq 1 ]] || fail "exit $rc, want 1"
+isolation_run() { # WHAT OUT REPORT-DIR ARGS...: a run of cases/detect/isolation, bounded; it must exit 1
+    local what=$1 out=$2 rep=$3 rc
+    shift 3
+    set +e
+    timeout -s KILL "$bound" "$GENFENCE" run cases/detect/isolation "$@" --no-triangulate --report-dir "$rep" >"$out" 2>&1
+    rc=$?
+    set -e
+    cat "$out"
+    [[ $rc -ne 137 ]] || fail "$what did not end within $bound s (a hang)"
+    [[ $rc -eq 1 ]] || fail "$what: exit $rc, want 1"
+}
+isolation_run "the run" "$tmp/out" "$tmp/rep" "${args[@]}" --timeout "$TIMEOUT" -j 2
 [[ -f "$T/libgenfence_test_faulty_busy_spin.so" ]] || fail "test backend libgenfence_test_faulty_busy_spin.so not built"
-set +e
-timeout -s KILL "$bound" "$GENFENCE" run cases/detect/isolation --filter '^detect\.isolation\.busy_spin$' \
-    --backend "$T/libgenfence_test_faulty_busy_spin.so" --timeout "$HANG_TIMEOUT" -j 1 \
-    --no-triangulate --report-dir "$tmp/rep-spin" >"$tmp/out-spin" 2>&1
-rc=$?
-set -e
-cat "$tmp/out-spin"
-[[ $rc -ne 137 ]] || fail "the busy-spin run did not end within $bound s (a hang)"
-[[ $rc -eq 1 ]] || fail "busy-spin: exit $rc, want 1"
+isolation_run "the busy-spin run" "$tmp/out-spin" "$tmp/rep-spin" --filter '^detect\.isolation\.busy_spin$' \
+    --backend "$T/libgenfence_test_faulty_busy_spin.so" --timeout "$HANG_TIMEOUT" -j 1
 sleep 1
 left=$(strays)
 [[ -z "$left" ]] || { ps -o pid,ppid,pgid,sid,etime,cmd -p $left >&2 || true; fail "helpers outlived the run: $left"; }
