@@ -41,6 +41,7 @@ static json_t *job_child(const void *arg)
     k.backend_name = j->backend->name;
     k.threads = a->o->threads;
     k.dtype = j->backend->dtype;
+    k.weights = j->backend->weights;
     k.backend_has_sample = j->backend->has_sample;
     char stem[512], dir[4096];
     stem_for(stem, sizeof stem, j);
