@@ -6,14 +6,18 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 JOBS       ?= $(shell nproc)
+# ctest's parallelism: one test per core, at most 16 (past that the tests'
+# own -j 2 runs and the Python tools contend for memory bandwidth, not cores)
+CTEST_JOBS ?= $(shell n=$$(nproc); [ $$n -gt 16 ] && n=16; echo $$n)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-unit test-asan test-valgrind fuzz goldens real-model clean
+.PHONY: all setup build run test test-release build-asan test-asan test-valgrind fuzz goldens real-model clean
 
 all: build
 
+# GF_SETUP_DONE=1: `make test` has run it already for test-asan
 setup:
-	bash tools/setup/setup.sh
+	@[ -n "$(GF_SETUP_DONE)" ] || bash tools/setup/setup.sh
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
@@ -23,27 +27,38 @@ build: setup
 run: build
 	./$(BUILD)/genfence run
 
-# Every test (unit + CLI + fuzz corpus replay) on the Release build, then the
-# whole suite again under ASan + UBSan (test-asan).
-test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
-	$(MAKE) test-asan
+# Every test (unit + CLI + fuzz corpus replay) once on the Release build,
+# then the tests labelled sanitize again under ASan + UBSan (test-asan).
+# .ci/run runs the same stages one by one and prints each one's time.
+test: test-release
+	$(MAKE) --no-print-directory test-asan GF_SETUP_DONE=1
 
-# The whole CTest suite on an ASan + UBSan build: unit tests, CLI tests (the
-# faulty-backend catalogue: tests/cli/harness_detect.sh, isolation_faults.sh,
-# honest_*.sh, exec_faults.sh, guards.sh, report_integrity.sh ...), fuzz corpus
-# replay. Debug (asserts on) at -O2: at -O0 ref's forward is ~30x slower and a
-# case like cache.sherlock outlasts the 120 s watchdog. Tests labelled
-# no-sanitize are left out (tests/CMakeLists.txt: none today). The faulty
-# backends must die as they do without ASan: an impossible malloc returns NULL
-# (allocator_may_return_null: huge-malloc) and a segfault stays SIGSEGV
-# (handle_segv=0: probe-crash, ref-crash; ASan would turn it into SIGABRT).
+# GF_BUILT=1: the build is done (.ci/run times it apart)
+test-release: $(if $(GF_BUILT),,build)
+	ctest --test-dir $(BUILD) --output-on-failure -j$(CTEST_JOBS)
+
+# The tests labelled `sanitize` (tests/CMakeLists.txt: each test's label sits
+# on its registration line) on an ASan + UBSan build: what only a sanitizer
+# can catch. Every unit test, every fuzz corpus replay, the faulty-backend
+# catalogue (tests/cli/harness_detect.sh, isolation_faults.sh, honest_*.sh,
+# exec_faults.sh, guards.sh, messages.sh ...), the CLI tests that drive
+# genfence's own memory handling (parsers on bad input, boundaries, reports of
+# hostile text, the default suite on ref); docs/harness.md, "Sanitizers",
+# says which and why. Debug (asserts on) at -O2: at -O0 ref's forward is
+# ~30x slower and a case like cache.sherlock outlasts the 120 s watchdog.
+# The faulty backends must die as they do without ASan: an impossible malloc
+# returns NULL (allocator_may_return_null: huge-malloc) and a segfault stays
+# SIGSEGV (handle_segv=0: probe-crash, ref-crash; ASan would turn it into
+# SIGABRT). `make test-asan ASAN_LABELS=` runs the whole suite sanitized.
+ASAN_LABELS ?= sanitize
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0:allocator_may_return_null=1:handle_segv=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-test-asan: setup
+build-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O2" -DGENFENCE_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
-	$(ASAN_ENV) ctest --test-dir $(ASAN_BUILD) -LE no-sanitize --output-on-failure -j$(JOBS)
+
+test-asan: $(if $(GF_BUILT),,build-asan)
+	$(ASAN_ENV) ctest --test-dir $(ASAN_BUILD) $(if $(ASAN_LABELS),-L '^($(ASAN_LABELS))$$') --output-on-failure -j$(CTEST_JOBS)
 
 # Valgrind memcheck (Debian's valgrind, installed here through setup.sh):
 # every unit test and a short `genfence run`, children included

@@ -5,8 +5,10 @@
 # and on llama.cpp (the llamacpp module: llama-cpp-python's bundled llama.cpp
 # from tools/setup/setup_llamacpp.sh, the model converted to GGUF F32 in memory,
 # f32 KV), runs interleaved round by round in a rotating order, then the
-# medians and the ratios side by side (bench/compare.py). A tool for people,
-# not part of the test suite: its numbers are timings.
+# medians and the ratios side by side, each ratio with its spread over the
+# rounds (lowest and highest), and the load average before and after each
+# run (bench/compare.py). A tool for people, not part of the test suite: its
+# numbers are timings.
 #
 # usage: bench/compare.sh (--model DIR | --shape gpt2-small|llama-small)
 #            [--threads N] [--rounds R] [--backends "ref openblas onednn"] [--build DIR]
@@ -40,6 +42,7 @@ for ((r = 0; r < rounds; r++)); do
         name=${runners[$(((i + r) % n))]}
         out="$tmp/r$r-$name.json"
         echo "compare: round $((r + 1))/$rounds: $name" >&2
+        cat /proc/loadavg >"$tmp/r$r-$name.loadavg" 2>/dev/null || true # the machine's state, beside each figure
         if [ "$name" = pytorch ]; then
             "$python" "$here/torch_bench.py" "${src[@]}" --threads "$threads" >"$out" ||
                 echo "{\"backend\": \"pytorch\", \"ok\": false, \"error\": \"torch_bench.py failed\"}" >"$out"
@@ -49,6 +52,7 @@ for ((r = 0; r < rounds; r++)); do
             probe=0
             "$genfence" bench "${src[@]}" "${args[@]}" >"$out" || true
         fi
+        cat /proc/loadavg >>"$tmp/r$r-$name.loadavg" 2>/dev/null || true
     done
 done
 "$python" "$here/compare.py" "$tmp"

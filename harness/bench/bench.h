@@ -68,6 +68,9 @@ typedef struct bench_opts {
     int n_backends, threads, new_tokens, repeats, uncached, probe, json;
 } bench_opts;
 
+/* Each repeat's figure (the medians below are of these), kept for the JSON:
+ * the spread says how steady the machine was. */
+enum { GF_BENCH_SAMPLE_MODE_KINDS = 5 };
 typedef struct mode_result {
     int ran;
     double prefill_s;                   /* median: the prompt's forward + the first token */
@@ -75,12 +78,20 @@ typedef struct mode_result {
     double total_s;                     /* median of the whole generation */
     double prefill_cpu_s, decode_cpu_s; /* the same, in process CPU seconds (all threads) */
     int tokens;                         /* new tokens per run */
+    int n_samples;                      /* the repeats */
+    /* (GF_BENCH_SAMPLE_MODE_KINDS, n_samples): prefill, decode, total,
+     * prefill CPU, decode CPU seconds of each repeat, in run order */
+    double samples[GF_BENCH_SAMPLE_MODE_KINDS][GF_BENCH_MAX_REPEATS];
 } mode_result;
 
 typedef struct rate_result {
     int ran;
-    int tokens; /* positions per call (prefill) or rows (batched decode) */
-    double s;   /* median seconds per call */
+    int tokens;                               /* positions per call (prefill) or rows (batched decode) */
+    double s;                                 /* median seconds per call */
+    double cpu_s;                             /* median process CPU seconds per call (all threads) */
+    int n_samples;                            /* the repeats */
+    double samples[GF_BENCH_MAX_REPEATS];     /* (n_samples) seconds per call of each repeat, in run order */
+    double cpu_samples[GF_BENCH_MAX_REPEATS]; /* (n_samples) CPU seconds per call of each repeat */
 } rate_result;
 
 /* What a child sends back. */
@@ -88,6 +99,7 @@ typedef struct bench_row {
     int ok;
     char err[512];
     char library[192], detail[192];
+    char cpu_path[192], weights[192], kv_cache[192]; /* gf_backend_info's ("" = not said) */
     int dtype, threads;
     mode_result cached, uncached;
     rate_result prefill, batched;
@@ -99,6 +111,25 @@ typedef struct probe_result {
     double bw_gbps, fma_gflops, sgemm_gflops;
     char fma_isa[32];
 } probe_result;
+
+/* The machine's state where a benchmark's figures depend on it, read at the
+ * start and the end of the run (bench_report.c). */
+typedef struct bench_state {
+    double load[3];    /* /proc/loadavg's 1, 5, 15 minute averages; NAN unreadable */
+    char governor[64]; /* cpufreq scaling_governor of every CPU ("performance",
+                          "schedutil x2, performance x14" when they differ);
+                          "" where no cpufreq is exposed (a VM) */
+    double mhz;        /* cpu0's current frequency (scaling_cur_freq), NAN unreadable */
+    double at_s;       /* gf_now_s() when read */
+} bench_state;
+void gf_bench_state_read(bench_state *st); /* probe.c */
+
+/* Both machine probes (before and after the backends) and the state around them. */
+typedef struct bench_machine {
+    probe_result probes[2]; /* before, after; NAN where not run */
+    int n_probes;
+    bench_state start, end;
+} bench_machine;
 
 typedef struct bench_model {
     gf_model_config cfg;
@@ -116,11 +147,13 @@ double bench_dtype_bytes(int dtype);
 /* FLOPs of `tokens` new positions after `ctx0` cached ones, with `rows`
  * logits rows through the output layer. */
 double bench_flops(const bench_model *m, int tokens, int ctx0, int rows);
-void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows);
+void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_machine *mach,
+                       const bench_row *rows);
 /* One backend's rows of the first table (its error instead when it failed),
  * to f: the table at the end, and stderr as each backend finishes. */
 void bench_print_row(FILE *f, const bench_opts *o, int i, const bench_model *m, const probe_result *p,
                      const bench_row *r);
-void bench_print_json(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows);
+void bench_print_json(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_machine *mach,
+                      const bench_row *rows);
 
 #endif

@@ -282,6 +282,56 @@ void gf_bench_cpu_name(char *dst, size_t cap)
     fclose(f);
 }
 
+/* The first line of a small file into dst (newline dropped): 0 ok, -1 unreadable. */
+static int read_line(const char *path, char *dst, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(dst, (int)cap, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    dst[strcspn(dst, "\n")] = '\0';
+    return 0;
+}
+
+void gf_bench_state_read(bench_state *st)
+{
+    char line[256];
+    st->at_s = gf_now_s();
+    st->load[0] = st->load[1] = st->load[2] = NAN;
+    if (read_line("/proc/loadavg", line, sizeof line) == 0)
+        sscanf(line, "%lf %lf %lf", &st->load[0], &st->load[1], &st->load[2]);
+    st->mhz = NAN;
+    if (read_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", line, sizeof line) == 0)
+        st->mhz = atof(line) / 1000.0;
+    /* every CPU's governor, counted per distinct name (at most 4 names) */
+    char names[4][32];
+    int counts[4] = {0}, n_names = 0;
+    for (int cpu = 0; cpu < 4096; cpu++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_governor", cpu);
+        if (read_line(path, line, sizeof line) != 0)
+            break;
+        int k = 0;
+        while (k < n_names && strcmp(names[k], line))
+            k++;
+        if (k == n_names && n_names < 4)
+            snprintf(names[n_names++], sizeof names[0], "%.31s", line);
+        if (k < n_names)
+            counts[k]++;
+    }
+    st->governor[0] = '\0';
+    for (int k = 0; k < n_names; k++) {
+        size_t len = strlen(st->governor);
+        if (n_names == 1)
+            snprintf(st->governor, sizeof st->governor, "%s", names[0]);
+        else
+            snprintf(st->governor + len, sizeof st->governor - len, "%s%s x%d", k ? ", " : "", names[k], counts[k]);
+    }
+}
+
 /* ---- counts ---- */
 
 double gf_bench_layer_matmul_params(const gf_model_config *c)

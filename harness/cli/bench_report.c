@@ -136,7 +136,8 @@ void bench_print_row(FILE *f, const bench_opts *o, int i, const bench_model *m, 
     }
 }
 
-void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows)
+void bench_print_table(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_machine *ms,
+                       const bench_row *rows)
 {
     char cpu[256];
     gf_bench_cpu_name(cpu, sizeof cpu);
@@ -150,6 +151,8 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
     machine_figure(sg, sizeof sg, "sgemm", "GFLOP/s", p->sgemm_gflops, NULL);
     printf("machine  %s, %d CPUs; at %d thread%s: %s, %s, %s%s\n", cpu, gf_cpu_count(), o->threads,
            o->threads > 1 ? "s" : "", bw, fma, sg, o->probe ? "" : " (--no-probe)");
+    printf("state    load average %.2f at the start, %.2f at the end; governor %s\n", ms->start.load[0],
+           ms->end.load[0], ms->start.governor[0] ? ms->start.governor : "not readable");
     printf("workload %d-token prompt, %d greedy tokens, 1 warm-up, median of %d; prefill %d tokens; "
            "decode B=%d\n\n",
            GF_BENCH_PROMPT, o->new_tokens, o->repeats, GF_BENCH_PREFILL, GF_BENCH_ROWS);
@@ -186,6 +189,15 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
            "f32 weights; cache: the cached generation's k and v (n_positions long).\n");
 }
 
+/* n figures in seconds as a JSON array, times `scale` (1e3: ms); null for NaN */
+static json_t *ms_array(const double *v, int n, double scale)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, isfinite(v[i]) ? json_real(v[i] * scale) : json_null());
+    return a;
+}
+
 static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_result *x, double bw)
 {
     if (!x->ran)
@@ -203,6 +215,13 @@ static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_re
     gf_json_set_number(j, "decode_of_bandwidth", gbps / bw, "no bandwidth measured");
     gf_json_set_number(j, "prefill_cpu_ms", x->prefill_cpu_s * 1e3, NULL);
     gf_json_set_number(j, "decode_cpu_ms_per_token", x->decode_cpu_s * 1e3, NULL);
+    /* each repeat's figures, in run order (the medians above are of these) */
+    static const char *const keys[GF_BENCH_SAMPLE_MODE_KINDS] = {"prefill_ms", "decode_ms_per_token", "seconds",
+                                                                 "prefill_cpu_ms", "decode_cpu_ms_per_token"};
+    json_t *samples = json_object();
+    for (int k = 0; k < GF_BENCH_SAMPLE_MODE_KINDS; k++)
+        json_object_set_new(samples, keys[k], ms_array(x->samples[k], x->n_samples, k == 2 ? 1 : 1e3));
+    json_object_set_new(j, "samples", samples);
     return j;
 }
 
@@ -216,10 +235,42 @@ static json_t *rate_json(const rate_result *x, double gflops, double peak, const
     gf_json_set_number(j, "tokens_per_s", x->tokens / x->s, NULL);
     gf_json_set_number(j, "gflops", gflops, NULL);
     gf_json_set_number(j, "of_peak", gflops / peak, "no peak measured");
+    gf_json_set_number(j, "cpu_ms", x->cpu_s * 1e3, NULL);
+    json_t *samples = json_object();
+    json_object_set_new(samples, "ms", ms_array(x->samples, x->n_samples, 1e3));
+    json_object_set_new(samples, "cpu_ms", ms_array(x->cpu_samples, x->n_samples, 1e3));
+    json_object_set_new(j, "samples", samples);
     return j;
 }
 
-void bench_print_json(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_row *rows)
+static json_t *probe_json(const probe_result *p)
+{
+    json_t *j = json_object();
+    gf_json_set_number(j, "read_gbps", p->bw_gbps, "probe failed");
+    gf_json_set_number(j, "fma_peak_gflops", p->fma_gflops, "probe failed");
+    json_object_set_new(j, "fma_isa", json_string(p->fma_isa));
+    gf_json_set_number(j, "sgemm_peak_gflops", p->sgemm_gflops, "libopenblas.so.0 not found");
+    return j;
+}
+
+static json_t *state_json(const bench_state *st)
+{
+    json_t *j = json_object(), *load = json_array();
+    for (int i = 0; i < 3; i++)
+        json_array_append_new(load, isfinite(st->load[i]) ? json_real(st->load[i]) : json_null());
+    json_object_set_new(j, "loadavg", load); /* 1, 5, 15 minutes */
+    json_object_set_new(j, "governor", st->governor[0] ? json_string(st->governor) : json_null());
+    if (!st->governor[0])
+        json_object_set_new(j, "governor_reason", json_string("no cpufreq scaling_governor under /sys (a VM?)"));
+    gf_json_set_number(j, "cpu0_mhz", st->mhz, "no cpufreq");
+    return j;
+}
+
+/* "" -> null, else the text */
+static json_t *said(const char *s) { return s[0] ? json_string(s) : json_null(); }
+
+void bench_print_json(const bench_opts *o, const bench_model *m, const probe_result *p, const bench_machine *ms,
+                      const bench_row *rows)
 {
     char cpu[256];
     gf_bench_cpu_name(cpu, sizeof cpu);
@@ -241,6 +292,14 @@ void bench_print_json(const bench_opts *o, const bench_model *m, const probe_res
     gf_json_set_number(mach, "sgemm_peak_gflops", p->sgemm_gflops,
                        o->probe ? "libopenblas.so.0 not found" : "--no-probe");
     json_object_set_new(mach, "peak_used", json_string(which));
+    /* the figures above are the best of these probes (before and after the backends) */
+    json_t *probes = json_array();
+    for (int i = 0; i < ms->n_probes; i++)
+        json_array_append_new(probes, probe_json(&ms->probes[i]));
+    json_object_set_new(mach, "probes", probes);
+    json_object_set_new(mach, "state_start", state_json(&ms->start));
+    json_object_set_new(mach, "state_end", state_json(&ms->end));
+    gf_json_set_number(mach, "wall_s", ms->end.at_s - ms->start.at_s, NULL);
     json_object_set_new(root, "machine", mach);
     json_object_set_new(wl, "prompt_tokens", json_integer(GF_BENCH_PROMPT));
     json_object_set_new(wl, "new_tokens", json_integer(o->new_tokens));
@@ -262,6 +321,9 @@ void bench_print_json(const bench_opts *o, const bench_model *m, const probe_res
             json_object_set_new(b, "threads", json_integer(r->threads));
             json_object_set_new(b, "library", json_string(r->library));
             json_object_set_new(b, "detail", json_string(r->detail));
+            json_object_set_new(b, "cpu_path", said(r->cpu_path));
+            json_object_set_new(b, "weights", said(r->weights));
+            json_object_set_new(b, "kv_cache", said(r->kv_cache));
             json_object_set_new(b, "cached", mode_json(m, r, &r->cached, p->bw_gbps));
             json_object_set_new(b, "uncached", mode_json(m, r, &r->uncached, p->bw_gbps));
             gf_json_set_number(b, "cached_over_uncached",

@@ -146,6 +146,10 @@ static gf_status run_mode(gf_engine *e, const bench_opts *o, const char *name, i
     }
     r->ran = 1;
     r->tokens = o->new_tokens;
+    r->n_samples = o->repeats;
+    const double *each[GF_BENCH_SAMPLE_MODE_KINDS] = {pre, dec, tot, cpre, cdec};
+    for (int k = 0; k < GF_BENCH_SAMPLE_MODE_KINDS; k++) /* before median() sorts them */
+        memcpy(r->samples[k], each[k], (size_t)o->repeats * sizeof *pre);
     r->prefill_s = median(pre, o->repeats);
     r->decode_s = median(dec, o->repeats);
     r->total_s = median(tot, o->repeats);
@@ -166,6 +170,7 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
     int32_t *pos = malloc((size_t)B * (T + GF_BENCH_PROMPT + steps) * sizeof *pos);
     float *logits = malloc((size_t)B * (T > GF_BENCH_PROMPT ? T : GF_BENCH_PROMPT) * V * sizeof *logits);
     double pre[GF_BENCH_MAX_REPEATS], bat[GF_BENCH_MAX_REPEATS];
+    double cpre[GF_BENCH_MAX_REPEATS], cbat[GF_BENCH_MAX_REPEATS];
     gf_status st = tok && pos && logits ? GF_OK : gf_error_set(GF_E_NOMEM, "out of memory");
     for (int32_t i = 0; st == GF_OK && i < B * (T + GF_BENCH_PROMPT + steps); i++)
         tok[i] = (int32_t)((7 + 131 * (int64_t)i) % V);
@@ -177,10 +182,10 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
         gf_batch in = {.B = 1, .T = T, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
         void *cache = NULL;
         st = gf_engine_cache_create(e, 1, T, &cache);
-        double t0 = gf_now_s();
+        double t0 = gf_now_s(), c0 = cpu_now_s();
         if (st == GF_OK)
             st = gf_engine_forward(e, cache, &in, logits);
-        double t1 = gf_now_s();
+        double t1 = gf_now_s(), c1 = cpu_now_s();
         gf_engine_cache_free(e, cache);
         cache = NULL;
         if (st != GF_OK)
@@ -195,7 +200,7 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
             (gf_batch){.B = B, .T = GF_BENCH_PROMPT, .tokens = tok, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
         if (st == GF_OK)
             st = gf_engine_forward(e, cache, &in, logits);
-        double t2 = gf_now_s();
+        double t2 = gf_now_s(), c2 = cpu_now_s();
         for (int32_t s = 0; st == GF_OK && s < steps; s++) {
             int32_t stok[GF_BENCH_ROWS], spos[GF_BENCH_ROWS];
             for (int32_t b = 0; b < B; b++)
@@ -203,16 +208,27 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
             in = (gf_batch){.B = B, .T = 1, .tokens = stok, .position_ids = spos, .logits_mode = GF_LOGITS_LAST};
             st = gf_engine_forward(e, cache, &in, logits);
         }
-        double t3 = gf_now_s();
+        double t3 = gf_now_s(), c3 = cpu_now_s();
         gf_engine_cache_free(e, cache);
         if (st != GF_OK || run == 0)
             continue;
         pre[run - 1] = t1 - t0;
         bat[run - 1] = (t3 - t2) / steps;
+        cpre[run - 1] = c1 - c0;
+        cbat[run - 1] = (c3 - c2) / steps;
     }
     if (st == GF_OK) {
-        row->prefill = (rate_result){.ran = 1, .tokens = T, .s = median(pre, o->repeats)};
-        row->batched = (rate_result){.ran = 1, .tokens = B, .s = median(bat, o->repeats)};
+        rate_result *rr[2] = {&row->prefill, &row->batched};
+        double *wall[2] = {pre, bat}, *cpu[2] = {cpre, cbat};
+        for (int k = 0; k < 2; k++) {
+            rr[k]->ran = 1;
+            rr[k]->tokens = k ? B : T;
+            rr[k]->n_samples = o->repeats;
+            memcpy(rr[k]->samples, wall[k], (size_t)o->repeats * sizeof *pre); /* before median() sorts */
+            memcpy(rr[k]->cpu_samples, cpu[k], (size_t)o->repeats * sizeof *pre);
+            rr[k]->s = median(wall[k], o->repeats);
+            rr[k]->cpu_s = median(cpu[k], o->repeats);
+        }
     }
     free(tok);
     free(pos);
@@ -248,6 +264,9 @@ static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
         row->threads = info.threads;
         snprintf(row->library, sizeof row->library, "%s", info.library ? info.library : "");
         snprintf(row->detail, sizeof row->detail, "%s", info.detail ? info.detail : "");
+        snprintf(row->cpu_path, sizeof row->cpu_path, "%s", info.cpu_path ? info.cpu_path : "");
+        snprintf(row->weights, sizeof row->weights, "%s", info.weights ? info.weights : "");
+        snprintf(row->kv_cache, sizeof row->kv_cache, "%s", info.kv_cache ? info.kv_cache : "");
         int32_t prompt[GF_BENCH_PROMPT];
         for (int32_t i = 0; i < GF_BENCH_PROMPT; i++)
             prompt[i] = (int32_t)((1 + 37 * (int64_t)i) % desc->config.vocab_size);
@@ -434,11 +453,15 @@ int gf_cmd_bench(int argc, char **argv)
         return GF_EXIT_USAGE;
     g_progress = isatty(STDERR_FILENO);
     probe_result probe = {.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
+    bench_machine mach = {.probes = {probe, probe}};
+    gf_bench_state_read(&mach.start);
     char err[512];
     if (o.probe && in_child(probe_fn, &o, &probe, sizeof probe, NULL, err, sizeof err) != 0) {
         gf_cli_error("bench: the machine probe failed: %s", err);
         probe = (probe_result){.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
     }
+    if (o.probe)
+        mach.probes[mach.n_probes++] = probe;
     bench_row *rows = calloc((size_t)o.n_backends, sizeof *rows);
     if (!rows) {
         gf_cli_error("bench: out of memory");
@@ -469,18 +492,22 @@ int gf_cmd_bench(int argc, char **argv)
      * and goes, and the best of the two is the closest to what it can do */
     probe_result again;
     if (o.probe && in_child(probe_fn, &o, &again, sizeof again, NULL, err, sizeof err) == 0) {
+        mach.probes[mach.n_probes++] = again;
         probe.bw_gbps = isnan(probe.bw_gbps) || again.bw_gbps > probe.bw_gbps ? again.bw_gbps : probe.bw_gbps;
-        probe.fma_gflops =
-            isnan(probe.fma_gflops) || again.fma_gflops > probe.fma_gflops ? again.fma_gflops : probe.fma_gflops;
+        if (isnan(probe.fma_gflops) || again.fma_gflops > probe.fma_gflops) { /* the figure with its ISA */
+            probe.fma_gflops = again.fma_gflops;
+            memcpy(probe.fma_isa, again.fma_isa, sizeof probe.fma_isa);
+        }
         if (!isnan(again.sgemm_gflops) && (isnan(probe.sgemm_gflops) || again.sgemm_gflops > probe.sgemm_gflops))
             probe.sgemm_gflops = again.sgemm_gflops;
         if (!probe.fma_isa[0])
             memcpy(probe.fma_isa, again.fma_isa, sizeof probe.fma_isa);
     }
+    gf_bench_state_read(&mach.end);
     if (o.json)
-        bench_print_json(&o, &bm, &probe, rows);
+        bench_print_json(&o, &bm, &probe, &mach, rows);
     else
-        bench_print_table(&o, &bm, &probe, rows);
+        bench_print_table(&o, &bm, &probe, &mach, rows);
     free(rows);
     return rc;
 }

@@ -66,6 +66,25 @@ L, P, D = cfg["n_layer"], cfg["n_positions"], cfg["n_embd"]
 need(good["cache_bytes"] == 2 * L * P * D * 4, "cache bytes = (L, 1, H, n_positions, d_head) k and v in f32")
 need(good["dtype"] == "f32" and good["threads"] >= 1, "dtype and threads")
 need(missing["ok"] is False and "no-such-backend" in missing["error"], "the unknown backend's row says why")
+# every figure kept: each repeat's samples, the machine's state, the CPU path
+for mode in ("cached", "uncached"):
+    smp = good[mode]["samples"]
+    need(sorted(smp) == sorted(["prefill_ms", "decode_ms_per_token", "seconds", "prefill_cpu_ms",
+                                "decode_cpu_ms_per_token"]) and all(len(v) == 1 and pos(v[0]) for v in smp.values()),
+         f"{mode}.samples: one positive figure per repeat")
+    need(abs(smp["seconds"][0] - good[mode]["seconds"]) < 1e-9, f"{mode}: the median of one sample is that sample")
+for row in ("prefill", "batched_decode"):
+    smp = good[row]["samples"]
+    need(len(smp["ms"]) == 1 and pos(smp["ms"][0]) and len(smp["cpu_ms"]) == 1 and pos(good[row]["cpu_ms"]),
+         f"{row}: its samples and CPU time")
+mach = out["machine"]
+for st in ("state_start", "state_end"):
+    la = mach[st]["loadavg"]
+    need(len(la) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in la), f"{st}: three load averages")
+    need(isinstance(mach[st]["governor"], str) or mach[st].get("governor_reason"), f"{st}: a governor, or why not")
+need(mach["probes"] == [], "--no-probe: no probe figures")
+need(pos(mach["wall_s"]), "the run's wall time")
+need("cpu_path" in good and "weights" in good and "kv_cache" in good, "the backend's cpu_path, weights, kv_cache")
 sys.exit(1 if bad else 0)
 PY
 

