@@ -284,6 +284,11 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         char *rep = gf_job_reproduce(j, r->opts);
         json_object_set_new(o, "reproduce", str_or_null(rep));
         free(rep);
+        if (j->record && json_object_get(j->record, "localization")) { /* genfence trace: the replay alone */
+            char *tl = gf_job_trace_line(j, r->opts);
+            json_object_set_new(o, "trace_command", str_or_null(tl));
+            free(tl);
+        }
     }
     return o;
 }

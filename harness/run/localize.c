@@ -229,6 +229,7 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
     side bs = {.e = s->engine}, rs = {0};
     int ref_open = 0;
     long long replayed = 0;
+    json_t *peak = NULL; /* every point's largest NMSE over the calls replayed (a match's headroom) */
     if (!bound) {
         snprintf(msg, sizeof msg, "out of memory");
         goto done;
@@ -327,9 +328,21 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
         json_t *fo;
         json_t *pts = compare_call(c, &bs, &rs, L, D, bound, &first, &fo);
         if (first < 0) {
+            if (!peak) {
+                peak = pts;
+                continue;
+            }
+            for (size_t q = 0; q < json_array_size(pts); q++) {
+                json_t *a = json_array_get(peak, q), *b = json_array_get(pts, q);
+                json_t *na = json_object_get(a, "nmse"), *nb = json_object_get(b, "nmse");
+                if (json_is_real(nb) && (!json_is_real(na) || json_real_value(nb) > json_real_value(na)))
+                    json_object_set(a, "nmse", nb);
+            }
             json_decref(pts);
             continue;
         }
+        json_decref(peak);
+        peak = NULL;
         status = "diverged";
         char call[200];
         snprintf(call, sizeof call, "%s (forward call #%lld, B %d, T %d%s)",
@@ -379,12 +392,29 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
         snprintf(msg, sizeof msg, "no forward call was logged%s", log->overflow ? " (the log overflowed)" : "");
     } else {
         status = "matched";
+        /* the point closest to its bound: the headroom */
+        double worst = -1;
+        const char *wname = "";
+        for (size_t q = 0; q < json_array_size(peak); q++) {
+            json_t *a = json_array_get(peak, q), *na = json_object_get(a, "nmse");
+            double r = json_is_real(na) ? json_real_value(na) / json_real_value(json_object_get(a, "bound")) : -1;
+            if (r > worst) {
+                worst = r;
+                wname = json_string_value(json_object_get(a, "point"));
+            }
+        }
         snprintf(msg, sizeof msg,
-                 "the trace matches ref below every bound in all %lld calls replayed%s: the divergence lies after the "
-                 "final norm (the output head, the logits, or a slot outside forward)",
-                 replayed, log->overflow ? " (the log overflowed: later calls not replayed)" : "");
+                 "the trace matches ref below every bound in all %lld calls replayed%s (closest: %s at %.2g of its "
+                 "bound): the divergence lies after the final norm (the output head, the logits, or a slot outside "
+                 "forward)",
+                 replayed, log->overflow ? " (the log overflowed: later calls not replayed)" : "", wname,
+                 worst < 0 ? 0 : worst);
+        json_object_set_new(res, "headroom", json_real(worst > 0 ? 1.0 / worst : INFINITY));
+        if (peak)
+            json_object_set(res, "points", peak); /* each point's largest NMSE over the calls */
     }
 done:
+    json_decref(peak);
     json_object_set_new(res, "status", json_string(status));
     json_object_set_new(res, "summary", json_string(msg));
     json_object_set_new(res, "calls_replayed", json_integer(replayed));
