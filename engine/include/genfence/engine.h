@@ -132,7 +132,7 @@ gf_status gf_engine_forward_trace(gf_engine *e, void *cache, const gf_batch *in,
  * cache_free / forward the engine makes is appended (the batch copied), up
  * to GF_CALL_LOG_MAX forward calls and GF_CALL_LOG_MAX_TOKENS batch tokens;
  * past that the log stops growing and says so (overflow). */
-enum { GF_CALL_LOG_MAX = 512, GF_CALL_LOG_MAX_TOKENS = 1 << 20 };
+enum { GF_CALL_LOG_MAX = 512, GF_CALL_LOG_MAX_TOKENS = 1 << 16 };
 typedef enum gf_call_op {
     GF_CALL_CACHE_CREATE = 1,
     GF_CALL_CACHE_RESET,
