@@ -105,3 +105,18 @@ rc=0
 [[ $rc -eq 1 ]] || fail "--no-trace run exited $rc"
 ! grep -q localized "$tmp/nt" || fail "--no-trace still localized"
 echo "ok   --no-trace"
+
+# over the protocol (docs/protocol.md, forward_trace): echo_ref behind the
+# relay that drops the key mask (tests/backends/exec/faulty_client.py, copied
+# so no .pyc lands in the tree) is localized through exec's trace slot
+ECHO="$GF_BUILD/tools/echo_ref"
+[[ -x "$ECHO" ]] || fail "$ECHO not built"
+mkdir -p "$tmp/tools" "$tmp/tests/backends" && cp -r "$GF_SRC/tools/backends" "$tmp/tools/" &&
+  cp -r "$GF_SRC/tests/backends/exec" "$tmp/tests/backends/exec"
+rc=0
+"$GENFENCE" run cases/generation.yaml --filter '^batch\.left_padded$' \
+  --backend "exec:$PY $tmp/tests/backends/exec/faulty_client.py nomask $ECHO" --no-triangulate --no-report >"$tmp/ex" 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || { cat "$tmp/ex"; fail "exec nomask run exited $rc"; }
+gf_grepq -Eq '^    localized: first divergence at layer 0 attention output, positions >= [0-9]+, rows 0, 1, ' <"$tmp/ex" ||
+  { cat "$tmp/ex"; fail "exec: the dropped mask is not localized over the protocol"; }
+echo "ok   exec: the dropped mask localized over the protocol (forward_trace)"
