@@ -145,6 +145,7 @@ typedef struct gf_call_entry {
     int32_t batch, max_len; /* cache_create's */
     int32_t cache_length;   /* forward: the cache's length before the call (0 uncached) */
     gf_batch in;            /* forward: tokens, position_ids (B, T) and key_mask (B, Tk) owned by the log */
+    gf_status status;       /* forward: what the call returned (a failed one is not replayed) */
 } gf_call_entry;
 typedef struct gf_call_log {
     gf_call_entry *v;
