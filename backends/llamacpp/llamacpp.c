@@ -231,6 +231,10 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->weights = lc_wtype_name(c.wtype);
     info->kv_cache = c.kv_f16 ? "f16" : "f32";
     info->cpu_path = path;
+    /* every mechanism through the GGUF it converts to, but the MLPs its gpt2
+     * graph lacks (it hard-codes the tanh GELU: lc_check_desc refuses erf
+     * GELU and ReLU); a declared probe it refused would be a finding */
+    info->probes = "all,-gelu_erf,-relu,-rope_dynamic"; /* and no rope scaling but linear / llama3 */
     return gf_backend_info_put(info_out, info);
 }
 

@@ -207,6 +207,8 @@ static gf_status ob_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->library = library;
     info->detail = detail;
     info->cpu_path = path;
+    info->model_features = GFV_MODEL_FEATURES;
+    info->probes = "all"; /* every dense product through sgemm, whatever the shape */
     return gf_backend_info_put(info_out, info);
 }
 

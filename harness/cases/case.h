@@ -176,6 +176,11 @@ struct gf_kind_def {
      * them. judges_weights (the statistical kind): does case c have
      * thresholds for the weight type? */
     int defers_to_statistical;
+    /* A kind that reaches the model slots on a model it makes itself (the
+     * probes: a micro-model written at run time) opens its sessions in run
+     * (gf_session_open on its own directory, the backend k->backend and ref);
+     * the runner then opens none and k->session stays NULL. */
+    int opens_sessions;
     int (*judges_weights)(const gf_case *c, const char *weights);
 };
 

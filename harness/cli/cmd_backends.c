@@ -78,6 +78,10 @@ static int show(const char *name, long threads, int json, int first)
             printf(", \"cpu_path\": ");
             gf_json_write_string(stdout, info.cpu_path, strlen(info.cpu_path));
         }
+        if (avail && info.probes) { /* the mechanism probes it declares (docs/cases.md, "probe") */
+            printf(", \"probes\": ");
+            gf_json_write_string(stdout, info.probes, strlen(info.probes));
+        }
         printf(", \"source\": ");
         gf_json_write_string(stdout, h.source, strlen(h.source));
         if (opened) { /* the name it registers (a plugin given by path): GenfenceSuite.cmake's test names */

@@ -16,6 +16,7 @@ int gf_cmd_run_traced(int argc, char **argv, int trace);
 int gf_cmd_trace(int argc, char **argv);
 int gf_cmd_list(int argc, char **argv);
 int gf_cmd_bless(int argc, char **argv);
+int gf_cmd_goldens(int argc, char **argv);
 int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_compare(int argc, char **argv);
 int gf_cmd_merge(int argc, char **argv);

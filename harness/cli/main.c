@@ -17,6 +17,7 @@ static const gf_command k_commands[] = {
     {"trace", gf_cmd_trace, "replay cases traced on a backend and ref: the first divergent layer and sublayer"},
     {"list", gf_cmd_list, "list (and check) the conformance cases"},
     {"bless", gf_cmd_bless, "write goldens from a C backend (docs/goldens.md)"},
+    {"goldens", gf_cmd_goldens, "make a model's goldens on demand (transformers) into the user's cache"},
     {"generate", gf_cmd_generate, "generate a continuation (cached or not, streamed, verified)"},
     {"forward", gf_cmd_forward, "write the logits of every position to a safetensors file"},
     {"tokenize", gf_cmd_tokenize, "encode text to token ids, or decode ids to text"},

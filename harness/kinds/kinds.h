@@ -26,7 +26,8 @@
     X(stream_decode)          \
     X(stop_strings)           \
     X(golden_generation)      \
-    X(distribution_match)
+    X(distribution_match)     \
+    X(probe)
 
 #define GF_KIND_DECLARE(name) extern const gf_kind_def gf_kind_##name;
 GF_KIND_LIST(GF_KIND_DECLARE)

@@ -21,6 +21,8 @@ struct gf_krun {
     const char *backend_name; /* as the backend reports it */
     int32_t threads;
     gf_compute_dtype dtype; /* the backend's declared compute dtype (fp32 if undeclared) */
+    const char *weights;    /* the backend's info weights ("" / NULL: as given); "served": a server's
+                               top-k log-probabilities, no full logits (backends/http, docs/http.md) */
     int backend_has_sample; /* the backend has its own `sample` slot */
     /* Sampler-only kinds on a backend with a `sample` slot: its table (the
      * runner opens it in the child; else NULL). Every sampling call of the

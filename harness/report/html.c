@@ -617,6 +617,7 @@ int gf_report_html_doc(const json_t *doc, gf_buf *b)
     failures(b, results, plot_of);
     skips(b, results);
     triangulation(b, json_object_get(doc, "triangulation"));
+    gf_probe_table_html(b, results);
     gf_buf_puts(b, "<h2 id=\"matrix\">Verdicts (case x backend; sf: safety factor, margin / max |delta|)</h2>\n");
     matrix(b, results, plot_of, 0);
     gf_buf_puts(b,

@@ -182,4 +182,9 @@ int gf_report_signal_seen(void);
 /* "SIGINT", "SIGTERM", or "signal" */
 const char *gf_report_signal_name(int sig);
 
+/* The mechanism probes' table (probe x shape -> NMSE, bound, headroom,
+ * verdict) of the run's probe cases on stdout; nothing when it has none
+ * (probe_table.c). */
+void gf_probe_table_print(const gf_run_info *r);
+
 #endif

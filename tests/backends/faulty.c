@@ -3,8 +3,9 @@
  * name, what it breaks and its expected verdict: the one table in
  * tests/backends/CMakeLists.txt. The #if lines below switch on those numbers
  * (GF_FAULT); HELPER_S: how long a forked helper lives unless genfence kills
- * it. Faults 41 and 45-47 (ref-bad-cache, ref-short-window, ref-row-mix,
- * ref-attn-no-max) sit inside ref's attention where no wrapper reaches: they
+ * it. Faults 41, 45-49 and 81 (ref-bad-cache, ref-short-window, ref-row-mix,
+ * ref-attn-no-max, ref-rope-off-by-one, ref-rms-eps-outside, ref-head-dim-80)
+ * sit inside ref's forward where no wrapper reaches: they
  * are patches (tests/backends/patches/) to a copy of backends/ref/ref_forward.c,
  * and this file only names them. Every other slot is ref's. */
 #define _GNU_SOURCE
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "genfence/backend.h"
@@ -182,6 +184,11 @@ static gf_status faulty_model_load(const gf_model_desc *desc, const gf_backend_o
             fclose(f);
         }
     }
+#elif GF_FAULT == 82
+    if (desc->config.d_head == 80) { /* ref's info still declares every probe */
+        *model_out = NULL;
+        return GF_E_UNSUPPORTED; /* the text comes through last_error */
+    }
 #elif GF_FAULT == 28
     void *huge = malloc((size_t)1 << 41);
     if (!huge) {
@@ -253,8 +260,16 @@ static gf_status faulty_forward_any(void *model, void *cache, const gf_batch *in
         volatile int *volatile nowhere = NULL;
         *nowhere = 1;
     }
+#elif GF_FAULT == 120
+    if (st == GF_OK) {       /* slow but progressing: each forward takes GF_SLOW_MS (default 200) ms more */
+        const char *ms = getenv("GF_SLOW_MS");
+        long v = ms ? strtol(ms, NULL, 10) : 200;
+        struct timespec ts = {.tv_sec = v / 1000, .tv_nsec = (v % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
 #elif GF_FAULT == 44
-    if (st == GF_OK)         /* never returns from a forward ref accepts */
+    if (st == GF_OK) /* never returns from a forward ref accepts */
         for (volatile unsigned long spin = 0;; spin++)
             ;
 #endif
@@ -352,6 +367,9 @@ static const char *faulty_last_error(void *model)
 #elif GF_FAULT == 29
     (void)model;
     return g_forward_calls == 2 ? "device lost (injected by tests/backends/faulty.c)" : NULL;
+#elif GF_FAULT == 82
+    (void)model;
+    return "head dim 80 has no kernel here (injected by tests/backends/faulty.c)";
 #else
     const gf_backend_ops *r = gf_backend_ref();
     return GF_OPS_HAS(r, last_error) && r->last_error ? r->last_error(model) : NULL;

@@ -7,7 +7,8 @@
  * it would pass without testing a backend's sampler. A kind declared to
  * reach the sample slot that no case of it calls fails too (its runs on a
  * slot backend would test nothing of it). The model kinds (the widest
- * reach, a session) are checked for needing a model. */
+ * reach, a session) are checked for needing a model, or for making their
+ * own (opens_sessions: the probes' micro-models). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,10 +60,13 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
     char errors[8192] = "";
     for (const gf_kind_def *const *kp = gf_kinds(); *kp; kp++) {
         const gf_kind_def *k = *kp;
-        if (k->reaches == GF_KIND_REACHES_MODEL) { /* opens model + backend: every slot */
-            if (k->needs != GF_KIND_NEEDS_MODEL)
+        if (k->reaches == GF_KIND_REACHES_MODEL) {                     /* opens model + backend: every slot */
+            if (k->needs != GF_KIND_NEEDS_MODEL && !k->opens_sessions) /* the probes make their own */
                 snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
-                         "%s reaches the model slots but does not need a model\n", k->name);
+                         "%s reaches the model slots but neither needs a model nor makes one\n", k->name);
+            if (k->needs != GF_KIND_NEEDS_NOTHING && k->opens_sessions)
+                snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                         "%s makes its own model (opens_sessions) but asks for the case's\n", k->name);
             continue;
         }
         long calls = 0;
@@ -115,7 +119,8 @@ Test(kinds, keys_are_what_the_parse_asks)
               "%s", buf);
     gf_kind_keys(&gf_kind_top_p_fence, GF_KEYS_CONDITIONAL, buf, sizeof buf);
     cr_assert_str_eq(
-        buf, "profile, chain, min_p, typical_p, min_tokens_to_keep, xtc_probability, xtc_threshold, xtc_min_keep");
+        buf, "profile, chain, min_p, typical_p, min_tokens_to_keep, xtc_probability, xtc_threshold, xtc_min_keep, "
+             "top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu");
     gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_ALL, buf, sizeof buf);
     cr_assert_str_eq(buf, "goldens, prompts, steps, gate, thresholds");
     cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_CONDITIONAL, buf, sizeof buf), 0);

@@ -6,9 +6,9 @@ cd "$(dirname "$0")/../.."
 
 APT_PKGS=(build-essential cmake pkg-config git
           libjansson-dev libpcre2-dev libutf8proc-dev libyaml-dev libcriterion-dev
-          libopenblas-dev libdnnl-dev
+          libopenblas-dev libdnnl-dev libcurl4-openssl-dev
           python3 python3-venv python3-torch python3-numpy
-          chromium libxml2-utils clang-format)  # chromium: the HTML report test renders index.html headless; xmllint: the JUnit schema test; clang-format: tests/cli/format_check.sh
+          chromium libxml2-utils clang-format)  # libcurl4-openssl-dev: the http backend (backends/http); chromium: the HTML report test renders index.html headless; xmllint: the JUnit schema test; clang-format: tests/cli/format_check.sh
 # extra packages a target asks for (make fuzz: clang and its runtime; make test-valgrind: valgrind)
 # shellcheck disable=SC2206
 APT_PKGS+=(${GENFENCE_EXTRA_PKGS:-})

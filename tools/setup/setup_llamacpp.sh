@@ -9,45 +9,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-spec=$(grep -E '^llama-cpp-python==' tools/setup/requirements-llamacpp.txt)
-ver=${spec#llama-cpp-python==}
-home=${HOME:-$(cd ~ 2>/dev/null && pwd || echo /tmp)}   # ~ falls back to the passwd entry
-root=${GENFENCE_CACHE:-${XDG_CACHE_HOME:-$home/.cache}/genfence}
-dest="$root/llama.cpp-$ver"
-if [ "${1:-}" = --print-dir ]; then echo "$dest"; exit 0; fi
-if [ -f "$dest/GENFENCE-BUILD" ]; then
-    exit 0
-fi
+. tools/setup/llamacpp_sdist.sh
+gf_sdist_init llama.cpp
+gf_sdist_begin .lock "${1:-}"
 
-# one build at a time per cache (two setups racing would both build)
-mkdir -p "$root"
-exec 9>"$root/.lock"
-flock 9
-if [ -f "$dest/GENFENCE-BUILD" ]; then
-    exit 0
-fi
-
-PIP=.venv/bin/pip
-[ -x "$PIP" ] || PIP="/usr/bin/python3 -m pip"
 jobs=${GENFENCE_LLAMACPP_JOBS:-2}
 t0=$(date +%s)
-mkdir -p "$root/dist"
-sdist="$root/dist/llama_cpp_python-$ver.tar.gz"
-if [ ! -f "$sdist" ]; then
-    echo "setup: downloading the llama-cpp-python $ver sdist (its bundled llama.cpp)"
-    $PIP download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
-        "llama-cpp-python==$ver" -d "$root/dist"
-fi
 work=$(mktemp -d "$root/build-$ver.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tar xzf "$sdist" -C "$work"
-src="$work/llama_cpp_python-$ver/vendor/llama.cpp"
-# The llama.cpp commit this release bundles, from the release's own changelog
-# (the sdist carries no git metadata, so llama.cpp cannot find it itself).
-commit=$(awk -v v="## [$ver]" '$0==v{f=1;next} f&&/^## \[/{exit}
-    f&&match($0,/llama\.cpp@[0-9a-f]+/){print substr($0,RSTART+10,RLENGTH-10);exit}' \
-    "$work/llama_cpp_python-$ver/CHANGELOG.md")
-commit=${commit:-unknown}
+gf_sdist_unpack "$work"
 echo "setup: building llama.cpp $commit (llama-cpp-python $ver) into $dest, -j$jobs"
 # Library targets only: no tests, tools, examples, server, common, app, HTTPS.
 # GGML_NATIVE=ON: the cache is per machine and the build compiles for it

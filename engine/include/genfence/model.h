@@ -25,9 +25,13 @@ typedef struct gf_model gf_model;
  * tie_word_embeddings (false), hidden_act ("silu" only), bos/eos_token_id (a
  * list: its first), rope_scaling null or rope_type "linear" (factor) /
  * "llama3" (factor, low_freq_factor, high_freq_factor,
- * original_max_position_embeddings); any other rope_type, attention_bias or
- * mlp_bias true, qwen2's use_sliding_window true, partial_rotary_factor != 1
- * are GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
+ * original_max_position_embeddings) / "yarn" / "longrope" / "dynamic"; model_type
+ * "mistral" (llama with sliding_window, absent: 4096, null: none; kv heads
+ * absent: 8) and qwen2's use_sliding_window (with max_window_layers 0) give
+ * the desc's layer_window. Any other rope_type,
+ * attention_bias or mlp_bias true, partial_rotary_factor != 1, and the keys
+ * whose meaning changed after transformers 4.47.1 (docs/model-files.md) are
+ * GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
  * are GF_E_FORMAT naming the file and the key. */
 gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out);
 
@@ -47,6 +51,20 @@ void gf_model_free(gf_model *m); /* NULL-safe */
 const gf_model_desc *gf_model_desc_get(const gf_model *m);
 const char *gf_model_dir(const gf_model *m);
 size_t gf_model_param_count(const gf_model *m);
+
+/* The inverse of gf_model_load (engine/model_write.c): desc written into the
+ * existing directory dir as config.json (the family's Hugging Face keys, then
+ * every key of extra_config, a JSON object or NULL, over them: rope_scaling,
+ * say, which the loader then folds into rope_inv_freq) and model.safetensors
+ * (F32, the names gf_model_load reads; lm_head only when untied). The
+ * rope_inv_freq of desc is not written: the loader computes it from
+ * rope_theta and rope_scaling (linear: written from config.rope_factor;
+ * llama3: GF_E_UNSUPPORTED unless extra_config holds its mapping, since the
+ * config keeps only the factor). */
+typedef struct json_t json_t;
+gf_status gf_model_write(const gf_model_desc *desc, const json_t *extra_config, const char *dir);
+/* Remove what gf_model_write wrote into dir, then dir itself (if empty). */
+void gf_model_write_remove(const char *dir);
 
 #ifdef __cplusplus
 }

@@ -40,4 +40,8 @@ void gf_html_trace(gf_buf *b, const json_t *res);
 /* The page's style sheet. */
 extern const char gf_html_style[];
 
+/* The probe cases of results as a grid (probe x shape, one column per
+ * backend: NMSE and verdict); nothing when there are none (probe_table.c). */
+void gf_probe_table_html(gf_buf *b, const json_t *results);
+
 #endif
