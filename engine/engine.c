@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call_log.h"
 #include "engine_trace.h"
 #include "guard.h"
 
@@ -19,6 +20,7 @@ struct gf_engine {
      * between calls: logits_out (B, T|1, V), tokens and position_ids (B, T),
      * key_mask (B, Tk) */
     gf_guard g_logits, g_tokens, g_pos, g_mask;
+    gf_call_log *log; /* (optional) gf_engine_log_to */
 };
 
 /* ---- call trace (engine.h) ---- */
@@ -351,6 +353,8 @@ gf_status gf_engine_cache_create(gf_engine *e, int32_t batch, int32_t max_len, v
     gf_trace_enter("cache_create", batch, max_len, -1);
     gf_status st = e->ops->cache_create(e->model, batch, max_len, cache_out);
     gf_trace_leave();
+    if (st == GF_OK && e->log)
+        gf_call_log_cache_create(e->log, *cache_out, batch, max_len);
     return st == GF_OK ? GF_OK : backend_error(e, st);
 }
 
@@ -358,6 +362,8 @@ void gf_engine_cache_free(gf_engine *e, void *cache)
 {
     if (!cache)
         return;
+    if (e->log)
+        gf_call_log_cache_op(e->log, GF_CALL_CACHE_FREE, cache);
     gf_trace_enter("cache_free", 0, 0, -1);
     e->ops->cache_free(cache);
     gf_trace_leave();
@@ -366,6 +372,8 @@ void gf_engine_cache_free(gf_engine *e, void *cache)
 gf_status gf_engine_cache_reset(gf_engine *e, void *cache)
 {
     gf_error_clear();
+    if (e->log)
+        gf_call_log_cache_op(e->log, GF_CALL_CACHE_RESET, cache);
     gf_trace_enter("cache_reset", 0, 0, e->ops->cache_length(cache));
     gf_status st = e->ops->cache_reset(cache);
     gf_trace_leave();
@@ -410,7 +418,8 @@ size_t gf_engine_cache_bytes(gf_engine *e, const void *cache)
  * guarded copy, guard.h) — is GF_E_BACKEND (or GF_E_NOMEM), never the
  * bad-input codes, with the call index and the shapes in the message.
  * logits_out gets the backend's logits only after a clean call. */
-gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out)
+static gf_status engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out,
+                                const gf_trace_request *req)
 {
     gf_error_clear();
     /* a token the model cannot take is the caller's bad input (error, exit
@@ -426,6 +435,8 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
         }
     long long call = ++e->n_forward;
     int32_t len0 = cache ? e->ops->cache_length(cache) : 0;
+    if (e->log && !req)
+        gf_call_log_forward(e->log, cache, len0, in);
     char where[200];
     snprintf(where, sizeof where, "forward call #%lld (B %d, T %d, %s %d)", call, in->B, in->T,
              cache ? "cache length" : "uncached, keys", cache ? len0 : in->T);
@@ -463,7 +474,7 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
         if (in->key_mask)
             trace_buf("key_mask", &e->g_mask, sh);
     }
-    gf_status st = e->ops->forward(e->model, cache, &g, lg);
+    gf_status st = req ? e->ops->forward_trace(e->model, cache, &g, lg, req) : e->ops->forward(e->model, cache, &g, lg);
     gf_trace_leave();
     {
         char who[260], shape[96];
@@ -517,3 +528,25 @@ gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float
     memcpy(logits_out, lg, n * sizeof *lg);
     return GF_OK;
 }
+
+gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out)
+{
+    size_t logged = e->log ? e->log->n : 0;
+    gf_status st = engine_forward(e, cache, in, logits_out, NULL);
+    if (e->log && e->log->n > logged) /* the replay skips a call that failed (a context limit a case expects) */
+        e->log->v[e->log->n - 1].status = st;
+    return st;
+}
+
+int gf_backend_has_trace(const gf_backend_ops *ops) { return ops && GF_OPS_HAS(ops, forward_trace); }
+
+gf_status gf_engine_forward_trace(gf_engine *e, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req)
+{
+    if (!gf_backend_has_trace(e->ops))
+        return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no trace slot", e->ops->name);
+    memset(req->given, 0, (size_t)GF_TRACE_POINTS(req->n_layer));
+    return engine_forward(e, cache, in, logits_out, req);
+}
+
+void gf_engine_log_to(gf_engine *e, gf_call_log *log) { e->log = log; }

@@ -347,6 +347,13 @@ static gf_status cu_forward(void *model, void *cache, const gf_batch *in, float 
     return gfc_forward(((cu_model *)model)->g, cache, in, logits_out);
 }
 
+static gf_status cu_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req)
+{
+    gf_error_clear();
+    return gfc_forward_trace(((cu_model *)model)->g, cache, in, logits_out, req);
+}
+
 /* The sampler on the device: the model's stream when given one, else the
  * default stream of device 0 (sampler-only use keeps no state). */
 static gf_status cu_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
@@ -398,6 +405,7 @@ static const gf_backend_ops k_cuda_ops = {
     .forward = cu_forward,
     .sample = cu_sample,
     .last_error = cu_last_error,
+    .forward_trace = cu_forward_trace,
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_cuda_ops; }

@@ -177,9 +177,36 @@ static gf_status linear(gfc_model *m, const gfc_lin *l, const float *x, float *y
     return m->ex->gemm(m->ex, gemm_at(m, l->w), l->N, l->K, x, y, (int32_t)rows);
 }
 
+/* The trace slot (backend.h): the device rows y (R, D), plus the bias the
+ * residual kernel adds (NULL: none), copied to the host as point pt. host
+ * (R, D) and hb (D) are the caller's staging buffers. */
+static gf_status trace_point(gfc_model *m, const gf_trace_request *tr, int32_t pt, const float *y, const float *bias,
+                             int32_t B, int32_t T, float *host, float *hb)
+{
+    const int32_t D = m->plan.D;
+    const size_t R = (size_t)B * T;
+    gf_status st = m->ex->download(m->ex, host, y, R * D * sizeof(float));
+    if (st == GF_OK && bias)
+        st = m->ex->download(m->ex, hb, bias, (size_t)D * sizeof(float));
+    if (st != GF_OK)
+        return st;
+    for (size_t i = 0; bias && i < R; i++)
+        for (int32_t d = 0; d < D; d++)
+            host[i * D + d] += hb[d];
+    gf_trace_put(tr, pt, host, B, T);
+    return GF_OK;
+}
+
 gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *logits_out)
 {
+    return gfc_forward_trace(m, c, in, logits_out, NULL);
+}
+
+gf_status gfc_forward_trace(gfc_model *m, gfc_cache *c, const gf_batch *in, float *logits_out,
+                            const gf_trace_request *tr)
+{
     const gfc_plan *p = &m->plan;
+    float *th = NULL, *thb = NULL; /* the trace's host staging: (R, D), (D) */
     gfc_exec *ex = m->ex;
     gf_status st = gfc_check_batch(&p->cfg, c ? c->B : -1, c ? c->length : 0, c ? c->max_len : 0, in);
     if (st != GF_OK)
@@ -203,6 +230,15 @@ gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *log
     gfc_embed_args ea = {
         .x = m->x, .wte = f32_at(m, p->wte), .wpe = f32_at(m, p->wpe), .tok = m->tok, .pos = m->pos, .D = D};
     TRY(ex->run(ex, GFC_K_EMBED, R * D, &ea));
+    if (tr) {
+        th = malloc(R * D * sizeof *th);
+        thb = malloc((size_t)D * sizeof *thb);
+        if (!th || !thb) {
+            st = gf_error_set(GF_E_NOMEM, "cuda: out of host memory for a (%zu, %d) trace", R, D);
+            goto done;
+        }
+        TRY(trace_point(m, tr, 0, m->x, NULL, B, T, th, thb));
+    }
     for (int32_t l = 0; l < p->L; l++) {
         const gfc_layer_plan *lp = &p->layers[l];
         float *K = kc + (size_t)l * layer_kv, *Vc = vc + (size_t)l * layer_kv;
@@ -255,7 +291,11 @@ gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *log
         /* x += att Wo^T (+ b) */
         TRY(linear(m, &lp->o, m->att, m->tmp, R));
         gfc_residual_args xa = {.x = m->x, .y = m->tmp, .b = f32_at(m, lp->o.b), .N = D};
+        if (tr) /* before the residual add: the projection with its bias */
+            TRY(trace_point(m, tr, gf_trace_index(p->L, GF_TRACE_ATTN_OUT, l), m->tmp, xa.b, B, T, th, thb));
         TRY(ex->run(ex, GFC_K_RESIDUAL, R * D, &xa));
+        if (tr)
+            TRY(trace_point(m, tr, gf_trace_index(p->L, GF_TRACE_ATTN_RESID, l), m->x, NULL, B, T, th, thb));
         /* MLP block: x += down(act(norm2(x) Wup^T (+ b))) (+ b) */
         TRY(norm(m, m->h, m->x, lp->norm2_w, lp->norm2_b, R, 1, 0));
         TRY(linear(m, &lp->up, m->h, m->ff, R));
@@ -270,7 +310,15 @@ gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *log
         }
         TRY(linear(m, &lp->down, mid, m->tmp, R));
         xa.b = f32_at(m, lp->down.b);
+        if (tr)
+            TRY(trace_point(m, tr, gf_trace_index(p->L, GF_TRACE_MLP_OUT, l), m->tmp, xa.b, B, T, th, thb));
         TRY(ex->run(ex, GFC_K_RESIDUAL, R * D, &xa));
+        if (tr)
+            TRY(trace_point(m, tr, gf_trace_index(p->L, GF_TRACE_MLP_RESID, l), m->x, NULL, B, T, th, thb));
+    }
+    if (tr) { /* the final norm at every position, whatever logits_mode says */
+        TRY(norm(m, m->tmp, m->x, p->lnf_w, p->lnf_b, R, 1, 0));
+        TRY(trace_point(m, tr, gf_trace_index(p->L, GF_TRACE_FINAL_NORM, 0), m->tmp, NULL, B, T, th, thb));
     }
     /* logits = norm_f(x) head^T, for every position or each row's last */
     if (in->logits_mode == GF_LOGITS_LAST)
@@ -282,6 +330,8 @@ gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *log
     if (c)
         c->length = Tk; /* once, after the last layer */
 done:
+    free(th);
+    free(thb);
     return st;
 }
 

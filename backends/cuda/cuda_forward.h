@@ -71,6 +71,10 @@ size_t gfc_cache_bytes(const gfc_cache *c);
 
 /* The forward slot (checks the batch as ref does). */
 gf_status gfc_forward(gfc_model *m, gfc_cache *c, const gf_batch *in, float *logits_out);
+/* forward plus the hidden states at the sublayer boundaries (the trace slot,
+ * backend.h; tr NULL: none), downloaded from the executor point by point */
+gf_status gfc_forward_trace(gfc_model *m, gfc_cache *c, const gf_batch *in, float *logits_out,
+                            const gf_trace_request *tr);
 
 /* The sample slot's body: logits (B, V), u (B, V), params validated. */
 gf_status gfc_sample(gfc_exec *ex, const float *logits, int32_t B, int32_t V, const gf_sampler_params *p,

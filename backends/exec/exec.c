@@ -48,6 +48,8 @@ typedef struct ex_cache {
 static gf_backend_ops k_exec_ops;
 static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *sp,
                            const gf_rng_draws *draws, int32_t *ids_out);
+static gf_status ex_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req);
 
 /* A bounds-checked reader over a reply body. */
 typedef struct rd {
@@ -157,6 +159,8 @@ static uint32_t g_sample_features;
 
 static void note_features(const char *config, uint32_t features)
 {
+    if (features & GX_FEATURE_TRACE) /* the trace slot: a client that offers forward_trace (12) */
+        k_exec_ops.forward_trace = ex_forward_trace;
     if (!(features & GX_FEATURE_SAMPLE))
         return;
     if (!g_sample_config || strcmp(g_sample_config, config)) {
@@ -388,7 +392,10 @@ static size_t ex_cache_bytes(const void *cache)
     return (size_t)gx_get_u64(&r.p);
 }
 
-static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+/* forward (10), or with req forward_trace (12): the same request, and after
+ * the logits the reply holds i32 P, i32 D, u8 given[P], f32 trace[P, B, T, D] */
+static gf_status ex_forward_any(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                const gf_trace_request *req)
 {
     ex_model *m = model;
     ex_cache *c = cache;
@@ -417,11 +424,13 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
         p += mask_n;
     }
     uint32_t n = 0;
-    gf_status st = gx_request(x, GX_FORWARD, body, (size_t)(p - body), &n);
+    gf_status st = gx_request(x, req ? GX_FORWARD_TRACE : GX_FORWARD, body, (size_t)(p - body), &n);
     if (st != GF_OK)
         return st;
     const size_t rows = in->logits_mode == GF_LOGITS_LAST ? (size_t)B : BT;
-    const size_t want = 12 + 4 * rows * (size_t)V;
+    const int32_t L = m->cfg.n_layer, D = m->cfg.n_embd, P = GF_TRACE_POINTS(L);
+    const size_t trace_n = req ? 8 + (size_t)P + 4 * (size_t)P * BT * (size_t)D : 0; /* the trace after the logits */
+    const size_t want = 12 + 4 * rows * (size_t)V + trace_n;
     uint8_t head[12];
     if (n < 12)
         return gx_fail(x, "forward: reply of %u bytes, the protocol says %zu (wrong length)", n, want);
@@ -433,10 +442,38 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
         return gx_fail(x, "forward: reply holds (%d rows, V %d) logits, the request needs (%zu, %d) (wrong shape)",
                        got_rows, got_V, rows, V);
     if (n != want)
-        return gx_fail(x, "forward: reply of %u bytes for %zu x %d logits, the protocol says %zu (wrong length)", n,
-                       rows, V, want);
+        return gx_fail(x, "%s: reply of %u bytes for %zu x %d logits%s, the protocol says %zu (wrong length)",
+                       req ? "forward_trace" : "forward", n, rows, V, req ? " and the trace" : "", want);
     if ((st = gx_read_into(x, logits_out, 4 * rows * (size_t)V)) != GF_OK) /* (rows, V) f32 LE */
         return st;
+    if (req) {
+        uint8_t *t = malloc(trace_n); /* i32 P, i32 D, u8 given[P], f32 (P, B, T, D) */
+        if (!t)
+            return gx_fail(x, "forward_trace: out of memory for a %zu-byte trace", trace_n);
+        if ((st = gx_read_into(x, t, trace_n)) != GF_OK) {
+            free(t);
+            return st;
+        }
+        const uint8_t *h = t;
+        int32_t gp = (int32_t)gx_get_u32(&h), gd = (int32_t)gx_get_u32(&h);
+        if (gp != P || gd != D) {
+            free(t);
+            return gx_fail(x, "forward_trace: reply holds (%d points, D %d), the model has (%d, %d) (wrong shape)", gp,
+                           gd, P, D);
+        }
+        const uint8_t *given = h;
+        const float *tr = (const float *)(given + P); /* unaligned-safe: copied row by row below */
+        float *row = malloc((size_t)D * sizeof *row);
+        for (int32_t pt = 0; row && pt < P; pt++)
+            for (int32_t b = 0; given[pt] && b < B; b++)
+                for (int32_t tt = 0; tt < T; tt++) {
+                    memcpy(row, (const uint8_t *)tr + 4 * ((((size_t)pt * B + b) * T + tt) * (size_t)D),
+                           (size_t)D * sizeof *row);
+                    gf_trace_put_row(req, pt, b, tt, row);
+                }
+        free(row);
+        free(t);
+    }
     if (c) {
         int32_t expect = c->length + T;
         c->length = expect;
@@ -447,6 +484,17 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
                                 x->prog, length, T, expect);
     }
     return GF_OK;
+}
+
+static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    return ex_forward_any(model, cache, in, logits_out, NULL);
+}
+
+static gf_status ex_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req)
+{
+    return ex_forward_any(model, cache, in, logits_out, req);
 }
 
 /* The sampler over the wire: the model's client, or (model NULL, sampler-only

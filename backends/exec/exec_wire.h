@@ -34,6 +34,7 @@ enum {
     GX_MAGIC = 0x50434647u,  /* "GFCP" as LE bytes */
     GX_MAX_FRAME = 1u << 30, /* largest body either side may send */
     GX_FEATURE_SAMPLE = 1u,
+    GX_FEATURE_TRACE = 2u, /* forward_trace (12): the trace slot (docs/protocol.md) */
 };
 
 /* request ops (docs/protocol.md, "Messages") */
@@ -49,6 +50,7 @@ typedef enum gx_op {
     GX_CACHE_BYTES = 9,
     GX_FORWARD = 10,
     GX_SAMPLE = 11,
+    GX_FORWARD_TRACE = 12,
 } gx_op;
 
 typedef struct gx_conn {

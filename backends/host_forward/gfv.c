@@ -504,6 +504,12 @@ static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const g
 
 gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out)
 {
+    return gfv_forward_trace(m, cache, in, logits_out, NULL);
+}
+
+gf_status gfv_forward_trace(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out,
+                            const gf_trace_request *tr)
+{
     gf_error_clear();
     const gf_model_config *g = &m->cfg;
     gf_status st = check_batch(m, cache, in);
@@ -551,6 +557,7 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
                 x[i * D + d] = te[d] + pe[d];
         }
     }
+    gf_trace_put(tr, 0, x, B, T);
 
     for (int32_t l = 0; l < g->n_layer; l++) {
         const gfv_layer *ly = &m->layers[l];
@@ -577,8 +584,10 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
         /* x += att W_o (+ b) */
         if ((st = m->linear(m, GFV_LIN_ID(l, GFV_PROJ), m->att, tmp, (int32_t)BT)) != GF_OK)
             return st;
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_ATTN_OUT, l), tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)
             x[i] += tmp[i];
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_ATTN_RESID, l), x, B, T);
         /* GPT-2: x += act(LN2(x) W_fc + b) W_proj + b;
          * Llama: x += (act(n W_gate) * (n W_up)) W_down, n = RMSNorm(x) */
         norm_rows(m, h, x, ly->ln2_w, ly->ln2_b, BT);
@@ -598,10 +607,16 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
         }
         if ((st = m->linear(m, GFV_LIN_ID(l, GFV_MPROJ), ff, tmp, (int32_t)BT)) != GF_OK)
             return st;
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_OUT, l), tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)
             x[i] += tmp[i];
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_RESID, l), x, B, T);
     }
     c->length = Tk; /* once, after the last layer */
+    if (tr) {       /* the final norm at every position, whatever logits_mode says */
+        norm_rows(m, tmp, x, m->lnf_w, m->lnf_b, BT);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_FINAL_NORM, 0), tmp, B, T);
+    }
 
     /* logits = norm_f(x) lm_head^T: every position, or each row's last */
     if (in->logits_mode == GF_LOGITS_LAST) {

@@ -120,6 +120,9 @@ size_t gfv_cache_bytes(const void *cache);
 /* The forward slot's body: checks the batch as ref does, then runs the model
  * with m->linear for every dense product. */
 gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out);
+/* forward plus the hidden states at the sublayer boundaries (the trace slot, backend.h; tr NULL: none) */
+gf_status gfv_forward_trace(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out,
+                            const gf_trace_request *tr);
 
 /* The module's own last message (its private copy of status.c). */
 const char *gfv_last_error(void *model);

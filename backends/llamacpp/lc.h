@@ -2,6 +2,7 @@
 #ifndef GENFENCE_LLAMACPP_LC_H
 #define GENFENCE_LLAMACPP_LC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,5 +37,26 @@ gf_status lc_sample(void *model, const float *logits, int32_t B, const gf_sample
 uint32_t lc_sample_profiles(void);
 gf_status lc_sample_ex(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
                        const gf_rng_draws *draws, int32_t *ids_out);
+
+/* The trace slot over ggml's graph callback (lc_trace.c): begin before a
+ * traced llama_decode of n_tokens whose token i is (batch row row[i], new
+ * position pos[i]); finish after it (the points copied into req); end frees. */
+struct ggml_tensor;
+typedef struct lc_trace {
+    const gf_trace_request *req;
+    int32_t L, D, gpt2, n;
+    const int32_t *row, *pos; /* (n) */
+    float *buf;               /* (4 L + 2, n, D) */
+    uint8_t *got;             /* (4 L + 2) */
+    int32_t ub_off, ub_next;  /* the current ubatch's first token, the next one's */
+    int32_t last_p;           /* the last point copied */
+    int bad;
+} lc_trace;
+gf_status lc_trace_begin(lc_trace *tr, const gf_trace_request *req, int32_t n_layer, int32_t n_embd, int gpt2,
+                         int32_t n_tokens, const int32_t *row, const int32_t *pos);
+void lc_trace_finish(lc_trace *tr);
+void lc_trace_end(lc_trace *tr);
+/* llama_context_params.cb_eval: the tensors a traced decode on this thread asks for */
+bool lc_trace_eval(struct ggml_tensor *t, bool ask, void *user);
 
 #endif

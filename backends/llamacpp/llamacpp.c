@@ -342,6 +342,8 @@ static gf_status context_new(lc_model *m, int32_t rows, int32_t len, struct llam
     cp.no_perf = true;
     cp.embeddings = false;
     cp.offload_kqv = false;
+    cp.cb_eval = lc_trace_eval; /* asks for nothing unless a traced decode runs (lc_trace.c) */
+    cp.cb_eval_user_data = NULL;
     t_llama_err[0] = '\0';
     *out = llama_init_from_model(m->lm, cp);
     if (!*out)
@@ -498,7 +500,7 @@ static gf_status pad_logits(lc_cache *c, int32_t tok, int32_t pos, float *out)
  * until all rows pass), then the evictions (a held key the mask now pads is
  * removed from its sequence: sliding windows), then one llama_decode of every
  * real new token, then the padding queries whose logits are wanted. */
-static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
+static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out, const gf_trace_request *req)
 {
     const int32_t B = in->B, T = in->T, start = c->length, Tk = start + T, S = c->max_len;
     const int32_t V = c->m->cfg.vocab_size;
@@ -556,13 +558,23 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
     gf_status st = GF_OK;
     if (n_real > 0) {
         struct llama_batch lb = llama_batch_init(n_real, 0, 1);
+        int32_t *trow = req ? malloc((size_t)n_real * 2 * sizeof *trow) : NULL; /* (n_real) row | position */
+        if (req && !trow) {
+            llama_batch_free(lb);
+            return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory for the trace's token map");
+        }
         int32_t n = 0;
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < T; t++) {
                 c->out_idx[(size_t)b * T + t] = -1;
                 if (!KEY(b, start + t))
                     continue;
-                int wanted = all || t == T - 1;
+                /* traced: every token's output, so llama.cpp keeps every row to the end (no inp_out_ids) */
+                int wanted = all || t == T - 1 || req;
+                if (trow) {
+                    trow[n] = b;
+                    trow[n_real + n] = t;
+                }
                 lb.token[n] = in->tokens[(size_t)b * T + t];
                 lb.pos[n] = in->position_ids[(size_t)b * T + t];
                 lb.n_seq_id[n] = 1;
@@ -574,7 +586,20 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
             }
         lb.n_tokens = n;
         t_llama_err[0] = '\0';
+        lc_trace tr = {0};
+        if (req && (st = lc_trace_begin(&tr, req, c->m->cfg.n_layer, c->m->cfg.n_embd, c->m->cfg.arch == GF_ARCH_GPT2,
+                                        n, trow, trow + n_real)) != GF_OK) {
+            free(trow);
+            llama_batch_free(lb);
+            return st;
+        }
         int32_t rc = llama_decode(c->ctx, lb);
+        if (req) {
+            if (rc == 0)
+                lc_trace_finish(&tr);
+            lc_trace_end(&tr);
+        }
+        free(trow);
         llama_batch_free(lb);
         if (rc != 0)
             return gf_error_set(GF_E_BACKEND, "llamacpp: llama_decode of %d tokens returned %d (%s): %s", n, rc,
@@ -588,7 +613,7 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
         for (int32_t b = 0; st == GF_OK && b < B; b++)
             for (int32_t t = 0; st == GF_OK && t < T; t++) {
                 int wanted = all || t == T - 1;
-                int32_t idx = c->out_idx[(size_t)b * T + t];
+                int32_t idx = wanted ? c->out_idx[(size_t)b * T + t] : -1;
                 if (!wanted || (pass == 0) != (idx >= 0))
                     continue;
                 float *dst = logits_out + (all ? (size_t)b * T + t : (size_t)b) * V;
@@ -618,12 +643,13 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out)
     return st;
 }
 
-static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+static gf_status lc_forward_any(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                const gf_trace_request *req)
 {
     lc_model *m = model;
     if (cache) {
         gf_status st = check_batch(m, cache, in);
-        return st != GF_OK ? st : run_forward(cache, in, logits_out);
+        return st != GF_OK ? st : run_forward(cache, in, logits_out, req);
     }
     /* uncached: the scratch context, cleared, as a cache of exactly T positions */
     if (!in || in->B < 1 || in->T < 1)
@@ -660,10 +686,21 @@ static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float 
     /* rows are sequences 0..B-1, the spare is B: all < scratch_rows + 1 */
     st = check_batch(m, &local, in);
     if (st == GF_OK)
-        st = run_forward(&local, in, logits_out);
+        st = run_forward(&local, in, logits_out, req);
     cache_state_free(&local);
     llama_memory_clear(llama_get_memory(m->scratch), true);
     return st;
+}
+
+static gf_status lc_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    return lc_forward_any(model, cache, in, logits_out, NULL);
+}
+
+static gf_status lc_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req)
+{
+    return lc_forward_any(model, cache, in, logits_out, req);
 }
 
 /* The module's own last message (its copy of status.c), which quotes
@@ -693,6 +730,7 @@ static const gf_backend_ops k_llamacpp_ops = {
     .last_error = lc_last_error,
     .sample_profiles = lc_sample_profiles, /* lc_sample.c: the llamacpp profile */
     .sample_ex = lc_sample_ex,
+    .forward_trace = lc_forward_trace, /* lc_trace.c: ggml's graph callback */
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_llamacpp_ops; }

@@ -501,6 +501,12 @@ static gf_status dn_forward(void *model, void *cache, const gf_batch *in, float 
     return gfv_forward(&((dn_model *)model)->base, cache, in, logits_out);
 }
 
+static gf_status dn_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req)
+{
+    return gfv_forward_trace(&((dn_model *)model)->base, cache, in, logits_out, req);
+}
+
 static const gf_backend_ops k_onednn_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
@@ -518,6 +524,7 @@ static const gf_backend_ops k_onednn_ops = {
     .forward = dn_forward,
     .sample = NULL,
     .last_error = gfv_last_error,
+    .forward_trace = dn_forward_trace,
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_onednn_ops; }

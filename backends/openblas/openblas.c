@@ -275,6 +275,15 @@ static gf_status ob_forward(void *model, void *cache, const gf_batch *in, float 
     return gfv_forward(&m->base, cache, in, logits_out);
 }
 
+static gf_status ob_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req)
+{
+    ob_model *m = model;
+    if (g_ob.get_num_threads() != m->threads)
+        g_ob.set_num_threads(m->threads);
+    return gfv_forward_trace(&m->base, cache, in, logits_out, req);
+}
+
 static const gf_backend_ops k_openblas_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
@@ -292,6 +301,7 @@ static const gf_backend_ops k_openblas_ops = {
     .forward = ob_forward,
     .sample = NULL,
     .last_error = gfv_last_error,
+    .forward_trace = ob_forward_trace,
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_openblas_ops; }

@@ -317,6 +317,7 @@ static const gf_backend_ops k_ref_ops = {
     .forward = gf_ref_forward,
     .sample = NULL,
     .last_error = NULL,
+    .forward_trace = gf_ref_forward_trace,
 };
 
 const gf_backend_ops *gf_backend_ref(void) { return &k_ref_ops; }

@@ -244,7 +244,8 @@ typedef struct llama_scratch {
     double *p;    /* (Tk) attention weights of one query */
 } llama_scratch;
 
-static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch *in, float *logits_out)
+static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch *in, float *logits_out,
+                               const gf_trace_request *tr)
 {
     const gf_model_config *g = &m->cfg;
     const int32_t B = in->B, T = in->T, D = g->n_embd, H = g->n_head, Hkv = g->n_kv_head;
@@ -271,6 +272,7 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
     /* embeddings: x = embed_tokens[token] (no positions added: they are rotary) */
     for (size_t i = 0; i < BT; i++)
         memcpy(s.x + i * D, m->wte + (size_t)in->tokens[i] * D, D * sizeof(float));
+    gf_trace_put(tr, 0, s.x, B, T);
 
     const double scale = 1.0 / sqrt((double)dh);
     for (int32_t l = 0; l < g->n_layer; l++) {
@@ -321,8 +323,10 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
         attention(m, &at, B);
         /* x += att Wo^T */
         linear(m, s.tmp, s.att, (int32_t)BT, ly->wo, NULL, D, Q);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_ATTN_OUT, l), s.tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)
             s.x[i] += s.tmp[i];
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_ATTN_RESID, l), s.x, B, T);
         /* SwiGLU MLP: x += (silu(h Wg^T) * (h Wu^T)) Wd^T, h = RMSNorm(x) */
         for (size_t i = 0; i < BT; i++)
             rmsnorm(s.h + i * D, s.x + i * D, ly->mlp_norm, D, g->norm_eps);
@@ -331,8 +335,10 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
         for (size_t i = 0; i < BT * F; i++)
             s.gate[i] = (float)(silu(s.gate[i]) * (double)s.up[i]);
         linear(m, s.tmp, s.gate, (int32_t)BT, ly->w_down, NULL, D, F);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_OUT, l), s.tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)
             s.x[i] += s.tmp[i];
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_RESID, l), s.x, B, T);
     }
     c->length = Tk; /* once, after the last layer */
 
@@ -345,6 +351,11 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
             size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
             rmsnorm(s.h + orow * D, s.x + i * D, m->lnf_w, D, g->norm_eps);
         }
+    if (tr) { /* the final norm at every position, whatever logits_mode says */
+        for (size_t i = 0; i < BT; i++)
+            rmsnorm(s.tmp + i * D, s.x + i * D, m->lnf_w, D, g->norm_eps);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_FINAL_NORM, 0), s.tmp, B, T);
+    }
     linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
 done:
     free(s.x);
@@ -362,6 +373,12 @@ done:
 
 gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
 {
+    return gf_ref_forward_trace(model, cache, in, logits_out, NULL);
+}
+
+gf_status gf_ref_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                               const gf_trace_request *tr)
+{
     const ref_model *m = model;
     const gf_model_config *g = &m->cfg;
     ref_cache *c = cache, local = {0};
@@ -378,7 +395,7 @@ gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *lo
         c = &local;
     }
     if (g->arch == GF_ARCH_LLAMA) {
-        st = llama_forward(m, c, in, logits_out);
+        st = llama_forward(m, c, in, logits_out, tr);
         if (c == &local) {
             free(local.k);
             free(local.v);
@@ -405,6 +422,7 @@ gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *lo
     for (size_t i = 0; i < BT; i++)
         for (int32_t d = 0; d < D; d++)
             s.x[i * D + d] = m->wte[(size_t)in->tokens[i] * D + d] + m->wpe[(size_t)in->position_ids[i] * D + d];
+    gf_trace_put(tr, 0, s.x, B, T);
 
     const double scale = 1.0 / sqrt((double)dh);
     for (int32_t l = 0; l < g->n_layer; l++) {
@@ -445,8 +463,10 @@ gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *lo
         attention(m, &at, B);
         /* x += att W_proj + b */
         linear(m, s.tmp, s.att, (int32_t)BT, ly->proj_w, ly->proj_b, D, D);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_ATTN_OUT, l), s.tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)
             s.x[i] += s.tmp[i];
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_ATTN_RESID, l), s.x, B, T);
         /* MLP block: x += act(LN2(x) W_fc + b) W_proj + b */
         for (size_t i = 0; i < BT; i++)
             layernorm(s.h + i * D, s.x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
@@ -454,8 +474,10 @@ gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *lo
         for (size_t i = 0; i < BT * F; i++)
             s.ff[i] = activation(g->activation, s.ff[i]);
         linear(m, s.tmp, s.ff, (int32_t)BT, ly->mproj_w, ly->mproj_b, D, F);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_OUT, l), s.tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)
             s.x[i] += s.tmp[i];
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_RESID, l), s.x, B, T);
     }
     c->length = Tk; /* once, after the last layer */
 
@@ -468,6 +490,11 @@ gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *lo
             size_t orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
             layernorm(s.h + orow * D, s.x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
         }
+    if (tr) { /* the final norm at every position, whatever logits_mode says */
+        for (size_t i = 0; i < BT; i++)
+            layernorm(s.tmp + i * D, s.x + i * D, m->lnf_w, m->lnf_b, D, g->norm_eps);
+        gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_FINAL_NORM, 0), s.tmp, B, T);
+    }
     linear(m, logits_out, s.h, in->logits_mode == GF_LOGITS_LAST ? B : (int32_t)BT, m->lm_head, NULL, V, D);
     st = GF_OK;
 done:

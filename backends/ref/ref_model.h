@@ -54,6 +54,9 @@ typedef struct ref_cache {
 
 /* ref_forward.c: the ops table's forward slot */
 gf_status gf_ref_forward(void *model, void *cache, const gf_batch *in, float *logits_out);
+/* forward plus the hidden states at the sublayer boundaries (the trace slot; tr NULL: none) */
+gf_status gf_ref_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                               const gf_trace_request *tr);
 
 /* ref.c: the ops table's cache_create slot (an uncached forward makes a
  * throwaway cache of exactly T positions with it) */

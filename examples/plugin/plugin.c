@@ -412,7 +412,10 @@ static float act(gf_activation a, float x)
 
 /* ---- the forward pass ---- */
 
-static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits)
+/* forward; with tr, also the hidden states at the sublayer boundaries (the
+ * trace slot: gf_trace_put_row, backend.h) */
+static gf_status ex_forward_traced(void *model, void *cache, const gf_batch *in, float *logits,
+                                   const gf_trace_request *tr)
 {
     const ex_model *m = model;
     const gf_model_config *g = &m->cfg;
@@ -454,6 +457,9 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
         for (int32_t d = 0; d < D; d++)
             x[i * D + d] =
                 m->wte[(size_t)in->tokens[i] * D + d] + (m->llama ? 0.0f : m->wpe[(size_t)in->position_ids[i] * D + d]);
+    for (size_t i = 0; tr && i < BT; i++)
+        gf_trace_put_row(tr, 0, (int32_t)(i / T), (int32_t)(i % T), x + i * D);
+    const int32_t L = g->n_layer;
     const float scale = 1.0f / sqrtf((float)dh);
     for (int32_t l = 0; l < g->n_layer; l++) {
         const ex_layer *y = &m->layers[l];
@@ -500,8 +506,11 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
                 }
         for (size_t i = 0; i < BT; i++) {
             linear(tmp, att + i * Q, y->proj_w, y->proj_b, D, Q);
+            gf_trace_put_row(tr, gf_trace_index(L, GF_TRACE_ATTN_OUT, l), (int32_t)(i / T), (int32_t)(i % T), tmp);
             for (int32_t d = 0; d < D; d++)
                 x[i * D + d] += tmp[d];
+            gf_trace_put_row(tr, gf_trace_index(L, GF_TRACE_ATTN_RESID, l), (int32_t)(i / T), (int32_t)(i % T),
+                             x + i * D);
         }
         for (size_t i = 0; i < BT; i++) {
             norm(m, h + i * D, x + i * D, y->ln2_w, y->ln2_b);
@@ -511,13 +520,20 @@ static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float 
             for (int32_t f = 0; f < F; f++)
                 ff[f] = m->llama ? act(g->activation, ff[f]) * up[f] : act(g->activation, ff[f]);
             linear(tmp, ff, y->mproj_w, y->mproj_b, D, F);
+            gf_trace_put_row(tr, gf_trace_index(L, GF_TRACE_MLP_OUT, l), (int32_t)(i / T), (int32_t)(i % T), tmp);
             for (int32_t d = 0; d < D; d++)
                 x[i * D + d] += tmp[d];
+            gf_trace_put_row(tr, gf_trace_index(L, GF_TRACE_MLP_RESID, l), (int32_t)(i / T), (int32_t)(i % T),
+                             x + i * D);
         }
     }
     c->length = Tk; /* once, after the last layer */
     for (int32_t b = 0; b < B; b++)
         for (int32_t t = 0; t < T; t++) {
+            if (tr) { /* the final norm at every position, whatever logits_mode says */
+                norm(m, h, x + ((size_t)b * T + t) * D, m->lnf_w, m->lnf_b);
+                gf_trace_put_row(tr, gf_trace_index(L, GF_TRACE_FINAL_NORM, 0), b, t, h);
+            }
             if (in->logits_mode == GF_LOGITS_LAST && t != T - 1)
                 continue;
             size_t i = (size_t)b * T + t, orow = in->logits_mode == GF_LOGITS_LAST ? (size_t)b : i;
@@ -692,6 +708,11 @@ static gf_status ex_sample_ex(void *model, const float *logits, int32_t B, const
     return st;
 }
 
+static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits)
+{
+    return ex_forward_traced(model, cache, in, logits, NULL);
+}
+
 static const gf_backend_ops k_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
@@ -711,6 +732,7 @@ static const gf_backend_ops k_ops = {
     .last_error = ex_last_error,
     .sample_profiles = ex_sample_profiles,
     .sample_ex = ex_sample_ex,
+    .forward_trace = ex_forward_traced,
 };
 
 EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_ops; }

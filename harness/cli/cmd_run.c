@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
             "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
             "                    [--rerun-failed RUN.json] [--maxfail N | -x] [--limit N] [--in-process]\n"
-            "                    [--baseline FILE]... [--baseline-allow-fixed]\n"
+            "                    [--baseline FILE]... [--baseline-allow-fixed] [--no-trace]\n"
             "\n"
             "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -101,6 +101,8 @@ static void usage(FILE *f)
             "                           that gives an entry's verdict and reason is known (exit 0); one\n"
             "                           that passes where an entry expects a finding is fixed (exit 1)\n"
             "  --baseline-allow-fixed   a fixed finding exits 0 (still reported fixed)\n"
+            "  --no-trace               no localization: a failing model case on a backend with the\n"
+            "                           trace slot is not replayed traced against ref (genfence trace)\n"
             "  -q, --quiet              print only failures and the summary\n"
             "  -h, --help               this help\n"
             "\n"
@@ -267,7 +269,8 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         O_BASELINE_FIXED,
         O_MODEL,
         O_MAKE_GOLDENS,
-        O_REFERENCE
+        O_REFERENCE,
+        O_NOTRACE
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -289,6 +292,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
                                              {"durations", required_argument, 0, O_DURATIONS},
                                              {"rerun-failed", required_argument, 0, O_RERUN},
                                              {"in-process", no_argument, 0, O_INPROC},
+                                             {"no-trace", no_argument, 0, O_NOTRACE},
                                              {"no-fork", no_argument, 0, O_INPROC},
                                              {"maxfail", required_argument, 0, O_MAXFAIL},
                                              {"exitfirst", no_argument, 0, 'x'},
@@ -375,6 +379,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         }
         case O_OVER: cli->oversubscribe = 1; break;
         case O_INPROC: gf_runner_in_process(1); break;
+        case O_NOTRACE: cli->o.trace = -1; break;
         case O_GOLDEN_DIR: {
             struct stat sb;
             if (stat(optarg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -567,9 +572,12 @@ static void write_reports(gf_run_info *info, gf_report_dir *rd, char *json_path,
 }
 
 /* options -> cases -> backends (probed) -> plan -> run -> reports */
-int gf_cmd_run(int argc, char **argv)
+int gf_cmd_run(int argc, char **argv) { return gf_cmd_run_traced(argc, argv, 0); }
+
+int gf_cmd_run_traced(int argc, char **argv, int trace)
 {
     run_cli cli = {.o = {.jobs = 0,
+                         .trace = trace,
                          .threads = 1,
                          .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
                          .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),

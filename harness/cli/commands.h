@@ -11,6 +11,9 @@ int gf_cmd_generate(int argc, char **argv);
 int gf_cmd_forward(int argc, char **argv);
 int gf_cmd_backends(int argc, char **argv);
 int gf_cmd_run(int argc, char **argv);
+/* run with the localization mode (gf_run_opts.trace): 1 for genfence trace */
+int gf_cmd_run_traced(int argc, char **argv, int trace);
+int gf_cmd_trace(int argc, char **argv);
 int gf_cmd_list(int argc, char **argv);
 int gf_cmd_bless(int argc, char **argv);
 int gf_cmd_goldens(int argc, char **argv);

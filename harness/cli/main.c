@@ -14,6 +14,7 @@ typedef struct gf_command {
 
 static const gf_command k_commands[] = {
     {"run", gf_cmd_run, "run conformance cases (YAML) on backends, each in its own process"},
+    {"trace", gf_cmd_trace, "replay cases traced on a backend and ref: the first divergent layer and sublayer"},
     {"list", gf_cmd_list, "list (and check) the conformance cases"},
     {"bless", gf_cmd_bless, "write goldens from a C backend (docs/goldens.md)"},
     {"goldens", gf_cmd_goldens, "make a model's goldens on demand (transformers) into the user's cache"},

@@ -108,6 +108,44 @@ void gf_console_header(const gf_run_info *r)
     fflush(stdout);
 }
 
+/* The localization (harness/run/localize.h): its summary; under genfence
+ * trace (all) also every point of the divergent call, bars of log10 NMSE
+ * over bound. */
+static void print_localization(const gf_run_info *r, const gf_job *j, int all)
+{
+    json_t *loc = j->record ? json_object_get(j->record, "localization") : NULL;
+    if (!loc)
+        return;
+    printf("    localized: %s\n", json_string_value(json_object_get(loc, "summary")));
+    json_t *ng = json_object_get(loc, "not_given");
+    if (json_array_size(ng)) {
+        printf("    not given by the backend's trace slot (%zu):", json_array_size(ng));
+        for (size_t i = 0; i < json_array_size(ng) && i < 12; i++)
+            printf("%s %s", i ? "," : "", json_string_value(json_array_get(ng, i)));
+        printf("%s\n", json_array_size(ng) > 12 ? ", ..." : "");
+    }
+    json_t *pts = json_object_get(loc, "points");
+    for (size_t i = 0; all && i < json_array_size(pts); i++) {
+        json_t *p = json_array_get(pts, i);
+        json_t *nm = json_object_get(p, "nmse");
+        double b = json_real_value(json_object_get(p, "bound"));
+        if (!json_is_real(nm)) {
+            printf("      %-32s %s\n", json_string_value(json_object_get(p, "point")),
+                   json_is_null(nm) ? "not given" : "NMSE inf");
+            continue;
+        }
+        double v = json_real_value(nm);
+        printf("      %-32s NMSE %9.2e  bound %9.2e  %s\n", json_string_value(json_object_get(p, "point")), v, b,
+               v > b ? "OVER" : "ok");
+    }
+    if (gf_verdict_exit(j->verdict, gf_job_required(j)) != 0) {
+        char *tl = gf_job_trace_line(j, r->opts);
+        if (tl)
+            printf("    trace: %s\n", tl);
+        free(tl);
+    }
+}
+
 void gf_console_line(const gf_run_info *r, const gf_job *j)
 {
     int bad = gf_job_exit(r, j) != 0, declared = gf_job_declared(r, j);
@@ -126,6 +164,8 @@ void gf_console_line(const gf_run_info *r, const gf_job *j)
                            : "",
            declared == 0 ? gf_verdict_str(j->c->expect_verdict) : "", declared == 0 ? ")" : "");
     bad |= raw_bad;
+    if (!bad && r->opts && r->opts->trace > 0)
+        print_localization(r, j, 1); /* genfence trace: a passing case's trace too */
     if (j->verdict == GF_V_PASS_NEAR_TIE || j->verdict == GF_V_SKIP || bad) {
         if (j->reason && j->reason[0])
             printf("    %s%s\n", j->reason, j->verdict == GF_V_SKIP && gf_job_required(j) ? " (required backend)" : "");
@@ -135,6 +175,7 @@ void gf_console_line(const gf_run_info *r, const gf_job *j)
         if (rep)
             printf("    reproduce: %s\n", rep);
         free(rep);
+        print_localization(r, j, r->opts && r->opts->trace > 0);
         json_t *arts = j->record ? json_object_get(j->record, "artifacts") : NULL;
         for (size_t i = 0; json_is_array(arts) && i < json_array_size(arts); i++) {
             json_t *a = json_array_get(arts, i);

@@ -245,6 +245,7 @@ void gf_html_plots(gf_buf *b, const json_t *res, size_t idx, int heading)
         gf_buf_printf(b, "<p>%zu near tie(s) marked (margin below the threshold)</p>\n", ties);
     } else
         gf_buf_puts(b, "<p>no per-step margin recorded for this kind</p>\n");
+    gf_html_trace(b, res);
     gf_buf_puts(b, "</section>\n");
 }
 
@@ -415,6 +416,8 @@ static void failures(gf_buf *b, const json_t *results, const long *plot_of)
         }
         if (plot_of[i] >= 0)
             gf_html_plots(b, r, (size_t)plot_of[i], 0);
+        else
+            gf_html_trace(b, r);
         gf_buf_puts(b, "</li>\n");
     }
     gf_buf_puts(b, "</ol>\n");

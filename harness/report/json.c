@@ -256,6 +256,9 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         json_t *cs = json_object_get(j->record, "child_seconds");
         if (cs)
             json_object_set(o, "child_seconds", cs);
+        json_t *loc = json_object_get(j->record, "localization"); /* harness/run/localize.h */
+        if (loc)
+            json_object_set(o, "localization", loc);
         json_t *fc = json_object_get(j->record, "failed_call"); /* a fail from a call, not a check (krun) */
         if (json_is_string(fc))
             json_object_set(o, "failed_call", fc);
@@ -281,6 +284,11 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         char *rep = gf_job_reproduce(j, r->opts);
         json_object_set_new(o, "reproduce", str_or_null(rep));
         free(rep);
+        if (j->record && json_object_get(j->record, "localization")) { /* genfence trace: the replay alone */
+            char *tl = gf_job_trace_line(j, r->opts);
+            json_object_set_new(o, "trace_command", str_or_null(tl));
+            free(tl);
+        }
     }
     return o;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "localize.h"
 #include "slot.h"
 #include "pool.h"
 #include "registry.h"
@@ -51,8 +52,9 @@ static json_t *job_child(const void *arg)
     k.golden_dir = a->o->golden_dir;
     k.stat_note = j->stat_note;
     k.model = c->model_arg;
+    json_t *loc = NULL; /* the localization of a failing model case (localize.h) */
     if (c->kind->opens_sessions) {
-        c->kind->run(c, &k); /* its own model, its own sessions (case.h) */
+        c->kind->run(c, &k); /* its own model, its own sessions (case.h): not localized */
     } else if (c->kind->reaches == GF_KIND_REACHES_MODEL) {
         gf_session s;
         gf_status st = gf_session_open(&s, c->model, k.backend, k.threads, 0);
@@ -68,7 +70,24 @@ static json_t *job_child(const void *arg)
             }
         } else {
             k.session = &s;
+            /* a backend with the trace slot (not ref itself): log the calls,
+             * to replay them traced if the case fails (or always: trace) */
+            gf_call_log clog = {0};
+            int tracing = a->o->trace >= 0 && gf_backend_has_trace(gf_engine_ops(s.engine)) &&
+                          strcmp(j->backend->name, "ref") != 0;
+            if (tracing)
+                gf_engine_log_to(s.engine, &clog);
             c->kind->run(c, &k);
+            /* a fail from a failed call (a dead client, an error status) has no
+             * hidden state to compare: only a fail of the numbers is replayed */
+            if (tracing && ((k.verdict == GF_V_FAIL && !k.failed_call[0]) || a->o->trace > 0)) {
+                double left = a->o->timeout_s - (gf_now_s() - t0);
+                loc = gf_localize(&s, &clog, c->model, k.threads,
+                                  gf_trace_unit(j->backend->dtype, j->backend->weights, j->backend->kv_cache),
+                                  left > 3 ? left / 3 : 1);
+            }
+            gf_engine_log_to(s.engine, NULL);
+            gf_call_log_clear(&clog);
             k.session = NULL;
             gf_session_close(&s);
         }
@@ -99,6 +118,8 @@ static json_t *job_child(const void *arg)
     json_t *r = gf_krun_record(&k);
     json_object_set_new(r, "child_seconds", json_real(gf_now_s() - t0));
     json_object_set_new(r, "case", json_string(c->id)); /* checked by the parent (gf_runner_record_check) */
+    if (loc)
+        json_object_set_new(r, "localization", loc);
     gf_krun_clear(&k);
     return r;
 }

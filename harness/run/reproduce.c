@@ -34,7 +34,8 @@ static void abs_quoted(char *out, size_t cap, const char *path)
     gf_shell_quote(out, cap, realpath(path, real) ? real : path);
 }
 
-char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
+/* `genfence CMD FILE --filter ID --backend X ...` (cmd: "run" or "trace") */
+static char *command_line(const gf_job *j, const gf_run_opts *o, const char *cmd)
 {
     char exe[4200], file[4200], filt[1024], be[4400], idre[600];
     gf_shell_quote(exe, sizeof exe, self_path());
@@ -88,9 +89,13 @@ char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o)
         ADD(" --report-dir %s", q);
     }
 #undef ADD
-    size_t n = strlen(exe) + strlen(file) + strlen(filt) + strlen(be) + strlen(extra) + 64;
+    size_t n = strlen(exe) + strlen(cmd) + strlen(file) + strlen(filt) + strlen(be) + strlen(extra) + 64;
     char *out = malloc(n);
     if (out)
-        snprintf(out, n, "%s run %s --filter %s%s%s", exe, file, filt, be, extra);
+        snprintf(out, n, "%s %s %s --filter %s%s%s", exe, cmd, file, filt, be, extra);
     return out;
 }
+
+char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o) { return command_line(j, o, "run"); }
+
+char *gf_job_trace_line(const gf_job *j, const gf_run_opts *o) { return command_line(j, o, "trace"); }

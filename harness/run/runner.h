@@ -33,6 +33,8 @@ typedef struct gf_run_opts {
     int maxfail;                     /* --maxfail: start no job after this many failures (0: no limit) */
     const char *report_home;         /* the report folder as given (report_dir may be its staging folder;
                                         NULL: --no-report): reproduce lines report under its reproduce/ID/ */
+    int trace;                       /* localization (localize.h): 0 a failing model case on a backend with
+                                        the trace slot, 1 every model case (genfence trace), -1 none */
 } gf_run_opts;
 
 /* A backend as probed (in a child). */
@@ -113,6 +115,9 @@ void gf_job_clear(gf_job *j);
 
 /* A shell command that reproduces one job alone. malloc'd. */
 char *gf_job_reproduce(const gf_job *j, const gf_run_opts *o);
+/* The same line as `genfence trace ...`: the case alone, its calls replayed
+ * traced on the backend and ref (localize.h), every point printed. */
+char *gf_job_trace_line(const gf_job *j, const gf_run_opts *o);
 
 /* Run fn(args[i]) for each i in its own child (at most `jobs` at once) with
  * the watchdog and memory cap. records_out[i]: the child's JSON result, or

@@ -172,6 +172,79 @@ typedef struct gf_rng_draws {
 
 typedef struct gf_sampler_params gf_sampler_params; /* engine/sampler.h */
 
+/* ---- the trace slot: hidden states at the sublayer boundaries ----
+ *
+ * A forward of L blocks has 4 L + 2 trace points, in the order the forward
+ * reaches them; point p of the request is numbered
+ *   0                     the embedding's output (x: token + learned position)
+ *   1 + 4 l + 0           block l: the attention's output projection, before the residual add
+ *   1 + 4 l + 1           block l: the residual stream after the attention add
+ *   1 + 4 l + 2           block l: the MLP's output, before the residual add
+ *   1 + 4 l + 3           block l: the residual stream after the MLP add (the block's output)
+ *   4 L + 1               the final norm's output (the output head's input), at
+ *                         every requested position whatever logits_mode says
+ * Each is D = n_embd floats per (row, position). */
+typedef enum gf_trace_kind {
+    GF_TRACE_EMBED = 0,
+    GF_TRACE_ATTN_OUT = 1,
+    GF_TRACE_ATTN_RESID = 2,
+    GF_TRACE_MLP_OUT = 3,
+    GF_TRACE_MLP_RESID = 4,
+    GF_TRACE_FINAL_NORM = 5,
+} gf_trace_kind;
+
+#define GF_TRACE_POINTS(n_layer) (4 * (n_layer) + 2)
+
+/* The point index of kind at block layer (layer is ignored for the
+ * embedding and the final norm). */
+static inline int32_t gf_trace_index(int32_t n_layer, gf_trace_kind kind, int32_t layer)
+{
+    if (kind == GF_TRACE_EMBED)
+        return 0;
+    if (kind == GF_TRACE_FINAL_NORM)
+        return 4 * n_layer + 1;
+    return 1 + 4 * layer + ((int32_t)kind - 1);
+}
+
+/* What the trace slot is asked for: rows [row0, row0 + rows) of the batch
+ * and its new positions [pos0, pos0 + positions) (chunk-relative, as t in
+ * tokens[b][t]). The caller owns out and given and sets struct_size (the
+ * rule above: a field past it takes its default). */
+typedef struct gf_trace_request {
+    uint32_t struct_size;
+    int32_t n_layer;         /* L, as the model's config says: out holds 4 L + 2 points */
+    int32_t n_embd;          /* D */
+    int32_t row0, rows;      /* 0 <= row0, row0 + rows <= B */
+    int32_t pos0, positions; /* 0 <= pos0, pos0 + positions <= T */
+    float *out;              /* (4 L + 2, rows, positions, D): point p at out + p rows positions D */
+    uint8_t *given;          /* (4 L + 2): the backend writes 1 for each point it wrote, else 0 */
+} gf_trace_request;
+
+/* For a trace slot: store the D floats y of (batch row b, new position t) as
+ * point p, if req asks for that row and position. */
+static inline void gf_trace_put_row(const struct gf_trace_request *req, int32_t p, int32_t b, int32_t t, const float *y)
+{
+    if (!req || p < 0 || p >= GF_TRACE_POINTS(req->n_layer) || b < req->row0 || b >= req->row0 + req->rows ||
+        t < req->pos0 || t >= req->pos0 + req->positions)
+        return;
+    size_t off =
+        (((size_t)p * (size_t)req->rows + (size_t)(b - req->row0)) * (size_t)req->positions + (size_t)(t - req->pos0)) *
+        (size_t)req->n_embd;
+    memcpy(req->out + off, y, (size_t)req->n_embd * sizeof *y);
+    req->given[p] = 1;
+}
+
+/* For a trace slot: store x, (B, T, D) row-major (a residual stream or a
+ * sublayer's output), as point p. */
+static inline void gf_trace_put(const struct gf_trace_request *req, int32_t p, const float *x, int32_t B, int32_t T)
+{
+    if (!req)
+        return;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++)
+            gf_trace_put_row(req, p, b, t, x + ((size_t)b * (size_t)T + (size_t)t) * (size_t)req->n_embd);
+}
+
 typedef struct gf_backend_ops {
     uint32_t abi_version;    /* GF_BACKEND_ABI_VERSION */
     uint32_t struct_size;    /* sizeof(gf_backend_ops) the backend was built with */
@@ -248,6 +321,17 @@ typedef struct gf_backend_ops {
      * slots keeps working unchanged. */
     gf_status (*sample_ex)(void *model, const float *logits, int32_t B, const gf_sampler_params *params,
                            const gf_rng_draws *draws, int32_t *ids_out);
+
+    /* (optional) forward with a trace: exactly `forward` (the same logits,
+     * the same cache effects), and also the hidden states at the sublayer
+     * boundaries (gf_trace_point) for the rows and positions req asks for,
+     * written into req->out, with req->given[p] set to 1 for each point p it
+     * wrote and 0 for one it cannot give (see gf_trace_request). genfence
+     * calls it only to say where a failing case first diverges from ref
+     * (docs/backends.md, "The trace slot"); a backend without it keeps
+     * working unchanged. */
+    gf_status (*forward_trace)(void *model, void *cache, const gf_batch *in, float *logits_out,
+                               const struct gf_trace_request *req);
 } gf_backend_ops;
 
 /* ---- table versions ----
@@ -256,7 +340,7 @@ typedef struct gf_backend_ops {
  * struct_size says how much of it a backend was built with. Every slot
  * through `forward` is the version-2 baseline (a table shorter than that is
  * refused); a slot past it (`sample`, `last_error`, `sample_profiles`,
- * `sample_ex`, and any added later) is
+ * `sample_ex`, `forward_trace`, and any added later) is
  * read only after GF_OPS_HAS(ops, slot) says the backend's table holds it and
  * it is set. A table longer than the one this genfence was built with comes
  * from a newer genfence's headers and is refused (its extra slots would be

@@ -211,7 +211,10 @@ static gf_status faulty_info(const gf_backend_options *opts, gf_backend_info *in
     return st;
 }
 
-static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+/* forward and the trace slot: one path, so a fault shows in the trace too
+ * (req NULL: plain forward) */
+static gf_status faulty_forward_any(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                    const gf_trace_request *req)
 {
     long long call = ++g_forward_calls;
 #if GF_FAULT == 5
@@ -250,7 +253,8 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
     unmasked.key_mask = NULL; /* the mask dropped: left padding leaks into attention */
     in = &unmasked;
 #endif
-    gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
+    gf_status st = req ? gf_backend_ref()->forward_trace(model, cache, in, logits_out, req)
+                       : gf_backend_ref()->forward(model, cache, in, logits_out);
 #if GF_FAULT == 43
     if (st == GF_OK && cache) { /* a segfault in the first cached forward ref accepts */
         volatile int *volatile nowhere = NULL;
@@ -309,6 +313,17 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
 #endif
     (void)call;
     return st;
+}
+
+static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
+{
+    return faulty_forward_any(model, cache, in, logits_out, NULL);
+}
+
+static gf_status faulty_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
+                                      const gf_trace_request *req)
+{
+    return faulty_forward_any(model, cache, in, logits_out, req);
 }
 
 static int32_t faulty_cache_length(const void *cache)
@@ -372,6 +387,7 @@ __attribute__((visibility("default"))) const gf_backend_ops *genfence_backend_en
         g_ops.description = "ref with a fault (tests/backends/faulty.c)";
         g_ops.probe = faulty_probe;
         g_ops.forward = faulty_forward;
+        g_ops.forward_trace = faulty_forward_trace;
         g_ops.model_load = faulty_model_load;
         g_ops.info = faulty_info;
         g_ops.cache_length = faulty_cache_length;

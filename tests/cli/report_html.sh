@@ -54,8 +54,11 @@ cp "$tmp/dom.html" "$art/dom.html"
 if grep -q 'CONSOLE' "$art/chromium.log"; then grep 'CONSOLE' "$art/chromium.log"; fail "console messages while rendering"; fi
 grep -q '<table class="matrix">' "$tmp/dom.html" || fail "no verdict matrix in the rendered page"
 svgs=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
-# golden.greedy.sherlock and cache.sherlock on two backends: 4 results x 2 plots; eos has no per-step data
-[ "$svgs" = 8 ] || fail "$svgs <svg> plots in the rendered page, expected 8"
+# golden.greedy.sherlock and cache.sherlock on two backends: 4 results x 2 plots; eos has no per-step data;
+# plus the per-layer trace plot of the bad backend's two failures (their localization, docs/backends.md)
+[ "$svgs" = 10 ] || fail "$svgs <svg> plots in the rendered page, expected 10"
+[ "$(grep -o 'NMSE over its bound per trace point' "$tmp/dom.html" | wc -l)" = 2 ] || fail "not one trace plot per localized failure"
+grep -q 'localized: first divergence at layer 0 attention output' "$tmp/dom.html" || fail "the localization is not on the page"
 grep -q 'class="gate"' "$tmp/dom.html" || fail "no gate line drawn"
 grep -q 'class="first-divergence"\|class="failing-step"' "$tmp/dom.html" || fail "the failing step of the bad backend is not highlighted"
 grep -q 'class="reproduce">[^<]*genfence run .*--backend' "$tmp/dom.html" || fail "no reproduce line in the failure list"

@@ -35,11 +35,12 @@ PROTOCOL_VERSION = 1
 MAGIC = 0x50434647  # b"GFCP"
 ABI_VERSION = 2
 FEATURE_SAMPLE = 1
+FEATURE_TRACE = 2  # forward_trace (12): the trace slot
 
 # ops
 HELLO, PROBE, INFO, MODEL_LOAD = 1, 2, 3, 4
 CACHE_CREATE, CACHE_RESET, CACHE_FREE, CACHE_LENGTH, CACHE_BYTES = 5, 6, 7, 8, 9
-FORWARD, SAMPLE = 10, 11
+FORWARD, SAMPLE, FORWARD_TRACE = 10, 11, 12
 
 # gf_status codes (include/genfence/status.h)
 OK, E_INVALID_ARG, E_NOMEM, E_IO, E_FORMAT, E_UNSUPPORTED = 0, 1, 2, 3, 4, 5
@@ -74,6 +75,7 @@ class Backend:
     name = "python"
     description = ""
     has_sample = False
+    has_trace = False  # True: forward_trace below is implemented (hello feature bit 1)
 
     def probe(self):
         """Raise unavailable(reason) if the engine cannot run here."""
@@ -106,6 +108,13 @@ class Backend:
         Return float32 logits (B, T, V), or (B, 1, V) when last_only.
         Append the T new keys/values to cache: serve() advances its length."""
         raise unsupported("forward is not implemented")
+
+    def forward_trace(self, cache, tokens, positions, key_mask, last_only):
+        """forward, and the hidden states at the trace points (docs/backends.md,
+        "The trace slot"): return (logits, trace, given) with trace float32
+        (4 L + 2, B, T, D) and given a sequence of 4 L + 2 bools (False: the
+        point cannot be given; its rows are ignored)."""
+        raise unsupported("forward_trace is not implemented")
 
     def sample(self, logits, params, u):
         """logits float32 (B, V), u float64 (B, V), params a dict
@@ -163,7 +172,7 @@ class _Server:
             magic, version, abi = struct.unpack_from("<3I", body)
             if magic != MAGIC:
                 raise Error(E_ABI, f"hello magic 0x{magic:08x} is not genfence's")
-            feats = FEATURE_SAMPLE if b.has_sample else 0
+            feats = (FEATURE_SAMPLE if b.has_sample else 0) | (FEATURE_TRACE if b.has_trace else 0)
             return (struct.pack("<3I", MAGIC, PROTOCOL_VERSION, feats) +
                     _str(b.name.encode()) + _str(b.description.encode()))
         if op == PROBE:
@@ -205,6 +214,10 @@ class _Server:
             return struct.pack("<Q", int(b.cache_bytes(self.cache(body).obj)))
         if op == FORWARD:
             return self.forward(body)
+        if op == FORWARD_TRACE:
+            if not b.has_trace:
+                raise unsupported("this client has no trace")
+            return self.forward(body, trace=True)
         if op == SAMPLE:
             if not b.has_sample:
                 raise unsupported("this client has no sampler")
@@ -217,7 +230,7 @@ class _Server:
             return ids.tobytes()
         raise unsupported(f"unknown op {op}")
 
-    def forward(self, body):
+    def forward(self, body, trace=False):
         self.need_model()
         cid, B, T, Tk, mode, has_mask = struct.unpack_from("<I5i", body)
         c = None
@@ -240,14 +253,24 @@ class _Server:
             raise invalid_arg(f"token outside [0, {V})")
         if positions.min() < 0 or positions.max() >= npos:
             raise invalid_arg(f"position outside [0, {npos})")
-        logits = self.b.forward(c.obj if c else None, tokens, positions, mask, mode == 1)
+        if trace:
+            logits, tr, given = self.b.forward_trace(c.obj if c else None, tokens, positions, mask, mode == 1)
+            tr = np.ascontiguousarray(tr, dtype="<f4")
+            if tr.ndim != 4 or tr.shape[1:3] != (B, T) or len(given) != tr.shape[0]:
+                raise Error(E_INTERNAL, f"engine returned a {tr.shape} trace with {len(given)} given flags, "
+                                        f"expected (4 L + 2, {B}, {T}, D)")
+            tail = (struct.pack("<2i", tr.shape[0], tr.shape[3]) + bytes(1 if g else 0 for g in given) +
+                    tr.tobytes())
+        else:
+            logits = self.b.forward(c.obj if c else None, tokens, positions, mask, mode == 1)
+            tail = b""
         logits = np.ascontiguousarray(logits, dtype="<f4")
         rows = B if mode == 1 else n
         if logits.size != rows * V:
             raise Error(E_INTERNAL, f"engine returned {logits.shape} logits, expected ({rows} rows, {V})")
         if c:
             c.length += T
-        return struct.pack("<3i", rows, V, c.length if c else -1) + logits.tobytes()
+        return struct.pack("<3i", rows, V, c.length if c else -1) + logits.tobytes() + tail
 
     def run(self):
         while True:

@@ -31,6 +31,7 @@ import os
 import sys
 
 import gfproto
+import numpy as np
 
 
 class Cache:
@@ -102,6 +103,41 @@ class Transformers(gfproto.Backend):
             cache.past = out.past_key_values
         logits = out.logits[:, -1:, :] if last_only else out.logits
         return logits.float().cpu().numpy()
+
+    has_trace = True
+
+    def forward_trace(self, cache, tokens, positions, key_mask, last_only):
+        """forward with hooks at the trace points (docs/backends.md, "The trace
+        slot"): each block's input (the embedding before block 0), its
+        attention module's output (before the residual add), its MLP's
+        output, the final norm's output; the residual streams are their sums."""
+        m = self.model
+        if hasattr(m, "transformer"):  # GPT-2
+            blocks, attn, mlp, norm = m.transformer.h, "attn", "mlp", m.transformer.ln_f
+        else:  # Llama, Qwen2
+            blocks, attn, mlp, norm = m.model.layers, "self_attn", "mlp", m.model.norm
+        rec, hooks = {}, []
+
+        def keep(key, pick):
+            def hook(mod, args, out=None):
+                rec[key] = pick(args if out is None else out).detach().float()
+            return hook
+        try:
+            for l, blk in enumerate(blocks):
+                hooks.append(blk.register_forward_pre_hook(keep(("in", l), lambda a: a[0])))
+                hooks.append(getattr(blk, attn).register_forward_hook(keep(("attn", l), lambda o: o[0])))
+                hooks.append(getattr(blk, mlp).register_forward_hook(keep(("mlp", l), lambda o: o)))
+            hooks.append(norm.register_forward_hook(keep("norm", lambda o: o)))
+            logits = self.forward(cache, tokens, positions, key_mask, last_only)
+        finally:
+            for h in hooks:
+                h.remove()
+        pts = [rec[("in", 0)]]
+        for l in range(len(blocks)):
+            a = rec[("in", l)] + rec[("attn", l)]
+            pts += [rec[("attn", l)], a, rec[("mlp", l)], a + rec[("mlp", l)]]
+        pts.append(rec["norm"])
+        return logits, np.stack([p.cpu().numpy() for p in pts]), [True] * len(pts)
 
 
 class TransformersSampler(Transformers):

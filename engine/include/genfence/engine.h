@@ -123,6 +123,46 @@ size_t gf_engine_cache_bytes(gf_engine *e, const void *cache);
  * a clean call. */
 gf_status gf_engine_forward(gf_engine *e, void *cache, const gf_batch *in, float *logits_out);
 
+/* ---- the trace slot (backend.h, gf_trace_request) ----
+ * Does the table hold a set forward_trace slot? */
+int gf_backend_has_trace(const gf_backend_ops *ops);
+/* gf_engine_forward through the trace slot: the same checks and guards, and
+ * req->out / req->given filled by the backend (given zeroed first).
+ * GF_E_UNSUPPORTED without the slot. */
+gf_status gf_engine_forward_trace(gf_engine *e, void *cache, const gf_batch *in, float *logits_out,
+                                  const gf_trace_request *req);
+
+/* ---- the call log: what a failing case did, to replay it traced ----
+ * With a log set (gf_engine_log_to), every cache_create / cache_reset /
+ * cache_free / forward the engine makes is appended (the batch copied), up
+ * to GF_CALL_LOG_MAX forward calls and GF_CALL_LOG_MAX_TOKENS batch tokens;
+ * past that the log stops growing and says so (overflow). */
+enum { GF_CALL_LOG_MAX = 512, GF_CALL_LOG_MAX_TOKENS = 1 << 16 };
+typedef enum gf_call_op {
+    GF_CALL_CACHE_CREATE = 1,
+    GF_CALL_CACHE_RESET,
+    GF_CALL_CACHE_FREE,
+    GF_CALL_FORWARD
+} gf_call_op;
+typedef struct gf_call_entry {
+    gf_call_op op;
+    int32_t cache;          /* the cache's index (order of cache_create in the log); -1: uncached forward */
+    int32_t batch, max_len; /* cache_create's */
+    int32_t cache_length;   /* forward: the cache's length before the call (0 uncached) */
+    gf_batch in;            /* forward: tokens, position_ids (B, T) and key_mask (B, Tk) owned by the log */
+    gf_status status;       /* forward: what the call returned (a failed one is not replayed) */
+} gf_call_entry;
+typedef struct gf_call_log {
+    gf_call_entry *v;
+    size_t n, cap;
+    size_t n_forward, n_tokens;
+    int overflow;        /* 1: calls were left out (the caps above) */
+    const void **caches; /* (n_caches) the backend's handles, by index; NULL once freed */
+    int32_t n_caches;
+} gf_call_log;
+void gf_engine_log_to(gf_engine *e, gf_call_log *log); /* NULL: off */
+void gf_call_log_clear(gf_call_log *log);
+
 /* ---- generation ---- */
 
 typedef enum gf_stop_reason {

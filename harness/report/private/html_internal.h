@@ -33,6 +33,10 @@ void gf_html_comparison_marks(const json_t *metrics, double *atol, double *thr, 
 int gf_html_has_plot(const json_t *res);
 /* A result's plots, anchored as plot-IDX (with a heading when asked). */
 void gf_html_plots(gf_buf *b, const json_t *res, size_t idx, int heading);
+/* A result's localization (run.json "localization"): its summary, its trace
+ * line and a per-layer plot of NMSE over bound (html_trace.c); nothing
+ * without one. */
+void gf_html_trace(gf_buf *b, const json_t *res);
 /* The page's style sheet. */
 extern const char gf_html_style[];
 

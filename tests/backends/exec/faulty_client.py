@@ -59,7 +59,7 @@ def main():
             return 0
         op, n = struct.unpack("<II", hdr)
         body = read_exact(inp, n) if n else b""
-        if fault == "nomask" and op == gfproto.FORWARD:
+        if fault == "nomask" and op in (gfproto.FORWARD, gfproto.FORWARD_TRACE):
             cid, B, T, Tk, mode, has_mask = struct.unpack_from("<I5i", body)
             if has_mask:
                 body = struct.pack("<I5i", cid, B, T, Tk, mode, 0) + body[24:len(body) - B * Tk]
@@ -68,7 +68,7 @@ def main():
         rhdr = read_exact(child.stdout, 8)
         status, m = struct.unpack("<II", rhdr)
         rbody = read_exact(child.stdout, m) if m else b""
-        cached_forward = op == gfproto.FORWARD and struct.unpack_from("<I", body)[0] != 0
+        cached_forward = op in (gfproto.FORWARD, gfproto.FORWARD_TRACE) and struct.unpack_from("<I", body)[0] != 0
         if fault == "version" and op == gfproto.HELLO and status == 0:
             rbody = rbody[:4] + struct.pack("<I", 99) + rbody[8:]
         elif fault == "length" and cached_forward and status == 0:

@@ -226,8 +226,11 @@ static float gelu(float xf)
 
 /* The contract (docs/protocol.md, forward): new keys at [len, len + T), query t
  * sees keys j <= len + t that the mask allows, and always its own. */
+/* tr (forward_trace, op 12): NULL, or (4 L + 2, B, T, D) floats that get the
+ * hidden state at every trace point (docs/backends.md, "The trace slot") */
+#define TRACE_AT(pt, i) (tr + ((size_t)(pt) * B * T + (size_t)(i)) * D)
 static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const int32_t *pos,
-                    const uint8_t *mask, int last, float *out)
+                    const uint8_t *mask, int last, float *out, float *tr)
 {
     const int32_t D = M.D, H = M.H, dh = M.dh, F = M.F, S = c->S, start = c->len, Tk = start + T;
     float *x = malloc(sizeof(float) * D), *h = malloc(sizeof(float) * 3 * D), *t = malloc(sizeof(float) * F);
@@ -237,6 +240,8 @@ static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const in
     for (int32_t i = 0; i < B * T; i++)
         for (int32_t d = 0; d < D; d++)
             X[(size_t)i * D + d] = M.wte[(size_t)tok[i] * D + d] + M.wpe[(size_t)pos[i] * D + d];
+    if (tr)
+        memcpy(tr, X, sizeof(float) * (size_t)B * T * D); /* point 0: the embedding */
     for (int32_t l = 0; l < M.L; l++) {
         const layer *y = &M.ly[l];
         float *K = c->k + (size_t)l * B * H * S * dh, *Vv = c->v + (size_t)l * B * H * S * dh;
@@ -281,19 +286,29 @@ static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const in
         for (int32_t i = 0; i < B * T; i++) { /* x += proj(att); x += mlp(LN2(x)) */
             float *xi = X + (size_t)i * D;
             linear(x, A + (size_t)i * D, y->proj_w, y->proj_b, D, D);
+            if (tr)
+                memcpy(TRACE_AT(1 + 4 * l, i), x, sizeof(float) * D);
             for (int32_t d = 0; d < D; d++)
                 xi[d] += x[d];
+            if (tr)
+                memcpy(TRACE_AT(2 + 4 * l, i), xi, sizeof(float) * D);
             layernorm(x, xi, y->ln2_w, y->ln2_b);
             linear(t, x, y->fc_w, y->fc_b, D, F);
             for (int32_t f = 0; f < F; f++)
                 t[f] = gelu(t[f]);
             linear(x, t, y->mproj_w, y->mproj_b, F, D);
+            if (tr)
+                memcpy(TRACE_AT(3 + 4 * l, i), x, sizeof(float) * D);
             for (int32_t d = 0; d < D; d++)
                 xi[d] += x[d];
+            if (tr)
+                memcpy(TRACE_AT(4 + 4 * l, i), xi, sizeof(float) * D);
         }
     }
     c->len = Tk;
     for (int32_t i = 0, row = 0; i < B * T; i++) { /* logits = LN_f(x) wte^T */
+        if (tr) /* the final norm at every position */
+            layernorm(TRACE_AT(4 * M.L + 1, i), X + (size_t)i * D, M.lnf_w, M.lnf_b);
         if (last && i % T != T - 1)
             continue;
         layernorm(x, X + (size_t)i * D, M.lnf_w, M.lnf_b);
@@ -343,10 +358,10 @@ int main(void)
             return 1;
         cache *c;
         switch (op) {
-        case 1: { /* hello: magic, version 1, no features, name, description */
+        case 1: { /* hello: magic, version 1, features (2: forward_trace), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 0, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -390,7 +405,8 @@ int main(void)
             if (op == 8) reply(0, &c->len, 4);
             if (op == 9) { uint64_t n = 2ull * M.L * c->B * M.H * c->S * M.dh * 4; reply(0, &n, 8); }
             break;
-        case 10: { /* forward */
+        case 10:
+        case 12: { /* forward; forward_trace: the trace after the logits */
             int32_t f[6];
             memcpy(f, body, 24);
             int32_t B = f[1], T = f[2], Tk = f[3], last = f[4], has_mask = f[5];
@@ -412,13 +428,22 @@ int main(void)
                 tmp = *t;
                 free(t);
             }
-            int32_t rows = last ? B : B * T;
-            uint8_t *out = malloc(12 + (size_t)rows * M.V * 4);
+            int32_t rows = last ? B : B * T, P = 4 * M.L + 2;
+            size_t nl = 12 + (size_t)rows * M.V * 4, nt = op == 12 ? 8 + (size_t)P + (size_t)P * B * T * M.D * 4 : 0;
+            uint8_t *out = malloc(nl + nt + 4); /* logits, then i32 P, i32 D, u8 given[P], f32 (P, B, T, D) */
+            float *tr = op == 12 ? malloc(sizeof(float) * (size_t)P * B * T * M.D) : NULL;
             forward(use ? use : &tmp, B, T, tok, pos, has_mask ? (const uint8_t *)(pos + (size_t)B * T) : NULL,
-                    last, (float *)(out + 12));
+                    last, (float *)(out + 12), tr);
             int32_t head[3] = {rows, M.V, use ? use->len : -1};
             memcpy(out, head, 12);
-            reply(0, out, (uint32_t)(12 + (size_t)rows * M.V * 4));
+            if (op == 12) {
+                int32_t pd[2] = {P, M.D};
+                memcpy(out + nl, pd, 8);
+                memset(out + nl + 8, 1, (size_t)P);
+                memcpy(out + nl + 8 + P, tr, (size_t)P * B * T * M.D * 4);
+                free(tr);
+            }
+            reply(0, out, (uint32_t)(nl + nt));
             free(out);
             free(tmp.k);
             free(tmp.v);

@@ -1,0 +1,435 @@
+/* Localization on failure (see localize.h). */
+#include "localize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sys.h"
+
+double gf_trace_unit(gf_compute_dtype dtype, const char *weights, const char *kv_cache)
+{
+    double u = dtype == GF_COMPUTE_F64                               ? 0x1p-53
+               : dtype == GF_COMPUTE_F16 || dtype == GF_COMPUTE_TF32 ? 0x1p-11
+               : dtype == GF_COMPUTE_BF16                            ? 0x1p-8
+                                                                     : 0x1p-24;
+    const char *types[2] = {weights, kv_cache};
+    for (int i = 0; i < 2; i++) {
+        const char *w = types[i];
+        if (!w || !w[0] || !strcmp(w, "f32"))
+            continue;
+        /* f16: 11 bits; bf16 and 8-bit quantization: 8; a k-bit quantization: k */
+        double wu = !strcmp(w, "f16") ? 0x1p-11 : !strcmp(w, "bf16") ? 0x1p-8 : 0;
+        if (wu == 0 && (w[0] == 'q' || w[0] == 'Q') && w[1] >= '2' && w[1] <= '8')
+            wu = ldexp(1.0, -(w[1] - '0'));
+        if (wu == 0)
+            wu = 0x1p-4; /* a storage type not known here: judged as 4 bits */
+        if (wu > u)
+            u = wu;
+    }
+    return u;
+}
+
+static const char *const k_sub[] = {"attention output", "attention residual", "MLP output", "MLP residual"};
+
+/* "embedding", "layer 2 MLP output", "final norm"; *layer -1 outside the blocks */
+static void point_name(char *buf, size_t cap, int32_t L, int32_t p, int32_t *layer, const char **sub)
+{
+    if (p == 0) {
+        *layer = -1;
+        *sub = "embedding";
+        snprintf(buf, cap, "embedding");
+    } else if (p == GF_TRACE_POINTS(L) - 1) {
+        *layer = -1;
+        *sub = "final norm";
+        snprintf(buf, cap, "final norm");
+    } else {
+        *layer = (p - 1) / 4;
+        *sub = k_sub[(p - 1) % 4];
+        snprintf(buf, cap, "layer %d %s", *layer, *sub);
+    }
+}
+
+typedef struct side {
+    gf_engine *e;
+    void **caches; /* (n_caches) replay caches by log index */
+    float *logits; /* (B, T, V) */
+    float *out;    /* (P, B, T, D) */
+    uint8_t *given;
+} side;
+
+/* is (b, t) a real position (its own key not padding)? */
+static int real_pos(const gf_call_entry *c, int32_t b, int32_t t)
+{
+    if (!c->in.key_mask)
+        return 1;
+    int32_t Tk = c->cache_length + c->in.T;
+    return c->in.key_mask[(size_t)b * Tk + c->cache_length + t] != 0;
+}
+
+/* "positions >= 5", "all positions", "positions 3-7", "positions 2, 9, 11"
+ * of the abs positions in S (n, ascending) of a call over [lo, hi] */
+static void describe_positions(char *buf, size_t cap, const int32_t *S, int32_t n, int32_t lo, int32_t hi)
+{
+    int contiguous = 1;
+    for (int32_t i = 1; i < n; i++)
+        contiguous &= S[i] == S[i - 1] + 1;
+    if (n == hi - lo + 1 && n > 1)
+        snprintf(buf, cap, "all positions");
+    else if (n == 1)
+        snprintf(buf, cap, "position %d", S[0]);
+    else if (contiguous && S[n - 1] == hi)
+        snprintf(buf, cap, "positions >= %d", S[0]);
+    else if (contiguous)
+        snprintf(buf, cap, "positions %d-%d", S[0], S[n - 1]);
+    else {
+        size_t u = (size_t)snprintf(buf, cap, "positions");
+        for (int32_t i = 0; i < n && i < 6 && u < cap; i++)
+            u += (size_t)snprintf(buf + u, cap - u, "%s %d", i ? "," : "", S[i]);
+        if (n > 6 && u < cap)
+            snprintf(buf + u, cap - u, " (+%d)", n - 6);
+    }
+}
+
+/* the comparison of one call: json points; the first over its bound in *first (-1: none) */
+static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *rs, int32_t L, int32_t D,
+                            const double *bound, int32_t *first, json_t **first_out)
+{
+    const int32_t B = c->in.B, T = c->in.T, P = GF_TRACE_POINTS(L);
+    json_t *pts = json_array();
+    *first = -1;
+    *first_out = NULL;
+    double *pos_err = malloc((size_t)B * T * sizeof *pos_err); /* (B, T) */
+    if (!pos_err)
+        return pts;
+    for (int32_t p = 0; p < P; p++) {
+        char name[64];
+        int32_t layer;
+        const char *sub;
+        point_name(name, sizeof name, L, p, &layer, &sub);
+        json_t *o =
+            json_pack("{s:s, s:s, s:i, s:f}", "point", name, "sublayer", sub, "layer", layer, "bound", bound[p]);
+        if (!bs->given[p] || !rs->given[p]) {
+            json_object_set_new(o, "nmse", json_null());
+            json_object_set_new(o, "given", json_false());
+            json_array_append_new(pts, o);
+            continue;
+        }
+        const float *xb = bs->out + (size_t)p * B * T * D, *xr = rs->out + (size_t)p * B * T * D;
+        double num = 0, den = 0, worst = -1;
+        int32_t wb = 0, wt = 0, wc = 0, n_real = 0;
+        for (int32_t b = 0; b < B; b++)
+            for (int32_t t = 0; t < T; t++) {
+                pos_err[(size_t)b * T + t] = -1;
+                if (!real_pos(c, b, t))
+                    continue;
+                n_real++;
+                double pn = 0;
+                for (int32_t d = 0; d < D; d++) {
+                    size_t i = ((size_t)b * T + t) * D + d;
+                    double dd = (double)xb[i] - (double)xr[i];
+                    if (!isfinite(dd))
+                        dd = INFINITY;
+                    pn += dd * dd;
+                    den += (double)xr[i] * (double)xr[i];
+                    if (fabs(dd) > worst) {
+                        worst = fabs(dd);
+                        wb = b, wt = t, wc = d;
+                    }
+                }
+                pos_err[(size_t)b * T + t] = pn;
+                num += pn;
+            }
+        double nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0);
+        json_object_set_new(o, "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"));
+        json_array_append_new(pts, o);
+        if (*first >= 0 || !(nmse > bound[p]))
+            continue;
+        /* the first point over its bound: which (row, position) are past it,
+         * each judged by its share: its squared error over the mean energy */
+        *first = p;
+        double mean_den = n_real ? den / n_real : 0;
+        int32_t *S = malloc((size_t)T * sizeof *S), nS = 0;
+        json_t *rows = json_array();
+        for (int32_t b = 0; b < B; b++) {
+            int row_hit = 0;
+            for (int32_t t = 0; t < T; t++) {
+                double e = pos_err[(size_t)b * T + t];
+                row_hit |= e >= 0 && (mean_den > 0 ? e / mean_den : e) > bound[p];
+            }
+            if (row_hit)
+                json_array_append_new(rows, json_integer(b));
+        }
+        for (int32_t t = 0; S && t < T; t++) {
+            int hit = 0;
+            for (int32_t b = 0; b < B; b++) {
+                double e = pos_err[(size_t)b * T + t];
+                hit |= e >= 0 && (mean_den > 0 ? e / mean_den : e) > bound[p];
+            }
+            if (hit)
+                S[nS++] = c->cache_length + t;
+        }
+        char where[160] = "", rw[96] = "";
+        if (nS)
+            describe_positions(where, sizeof where, S, nS, c->cache_length, c->cache_length + T - 1);
+        if (B > 1 && json_array_size(rows) < (size_t)B) {
+            size_t u = (size_t)snprintf(rw, sizeof rw, "row%s", json_array_size(rows) > 1 ? "s" : "");
+            for (size_t i = 0; i < json_array_size(rows) && i < 8 && u < sizeof rw; i++)
+                u += (size_t)snprintf(rw + u, sizeof rw - u, "%s %lld", i ? "," : "",
+                                      (long long)json_integer_value(json_array_get(rows, i)));
+        }
+        free(S);
+        size_t wi = ((size_t)wb * T + wt) * D + wc;
+        *first_out =
+            json_pack("{s:s, s:s, s:i, s:o, s:f, s:s, s:s, s:o, s:{s:i, s:i, s:i, s:f, s:f}}", "point", name,
+                      "sublayer", sub, "layer", layer, "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"),
+                      "bound", bound[p], "positions", where[0] ? where : "(spread: no single position past the bound)",
+                      "rows_text", rw, "rows", rows, "worst", "row", wb, "position", c->cache_length + wt, "channel",
+                      wc, "backend", (double)xb[wi], "ref", (double)xr[wi]);
+    }
+    free(pos_err);
+    return pts;
+}
+
+static void side_free(side *s, int32_t n_caches)
+{
+    for (int32_t i = 0; s->caches && i < n_caches; i++)
+        gf_engine_cache_free(s->e, s->caches[i]);
+    free(s->caches);
+    free(s->logits);
+    free(s->out);
+    free(s->given);
+}
+
+json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir, int threads, double u,
+                    double budget_s)
+{
+    double t0 = gf_now_s();
+    json_t *res = json_object();
+    char msg[1024] = "";
+    const char *status = "not_localized";
+    gf_engine_log_to(s->engine, NULL); /* the replay is not logged */
+    const gf_model_config *g = gf_engine_config(s->engine);
+    const int32_t L = g->n_layer, D = g->n_embd, V = g->vocab_size, P = GF_TRACE_POINTS(L);
+    int32_t W = g->n_embd > g->d_ff ? g->n_embd : g->d_ff;
+    if (g->n_head * g->d_head > W)
+        W = g->n_head * g->d_head;
+    double *bound = malloc((size_t)P * sizeof *bound);
+    for (int32_t p = 0; bound && p < P; p++)
+        bound[p] = GF_TRACE_SAFETY * (p + 1) * W * u * u;
+    json_object_set_new(res, "unit_roundoff", json_real(u));
+    char rule[200];
+    snprintf(rule, sizeof rule, "%g x (p + 1) x W x u^2, W = max(n_embd, d_ff, n_head d_head) = %d, u = %g",
+             GF_TRACE_SAFETY, W, u);
+    json_object_set_new(res, "bound_rule", json_string(rule));
+    json_object_set_new(res, "calls_logged", json_integer((json_int_t)log->n_forward));
+    json_object_set_new(res, "log_overflow", json_boolean(log->overflow));
+    gf_session rsess;
+    side bs = {.e = s->engine}, rs = {0};
+    int ref_open = 0;
+    long long replayed = 0;
+    json_t *peak = NULL; /* every point's largest NMSE over the calls replayed (a match's headroom) */
+    if (!bound) {
+        snprintf(msg, sizeof msg, "out of memory");
+        goto done;
+    }
+    if (gf_session_open(&rsess, model_dir, "ref", threads, GF_SESSION_TOK_NONE) != GF_OK) {
+        snprintf(msg, sizeof msg, "opening the model on ref: %s", gf_error_msg());
+        goto done;
+    }
+    ref_open = 1;
+    rs.e = rsess.engine;
+    bs.caches = calloc((size_t)log->n_caches + 1, sizeof *bs.caches);
+    rs.caches = calloc((size_t)log->n_caches + 1, sizeof *rs.caches);
+    bs.given = malloc((size_t)P);
+    rs.given = malloc((size_t)P);
+    if (!bs.caches || !rs.caches || !bs.given || !rs.given) {
+        snprintf(msg, sizeof msg, "out of memory");
+        goto done;
+    }
+    json_t *not_given = NULL;
+    for (size_t i = 0; i < log->n; i++) {
+        const gf_call_entry *c = &log->v[i];
+        side *sd[2] = {&bs, &rs};
+        if (c->op == GF_CALL_CACHE_CREATE) {
+            for (int k = 0; k < 2; k++)
+                if (gf_engine_cache_create(sd[k]->e, c->batch, c->max_len, &sd[k]->caches[c->cache]) != GF_OK) {
+                    snprintf(msg, sizeof msg, "the replay's cache_create failed on %s: %s", k ? "ref" : "the backend",
+                             gf_error_msg());
+                    goto done;
+                }
+            continue;
+        }
+        if (c->op == GF_CALL_CACHE_RESET || c->op == GF_CALL_CACHE_FREE) {
+            for (int k = 0; k < 2; k++) {
+                if (!sd[k]->caches[c->cache])
+                    continue;
+                if (c->op == GF_CALL_CACHE_RESET) {
+                    gf_engine_cache_reset(sd[k]->e, sd[k]->caches[c->cache]);
+                } else {
+                    gf_engine_cache_free(sd[k]->e, sd[k]->caches[c->cache]);
+                    sd[k]->caches[c->cache] = NULL;
+                }
+            }
+            continue;
+        }
+        if (c->status != GF_OK)
+            continue; /* it failed in the case too (a context limit the case expects): nothing to compare */
+        if (gf_now_s() - t0 > budget_s) {
+            snprintf(msg, sizeof msg,
+                     "no point past its bound in the %lld calls replayed within %.0f s (of %zu logged)", replayed,
+                     budget_s, log->n_forward);
+            goto done;
+        }
+        const int32_t B = c->in.B, T = c->in.T, rows_t = c->in.logits_mode == GF_LOGITS_LAST ? 1 : T;
+        size_t nl = (size_t)B * rows_t * V, no = (size_t)P * B * T * D;
+        for (int k = 0; k < 2; k++) {
+            free(sd[k]->logits);
+            free(sd[k]->out);
+            sd[k]->logits = malloc(nl * sizeof(float));
+            sd[k]->out = calloc(no, sizeof(float));
+            if (!sd[k]->logits || !sd[k]->out) {
+                snprintf(msg, sizeof msg, "out of memory for a (%d, %d, %d, %d) trace", P, B, T, D);
+                goto done;
+            }
+            gf_trace_request req = {.struct_size = sizeof req,
+                                    .n_layer = L,
+                                    .n_embd = D,
+                                    .row0 = 0,
+                                    .rows = B,
+                                    .pos0 = 0,
+                                    .positions = T,
+                                    .out = sd[k]->out,
+                                    .given = sd[k]->given};
+            void *cache = c->cache >= 0 ? sd[k]->caches[c->cache] : NULL;
+            if (c->cache >= 0 && !cache) {
+                snprintf(msg, sizeof msg, "the log's call %lld used a cache the replay does not hold", replayed + 1);
+                goto done;
+            }
+            if (gf_engine_forward_trace(sd[k]->e, cache, &c->in, sd[k]->logits, &req) != GF_OK) {
+                snprintf(msg, sizeof msg, "the replay's forward call #%lld failed on %s: %s", replayed + 1,
+                         k ? "ref" : "the backend", gf_error_msg());
+                goto done;
+            }
+        }
+        replayed++;
+        if (!not_given) {
+            not_given = json_array();
+            for (int32_t p = 0; p < P; p++)
+                if (!bs.given[p]) {
+                    char name[64];
+                    int32_t layer;
+                    const char *sub;
+                    point_name(name, sizeof name, L, p, &layer, &sub);
+                    json_array_append_new(not_given, json_string(name));
+                }
+            json_object_set_new(res, "not_given", not_given);
+        }
+        int32_t first;
+        json_t *fo;
+        json_t *pts = compare_call(c, &bs, &rs, L, D, bound, &first, &fo);
+        if (first < 0) {
+            if (!peak) {
+                peak = pts;
+                continue;
+            }
+            for (size_t q = 0; q < json_array_size(pts); q++) {
+                json_t *a = json_array_get(peak, q), *b = json_array_get(pts, q);
+                json_t *na = json_object_get(a, "nmse"), *nb = json_object_get(b, "nmse");
+                if (json_is_real(nb) && (!json_is_real(na) || json_real_value(nb) > json_real_value(na)))
+                    json_object_set(a, "nmse", nb);
+            }
+            json_decref(pts);
+            continue;
+        }
+        json_decref(peak);
+        peak = NULL;
+        status = "diverged";
+        char call[200];
+        snprintf(call, sizeof call, "%s (forward call #%lld, B %d, T %d%s)",
+                 c->cache >= 0 ? "cached call" : "uncached call", replayed, B, T, "");
+        if (c->cache >= 0)
+            snprintf(call, sizeof call, "cached call (forward call #%lld, B %d, T %d, cache length %d)", replayed, B, T,
+                     c->cache_length);
+        json_object_set_new(res, "call",
+                            json_pack("{s:I, s:b, s:i, s:i, s:i, s:s}", "index", (json_int_t)replayed, "cached",
+                                      c->cache >= 0, "cache_length", c->cache_length, "B", B, "T", T, "logits_mode",
+                                      c->in.logits_mode == GF_LOGITS_LAST ? "last" : "all"));
+        json_object_set_new(res, "points", pts);
+        const char *rows_text = json_string_value(json_object_get(fo, "rows_text"));
+        json_t *w = json_object_get(fo, "worst");
+        char earlier[400] = "";
+        size_t eu = 0;
+        int n_earlier = 0;
+        for (int32_t p = 0; p < first; p++) {
+            json_t *po = json_array_get(pts, (size_t)p);
+            if (!json_is_real(json_object_get(po, "nmse")))
+                continue;
+            n_earlier++;
+            if (eu < sizeof earlier && n_earlier <= 4)
+                eu += (size_t)snprintf(earlier + eu, sizeof earlier - eu, "%s%s %.1e", n_earlier > 1 ? ", " : "",
+                                       json_string_value(json_object_get(po, "point")),
+                                       json_real_value(json_object_get(po, "nmse")));
+        }
+        if (n_earlier > 4 && eu < sizeof earlier)
+            snprintf(earlier + eu, sizeof earlier - eu, ", ...");
+        json_t *nm = json_object_get(fo, "nmse");
+        snprintf(msg, sizeof msg,
+                 "first divergence at %s, %s%s%s, %s: NMSE %.2e > bound %.2e; worst row %lld position %lld channel "
+                 "%lld (backend %.6g, ref %.6g); %d earlier point%s below %s%s%s%s",
+                 json_string_value(json_object_get(fo, "point")), json_string_value(json_object_get(fo, "positions")),
+                 rows_text && rows_text[0] ? ", " : "", rows_text ? rows_text : "", call,
+                 json_is_real(nm) ? json_real_value(nm) : INFINITY, json_real_value(json_object_get(fo, "bound")),
+                 (long long)json_integer_value(json_object_get(w, "row")),
+                 (long long)json_integer_value(json_object_get(w, "position")),
+                 (long long)json_integer_value(json_object_get(w, "channel")),
+                 json_real_value(json_object_get(w, "backend")), json_real_value(json_object_get(w, "ref")), n_earlier,
+                 n_earlier == 1 ? "" : "s", n_earlier == 1 ? "its bound" : "their bounds", n_earlier ? " (" : "",
+                 earlier, n_earlier ? ")" : "");
+        json_object_set_new(res, "first", fo);
+        goto done;
+    }
+    if (replayed == 0) {
+        snprintf(msg, sizeof msg, "no forward call was logged%s", log->overflow ? " (the log overflowed)" : "");
+    } else {
+        status = "matched";
+        /* the point closest to its bound: the headroom */
+        double worst = -1;
+        const char *wname = "";
+        for (size_t q = 0; q < json_array_size(peak); q++) {
+            json_t *a = json_array_get(peak, q), *na = json_object_get(a, "nmse");
+            double r = json_is_real(na) ? json_real_value(na) / json_real_value(json_object_get(a, "bound")) : -1;
+            if (r > worst) {
+                worst = r;
+                wname = json_string_value(json_object_get(a, "point"));
+            }
+        }
+        snprintf(msg, sizeof msg,
+                 "the trace matches ref below every bound in all %lld calls replayed%s (closest: %s at %.2g of its "
+                 "bound): the divergence lies after the final norm (the output head, the logits, or a slot outside "
+                 "forward)",
+                 replayed, log->overflow ? " (the log overflowed: later calls not replayed)" : "", wname,
+                 worst < 0 ? 0 : worst);
+        json_object_set_new(res, "headroom", json_real(worst > 0 ? 1.0 / worst : INFINITY));
+        if (peak)
+            json_object_set(res, "points", peak); /* each point's largest NMSE over the calls */
+    }
+done:
+    json_decref(peak);
+    json_object_set_new(res, "status", json_string(status));
+    json_object_set_new(res, "summary", json_string(msg));
+    json_object_set_new(res, "calls_replayed", json_integer(replayed));
+    json_object_set_new(res, "seconds", json_real(gf_now_s() - t0));
+    side_free(&bs, log->n_caches);
+    bs.caches = NULL;
+    if (ref_open) {
+        side_free(&rs, log->n_caches);
+        gf_session_close(&rsess);
+    } else {
+        free(rs.caches);
+        free(rs.given);
+    }
+    free(bound);
+    return res;
+}
