@@ -138,9 +138,17 @@ json_t *gf_report_environment(const gf_run_info *r)
     json_object_set_new(libs, "compiler", json_string(__VERSION__));
 #endif
     json_object_set_new(env, "libraries", libs);
-    static const char *const vars[] = {
-        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",  "MKL_NUM_THREADS",  "GENFENCE_MODULE_DIR",
-        "GENFENCE_ROOT",   "CUDA_VISIBLE_DEVICES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", NULL};
+    static const char *const vars[] = {"OMP_NUM_THREADS",
+                                       "OPENBLAS_NUM_THREADS",
+                                       "OPENBLAS_CORETYPE",
+                                       "MKL_NUM_THREADS",
+                                       "GENFENCE_MODULE_DIR",
+                                       "GENFENCE_MODULE_PATH",
+                                       "GENFENCE_ROOT",
+                                       "CUDA_VISIBLE_DEVICES",
+                                       "ONEDNN_MAX_CPU_ISA",
+                                       "DNNL_MAX_CPU_ISA",
+                                       NULL};
     json_t *ev = json_object();
     for (int i = 0; vars[i]; i++)
         json_object_set_new(ev, vars[i], str_or_null(getenv(vars[i])));
