@@ -335,8 +335,18 @@ void gf_console_summary(const gf_run_info *r)
         for (size_t i = 0; i < r->n_jobs; i++)
             if (r->jobs[i].interrupted)
                 r->jobs[i].ran ? stopped++ : not_run++;
-        printf("interrupted by %s: %zu run%s stopped, %zu not run (error in the report); exit %d\n",
+        printf("interrupted by %s: %zu run%s stopped, %zu not run (error in the report); exit %d",
                gf_report_signal_name(r->interrupted), stopped, stopped == 1 ? "" : "s", not_run, r->exit_status);
+        /* which were not run, by name (the first 8; run.json has every one: "not_run": true) */
+        size_t shown = 0;
+        for (size_t i = 0; i < r->n_jobs; i++) {
+            const gf_job *j = &r->jobs[i];
+            if (!j->interrupted || j->ran)
+                continue;
+            if (shown++ < 8)
+                printf("%s%s [%s]", shown == 1 ? "; not run: " : ", ", j->c->id, j->backend ? j->backend->name : "-");
+        }
+        printf("%s\n", shown > 8 ? ", ..." : "");
     }
     declared_lines(r);
     unreached_lines(r);

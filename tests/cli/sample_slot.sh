@@ -51,7 +51,7 @@ tail -n 1 "$tmp/ok.out"
 args=()
 for f in "${faults[@]}"; do args+=(--backend "$B/libgenfence_test_sample_$f.so"); done
 set +e
-"$GENFENCE" run "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
+"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
 rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/bad.out"; fail "faulty slots: exit $rc, expected 1"; }
