@@ -75,6 +75,9 @@ int gf_job_exit(const gf_run_info *r, const gf_job *j);
  * (json.c and merge): {"by_backend": [{backend, requested, passed, failed,
  * skipped, runs, reached}], "engine_alone": {...}, "no_backend": {...}}. */
 json_t *gf_report_groups(const json_t *results, const json_t *backends);
+/* The last line of a run, from a report's summary (merge): each backend's
+ * figures, then the engine alone's and no backend's, as the console's. */
+void gf_report_groups_print(const json_t *summary);
 
 /* Count verdicts and derive the exit status (2 wins over 1 wins over 0; a
  * skip of a required backend counts as a failure, and so does a required

@@ -19,10 +19,10 @@ rel=$(realpath --relative-to="$GF_SRC" "$B")
 # printed): on a loaded machine no fail or crash becomes a timeout
 TIMEOUT=$((90 * ${GF_TIME_SCALE:-1})) # times GF_TIME_SCALE (tests/CMakeLists.txt)
 set +e
-"$GENFENCE" run --raw-verdicts cases/detect/faults.yaml cases/detect/model.yaml --filter '^detect\.(fault\.|cache\.bad_cache$|crash)' \
+"$GENFENCE" run cases/detect/faults.yaml cases/detect/model.yaml --filter '^detect\.(fault\.|cache\.bad_cache$|crash)' \
     --backend "$rel/libgenfence_test_faulty_ref_nan.so" --backend "$rel/libgenfence_test_faulty_ref_oom.so" \
     --require-backend "$rel/libgenfence_test_faulty_ref_bad_length.so" --require-backend "$rel/libgenfence_test_ref_bad_cache.so" \
-    --backend "$rel/libgenfence_test_ref_crash.so" --timeout "$TIMEOUT" --threads 1 -j 2 --no-triangulate --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+    --backend "$rel/libgenfence_test_ref_crash.so" --timeout "$TIMEOUT" --threads 1 -j 2 --no-triangulate --raw-verdicts --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
 cat "$tmp/out"

@@ -189,6 +189,48 @@ echo "ok   SIGINT mid-run: folder locked, old report whole until replaced, repor
 old_report
 interrupt_run TERM 143
 echo "ok   SIGTERM mid-run: the same, exit 143"
+# an interrupted run whose finished pairs wrote failing-step logits: every
+# artifact its report and console name exists (issue 25: one named file did not)
+cat >"$tmp/hang2.yaml" <<'EOF'
+cases:
+  - id: integrity.bad
+    kind: cache_equals_recompute
+    backends: [ref-bad-cache]
+    model: models/holmes-gpt
+    prompt: "Sherlock Holmes"
+    steps: 4
+  - id: integrity.hang
+    kind: cache_equals_recompute
+    backends: [ref-hang]
+    model: models/holmes-gpt
+    prompt: "Holmes"
+    steps: 2
+EOF
+setsid "$GENFENCE" run "$tmp/hang2.yaml" --backend "$CACHE" --backend "$HANG" --timeout 120 --no-triangulate -j 1 \
+    --report-dir "$R" >"$tmp/int2.out" 2>&1 &
+pid=$!
+wait_for '^FAIL +integrity\.bad ' $((60 * ${GF_TIME_SCALE:-1})) "$tmp/int2.out" || { kill -KILL $pid; cat "$tmp/int2.out"; fail "no failure"; }
+wait_child $((60 * ${GF_TIME_SCALE:-1})) $pid || { kill -KILL $pid; cat "$tmp/int2.out"; fail "integrity.hang never started"; }
+kill -INT -- "-$pid"
+set +e
+wait $pid
+rc=$?
+set -e
+[[ $rc -eq 130 ]] || { cat "$tmp/int2.out"; fail "interrupted after a failure: exit $rc, want 130"; }
+"$PY" - "$R" <<'PY' || { cat "$tmp/int2.out"; fail "an interrupted report names an artifact that is not there"; }
+import json, os, sys
+rep = sys.argv[1]
+doc = json.load(open(os.path.join(rep, "run.json")))
+assert doc["interrupted"] is True
+arts = [a for r in doc["results"] for a in r.get("artifacts") or []]
+assert arts, "the finished failure wrote no artifact"
+for a in arts:
+    assert a.startswith(rep + "/failures/") and os.path.isfile(a), a
+PY
+grep '^    logits: ' "$tmp/int2.out" | sed 's/^    logits: //' | while read -r f; do
+    [[ $f == "$R/failures/"* && -f $f ]] || fail "the interrupted run's console names $f, which is not there"
+done
+echo "ok   SIGINT after a failure: its $(ls "$R/failures" | wc -l) logits files are where the report says"
 # a complete run's artifacts are named where they end up, not in the staging folder
 old_report
 "$PY" - "$R" <<'PY' || fail "artifact paths"

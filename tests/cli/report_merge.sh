@@ -31,6 +31,11 @@ set -e
 cat "$tmp/merge.txt"
 [ "$rc" = 1 ] || fail "merge exit $rc, expected the merged run's status 1"
 [ -s "$tmp/merged.html" ] || fail "no merged HTML report"
+# merge ends with the unsharded run's last line: each backend's figures, the engine alone's apart
+[[ "$(tail -n 1 "$tmp/merge.txt")" == "$(tail -n 1 "$tmp/all.txt")" ]] ||
+    fail "merge's last line '$(tail -n 1 "$tmp/merge.txt")' is not the run's '$(tail -n 1 "$tmp/all.txt")'"
+tail -n 1 "$tmp/merge.txt" | gf_grepq -Eq "^ref: [0-9]+ passed, 0 failed, 0 skipped; ref-bad-cache: [0-9]+ passed, [1-9][0-9]* failed, 0 skipped; engine alone: "  ||
+    fail "merge's last line: $(tail -n 1 "$tmp/merge.txt")"
 "$PY" - "$tmp/all/run.json" "$tmp/merged.json" "$tmp/s1/run.json" <<'PY'
 import json, os, re, sys
 a, b, s1 = (json.load(open(p)) for p in sys.argv[1:4])
