@@ -222,7 +222,7 @@ static void last_line(const gf_run_info *r)
     printf("\n");
 }
 
-/* --as-declared, or cases that declare a verdict: did each get it? */
+/* cases that declare a verdict: did each get it? */
 static void declared_lines(const gf_run_info *r)
 {
     size_t n = 0, ok = 0, not_run = 0;

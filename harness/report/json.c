@@ -246,7 +246,7 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     if (c->has_expect_verdict)
         json_object_set_new(o, "expect_verdict", json_string(gf_verdict_str(c->expect_verdict)));
     json_object_set_new(o, "reason", text(j->reason));
-    if (gf_job_declared(r, j) >= 0) /* --as-declared: judged against expect_verdict */
+    if (gf_job_declared(r, j) >= 0) /* judged against expect_verdict (not --raw-verdicts) */
         json_object_set_new(o, "as_declared", json_boolean(gf_job_declared(r, j)));
     json_object_set_new(o, "exit_status", json_integer(gf_job_exit(r, j)));
     json_object_set_new(o, "seconds", json_real(j->seconds));

@@ -40,7 +40,7 @@ typedef struct gf_run_info {
     const char *report_dir; /* the report folder as given (options.report_dir); NULL: none */
     int interrupted;        /* SIGINT / SIGTERM stopped the run: the signal, else 0 */
     json_t *triangulation;  /* triangulate.h; NULL when not run */
-    int as_declared;        /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
+    int as_declared;        /* a case's expect_verdict is what it must get (exit 0 as declared); 0: --raw-verdicts */
     size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
     size_t required_unreached;        /* --require-backend backends that no case reached */
     json_t *baseline;                 /* --baseline: what the baseline found (baseline.h); NULL without one */
@@ -48,7 +48,7 @@ typedef struct gf_run_info {
 } gf_run_info;
 
 /* How one run counts: passed, skipped or failed (a required skip is failed;
- * under --as-declared a run of a case with expect_verdict is passed when it
+ * by default (not --raw-verdicts) a run of a case with expect_verdict is passed when it
  * got that verdict, failed when it got another, skipped when not run). */
 typedef enum gf_outcome { GF_OUT_PASSED, GF_OUT_SKIPPED, GF_OUT_FAILED } gf_outcome;
 /* declared: -1 not judged against expect_verdict, 1 as declared, 0 not. */
