@@ -48,6 +48,8 @@ tail -n 1 "$tmp/b.txt" |
 # without --require-backend: said, not a failure
 "$GENFENCE" run cases/sampler.yaml --filter '^top_k\.fence$' --backend ref --no-report >"$tmp/b2.txt" 2>&1 || fail "an unreached named backend failed the run"
 grep -q "^backend ref reached no case" "$tmp/b2.txt" || fail "the unreached named backend is not said"
+tail -n 1 "$tmp/b2.txt" | gf_grepq -Fqx 'ref: 0 passed, 0 failed, 0 skipped (reached no case); engine alone: 1 passed, 0 failed, 0 skipped' ||
+    fail "unreached, not required, last line: $(tail -n 1 "$tmp/b2.txt")"
 
 # 3. the must-fail case judged by its expect_verdict, by default: as declared exits 0 and counts as
 #    passed; against a passing backend it is not (exit 1, named); --raw-verdicts: the verdict's exit 1
