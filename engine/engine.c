@@ -231,6 +231,37 @@ gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_option
     return GF_OK;
 }
 
+/* What each GF_MODEL_NEEDS_* bit is, for the refusal below. */
+#define GF_MODEL_NEED_TABLE(X)                                                                \
+    X(GF_MODEL_NEEDS_SLIDING_WINDOW, "sliding-window attention (config.json sliding_window)") \
+    X(GF_MODEL_NEEDS_ROPE_ATTN_FACTOR, "rotary cos/sin scaled by an attention factor (rope_scaling yarn / longrope)")
+
+gf_status gf_backend_check_needs(const gf_backend_ops *ops, const gf_model_desc *desc, const gf_backend_options *opts)
+{
+    uint32_t needs = gf_model_desc_has(desc, needs) ? desc->needs : 0;
+    if (!needs)
+        return GF_OK;
+    gf_backend_info info;
+    uint32_t has = gf_backend_describe(ops, opts, &info) == GF_OK ? info.model_features : 0;
+    uint32_t missing = needs & ~has;
+    if (!missing)
+        return GF_OK;
+    char what[400] = "";
+    size_t n = 0;
+#define GF_NEED_NAME(bit, text)               \
+    if ((missing & (bit)) && n < sizeof what) \
+        n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? "; " : "", text);
+    GF_MODEL_NEED_TABLE(GF_NEED_NAME)
+#undef GF_NEED_NAME
+    if (missing & ~(uint32_t)GF_MODEL_NEEDS_KNOWN && n < sizeof what)
+        snprintf(what + n, sizeof what - n, "%sfeature bits 0x%x this genfence does not know", n ? "; " : "",
+                 missing & ~(uint32_t)GF_MODEL_NEEDS_KNOWN);
+    return gf_error_set(GF_E_UNSUPPORTED,
+                        "backend '%s' does not implement what %s needs: %s (its info does not declare it in "
+                        "model_features), so the model is not loaded onto it",
+                        ops->name, desc->name ? desc->name : "the model", what);
+}
+
 /* Add the backend's name and vendor text to the current message. */
 static gf_status backend_error(const gf_engine *e, gf_status st)
 {
@@ -253,6 +284,8 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
         return gf_error_set(GF_E_UNAVAILABLE, "backend '%s' is unavailable here: %s", ops->name, why);
     if (st != GF_OK)
         return gf_error_set(st, "backend '%s': %s", ops->name, why);
+    if ((st = gf_backend_check_needs(ops, desc, opts)) != GF_OK)
+        return st;
     gf_engine *e = calloc(1, sizeof *e);
     if (!e)
         return gf_error_set(GF_E_NOMEM, "out of memory");

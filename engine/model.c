@@ -22,7 +22,8 @@
 struct gf_model {
     char *dir;
     float *arena;
-    float *rope_inv_freq; /* (d_head / 2), rotary only */
+    float *rope_inv_freq;  /* (d_head / 2), rotary only */
+    int32_t *layer_window; /* (L) per-layer sliding window (0 = full); NULL when none */
     gf_layer_weights *layers;
     gf_model_desc desc;
     size_t n_params;
@@ -219,6 +220,7 @@ void gf_model_free(gf_model *m)
         return;
     free(m->arena);
     free(m->rope_inv_freq);
+    free(m->layer_window);
     free(m->layers);
     free(m->dir);
     free(m);
@@ -399,6 +401,22 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
         }
         gf_rope_inv_freq(&cfg, &rope, m->rope_inv_freq);
         w->rope_inv_freq = m->rope_inv_freq;
+    }
+    m->desc.rope_attn_factor = 1.0f;
+    if (rope.type == GF_ROPE_SCALING_YARN || rope.type == GF_ROPE_SCALING_LONGROPE) {
+        m->desc.rope_attn_factor = (float)rope.attn_factor; /* torch rounds the Python float to float32 */
+        m->desc.needs |= GF_MODEL_NEEDS_ROPE_ATTN_FACTOR;
+    }
+    /* a window of at least n_positions keys never hides one: no need to ask for it */
+    if (rope.sliding_window > 0 && rope.sliding_window < cfg.n_positions) {
+        if (!(m->layer_window = malloc((size_t)cfg.n_layer * sizeof *m->layer_window))) {
+            s = gf_error_set(GF_E_NOMEM, "%s: out of memory", dir);
+            goto fail;
+        }
+        for (int32_t l = 0; l < cfg.n_layer; l++)
+            m->layer_window[l] = rope.sliding_window;
+        m->desc.layer_window = m->layer_window;
+        m->desc.needs |= GF_MODEL_NEEDS_SLIDING_WINDOW;
     }
 
     cfg.tied_head = head ? 0 : 1;

@@ -63,6 +63,8 @@ void gfv_model_release(gfv_model *m)
     free(m->lnf_b);
     free(m->lm_head_kn);
     free(m->rope_inv_freq);
+    free(m->layer_window);
+    m->layer_window = NULL;
     free(m->lin);
     scratch_release(m);
     m->layers = NULL;
@@ -118,6 +120,13 @@ static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
     m->lnf_w = dup_f32(w->lnf_w, D);
     m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
     m->rope_inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
+    m->rope_mscale =
+        gf_model_desc_has(desc, rope_attn_factor) && desc->rope_attn_factor > 0.0f ? desc->rope_attn_factor : 1.0f;
+    if (gf_model_desc_has(desc, layer_window) && desc->layer_window) {
+        if (!(m->layer_window = malloc((size_t)L * sizeof *m->layer_window)))
+            return gf_error_set(GF_E_NOMEM, "%s: out of memory", be);
+        memcpy(m->layer_window, desc->layer_window, (size_t)L * sizeof *m->layer_window);
+    }
     m->layers = calloc((size_t)L, sizeof *m->layers);
     m->n_lin = L * GFV_PER_LAYER + 1;
     m->lin = calloc((size_t)m->n_lin, sizeof *m->lin);
@@ -345,13 +354,14 @@ static void norm_rows(const gfv_model *m, float *y, const float *x, const float 
     }
 }
 
-/* cs (d_head) = cos | sin of pos * inv_freq, in float32 as HF computes them */
-static void rope_table(float *cs, const float *inv_freq, int32_t pos, int32_t half)
+/* cs (d_head) = cos | sin of pos * inv_freq, each times the attention
+ * factor (YaRN, longrope; 1 otherwise), in float32 as HF computes them */
+static void rope_table(float *cs, const float *inv_freq, float attn_factor, int32_t pos, int32_t half)
 {
     for (int32_t i = 0; i < half; i++) {
         const float ang = (float)pos * inv_freq[i];
-        cs[i] = cosf(ang);
-        cs[half + i] = sinf(ang);
+        cs[i] = cosf(ang) * attn_factor;
+        cs[half + i] = sinf(ang) * attn_factor;
     }
 }
 
@@ -452,8 +462,10 @@ static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const g
     const float *Vc = c->v + (size_t)l * B * Hkv * S * dh;
     const float scale = (float)(1.0 / sqrt((double)dh));
     float *p = m->p;
+    /* a sliding window w: keys j > start + t - w only (j0 below) */
+    const int32_t w = m->layer_window ? m->layer_window[l] : 0;
     /* query at absolute position start + t: keys j <= start + t that the key
-     * mask allows, and always its own */
+     * mask allows (and the window, if any), and always its own */
     for (int32_t b = 0; b < B; b++)
         for (int32_t t = 0; t < T; t++)
             for (int32_t hh = 0; hh < H; hh++) {
@@ -461,10 +473,10 @@ static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const g
                 const float *Kh = K + ((size_t)b * Hkv + hh / rep) * S * dh;
                 const float *Vh = Vc + ((size_t)b * Hkv + hh / rep) * S * dh;
                 const uint8_t *km = in->key_mask ? in->key_mask + (size_t)b * Tk : NULL;
-                const int32_t qpos = start + t;
+                const int32_t qpos = start + t, j0 = w > 0 && qpos - w + 1 > 0 ? qpos - w + 1 : 0;
                 float mx = -INFINITY;
                 for (int32_t j = 0; j <= qpos; j++) {
-                    int allowed = j == qpos || !km || km[j];
+                    int allowed = j == qpos || (j >= j0 && (!km || km[j]));
                     p[j] = allowed ? dot_f32(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
                     if (p[j] > mx)
                         mx = p[j];
@@ -529,7 +541,7 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
     if (llama) { /* x = wte[token]; cos | sin of every position, shared by all layers */
         for (size_t i = 0; i < BT; i++) {
             memcpy(x + i * D, m->wte + (size_t)in->tokens[i] * D, (size_t)D * sizeof(float));
-            rope_table(m->cs + i * dh, m->rope_inv_freq, in->position_ids[i], half);
+            rope_table(m->cs + i * dh, m->rope_inv_freq, m->rope_mscale, in->position_ids[i], half);
         }
     } else { /* x = wte[token] + wpe[position] */
         for (size_t i = 0; i < BT; i++) {

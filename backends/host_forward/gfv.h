@@ -80,6 +80,8 @@ typedef struct gfv_model {
     float *lm_head;        /* (V, D); aliases wte when tied */
     float *lm_head_kn;     /* GPT-2: (D, V), the LM head transposed, what lin[head] uses */
     float *rope_inv_freq;  /* (d_head / 2); rotary only */
+    float rope_mscale;     /* cos, sin times it (YaRN, longrope); 1 */
+    int32_t *layer_window; /* (L) sliding window per layer, 0 = full; NULL = none */
     gfv_layer *layers;     /* (L) */
     gfv_lin *lin;          /* (4 L + 1), see GFV_LIN_ID */
     int32_t n_lin;
@@ -92,6 +94,9 @@ typedef struct gfv_model {
     float *kv_tmp;                       /* uncached forward's throwaway cache */
     size_t kv_tmp_floats;
 } gfv_model;
+
+/* The GF_MODEL_NEEDS_* bits the host forward implements (gf_backend_info.model_features) */
+#define GFV_MODEL_FEATURES (GF_MODEL_NEEDS_SLIDING_WINDOW | GF_MODEL_NEEDS_ROPE_ATTN_FACTOR)
 
 typedef struct gfv_cache {
     const gfv_model *m;

@@ -297,6 +297,7 @@ static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->library = g_library;
     info->detail = g_detail[0] ? g_detail : NULL;
     info->cpu_path = g_path[0] ? g_path : NULL;
+    info->model_features = GFV_MODEL_FEATURES;
     return gf_backend_info_put(info_out, info);
 }
 

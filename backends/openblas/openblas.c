@@ -207,6 +207,7 @@ static gf_status ob_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->library = library;
     info->detail = detail;
     info->cpu_path = path;
+    info->model_features = GFV_MODEL_FEATURES;
     return gf_backend_info_put(info_out, info);
 }
 

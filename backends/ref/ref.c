@@ -41,6 +41,7 @@ static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info_
     info->threads = ref_threads(opts);
     info->library = "plain C (double accumulation)";
     info->detail = "the oracle; threads split outputs, never sums (bit-identical for any count)";
+    info->model_features = GF_MODEL_NEEDS_SLIDING_WINDOW | GF_MODEL_NEEDS_ROPE_ATTN_FACTOR;
     return gf_backend_info_put(info_out, info);
 }
 
@@ -78,6 +79,7 @@ static void ref_model_free(void *handle)
     }
     ref_pool_free(m->pool);
     free(m->inv_freq);
+    free(m->window);
     free(m->layers);
     if (m->lm_head != m->wte)
         free(m->lm_head);
@@ -131,6 +133,16 @@ static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
     const size_t Q = (size_t)c->n_head * c->d_head, KV = (size_t)c->n_kv_head * c->d_head;
     m->wte = dup_f32(w->wte, (size_t)V * D);
     m->inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
+    m->rope_mscale =
+        gf_model_desc_has(desc, rope_attn_factor) && desc->rope_attn_factor > 0.0f ? desc->rope_attn_factor : 1.0f;
+    if (gf_model_desc_has(desc, layer_window) && desc->layer_window) {
+        if ((m->window = malloc((size_t)L * sizeof *m->window)))
+            memcpy(m->window, desc->layer_window, (size_t)L * sizeof *m->window);
+        else {
+            free(m->inv_freq);
+            m->inv_freq = NULL; /* reported below as out of memory */
+        }
+    }
     m->lnf_w = dup_f32(w->lnf_w, D);
     m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
     m->layers = calloc((size_t)L, sizeof *m->layers);

@@ -94,6 +94,7 @@ static float activation(gf_activation act, float xf)
 
 typedef struct attn_task {
     const gf_batch *in;
+    int32_t window;      /* sliding window of this layer; 0 = full causal */
     const float *q;      /* (B, T, q_stride): head hh at column hh dh */
     const float *K, *Vc; /* (B, H_kv, S, dh) of one layer */
     float *att;          /* (B, T, att_stride) */
@@ -106,7 +107,7 @@ typedef struct attn_task {
 /* query heads [lo, hi) of the (B, T, H) queries: query head hh reads key/value
  * head hh / (H / H_kv); the query at absolute position start + t sees keys
  * j <= start + t (causal, bottom-right aligned) that the key mask allows, and
- * always its own */
+ * always its own; with a sliding window w only keys j > start + t - w */
 REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
 {
     const attn_task *a = arg;
@@ -121,9 +122,10 @@ REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
         const float *Kh = a->K + ((size_t)kb * a->Hkv + hh / rep) * a->S * dh;
         const float *Vh = a->Vc + ((size_t)kb * a->Hkv + hh / rep) * a->S * dh;
         const int32_t qpos = a->start + t;
+        const int32_t j0 = a->window > 0 && qpos - a->window + 1 > 0 ? qpos - a->window + 1 : 0;
         double mx = -INFINITY;
         for (int32_t j = 0; j <= qpos; j++) {
-            int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * a->Tk + j];
+            int allowed = j == qpos || (j >= j0 && (!in->key_mask || in->key_mask[(size_t)b * a->Tk + j]));
             p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * a->scale : -INFINITY;
             if (p[j] > mx)
                 mx = p[j];
@@ -214,12 +216,14 @@ static void rmsnorm(float *y, const float *x, const float *w, int32_t D, double 
  * transformers applies it: angle_i = (float)pos * inv_freq[i] and its cos/sin
  * in float32, then x_i' = x_i cos - x_{i+dh/2} sin and
  * x_{i+dh/2}' = x_{i+dh/2} cos + x_i sin (rotate_half). */
-static void rope(float *x, const float *inv_freq, int32_t dh, int32_t pos)
+static void rope(float *x, const float *inv_freq, float attn_factor, int32_t dh, int32_t pos)
 {
     const int32_t half = dh / 2;
     for (int32_t i = 0; i < half; i++) {
         float angle = (float)pos * inv_freq[i];
-        double c = (float)cos((double)angle), s = (float)sin((double)angle);
+        /* cos and sin in float32, times the attention factor (YaRN, longrope; 1) in float32 */
+        double c = (float)((float)cos((double)angle) * attn_factor);
+        double s = (float)((float)sin((double)angle) * attn_factor);
         double a = x[i], b = x[i + half];
         x[i] = (float)(a * c - b * s);
         x[i + half] = (float)(b * c + a * s);
@@ -283,9 +287,9 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
         linear(m, s.v, s.h, (int32_t)BT, ly->wv, ly->bv, KV, D);
         for (size_t i = 0; i < BT; i++) {
             for (int32_t hh = 0; hh < H; hh++)
-                rope(s.q + i * Q + hh * dh, m->inv_freq, dh, in->position_ids[i]);
+                rope(s.q + i * Q + hh * dh, m->inv_freq, m->rope_mscale, dh, in->position_ids[i]);
             for (int32_t hh = 0; hh < Hkv; hh++)
-                rope(s.k + i * KV + hh * dh, m->inv_freq, dh, in->position_ids[i]);
+                rope(s.k + i * KV + hh * dh, m->inv_freq, m->rope_mscale, dh, in->position_ids[i]);
         }
         /* write this chunk's (rotated) keys and values at [start, start + T) */
         for (int32_t b = 0; b < B; b++)
@@ -312,7 +316,8 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
                         .dh = dh,
                         .start = start,
                         .Tk = Tk,
-                        .scale = scale};
+                        .scale = scale,
+                        .window = m->window ? m->window[l] : 0};
         attention(m, &at, B);
         /* x += att Wo^T */
         linear(m, s.tmp, s.att, (int32_t)BT, ly->wo, NULL, D, Q);

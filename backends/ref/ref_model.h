@@ -36,6 +36,8 @@ typedef struct ref_model {
     float *wte;           /* (V, D) */
     float *wpe;           /* (n_positions, D); NULL for rotary */
     float *inv_freq;      /* (dh / 2) rotary inverse frequencies; NULL for GPT-2 */
+    float rope_mscale;    /* cos, sin times it (YaRN, longrope); 1 */
+    int32_t *window;      /* (L) per-layer sliding window, 0 = full; NULL = none */
     ref_layer *layers;    /* (L) */
     float *lnf_w, *lnf_b; /* (D) */
     float *lm_head;       /* (V, D); aliases wte when tied */

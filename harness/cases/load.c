@@ -286,7 +286,12 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
         } else if (!mn) {
             gf_y_error(ctx, m, "missing required key 'model' (kind '%s')", c.kind->name);
         } else if (gf_y_node_string(ctx, mn, "'model'", &c.model_arg) > 0) {
-            if (c.model_arg[0] == '/') {
+            if (c.model_arg[0] == '$') { /* cases/model/: a template, instantiated by run --model */
+                gf_y_error(ctx, mn,
+                           "'model: %s' is a placeholder: this file is a model-suite template; run it with "
+                           "`genfence run --model DIR %s` (docs/cases.md \"The model suite\")",
+                           c.model_arg, file);
+            } else if (c.model_arg[0] == '/') {
                 c.model = strdup(c.model_arg);
             } else {
                 char *r = gf_case_root_for(root, file);
@@ -327,6 +332,84 @@ static int parse_case(gf_cctx *ctx, const gf_ynode *m, const char *file, const c
     return 1;
 }
 
+/* The value node of key in map m, or NULL; *at = its pair's index. */
+static gf_ynode *map_find(const gf_ynode *m, const char *key, size_t *at)
+{
+    for (size_t i = 0; m->type == GF_YN_MAP && i < m->n; i++) {
+        const gf_ynode *k = m->items[2 * i];
+        if (k->type == GF_YN_SCALAR && !strcmp(k->value, key)) {
+            if (at)
+                *at = i;
+            return m->items[2 * i + 1];
+        }
+    }
+    return NULL;
+}
+
+/* A case with `models: [DIR, ...]` in place of `model` is that case once per
+ * model, its id <id>.<the model folder's name> (docs/cases.md "Common keys"):
+ * each copy is read as if it had been written out with `model: DIR`, so its
+ * hash, golden path and errors are its own. Any other case: parse_case. */
+static void parse_case_models(gf_cctx *ctx, const gf_ynode *m, const char *file, const char *root, gf_case_set *set)
+{
+    size_t at = 0;
+    const gf_ynode *models = m->type == GF_YN_MAP ? map_find(m, "models", &at) : NULL;
+    if (!models) {
+        parse_case(ctx, m, file, root, set);
+        return;
+    }
+    if (map_find(m, "model", NULL)) {
+        gf_y_error(ctx, models, "give 'model' or a 'models' list, not both");
+        return;
+    }
+    if (models->type != GF_YN_SEQ || !models->n) {
+        gf_y_error(ctx, models, "'models' must be a non-empty list of model directories");
+        return;
+    }
+    for (size_t i = 0; i < models->n; i++) {
+        const gf_ynode *it = models->items[i];
+        if (it->type != GF_YN_SCALAR || !it->len) {
+            gf_y_error(ctx, it, "a 'models' item must be a model directory, got %s", gf_ynode_type_name(it));
+            continue;
+        }
+        gf_ynode *c = gf_ynode_clone(m);
+        gf_ynode *one = gf_ynode_clone(it);
+        const gf_ynode *idn = c ? map_find(c, "id", NULL) : NULL;
+        char *key = strdup("model");
+        if (!c || !one || !key) {
+            gf_y_error(ctx, it, "out of memory");
+            gf_ynode_free(c);
+            gf_ynode_free(one);
+            free(key);
+            return;
+        }
+        free(c->items[2 * at]->value);
+        c->items[2 * at]->value = key;
+        c->items[2 * at]->len = 5;
+        gf_ynode_free(c->items[2 * at + 1]);
+        c->items[2 * at + 1] = one;
+        if (idn && idn->type == GF_YN_SCALAR) { /* <id>.<basename of the model folder> */
+            size_t len = it->len;
+            while (len > 1 && it->value[len - 1] == '/')
+                len--;
+            size_t b = len;
+            while (b > 0 && it->value[b - 1] != '/')
+                b--;
+            size_t n = idn->len + 1 + (len - b) + 1;
+            char *id = malloc(n);
+            if (id) {
+                snprintf(id, n, "%s.%.*s", idn->value, (int)(len - b), it->value + b);
+                gf_ynode *w = (gf_ynode *)idn;
+                free(w->value);
+                w->value = id;
+                w->len = strlen(id);
+            }
+        }
+        parse_case(ctx, c, file, root, set);
+        gf_ynode_free(c);
+    }
+}
+
 /* The most cases one load may hold: 100000, or $GENFENCE_MAX_CASES. */
 static size_t max_cases(void) { return (size_t)gf_env_limit("GENFENCE_MAX_CASES", 100000); }
 
@@ -344,7 +427,7 @@ static void load_tree(gf_cctx *ctx, const gf_ynode *root_node, const char *file,
             gf_y_error(ctx, cases->items[i], "more than %zu cases (GENFENCE_MAX_CASES)", max);
             return;
         }
-        parse_case(ctx, cases->items[i], file, root, set);
+        parse_case_models(ctx, cases->items[i], file, root, set);
     }
 }
 

@@ -196,6 +196,14 @@ static gf_ynode *node_copy(build_state *st, const gf_ynode *src)
     return n;
 }
 
+gf_ynode *gf_ynode_clone(const gf_ynode *src)
+{
+    build_state st;
+    memset(&st, 0, sizeof st);
+    st.max_bytes = gf_yaml_max_bytes(); /* a tree that was read once fits again */
+    return node_copy(&st, src);
+}
+
 static void register_anchor(build_state *st, const yaml_char_t *name, gf_ynode *n)
 {
     if (!name || !n)

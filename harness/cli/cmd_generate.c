@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kv_cache.h"
 #include "cli.h"
 #include "commands.h"
 #include "gen_sampler.h"
@@ -458,8 +459,16 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
                n_new);
         print_sampler_json(s, o, &gp);
         printf(", \"backend\": \"%s\", \"cached\": %s, \"seconds\": %.6f, \"verify\": null, "
-               "\"batch_consistent\": null}\n",
+               "\"batch_consistent\": null, \"kv_cache\": ",
                gf_engine_ops(s->engine)->name, gp.use_cache ? "true" : "false", dt);
+        json_t *kv = gp.use_cache && g
+                         ? gf_kv_cache_json(gf_engine_config(s->engine), 1, gf_engine_config(s->engine)->n_positions,
+                                            g->cache_bytes)
+                         : json_null(); /* uncached: no cache; a stop string cut the generation before its record */
+        char *kvs = json_dumps(kv, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        printf("%s}\n", kvs ? kvs : "null");
+        free(kvs);
+        json_decref(kv);
     } else if (o->stream) {
         if (!sc.stopped) {
             char tail[16];

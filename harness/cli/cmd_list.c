@@ -12,11 +12,13 @@
 #include "genfence/sampler.h"
 #include "hash.h"
 #include "kinds.h"
+#include "model_suite.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: genfence list [PATHS...] [--filter REGEX] [--kind KIND]... [--tag TAG]...\n"
                "                     [--backend NAME]... [--shard I/N] [--json]\n"
+               "       genfence list --model DIR [TEMPLATES...] [--reference transformers|ref] [...]\n"
                "       genfence list --kinds\n"
                "       genfence list --profiles [--json]\n"
                "\n"
@@ -33,6 +35,10 @@ static void usage(FILE *f)
                "  --json           one JSON array of cases; each also carries \"case\" (the case as\n"
                "                   JSON) and \"case_hash\", with a model \"model_dir\" and \"model_hash\",\n"
                "                   golden_generation cases \"golden\" (docs/goldens.md)\n"
+               "  --model DIR      the model suite run --model DIR would run (cases/model/*.yaml, or\n"
+               "                   TEMPLATES, instantiated for the model in DIR; the header names the\n"
+               "                   model, the suite file, the goldens cached and the cases left out)\n"
+               "  --reference ref  with --model: the addresses of goldens made by ref (run --reference)\n"
                "  --kinds          list the kinds and their keys instead\n"
                "  --profiles       the sampler profiles (seed, hf, llamacpp, vllm) and what each\n"
                "                   parameter means under each (docs/sampler.md)\n"
@@ -94,7 +100,7 @@ static void print_profiles(int json)
 
 int gf_cmd_list(int argc, char **argv)
 {
-    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS, O_BACKEND, O_SHARD, O_PROFILES };
+    enum { O_FILTER = 256, O_KIND, O_TAG, O_JSON, O_KINDS, O_BACKEND, O_SHARD, O_PROFILES, O_MODEL, O_REFERENCE };
     static const struct option longopts[] = {{"filter", required_argument, 0, O_FILTER},
                                              {"kind", required_argument, 0, O_KIND},
                                              {"tag", required_argument, 0, O_TAG},
@@ -103,9 +109,14 @@ int gf_cmd_list(int argc, char **argv)
                                              {"profiles", no_argument, 0, O_PROFILES},
                                              {"backend", required_argument, 0, O_BACKEND},
                                              {"shard", required_argument, 0, O_SHARD},
+                                             {"model", required_argument, 0, O_MODEL},
+                                             {"reference", required_argument, 0, O_REFERENCE},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    const char *filter = NULL;
+    const char *filter = NULL, *model = NULL;
+    gf_golden_source reference = GF_GOLDENS_TRANSFORMERS;
+    gf_model_suite ms;
+    memset(&ms, 0, sizeof ms);
     char **kinds = NULL, **tags = NULL, **backends = NULL;
     size_t n_kinds = 0, n_tags = 0, n_backends = 0;
     int shard_i = 0, shard_n = 0;
@@ -148,6 +159,14 @@ int gf_cmd_list(int argc, char **argv)
         case O_JSON: json = 1; break;
         case O_KINDS: list_kinds = 1; break;
         case O_PROFILES: list_profiles = 1; break;
+        case O_MODEL: model = optarg; break;
+        case O_REFERENCE:
+            if (strcmp(optarg, "ref") && strcmp(optarg, "transformers")) {
+                gf_cli_error("list: --reference %s: want transformers or ref", optarg);
+                goto out;
+            }
+            reference = strcmp(optarg, "ref") ? GF_GOLDENS_TRANSFORMERS : GF_GOLDENS_REF;
+            break;
         case 'h':
             usage(stdout);
             rc = GF_EXIT_OK;
@@ -178,10 +197,18 @@ int gf_cmd_list(int argc, char **argv)
         rc = GF_EXIT_OK;
         goto out;
     }
+    const char *const *paths = (const char *const *)(argv + optind);
+    size_t n_paths = (size_t)(argc - optind);
+    if (model) { /* the model suite: header on stderr under --json (stdout stays one JSON document) */
+        if (gf_model_suite_open(&ms, "list", model, reference, paths, n_paths) != 0)
+            goto out;
+        gf_model_suite_print(&ms, "list", json ? stderr : stdout);
+        paths = (const char *const *)&ms.suite_file;
+        n_paths = 1;
+    }
     gf_case_filter cf;
     gf_case_set set;
-    if (gf_case_select_load("list", "", filter, kinds, n_kinds, tags, n_tags, (const char *const *)(argv + optind),
-                            (size_t)(argc - optind), &cf, &set) < 0)
+    if (gf_case_select_load("list", "", filter, kinds, n_kinds, tags, n_tags, paths, n_paths, &cf, &set) < 0)
         goto out;
     json_t *arr = json ? json_array() : NULL;
     json_t *mh_cache = json_object();
@@ -276,6 +303,7 @@ int gf_cmd_list(int argc, char **argv)
     gf_case_filter_free(&cf);
     rc = GF_EXIT_OK;
 out:
+    gf_model_suite_free(&ms);
     free(kinds);
     free(tags);
     free(backends);

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "kinds.h"
+#include "model_suite.h"
 #include "plan.h"
 #include "registry.h"
 #include "report.h"
@@ -21,10 +22,16 @@
 #include "sys.h"
 #include "triangulate.h"
 
+/* The hang guard per (case, backend) of the model suite when --timeout is not
+ * given: SmolLM2-135M's statistical case took 115 s on openblas on the loaded
+ * 2-core machine, near the default 120 s (docs/cases.md "The model suite"). */
+#define GF_RUN_MODEL_TIMEOUT_S 900.0
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: genfence run [PATHS...] [--backend NAME]... [--require-backend NAME]...\n"
+            "                    [--model DIR [--make-goldens] [--reference transformers|ref]]\n"
             "                    [--filter REGEX] [--kind KIND]... [--tag TAG]... [-j N] [--threads N]\n"
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
             "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
@@ -35,6 +42,15 @@ static void usage(FILE *f)
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
             "Each (case, backend) runs in its own child process with a watchdog and a memory cap.\n"
             "\n"
+            "  --model DIR              the model suite (cases/model/*.yaml, or PATHS as templates) on\n"
+            "                           the checkpoint in DIR (a Hugging Face model directory or hub\n"
+            "                           cache folder), its goldens from the user's cache\n"
+            "                           (docs/cases.md \"The model suite\")\n"
+            "                           (the default --timeout is then %.0f s)\n"
+            "  --make-goldens           with --model: make the goldens not yet cached first\n"
+            "                           (transformers; docs/goldens.md \"Goldens on demand\")\n"
+            "  --reference ref          with --model: goldens from genfence's ref backend instead of\n"
+            "                           transformers (no torch here), marked as such\n"
             "  --backend NAME|PATH      run on this backend (repeatable); default: every built-in\n"
             "                           backend whose probe succeeds here (not exec, which needs\n"
             "                           exec:COMMAND). A named backend that cannot be loaded\n"
@@ -96,7 +112,7 @@ static void usage(FILE *f)
             "\n"
             "exit status: 0 all passed, 1 a case failed, 2 bad input or usage (also: the report directory\n"
             "is in use by another run), 130 / 143 interrupted by SIGINT / SIGTERM (the report says so)\n",
-            gf_cpu_count(), GF_RUN_DEFAULT_TIMEOUT_S, GF_RUN_DEFAULT_MEMORY_GIB);
+            GF_RUN_MODEL_TIMEOUT_S, gf_cpu_count(), GF_RUN_DEFAULT_TIMEOUT_S, GF_RUN_DEFAULT_MEMORY_GIB);
 }
 
 typedef struct strv {
@@ -206,10 +222,16 @@ typedef struct run_cli {
     gf_baseline bl; /* --baseline (baseline.h) */
     const char *const *paths;
     size_t n_paths;
+    const char *model; /* --model DIR */
+    int make_goldens, timeout_given;
+    gf_golden_source reference;
+    gf_model_suite ms; /* the model suite (model set) */
+    const char *suite_path[1];
 } run_cli;
 
 static void run_cli_free(run_cli *cli)
 {
+    gf_model_suite_free(&cli->ms);
     gf_rerun_free(&cli->rerun);
     gf_baseline_free(&cli->bl);
     free(cli->backends.v);
@@ -246,7 +268,10 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         O_DECLARED,
         O_RAW,
         O_BASELINE,
-        O_BASELINE_FIXED
+        O_BASELINE_FIXED,
+        O_MODEL,
+        O_MAKE_GOLDENS,
+        O_REFERENCE
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -276,6 +301,9 @@ static int parse_options(int argc, char **argv, run_cli *cli)
                                              {"raw-verdicts", no_argument, 0, O_RAW},
                                              {"baseline", required_argument, 0, O_BASELINE},
                                              {"baseline-allow-fixed", no_argument, 0, O_BASELINE_FIXED},
+                                             {"model", required_argument, 0, O_MODEL},
+                                             {"make-goldens", no_argument, 0, O_MAKE_GOLDENS},
+                                             {"reference", required_argument, 0, O_REFERENCE},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     long v;
@@ -313,6 +341,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
             if (!gf_parse_double(optarg, &d) || !(d >= 0) || !isfinite(d))
                 goto bad_value;
             cli->o.timeout_s = d;
+            cli->timeout_given = 1;
             break;
         case O_MEM:
             if (!gf_parse_size(optarg, &cli->o.memory_limit))
@@ -362,6 +391,14 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         }
         case O_DECLARED: cli->as_declared = 1; break;
         case O_RAW: cli->as_declared = 0; break;
+        case O_MODEL: cli->model = optarg; break;
+        case O_MAKE_GOLDENS: cli->make_goldens = 1; break;
+        case O_REFERENCE:
+            if (!strcmp(optarg, "ref"))
+                cli->reference = GF_GOLDENS_REF;
+            else if (strcmp(optarg, "transformers"))
+                goto bad_value;
+            break;
         case O_BASELINE:
             if (gf_baseline_load(&cli->bl, optarg, "run") != 0)
                 return GF_EXIT_USAGE;
@@ -390,6 +427,10 @@ static int parse_options(int argc, char **argv, run_cli *cli)
     }
     cli->paths = (const char *const *)(argv + optind);
     cli->n_paths = (size_t)(argc - optind);
+    if (!cli->model && (cli->make_goldens || cli->reference != GF_GOLDENS_TRANSFORMERS)) {
+        gf_cli_error("run: --make-goldens and --reference need --model DIR");
+        return GF_EXIT_USAGE;
+    }
     int cores = gf_cpu_count();
     if (cli->o.jobs == 0) /* default: fill the cores, never oversubscribe them */
         cli->o.jobs = cores / cli->o.threads > 0 ? cores / cli->o.threads : 1;
@@ -560,6 +601,29 @@ int gf_cmd_run(int argc, char **argv)
     int rc = parse_options(argc, argv, &cli);
     if (rc >= 0)
         goto out;
+    if (cli.model) { /* the model suite: its templates instantiated, then an ordinary case file */
+        if (gf_model_suite_open(&cli.ms, "run", cli.model, cli.reference, cli.paths, cli.n_paths) != 0) {
+            rc = GF_EXIT_USAGE;
+            goto out;
+        }
+        gf_model_suite_print(&cli.ms, "run", stdout);
+        if (cli.make_goldens && gf_model_suite_goldens_cached(&cli.ms) < cli.ms.n_goldens) {
+            if ((rc = gf_model_suite_make_goldens(&cli.ms, "run", 0, cli.o.threads)) != GF_EXIT_OK)
+                goto out;
+            gf_model_suite_free(&cli.ms); /* again: now the made goldens are where the suite points */
+            if (gf_model_suite_open(&cli.ms, "run", cli.model, cli.reference, cli.paths, cli.n_paths) != 0) {
+                rc = GF_EXIT_USAGE;
+                goto out;
+            }
+            printf("run: %zu of %zu goldens in the cache\n", gf_model_suite_goldens_cached(&cli.ms), cli.ms.n_goldens);
+        }
+        if (!cli.timeout_given) /* a real checkpoint's case takes minutes on a loaded CPU: the hang guard is longer */
+            cli.o.timeout_s = GF_RUN_MODEL_TIMEOUT_S;
+        fflush(stdout);
+        cli.suite_path[0] = cli.ms.suite_file;
+        cli.paths = cli.suite_path;
+        cli.n_paths = 1;
+    }
     if ((rc = select_cases(&cli, &set, &sel, &n_sel)) >= 0)
         goto done;
 

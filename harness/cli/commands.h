@@ -13,6 +13,7 @@ int gf_cmd_backends(int argc, char **argv);
 int gf_cmd_run(int argc, char **argv);
 int gf_cmd_list(int argc, char **argv);
 int gf_cmd_bless(int argc, char **argv);
+int gf_cmd_goldens(int argc, char **argv);
 int gf_cmd_bench(int argc, char **argv);
 int gf_cmd_compare(int argc, char **argv);
 int gf_cmd_merge(int argc, char **argv);

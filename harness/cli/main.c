@@ -16,6 +16,7 @@ static const gf_command k_commands[] = {
     {"run", gf_cmd_run, "run conformance cases (YAML) on backends, each in its own process"},
     {"list", gf_cmd_list, "list (and check) the conformance cases"},
     {"bless", gf_cmd_bless, "write goldens from a C backend (docs/goldens.md)"},
+    {"goldens", gf_cmd_goldens, "make a model's goldens on demand (transformers) into the user's cache"},
     {"generate", gf_cmd_generate, "generate a continuation (cached or not, streamed, verified)"},
     {"forward", gf_cmd_forward, "write the logits of every position to a safetensors file"},
     {"tokenize", gf_cmd_tokenize, "encode text to token ids, or decode ids to text"},

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_cache.h"
 #include "genfence/engine.h"
 #include "keys.h"
 
@@ -120,6 +121,7 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
     double elems = 2.0 * cfg->n_layer * cfg->n_kv_head * (double)held * cfg->d_head;
     size_t bytes = gf_engine_cache_bytes(e, cache);
     gf_k_metric_int(k, "cache_bytes", (long long)bytes);
+    gf_k_metric_json(k, "kv_cache", gf_kv_cache_json(cfg, 1, cfg->n_positions, bytes));
     gf_k_check(k, (double)bytes >= elems, "cache_bytes covers the layout",
                "cache_bytes %zu for (2, L %d, B 1, H_kv %d, length %d, d_head %d) = %.0f elements", bytes, cfg->n_layer,
                cfg->n_kv_head, held, cfg->d_head, elems);

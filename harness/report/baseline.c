@@ -3,6 +3,7 @@
  * baseline.h. */
 #define _GNU_SOURCE /* vasprintf */
 #include "baseline.h"
+#include "buf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -174,18 +175,6 @@ static int entry_found(const gf_baseline_entry *e, const gf_job *j)
     return j->verdict == e->verdict && (!e->reason_pat || matches(&e->reason_re, j->reason));
 }
 
-static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *str_printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
-
 static json_t *entry_json(const gf_baseline_entry *e)
 {
     json_t *o = json_object();
@@ -235,8 +224,8 @@ static void apply_job(gf_baseline *bl, gf_job *j)
     const char *status;
     if (found) {
         status = "known";
-        why = str_printf("known finding (%s:%d%s%s): %s: %s", e->file, e->line, e->see ? "; see " : "",
-                         e->see ? e->see : "", gf_verdict_str(j->verdict), j->reason ? j->reason : "");
+        why = gf_str_printf("known finding (%s:%d%s%s): %s: %s", e->file, e->line, e->see ? "; see " : "",
+                            e->see ? e->see : "", gf_verdict_str(j->verdict), j->reason ? j->reason : "");
         j->verdict = GF_V_KNOWN;
         bl->known++;
     } else if (gf_verdict_passed(j->verdict)) {
@@ -244,14 +233,14 @@ static void apply_job(gf_baseline *bl, gf_job *j)
         char see[600] = "";
         if (e->see)
             snprintf(see, sizeof see, ", written up in %s", e->see);
-        why = str_printf("fixed: %s:%d expects %s%s, and it passed; remove the entry once the fix is confirmed",
-                         e->file, e->line, gf_verdict_str(e->verdict), see);
+        why = gf_str_printf("fixed: %s:%d expects %s%s, and it passed; remove the entry once the fix is confirmed",
+                            e->file, e->line, gf_verdict_str(e->verdict), see);
         j->verdict = GF_V_FIXED;
         bl->fixed++;
     } else {
         status = "differs"; /* a different finding than the known one: still a failure */
-        why = str_printf("not the known finding (%s:%d expects %s): %s", e->file, e->line, want,
-                         j->reason ? j->reason : "");
+        why = gf_str_printf("not the known finding (%s:%d expects %s): %s", e->file, e->line, want,
+                            j->reason ? j->reason : "");
         bl->differ++;
     }
     json_object_set_new(b, "status", json_string(status));

@@ -1,4 +1,5 @@
 /* A growable byte buffer. */
+#define _GNU_SOURCE /* vasprintf */
 #include "buf.h"
 
 #include <stdarg.h>
@@ -43,4 +44,15 @@ void gf_buf_free(gf_buf *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);
+}
+
+char *gf_str_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
 }

@@ -17,4 +17,7 @@ void gf_buf_puts(gf_buf *b, const char *s);
 void gf_buf_printf(gf_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gf_buf_free(gf_buf *b); /* frees p and clears b */
 
+/* A malloc'd string printed by fmt; NULL on OOM. */
+char *gf_str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -265,13 +265,78 @@ gf_status gf_case_hash(const json_t *case_obj, char hex[65])
     return GF_OK;
 }
 
+/* The weights' line of the model hash: sha256(model.safetensors); for a
+ * sharded checkpoint (no model.safetensors, a model.safetensors.index.json),
+ * sha256 of "<sha256(index)>\n" then "<sha256(shard)>\n" for each shard the
+ * index's weight_map names, in byte order of their names (golden.py: the same). */
+static gf_status weights_hash(const char *dir, char hex[65])
+{
+    char path[4096], h[65];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "rb");
+    if (f || errno != ENOENT) {
+        if (f)
+            fclose(f);
+        return gf_sha256_file(path, hex);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    json_error_t je;
+    json_t *idx = json_load_file(path, 0, &je);
+    if (!idx) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        return gf_sha256_file(path, hex); /* the error names the single file */
+    }
+    gf_status st = gf_sha256_file(path, h);
+    json_t *wm = json_object_get(idx, "weight_map");
+    size_t n = 0;
+    const char **names = calloc(json_object_size(wm) + 1, sizeof *names);
+    const char *k;
+    json_t *v;
+    json_object_foreach(wm, k, v)
+    {
+        const char *s = json_string_value(v);
+        size_t i;
+        for (i = 0; s && i < n && strcmp(names[i], s); i++)
+            ;
+        if (s && i == n && names)
+            names[n++] = s;
+    }
+    if (st == GF_OK && (!names || !json_is_object(wm) || !n))
+        st = gf_error_set(GF_E_FORMAT, "%s: no weight_map naming the shards", path);
+    for (size_t i = 1; i < n; i++) /* byte order */
+        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    gf_sha256 s;
+    gf_sha256_init(&s);
+    gf_sha256_update(&s, h, 64);
+    gf_sha256_update(&s, "\n", 1);
+    for (size_t i = 0; st == GF_OK && i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if ((st = gf_sha256_file(path, h)) == GF_OK) {
+            gf_sha256_update(&s, h, 64);
+            gf_sha256_update(&s, "\n", 1);
+        }
+    }
+    gf_sha256_hex(&s, hex);
+    free(names);
+    json_decref(idx);
+    return st;
+}
+
 gf_status gf_model_hash(const char *dir, char hex[65])
 {
-    static const char *const files[3] = {"config.json", "model.safetensors", "tokenizer.json"};
+    static const char *const files[3] = {"config.json", NULL, "tokenizer.json"};
     char cat[3 * 65 + 1] = "", path[4096], h[65];
     for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        gf_status st = gf_sha256_file(path, h);
+        gf_status st;
+        if (files[i]) {
+            snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+            st = gf_sha256_file(path, h);
+        } else
+            st = weights_hash(dir, h);
         if (st != GF_OK)
             return st;
         strcat(cat, h);

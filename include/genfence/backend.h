@@ -128,6 +128,11 @@ typedef struct gf_backend_info {
      * the CPU model (run.json audit, compare, the scoreboard's columns): a
      * changed path explains a changed figure. */
     const char *cpu_path;
+    /* Added by growing the struct (as above; unset: 0): the GF_MODEL_NEEDS_*
+     * bits (model_desc.h) this backend implements. genfence loads a model
+     * whose desc->needs has a bit not in here nowhere near the backend: it
+     * refuses with the feature named (GF_E_UNSUPPORTED). */
+    uint32_t model_features;
 } gf_backend_info;
 
 /* For the info slot: copy the backend's answer `mine` (built as a whole

@@ -38,7 +38,23 @@ typedef enum gf_rope_scaling {
     GF_ROPE_SCALING_NONE = 0,
     GF_ROPE_SCALING_LINEAR = 1, /* inv_freq / factor */
     GF_ROPE_SCALING_LLAMA3 = 2, /* per-frequency blend, see engine/config.c */
+    /* added within ABI 2: these two also scale cos and sin by
+     * gf_model_desc.rope_attn_factor (GF_MODEL_NEEDS_ROPE_ATTN_FACTOR) */
+    GF_ROPE_SCALING_YARN = 3,     /* NTK-by-parts ramp between interpolation and extrapolation */
+    GF_ROPE_SCALING_LONGROPE = 4, /* per-frequency factors (short or long, fixed at load) */
+    GF_ROPE_SCALING_DYNAMIC = 5,  /* NTK past max_position_embeddings only: within the context the default */
 } gf_rope_scaling;
+
+/* What a model needs from a backend beyond plain causal attention and
+ * rotate-half RoPE: gf_model_desc.needs. A backend says which it implements
+ * in gf_backend_info.model_features; genfence refuses to load a model onto a
+ * backend that does not declare every bit the model needs (a backend built
+ * before these existed declares none), so nothing is silently ignored. */
+typedef enum gf_model_need {
+    GF_MODEL_NEEDS_SLIDING_WINDOW = 1u << 0,   /* gf_model_desc.layer_window */
+    GF_MODEL_NEEDS_ROPE_ATTN_FACTOR = 1u << 1, /* gf_model_desc.rope_attn_factor */
+} gf_model_need;
+#define GF_MODEL_NEEDS_KNOWN (GF_MODEL_NEEDS_SLIDING_WINDOW | GF_MODEL_NEEDS_ROPE_ATTN_FACTOR)
 
 typedef struct gf_model_config {
     gf_arch arch;
@@ -108,7 +124,25 @@ typedef struct gf_model_desc {
     gf_model_config config;
     gf_model_weights weights;
     const char *name; /* e.g. the model directory; informational */
+    /* Added within ABI 2 at the end: read only when struct_size covers them
+     * (gf_model_desc_has); a shorter desc needs nothing (0 / NULL / 1). */
+    uint32_t needs; /* GF_MODEL_NEEDS_* bits */
+    /* (L) per layer: 0 = full causal attention; w >= 1 = sliding window: the
+     * query at cache index p sees only keys j with p - w < j <= p (w keys, its
+     * own included), as transformers' eager / sdpa mask for Mistral and
+     * Qwen2 (`j <= p - sliding_window` masked). NULL unless
+     * GF_MODEL_NEEDS_SLIDING_WINDOW. */
+    const int32_t *layer_window;
+    /* The factor transformers multiplies cos and sin by (float32,
+     * `attention_scaling`: YaRN's mscale 0.1 ln(factor) + 1 or its
+     * attention_factor, longrope's sqrt(1 + ln(factor) / ln(original))), so
+     * q and k are each scaled by it after rotation. 1 unless
+     * GF_MODEL_NEEDS_ROPE_ATTN_FACTOR. */
+    float rope_attn_factor;
 } gf_model_desc;
+
+/* Does desc carry `field` (struct_size covers it)? */
+#define gf_model_desc_has(desc, field) ((desc)->struct_size >= offsetof(gf_model_desc, field) + sizeof((desc)->field))
 
 #ifdef __cplusplus
 }

@@ -92,7 +92,8 @@ write("shard_no_weight_map", cfg, base, shards=2, index_edit=lambda i: i.pop("we
 d = write("both_single_and_index", cfg, base, shards=2)
 save_file(base, os.path.join(d, "model.safetensors"))
 # config
-write("rope_yarn", dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4.0}), base)
+write("rope_dynamic", dict(cfg, rope_scaling={"rope_type": "dynamic"}), base)
+write("rope_yarn_mscale", dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4.0, "mscale": 1.0}), base)
 write("rope_linear_no_factor", dict(cfg, rope_scaling={"rope_type": "linear"}), base)
 write("rope_llama3_partial", dict(cfg, rope_scaling={"rope_type": "llama3", "factor": 8.0}), base)
 write("odd_head_dim", dict(cfg, head_dim=3), base)
@@ -165,14 +166,15 @@ run_case shard_path_escape 2 "weight_map entry 'model.norm.weight' must name a s
     "'../x.safetensors'"
 run_case shard_no_weight_map 2 "shard_no_weight_map/model.safetensors.index.json: expected an object with a non-empty 'weight_map'"
 run_case both_single_and_index 2 "both model.safetensors and model.safetensors.index.json are present"
-run_case rope_yarn 2 "rope_yarn/config.json: rope_scaling rope_type 'yarn' is not supported (supported: linear, llama3)"
+run_case rope_dynamic 2 "rope_dynamic/config.json: rope_scaling (dynamic) is missing 'factor'"
+run_case rope_yarn_mscale 2 "rope_yarn_mscale/config.json: rope_scaling (yarn) has 'mscale' but no 'attention_factor'"
 run_case rope_linear_no_factor 2 "rope_linear_no_factor/config.json: rope_scaling (linear) is missing 'factor'"
 run_case rope_llama3_partial 2 "rope_llama3_partial/config.json: rope_scaling (llama3) is missing 'low_freq_factor'"
 run_case odd_head_dim 2 "odd_head_dim/config.json: head dimension 3 must be even"
 run_case gqa_not_divisible 2 "gqa_not_divisible/config.json: num_attention_heads 3 is not a multiple of num_key_value_heads 2"
 run_case hidden_act_gelu 2 "hidden_act_gelu/config.json: hidden_act 'gelu' is not supported for llama (supported: silu)"
 run_case attention_bias 2 "attention_bias/config.json: attention_bias true"
-run_case qwen2_sliding 2 "qwen2_sliding/config.json: use_sliding_window true"
+run_case qwen2_sliding 2 "qwen2_sliding/config.json: use_sliding_window true with max_window_layers 28 (the default)"
 run_case no_hidden_size 2 "no_hidden_size/config.json: missing required key 'hidden_size'"
 
 if [[ $failures -ne 0 ]]; then

@@ -104,9 +104,9 @@ with open(os.path.join(d, "config.json"), "w") as f:
     f.write('{\n  "model_type": "gpt2",\n  "vocab_size": 16,,\n  "n_embd": 8\n}\n')
 
 # unsupported model_type
-d = copy("mistral")
+d = copy("gemma2")
 with open(os.path.join(d, "config.json"), "w") as f:
-    json.dump(dict(cfg, model_type="mistral"), f)
+    json.dump(dict(cfg, model_type="gemma2"), f)
 PY
 
 failures=0
@@ -154,7 +154,7 @@ run_case missing_tensor 2 "missing_tensor/model.safetensors: tensor 'h.1.mlp.c_p
 run_case shape_mismatch 2 "shape_mismatch/model.safetensors: tensor 'transformer.wpe.weight': shape [8, 8]" \
     "expected (n_positions, n_embd) = [16, 8]"
 run_case bad_config 2 "bad_config/config.json: invalid JSON at line 3"
-run_case mistral 2 "mistral/config.json: model_type 'mistral' is not supported"
+run_case gemma2 2 "gemma2/config.json: model_type 'gemma2' is not supported"
 run_case no_such_dir 2 "no_such_dir" "No such file or directory"
 
 if [[ $failures -ne 0 ]]; then

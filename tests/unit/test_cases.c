@@ -386,3 +386,36 @@ Test(suites, default_and_detect_cases_load)
     }
     gf_case_set_free(&set);
 }
+
+/* ---- a models: list (docs/cases.md "Common keys") ---- */
+
+Test(models_list, one_case_per_model)
+{
+    gf_case_set set;
+    int rc = load("cases:\n"
+                  "  - id: s\n"
+                  "    kind: stream_decode\n"
+                  "    models: [models/a, /abs/b/]\n"
+                  "    text: \"x\"\n",
+                  &set);
+    cr_assert_eq(rc, GF_OK, "%s", set.n_errors ? set.errors[0] : "");
+    cr_assert_eq(set.n, 2);
+    cr_assert_str_eq(set.cases[0].id, "s.a");
+    cr_assert_str_eq(set.cases[0].model, "/repo/models/a");
+    cr_assert_str_eq(set.cases[1].id, "s.b");
+    cr_assert_str_eq(set.cases[1].model, "/abs/b/");
+    /* each copy's tree is the case as if written with `model:` and its own id (what its hash covers) */
+    cr_assert_str_eq(json_string_value(json_object_get(set.cases[1].tree, "model")), "/abs/b/");
+    cr_assert_str_eq(json_string_value(json_object_get(set.cases[1].tree, "id")), "s.b");
+    cr_assert_null(json_object_get(set.cases[1].tree, "models"));
+    gf_case_set_free(&set);
+}
+
+Test(models_list, refused_forms)
+{
+    expect_error("cases:\n  - {id: s, kind: stream_decode, model: a, models: [b], text: x}\n",
+                 "give 'model' or a 'models' list, not both");
+    expect_error("cases:\n  - {id: s, kind: stream_decode, models: [], text: x}\n",
+                 "'models' must be a non-empty list");
+    expect_error("cases:\n  - {id: s, kind: stream_decode, models: [a, a/], text: x}\n", "duplicate id 's.a'");
+}

@@ -227,10 +227,10 @@ Test(config, not_an_object)
 Test(config, unsupported_model_type)
 {
     json_t *j = base_config();
-    json_object_set_new(j, "model_type", json_string("mistral"));
+    json_object_set_new(j, "model_type", json_string("gemma2"));
     gf_model_config c;
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "model_type 'mistral' is not supported",
-              "gpt2, llama, qwen2", NULL);
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "model_type 'gemma2' is not supported",
+              "gpt2, llama, qwen2, mistral", NULL);
 }
 
 Test(config, missing_file)
@@ -609,8 +609,8 @@ Test(model, config_errors_propagate)
     expect_load_fail(write_model("m", c, &o), GF_E_FORMAT, "m/config.json: key 'n_embd' must be an integer, got string",
                      NULL);
     c = base_config();
-    json_object_set_new(c, "model_type", json_string("mistral"));
-    expect_load_fail(write_model("m2", c, &o), GF_E_UNSUPPORTED, "model_type 'mistral'", NULL);
+    json_object_set_new(c, "model_type", json_string("gemma2"));
+    expect_load_fail(write_model("m2", c, &o), GF_E_UNSUPPORTED, "model_type 'gemma2'", NULL);
 }
 
 Test(model, safetensors_errors_propagate)
@@ -647,6 +647,60 @@ static json_t *llama_config(const char *type)
                           "max_position_embeddings", 256);
     cr_assert(c);
     return c;
+}
+
+/* Mistral, Qwen2's sliding window, YaRN and longrope as transformers 4.47.1
+ * reads them, and the keys whose meaning changed after it refused (the
+ * forward against transformers: tests/cli/rope_variants.sh) */
+Test(config, rope_variants)
+{
+    gf_model_config c;
+    json_t *j = llama_config("mistral");
+    json_object_set_new(j, "num_attention_heads", json_integer(16));
+    cr_assert(load_cfg(j, &c) == GF_OK, "%s", gf_error_msg());
+    cr_assert(c.n_kv_head == 8 && c.qkv_bias == 0, "MistralConfig: 8 kv heads absent the key, got %d", c.n_kv_head);
+    j = llama_config("mistral");
+    json_object_set_new(j, "num_key_value_heads", json_integer(2));
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "linear", "factor", 2.0));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "rope_scaling on a mistral model", NULL);
+    j = llama_config("mistral");
+    json_object_set_new(j, "num_key_value_heads", json_integer(2));
+    json_object_set_new(j, "sliding_window", json_integer(0));
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "key 'sliding_window' is 0", NULL);
+    j = llama_config("qwen2");
+    json_object_set_new(j, "num_key_value_heads", json_integer(2));
+    json_object_set_new(j, "use_sliding_window", json_true());
+    check_msg(load_cfg(json_incref(j), &c), GF_E_UNSUPPORTED, "max_window_layers 28 (the default)", NULL);
+    json_object_set_new(j, "max_window_layers", json_integer(0));
+    cr_assert(load_cfg(j, &c) == GF_OK, "%s", gf_error_msg());
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "yarn", "factor", 4.0));
+    cr_assert(load_cfg(j, &c) == GF_OK && c.rope_scaling == GF_ROPE_SCALING_YARN && c.rope_factor == 4.0f);
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling",
+                        json_pack("{s:s, s:f, s:f}", "rope_type", "yarn", "factor", 4.0, "mscale_all_dim", 1.0));
+    check_msg(load_cfg(json_incref(j), &c), GF_E_UNSUPPORTED, "'mscale_all_dim' but no 'attention_factor'", NULL);
+    json_object_set_new(json_object_get(j, "rope_scaling"), "attention_factor", json_real(1.2));
+    cr_assert(load_cfg(j, &c) == GF_OK, "%s", gf_error_msg());
+    j = llama_config("llama");
+    json_object_set_new(
+        j, "rope_scaling",
+        json_pack("{s:s, s:f, s:i}", "rope_type", "yarn", "factor", 4.0, "original_max_position_embeddings", 64));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, "original_max_position_embeddings differs", NULL);
+    j = llama_config("llama"); /* head_dim 32: 16 factors each */
+    json_t *f16 = json_array();
+    for (int i = 0; i < 16; i++)
+        json_array_append_new(f16, json_real(1.0 + i));
+    json_object_set_new(j, "original_max_position_embeddings", json_integer(128));
+    json_object_set_new(
+        j, "rope_scaling",
+        json_pack("{s:s, s:o, s:O}", "rope_type", "longrope", "short_factor", json_deep_copy(f16), "long_factor", f16));
+    cr_assert(load_cfg(json_incref(j), &c) == GF_OK && c.rope_scaling == GF_ROPE_SCALING_LONGROPE, "%s",
+              gf_error_msg());
+    json_array_remove(f16, 0);
+    json_object_set_new(json_object_get(j, "rope_scaling"), "long_factor", json_deep_copy(f16));
+    check_msg(load_cfg(j, &c), GF_E_FORMAT, "'long_factor' must be a list of 16 numbers", NULL);
+    json_decref(f16);
 }
 
 Test(config, llama_defaults)
@@ -709,8 +763,12 @@ Test(config, qwen2_defaults_and_refusals)
               NULL);
     j = llama_config("llama");
     json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "dynamic", "factor", 2.0));
-    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "rope_type 'dynamic' is not supported",
-              "linear, llama3", NULL);
+    cr_assert(load_cfg(j, &c) == GF_OK && c.rope_scaling == GF_ROPE_SCALING_DYNAMIC && c.rope_factor == 2.0f, "%s",
+              gf_error_msg());
+    j = llama_config("llama");
+    json_object_set_new(j, "rope_scaling", json_pack("{s:s, s:i}", "rope_type", "su", "factor", 2));
+    check_msg(load_cfg(j, &c), GF_E_UNSUPPORTED, tf_path("config.json"), "rope_type 'su' is not supported",
+              "linear, llama3, yarn, longrope, dynamic", NULL);
     j = llama_config("llama");
     json_object_set_new(j, "rope_scaling",
                         json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", 8.0, "low_freq_factor",

@@ -41,7 +41,9 @@ Hashes, defined once (docs/goldens.md) and computed identically by genfence:
                 no whitespace, numbers in shortest round-trip form) without the
                 comparison-only top-level keys atol, gate, tags, backends,
                 golden, description
-  model hash  = sha256 of "<sha256(config.json)>\\n<sha256(model.safetensors)>\\n<sha256(tokenizer.json)>\\n"
+  model hash  = sha256 of "<sha256(config.json)>\\n<weights>\\n<sha256(tokenizer.json)>\\n", weights =
+                sha256(model.safetensors), or for a sharded checkpoint sha256 of
+                "<sha256(index)>\\n" + "<sha256(shard)>\\n" per shard, names in byte order
   data_sha256 = sha256 over every tensor's raw little-endian bytes, tensors in
                 byte order of their names
 
@@ -54,6 +56,9 @@ Usage:
   tools/reference/golden.py --genfence build/genfence --check-hashes [CASE_PATHS...]
       (no torch needed: recompute every case's hash and every model hash and
        compare them with genfence's; exit 1 on a disagreement)
+  tools/reference/golden.py --versions
+      (the generator's versions line, no torch import: part of a cached
+       golden's address, docs/goldens.md "Goldens on demand")
   tools/reference/golden.py --verify FILE...
       (check a golden's format and data_sha256)
 """
@@ -145,9 +150,49 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+def weights_hash(model_dir):
+    """sha256(model.safetensors); for a sharded checkpoint (no model.safetensors,
+    a model.safetensors.index.json) sha256 of "<sha256(index)>\\n" then
+    "<sha256(shard)>\\n" per shard its weight_map names, in byte order of the names."""
+    single = os.path.join(model_dir, "model.safetensors")
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(single) or not os.path.isfile(index):
+        return sha256_file(single)
+    with open(index, encoding="utf-8") as f:
+        shards = sorted(set(json.load(f)["weight_map"].values()), key=lambda n: n.encode("utf-8"))
+    lines = [sha256_file(index)] + [sha256_file(os.path.join(model_dir, n)) for n in shards]
+    return hashlib.sha256("".join(x + "\n" for x in lines).encode("ascii")).hexdigest()
+
+
 def model_hash(model_dir):
-    parts = [sha256_file(os.path.join(model_dir, n)) for n in ("config.json", "model.safetensors", "tokenizer.json")]
+    parts = [sha256_file(os.path.join(model_dir, "config.json")), weights_hash(model_dir),
+             sha256_file(os.path.join(model_dir, "tokenizer.json"))]
     return hashlib.sha256("".join(p + "\n" for p in parts).encode("ascii")).hexdigest()
+
+
+GENERATOR_FILES = ("golden.py", "reference.py", "gf_random.py")
+
+
+def versions_line():
+    """One line naming the generator's versions without importing torch
+    (importlib.metadata), and the sha256 of this maker's own sources: the
+    generator part of a cached golden's address (genfence run --model,
+    docs/goldens.md "Goldens on demand"). None and what is missing when the
+    packages are not installed."""
+    from importlib import metadata
+    missing, parts = [], []
+    for pkg in ("transformers", "torch", "tokenizers", "safetensors", "numpy"):
+        try:
+            parts.append(f"{pkg} {metadata.version(pkg)}")
+        except metadata.PackageNotFoundError:
+            missing.append(pkg)
+    if missing:
+        return None, missing
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for n in GENERATOR_FILES:
+        h.update(open(os.path.join(here, n), "rb").read())
+    return ", ".join(parts) + f", makers {h.hexdigest()[:16]}", []
 
 
 def data_sha256(tensors):
@@ -318,7 +363,8 @@ def check_hashes(entries):
                 models[d] = model_hash(d)
             if models[d] != e["model_hash"]:
                 bad.append((f"model {d} (case {e['id']})", models[d], e["model_hash"]))
-        elif d and os.path.isfile(os.path.join(d, "model.safetensors")):
+        elif d and (os.path.isfile(os.path.join(d, "model.safetensors")) or
+                    os.path.isfile(os.path.join(d, "model.safetensors.index.json"))):
             bad.append((f"model {d} (case {e['id']})", "readable", "genfence could not hash it"))
     return bad
 
@@ -347,10 +393,19 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--check-hashes", action="store_true",
                     help="compare every case hash and model hash with genfence's; write nothing")
+    ap.add_argument("--versions", action="store_true",
+                    help="print the generator's versions line (no torch import); exit 3 naming what is missing")
     ap.add_argument("--verify", nargs="+", metavar="FILE", help="check goldens' format and data_sha256")
     ap.add_argument("paths", nargs="*", help="case files or directories (default: genfence's default suite)")
     a = ap.parse_args(argv)
 
+    if a.versions:
+        line, missing = versions_line()
+        if line is None:
+            print(f"missing Python packages: {', '.join(missing)} (in {sys.executable})")
+            return 3
+        print(line)
+        return 0
     if a.verify:
         rc = 0
         for f in a.verify:
@@ -434,6 +489,7 @@ def main(argv=None):
             "seed": str(s["seed"]),
             "decoding": "each prompt alone, uncached full recompute (" + type(model).__name__ + ", float32)",
             "fp32_spread": "%.6g" % spread,
+            "generator_versions": versions_line()[0] or "",
         }
         out = os.path.join(a.out_dir, case["id"] + ".safetensors") if a.out_dir else e["golden"]
         write_golden(out, tensors, meta)

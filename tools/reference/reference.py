@@ -51,7 +51,8 @@ def versions():
     return f"transformers {transformers.__version__} / torch {torch.__version__}"
 
 
-MODEL_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+MODEL_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                 "mistral": "MistralForCausalLM"}
 
 
 def model_type(model_dir):

@@ -39,6 +39,11 @@ gf_status gf_backend_available(const gf_backend_ops *ops, char *why, size_t why_
  * without the slot, else the slot's error; *info_out is filled either way. */
 gf_status gf_backend_describe(const gf_backend_ops *ops, const gf_backend_options *opts, gf_backend_info *info_out);
 
+/* GF_OK when the backend's info declares every GF_MODEL_NEEDS_* bit desc
+ * needs (model_features); else GF_E_UNSUPPORTED naming what is missing.
+ * gf_engine_create calls it before model_load. */
+gf_status gf_backend_check_needs(const gf_backend_ops *ops, const gf_model_desc *desc, const gf_backend_options *opts);
+
 /* Does the table hold a set `sample` slot? */
 int gf_backend_has_sample(const gf_backend_ops *ops);
 

@@ -25,9 +25,13 @@ typedef struct gf_model gf_model;
  * tie_word_embeddings (false), hidden_act ("silu" only), bos/eos_token_id (a
  * list: its first), rope_scaling null or rope_type "linear" (factor) /
  * "llama3" (factor, low_freq_factor, high_freq_factor,
- * original_max_position_embeddings); any other rope_type, attention_bias or
- * mlp_bias true, qwen2's use_sliding_window true, partial_rotary_factor != 1
- * are GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
+ * original_max_position_embeddings) / "yarn" / "longrope" / "dynamic"; model_type
+ * "mistral" (llama with sliding_window, absent: 4096, null: none; kv heads
+ * absent: 8) and qwen2's use_sliding_window (with max_window_layers 0) give
+ * the desc's layer_window. Any other rope_type,
+ * attention_bias or mlp_bias true, partial_rotary_factor != 1, and the keys
+ * whose meaning changed after transformers 4.47.1 (docs/model-files.md) are
+ * GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
  * are GF_E_FORMAT naming the file and the key. */
 gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out);
 

@@ -7,6 +7,8 @@
 /* Parse one YAML document into a node tree (case.c, libyaml); NULL with
  * errors recorded in ctx. */
 gf_ynode *gf_yaml_parse(gf_cctx *ctx, const char *text, size_t len);
+/* A deep copy of a node tree, read flags cleared (a models: list's copies, load.c); NULL on OOM. */
+gf_ynode *gf_ynode_clone(const gf_ynode *src);
 /* "FILE:LINE:COL: message" into ctx. */
 void gf_y_error_at(gf_cctx *ctx, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
