@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler_internal.h" /* gf_sample_row_valid: validated once, at the top */
+#include "sampler_internal.h" /* gf_sample_row_valid, gf_sampler_ext_load: validated once, at the top */
 
 const char *gf_stop_reason_str(gf_stop_reason r)
 {
@@ -99,6 +99,7 @@ typedef struct gen_state {
     gf_sample_result *results; /* (B) */
     uint8_t *finished;         /* (B) */
     uint8_t *finished_before;  /* (B) */
+    double *mu;                /* (B) llamacpp's mirostat state per row; NULL when off */
     void *cache;
 } gen_state;
 
@@ -116,6 +117,7 @@ static void state_free(gf_engine *e, gen_state *s)
     free(s->results);
     free(s->finished);
     free(s->finished_before);
+    free(s->mu);
 }
 
 /* Copy columns [c0, c0 + n) of a (B, cap) matrix into a packed (B, n) one. */
@@ -291,12 +293,32 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts, co
         goto fail;
     }
 
+    /* llamacpp's mirostat: each row's mu, carried from step to step (the
+     * sampler is stateless: mu goes in as mirostat_mu) */
+    gf_sampler_ext miro_ext;
+    gf_sampler_params miro_p = p->sampler;
+    const int miro = p->sampler.ext && gf_sampler_ext_load(&p->sampler, &miro_ext) == GF_OK &&
+                     miro_ext.profile == GF_PROFILE_LLAMACPP && miro_ext.mirostat;
+    if (miro) {
+        s.mu = malloc((size_t)B * sizeof *s.mu);
+        if (!s.mu) {
+            st = gf_error_set(GF_E_NOMEM, "generate: mirostat state for %d rows", B);
+            goto fail;
+        }
+        for (int32_t b = 0; b < B; b++)
+            s.mu[b] = miro_ext.use_mirostat_mu ? miro_ext.mirostat_mu : 2.0 * miro_ext.mirostat_tau;
+        miro_ext.use_mirostat_mu = 1;
+        miro_p.ext = &miro_ext;
+    }
+
     for (int32_t step = 0;; step++) {
         /* sample every row; a finished row emits eos_id */
         memcpy(s.finished_before, s.finished, (size_t)B);
         for (int32_t b = 0; b < B; b++) {
             uint64_t seq_id = p->seq_ids ? p->seq_ids[b] : (uint64_t)b;
-            st = gf_sample_row_valid(s.logits + (size_t)b * V, V, &p->sampler, g->tokens[b], g->n_tokens[b],
+            if (miro)
+                miro_ext.mirostat_mu = s.mu[b];
+            st = gf_sample_row_valid(s.logits + (size_t)b * V, V, &miro_p, g->tokens[b], g->n_tokens[b],
                                      g->prompt_len[b], p->eos_id, seq_id, (uint64_t)step,
                                      &s.results[b]); /* history: the row's tokens */
             if (st != GF_OK) {
@@ -311,6 +333,13 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts, co
                 st = gf_error_set(GF_E_INVALID_ARG, "generate: forced token %d at row %d, step %d is outside [0, %d)",
                                   tok, b, step, V);
                 goto fail;
+            }
+            if (miro && !s.finished[b]) { /* mu after this token (a forced one outside the kept set: unchanged) */
+                double mu = s.mu[b];
+                if (gf_sampler_mirostat_mu(s.logits + (size_t)b * V, V, &miro_p, tok, &mu) == GF_OK)
+                    s.mu[b] = mu;
+                else
+                    gf_error_clear();
             }
             s.step_tokens[b] = tok;
             s.seq[(size_t)b * s.cap + s.width] = tok;

@@ -365,3 +365,32 @@ int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token)
             return 1;
     return 0;
 }
+
+gf_status gf_sampler_mirostat_mu(const float *logits, int32_t V, const gf_sampler_params *p, int32_t token,
+                                 double *mu_out)
+{
+    if (!p || !mu_out)
+        return gf_error_set(GF_E_INVALID_ARG, "mirostat mu: NULL params or output");
+    gf_sampler_ext e;
+    gf_status st = gf_sampler_ext_load(p, &e);
+    if (st != GF_OK)
+        return st;
+    if (!p->ext || e.profile != GF_PROFILE_LLAMACPP || !e.mirostat)
+        return gf_error_set(GF_E_INVALID_ARG, "mirostat mu: mirostat is off (llamacpp's mirostat 1 or 2)");
+    if (token < 0 || token >= V)
+        return gf_error_set(GF_E_INVALID_ARG, "mirostat mu: token %d is outside the vocabulary (%d)", (int)token,
+                            (int)V);
+    double *probs = malloc((size_t)V * sizeof *probs); /* (V) */
+    if (!probs)
+        return gf_error_set(GF_E_NOMEM, "mirostat mu: %d probabilities", (int)V);
+    st = gf_sampler_probs(logits, V, p, probs);
+    const double pt = st == GF_OK ? probs[token] : 0.0;
+    free(probs);
+    if (st != GF_OK)
+        return st;
+    if (!(pt > 0.0))
+        return gf_error_set(GF_E_INVALID_ARG, "mirostat mu: token %d was not kept at this step", (int)token);
+    const double mu = e.use_mirostat_mu ? e.mirostat_mu : 2.0 * e.mirostat_tau;
+    *mu_out = mu - e.mirostat_eta * (-log2(pt) - e.mirostat_tau);
+    return GF_OK;
+}

@@ -1,7 +1,7 @@
 /* The sampler chain under a profile (include/genfence/sampler.h,
  * docs/sampler.md "Profiles" and "Filters"): logit bias, the min_new_tokens
  * EOS ban, penalties over the history, temperature, top-k, top-p, min-p,
- * typical-p, in the profile's order, each with that engine's rule. The draw
+ * typical-p and llamacpp's XTC, top-n-sigma and DRY, in the profile's order, each with that engine's rule. The draw
  * (the Philox race) is sampler.c's for every profile. Between the two other
  * sampler files: it reads the profile's names and extension
  * (sampler_profile.c), sampler.c calls it.
@@ -16,6 +16,9 @@
 #include "sampler_internal.h"
 
 typedef gf_zi zi;
+
+/* mirostat's place after temperature: not a stage a chain can name */
+#define GF_STAGE_MIROSTAT_ 100
 
 int gf_zi_cmp_desc(const void *a, const void *b)
 {
@@ -364,6 +367,178 @@ static gf_status stage_xtc(chain_ctx *c, double *pr_buf, uint8_t *keep)
     return GF_OK;
 }
 
+/* llama.cpp's top-n-sigma: with the mean and the population standard
+ * deviation sigma of the finite z, every z < z_max - n * sigma goes (strict:
+ * one exactly at the bound stays, and so do all ties with the maximum).
+ * n <= 0 or fewer than 2 candidates: off. */
+static gf_status stage_top_n_sigma(chain_ctx *c)
+{
+    const double n_sigma = c->e->top_n_sigma;
+    if (!(n_sigma > 0.0) || count_finite(c->z, c->V) < 2)
+        return GF_OK;
+    double zmax = -INFINITY, sum = 0.0, acc = 0.0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->V; i++)
+        if (c->z[i] != -INFINITY) {
+            zmax = c->z[i] > zmax ? c->z[i] : zmax;
+            sum += c->z[i];
+            n++;
+        }
+    const double mean = sum / n;
+    for (int32_t i = 0; i < c->V; i++)
+        if (c->z[i] != -INFINITY)
+            acc += (c->z[i] - mean) * (c->z[i] - mean);
+    const double bound = zmax - n_sigma * sqrt(acc / n);
+    for (int32_t i = 0; i < c->V; i++)
+        if (c->z[i] < bound)
+            c->z[i] = -INFINITY;
+    return GF_OK;
+}
+
+/* llama.cpp's DRY over the last dry_penalty_last_n ids of the history
+ * (-1: all), h[0] the most recent (llama.cpp's ring buffer read from the
+ * end, rat()). Off: multiplier 0, base < 1, window 0, or a window no longer
+ * than allowed_length. The repeat limit is the distance back to the nearest
+ * breaker (none: the window); under allowed_length: off. For each k in
+ * [1, L), n is the length of the longest common run of h[0..] and h[k..]
+ * (n + k < L), capped at the limit; when n >= allowed_length the token that
+ * followed that earlier run, h[k - 1], would extend the repeat to n + 1: it
+ * gets the largest such n over k. Every such token but a breaker loses
+ * multiplier * base^(n - allowed_length) (the exponent capped, as llama.cpp
+ * caps it, at 88.7228391 / ln base when base > 1.000001). */
+static int is_breaker(const gf_sampler_ext *e, int32_t t)
+{
+    for (int32_t b = 0; b < e->n_dry_breakers; b++)
+        if (e->dry_breakers[b] == t)
+            return 1;
+    return 0;
+}
+
+static gf_status stage_dry(chain_ctx *c)
+{
+    const gf_sampler_ext *e = c->e;
+    if (e->dry_multiplier == 0.0 || !(e->dry_base >= 1.0) || e->dry_penalty_last_n == 0)
+        return GF_OK;
+    int32_t L =
+        e->dry_penalty_last_n < 0 || e->dry_penalty_last_n > e->n_history ? e->n_history : e->dry_penalty_last_n;
+    const int32_t allowed = e->dry_allowed_length;
+    if (L <= allowed)
+        return GF_OK;
+    const int32_t *h0 = e->history + e->n_history - 1; /* h(i) = h0[-i] */
+#define H(i) (h0[-(i)])
+    int32_t limit = L;
+    for (int32_t i = 0; i < L; i++)
+        if (is_breaker(e, H(i))) {
+            limit = i;
+            break;
+        }
+    if (limit < allowed)
+        return GF_OK;
+    int32_t *longest = malloc((size_t)c->V * sizeof *longest); /* (V) the largest n per token, -1 none */
+    if (!longest)
+        return gf_error_set(GF_E_NOMEM, "sampler: DRY scratch for %d tokens", (int)c->V);
+    for (int32_t t = 0; t < c->V; t++)
+        longest[t] = -1;
+    int any = 0;
+    for (int32_t k = 1; k < L; k++) {
+        int32_t n = 0;
+        while (n + k < L && H(n) == H(n + k))
+            n++;
+        if (n > limit)
+            n = limit;
+        if (n >= allowed) { /* allowed 0: even n 0 counts, as in llama.cpp */
+            const int32_t t = H(k - 1);
+            if (t >= 0 && t < c->V && n > longest[t]) {
+                longest[t] = n;
+                any = 1;
+            }
+        }
+    }
+    int32_t max_exp = 0;
+    if (e->dry_base > 1.000001)
+        max_exp = (int32_t)(88.7228391 / log(e->dry_base));
+    for (int32_t t = 0; any && t < c->V; t++) {
+        if (longest[t] < 0 || is_breaker(e, t) || c->z[t] == -INFINITY)
+            continue;
+        int32_t x = longest[t] - allowed;
+        if (max_exp > 0 && x > max_exp)
+            x = max_exp;
+        c->z[t] -= e->dry_multiplier * pow(e->dry_base, (double)x);
+    }
+#undef H
+    free(longest);
+    return GF_OK;
+}
+
+/* llama.cpp's mirostat at the step's mu (unset: 2 * tau), on the finite z
+ * in descending order with their softmax p. v2: keep the leading run with
+ * surprise -log2 p <= mu (at least one). v1 (m = 100): s_hat, the
+ * least-squares Zipf exponent of the top m ratios (sum t_i b_i / sum t_i^2,
+ * t_i = ln((i + 2) / (i + 1)), b_i = ln(p_i / p_{i+1})), then k =
+ * ((s_hat - 1) 2^mu / (1 - V^(1 - s_hat)))^(1 / s_hat), and llama.cpp's
+ * exact top-k at max((int)k, 1). One candidate: kept. */
+static gf_status stage_mirostat(chain_ctx *c, double *pr_buf, uint8_t *keep)
+{
+    const gf_sampler_ext *e = c->e;
+    int32_t n = sort_finite(c);
+    if (n < 2)
+        return GF_OK;
+    sorted_probs(c, pr_buf);
+    const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+    int32_t last = n; /* keep positions [0, last) */
+    if (e->mirostat == 2) {
+        last = 0;
+        while (last < n && !(-log2(pr_buf[last]) > mu))
+            last++;
+    } else {
+        double tb = 0.0, tt = 0.0;
+        for (int32_t i = 0; i < 100 - 1 && i < n - 1; i++) {
+            const double t = log((double)(i + 2) / (double)(i + 1)), b = log(pr_buf[i] / pr_buf[i + 1]);
+            tb += t * b;
+            tt += t * t;
+        }
+        double s_hat = tb / tt;
+        /* llama.cpp's array keeps the dropped tokens (p 0) after the finite
+         * ones: a pair reaching one within the first m makes b_i inf or NaN */
+        if (n < c->V && n < 100)
+            s_hat = NAN;
+        const double eps = s_hat - 1.0;
+        const double k = pow(eps * pow(2.0, mu) / (1.0 - pow((double)c->V, -eps)), 1.0 / s_hat);
+        /* llama.cpp's max(int(k), 1): a k that no int holds (NaN, >= 2^31) converts to
+         * INT_MIN on x86, so one token stays */
+        if (!(k < 2147483648.0))
+            last = 1;
+        else
+            last = k >= (double)n ? n : (k >= 1.0 ? (int32_t)k : 1);
+    }
+    if (last < 1)
+        last = 1;
+    for (int32_t j = 0; j < n; j++)
+        keep[j] = j < last;
+    drop_sorted_from(c, keep);
+    return GF_OK;
+}
+
+/* hf's no_repeat_ngram_size n over the history h (length L): nothing
+ * while L + 1 < n; else every h[j + n - 1] whose n - 1 ids before it,
+ * h[j .. j + n - 2], equal the history's last n - 1 ids is banned (n 1:
+ * every id seen). transformers' _calc_banned_ngram_tokens. */
+static void ngram_ban(chain_ctx *c)
+{
+    const gf_sampler_ext *e = c->e;
+    const int32_t n = e->no_repeat_ngram_size, L = e->n_history;
+    const int32_t *h = e->history;
+    if (L + 1 < n)
+        return;
+    for (int32_t j = 0; j + n <= L; j++) {
+        int32_t m = 0;
+        while (m < n - 1 && h[j + m] == h[L - (n - 1) + m])
+            m++;
+        if (m == n - 1 && h[j + n - 1] < c->V)
+            c->z[h[j + n - 1]] = -INFINITY;
+    }
+}
+
 /* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
 static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
 {
@@ -413,8 +588,9 @@ static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *
 static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
 /* llama.cpp's common order (common/sampling.cpp) over the stages genfence has */
-static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,  GF_STAGE_TOP_P,
-                                           GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
+static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
+                                           GF_STAGE_TOP_K,     GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+                                           GF_STAGE_MIN_P,     GF_STAGE_XTC,       GF_STAGE_TEMPERATURE};
 static const int32_t k_order_vllm[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P};
 
@@ -498,10 +674,18 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
             if (e->stop_ids[i] < c->V)
                 c->z[e->stop_ids[i]] = -INFINITY;
     }
+    if (e->no_repeat_ngram_size > 0)
+        ngram_ban(c);
     const int32_t *order;
     int32_t n_order;
+    static const int32_t k_order_mirostat[] = {GF_STAGE_TEMPERATURE, GF_STAGE_MIROSTAT_};
     switch (pr) {
     case GF_PROFILE_LLAMACPP:
+        if (e->mirostat) { /* common/sampling: temperature, then mirostat instead of the chain */
+            order = k_order_mirostat;
+            n_order = 2;
+            break;
+        }
         order = e->n_chain > 0 ? e->chain : k_order_llamacpp;
         n_order = e->n_chain > 0 ? e->n_chain : (int32_t)(sizeof k_order_llamacpp / sizeof k_order_llamacpp[0]);
         break;
@@ -526,6 +710,9 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
         case GF_STAGE_TYPICAL_P: st = stage_typical(c, pr_buf, keep); break;
         case GF_STAGE_TEMPERATURE: st = stage_temperature(c, greedy, res); break;
         case GF_STAGE_XTC: st = stage_xtc(c, pr_buf, keep); break;
+        case GF_STAGE_TOP_N_SIGMA: st = stage_top_n_sigma(c); break;
+        case GF_STAGE_DRY: st = stage_dry(c); break;
+        case GF_STAGE_MIROSTAT_: st = stage_mirostat(c, pr_buf, keep); break;
         default: st = gf_error_set(GF_E_INTERNAL, "sampler: stage %d", (int)order[s]);
         }
         if (st != GF_OK)

@@ -349,6 +349,23 @@ static gf_status validate_llamacpp_chain(const gf_sampler_params *p, const gf_sa
     return GF_OK;
 }
 
+/* llamacpp's mirostat replaces the chain (common/sampling: logit bias,
+ * temperature, mirostat): no explicit chain, and no filter of a stage but
+ * temperature set beside it (llama.cpp would not apply it). */
+static gf_status validate_mirostat(const gf_sampler_params *p, const gf_sampler_ext *e)
+{
+    if (e->n_chain > 0)
+        BAD("llamacpp: mirostat %d replaces the chain (logit bias, temperature, mirostat): give no chain",
+            (int)e->mirostat);
+    for (int i = 0; i < GF_SF_COUNT; i++) {
+        const gf_sampler_field *f = &gf_sampler_fields[i];
+        if (f->stage && f->stage != GF_STAGE_TEMPERATURE && !gf_sf_is_default(f, p, e))
+            BAD("llamacpp: mirostat %d replaces the chain (logit bias, temperature, mirostat): %s is not applied",
+                (int)e->mirostat, f->name);
+    }
+    return GF_OK;
+}
+
 /* The rules in this order: under seed the params' own fields first (all a
  * params without an extension has); then, with an extension, the lists'
  * shapes and every profile's rules on numbers, every profile's rules on
@@ -392,6 +409,8 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
                           "llamacpp: xtc_probability %.17g: only <= 0 (off) and >= 1 (every step) are modelled "
                           "(llama.cpp's coin in between is its own mt19937 stream)",
                           e->xtc_probability);
+    if (st == GF_OK && pr == GF_PROFILE_LLAMACPP && e->mirostat)
+        st = validate_mirostat(p, e);
     if (st == GF_OK && pr == GF_PROFILE_LLAMACPP)
         st = validate_llamacpp_chain(p, e);
     return st;
@@ -406,7 +425,7 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
 static const gf_profile_row k_rows[] = {
     ROW("order", "bias, eos ban, penalties, temperature, top_k, top_p, min_p, typical_p",
         "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
-        "bias, penalties, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
+        "bias, penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
         "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
         "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
@@ -437,6 +456,18 @@ static const gf_profile_row k_rows[] = {
     ROW("xtc (probability, threshold, min_keep)", "error (none)", "error (none)",
         "p <= 0 off, >= 1 every step, (0, 1) error; t > 0.5 off; drop p >= t but the last, if >= min_keep stay",
         "error (none)"),
+    ROW("top_n_sigma", "error (none)", "error (none)",
+        "<= 0 off; finite; drop z < z_max - n * sigma (population sigma of the finite z)", "error (none)"),
+    ROW("dry (multiplier, base, allowed_length, penalty_last_n, sequence_breakers)", "error (none)", "error (none)",
+        "multiplier 0 / base < 1 / last_n 0 off; z -= m * b^(len - allowed) for a token extending a repeat; "
+        "single-token breakers",
+        "error (none)"),
+    ROW("mirostat (1, 2; tau, eta, mu)", "error (none)", "error (none)",
+        "replaces the chain: bias, temperature, mirostat; v2 keeps -log2 p <= mu, v1 top-k from s_hat; mu an input "
+        "(unset: 2 tau), then mu -= eta (surprise - tau)",
+        "error (none)"),
+    ROW("no_repeat_ngram_size", "error (none)", "bans what would repeat an n-gram of the history (0 off)",
+        "error (none; DRY)", "error (none)"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };
 

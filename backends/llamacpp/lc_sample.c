@@ -101,8 +101,8 @@ gf_status lc_sample(void *model, const float *logits, int32_t B, const gf_sample
 /* ---- the llamacpp profile (sample_ex): llama.cpp's own chain ----
  *
  * Under the llamacpp profile (docs/sampler.md) the order is llama.cpp's:
- * logit bias, then common/sampling's default penalties, top-k, typical,
- * top-p, min-p, XTC, temperature (or the case's `chain`), each stage one of
+ * logit bias, then common/sampling's default penalties, DRY, top-n-sigma,
+ * top-k, typical, top-p, min-p, XTC, temperature (or the case's `chain`), each stage one of
  * llama.cpp's samplers with its own off values (top_k <= 0, top_p >= 1,
  * min_p <= 0, typical >= 1 are no-ops there, temperature <= 0 keeps the
  * maximum); the penalties sampler is fed the history with
@@ -123,8 +123,16 @@ static void ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->eos_id = -1;
     out->xtc_threshold = 0.1;
     out->xtc_min_keep = 1;
+    out->top_n_sigma = -1.0;
+    out->dry_base = 1.75;
+    out->dry_allowed_length = 2;
+    out->dry_penalty_last_n = -1;
+    out->mirostat_tau = 5.0;
+    out->mirostat_eta = 0.1;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
 }
+
+#define LC_STAGE_MIROSTAT 100 /* after temperature when mirostat is on: no chain names it */
 
 static struct llama_sampler *stage(const gf_sampler_params *p, const gf_sampler_ext *e, int32_t V, int st)
 {
@@ -146,6 +154,21 @@ static struct llama_sampler *stage(const gf_sampler_params *p, const gf_sampler_
     case GF_STAGE_XTC: /* genfence's validator passes only <= 0 and >= 1: the coin never decides */
         return llama_sampler_init_xtc((float)e->xtc_probability, (float)e->xtc_threshold,
                                       (size_t)(e->xtc_min_keep > 0 ? e->xtc_min_keep : 0), (uint32_t)p->seed);
+    case GF_STAGE_TOP_N_SIGMA: return llama_sampler_init_top_n_sigma((float)e->top_n_sigma);
+    case GF_STAGE_DRY: { /* no breakers (lc_sample_ex refuses them): llama.cpp reads no vocabulary then */
+        int32_t last = e->dry_penalty_last_n < 0 ? e->n_history : e->dry_penalty_last_n;
+        struct llama_sampler *s = llama_sampler_init_dry(NULL, (float)e->dry_multiplier, (float)e->dry_base,
+                                                         e->dry_allowed_length, last, NULL, 0);
+        for (int32_t i = 0; s && i < e->n_history; i++)
+            llama_sampler_accept(s, e->history[i]);
+        return s;
+    }
+    case LC_STAGE_MIROSTAT: {
+        const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+        if (e->mirostat == 1)
+            return llama_sampler_init_mirostat(V, (uint32_t)p->seed, (float)(mu / 2.0), (float)e->mirostat_eta, 100);
+        return llama_sampler_init_mirostat_v2((uint32_t)p->seed, (float)(mu / 2.0), (float)e->mirostat_eta);
+    }
     default: return NULL;
     }
 }
@@ -161,10 +184,21 @@ gf_status lc_sample_ex(void *model, const float *logits, int32_t B, const gf_sam
     ext_load(params->ext, &e);
     if (e.profile != GF_PROFILE_LLAMACPP)
         return gf_error_set(GF_E_UNSUPPORTED, "llamacpp sample_ex: profile %d is not llamacpp", (int)e.profile);
-    static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,  GF_STAGE_TOP_P,
-                                        GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
-    const int32_t *order = e.n_chain > 0 ? e.chain : k_default;
-    const int32_t n_order = e.n_chain > 0 ? e.n_chain : (int32_t)(sizeof k_default / sizeof k_default[0]);
+    if (e.n_dry_breakers > 0 && e.dry_multiplier != 0.0)
+        return gf_error_set(GF_E_UNSUPPORTED,
+                            "llamacpp sample_ex: DRY sequence breakers as token ids reach llama.cpp only through "
+                            "its C++ test hook (llama_sampler_init_dry_testing); its C API takes strings");
+    static const int32_t k_default[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
+                                        GF_STAGE_TOP_K,     GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+                                        GF_STAGE_MIN_P,     GF_STAGE_XTC,       GF_STAGE_TEMPERATURE};
+    /* mirostat: common/sampling's temperature then mirostat, at the step's mu
+     * (llama.cpp starts mu at 2 * tau: tau mu / 2 gives that mu; the tau of its
+     * own update is not used, the draw is the race below over what it kept) */
+    static const int32_t k_mirostat[] = {GF_STAGE_TEMPERATURE, LC_STAGE_MIROSTAT};
+    const int32_t *order = e.mirostat ? k_mirostat : e.n_chain > 0 ? e.chain : k_default;
+    const int32_t n_order = e.mirostat      ? 2
+                            : e.n_chain > 0 ? e.n_chain
+                                            : (int32_t)(sizeof k_default / sizeof k_default[0]);
     const int32_t V = draws->V;
     llama_token_data *data = malloc((size_t)V * sizeof *data);
     llama_logit_bias *bias = malloc((size_t)(e.n_bias > 0 ? e.n_bias : 1) * sizeof *bias);

@@ -5,8 +5,8 @@
  * of the documented semantics, in double, over the engine's uniforms.
  *
  * Per row: logit bias, the min_new_tokens ban, then the profile's stages
- * (penalties, temperature, top_k, top_p, min_p, typical_p, llamacpp's XTC in the profile's
- * order; llamacpp's order may come from ext->chain), then the race
+ * (penalties, temperature, top_k, top_p, min_p, typical_p, llamacpp's XTC,
+ * top-n-sigma and DRY in the profile's order; llamacpp's order may come from ext->chain), then the race
  * argmax z_i - log(-log u_i). Built with GF_PLUGIN_BAD_SAMPLE the race
  * returns its runner-up (plugin.c's deliberately wrong variant). */
 #ifndef GENFENCE_EXAMPLE_PLUGIN_SAMPLER_H
@@ -192,6 +192,134 @@ static void px_xtc(px_row *r)
         r->z[r->s[j].i] = -INFINITY;
 }
 
+/* llamacpp's top-n-sigma: Welford's running mean and variance over the
+ * finite z; drop what lies below max - n * sigma (population sigma). */
+static void px_top_n_sigma(px_row *r)
+{
+    const double ns = r->e->top_n_sigma;
+    if (!(ns > 0.0))
+        return;
+    double mean = 0.0, m2 = 0.0, top = -INFINITY;
+    int32_t k = 0;
+    for (int32_t i = 0; i < r->V; i++) {
+        const double x = r->z[i];
+        if (x == -INFINITY)
+            continue;
+        k++;
+        const double d = x - mean;
+        mean += d / k;
+        m2 += d * (x - mean);
+        if (x > top)
+            top = x;
+    }
+    if (k < 2)
+        return;
+    const double cut = top - ns * sqrt(m2 / k);
+    for (int32_t i = 0; i < r->V; i++)
+        if (r->z[i] != -INFINITY && r->z[i] < cut)
+            r->z[i] = -INFINITY;
+}
+
+static int px_in(const int32_t *ids, int32_t n, int32_t t)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] == t)
+            return 1;
+    return 0;
+}
+
+/* llamacpp's DRY, read forwards: w the last L ids of the history; for each
+ * earlier position j, n = how many ids before w[j] equal the ids before the
+ * end (capped at the ids since the last breaker); w[j] then would extend a
+ * repeat of n. The largest n per token, if >= allowed, costs
+ * multiplier * base^(n - allowed) (exponent capped at 88.7228391 / ln base). */
+static void px_dry(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    if (e->dry_multiplier == 0.0 || !(e->dry_base >= 1.0) || e->dry_penalty_last_n == 0)
+        return;
+    int32_t L = e->n_history;
+    if (e->dry_penalty_last_n > 0 && e->dry_penalty_last_n < L)
+        L = e->dry_penalty_last_n;
+    if (L <= e->dry_allowed_length)
+        return;
+    const int32_t *w = e->history + (e->n_history - L);
+    int32_t cap = L;
+    for (int32_t b = L - 1; b >= 0; b--)
+        if (px_in(e->dry_breakers, e->n_dry_breakers, w[b])) {
+            cap = L - 1 - b;
+            break;
+        }
+    if (cap < e->dry_allowed_length)
+        return;
+    int32_t *best = r->cnt; /* (V) the longest repeat per token, -1 none */
+    for (int32_t t = 0; t < r->V; t++)
+        best[t] = -1;
+    for (int32_t j = 1; j < L; j++) {
+        int32_t n = 0;
+        while (j - 1 - n >= 0 && w[j - 1 - n] == w[L - 1 - n])
+            n++;
+        if (n > cap)
+            n = cap;
+        if (n >= e->dry_allowed_length && w[j] < r->V && n > best[w[j]])
+            best[w[j]] = n;
+    }
+    const int32_t top = e->dry_base > 1.000001 ? (int32_t)(88.7228391 / log(e->dry_base)) : 0;
+    for (int32_t t = 0; t < r->V; t++) {
+        if (best[t] < 0 || r->z[t] == -INFINITY || px_in(e->dry_breakers, e->n_dry_breakers, t))
+            continue;
+        int32_t x = best[t] - e->dry_allowed_length;
+        r->z[t] -= e->dry_multiplier * pow(e->dry_base, top > 0 && x > top ? top : x);
+    }
+}
+
+/* llamacpp's mirostat at the step's mu (unset: 2 tau). v2: a token stays
+ * while ln p >= -mu ln 2 (surprise within mu bits), the first always; v1:
+ * the top k with k from the Zipf fit of the leading 100 ratios, x86's
+ * int conversion (k past INT_MAX or NaN: one token). */
+static void px_mirostat(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    if (px_sort(r) < 2)
+        return;
+    const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+    int32_t keep = 1;
+    if (e->mirostat == 2) {
+        while (keep < r->n && log(r->pr[keep]) >= -mu * log(2.0))
+            keep++;
+        if (log(r->pr[0]) < -mu * log(2.0))
+            keep = 1;
+    } else {
+        double num = 0.0, den = 0.0;
+        for (int32_t i = 0; i + 1 < r->n && i < 99; i++) {
+            const double t = log1p(1.0 / (i + 1.0));
+            num += t * (log(r->pr[i]) - log(r->pr[i + 1]));
+            den += t * t;
+        }
+        /* a p = 0 entry (dropped, still in llama.cpp's array) within the top 100 */
+        const double s = (r->n < r->V && r->n < 100) ? NAN : num / den;
+        const double k = exp((log((s - 1.0) / (1.0 - exp(-(s - 1.0) * log((double)r->V)))) + mu * log(2.0)) / s);
+        keep = (isnan(k) || k >= 2147483648.0) ? 1 : (k < 1.0 ? 1 : (k > r->n ? r->n : (int32_t)k));
+    }
+    for (int32_t j = keep; j < r->n; j++)
+        r->z[r->s[j].i] = -INFINITY;
+}
+
+/* hf's no_repeat_ngram_size: the (n-1)-id suffix of the history, then each
+ * earlier place it occurs with an id after it: that id is banned. */
+static void px_ngram(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    const int32_t n = e->no_repeat_ngram_size, L = e->n_history;
+    if (n < 1 || L + 1 < n)
+        return;
+    const int32_t *suffix = e->history + L - (n - 1);
+    for (int32_t end = n - 1; end < L; end++) { /* the id at `end` follows history[end - n + 1, end) */
+        if (memcmp(e->history + end - (n - 1), suffix, (size_t)(n - 1) * sizeof *suffix) == 0 && e->history[end] < r->V)
+            r->z[e->history[end]] = -INFINITY;
+    }
+}
+
 static void px_typical(px_row *r)
 {
     const gf_sampler_ext *e = r->e;
@@ -282,6 +410,12 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->eos_id = -1;
     out->xtc_threshold = 0.1;
     out->xtc_min_keep = 1;
+    out->top_n_sigma = -1.0;
+    out->dry_base = 1.75;
+    out->dry_allowed_length = 2;
+    out->dry_penalty_last_n = -1;
+    out->mirostat_tau = 5.0;
+    out->mirostat_eta = 0.1;
     if (in->struct_size < 2 * sizeof(int32_t))
         return 0;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
@@ -323,17 +457,23 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
             if (e->stop_ids[i] < V)
                 r->z[e->stop_ids[i]] = -INFINITY;
     }
+    px_ngram(r);
     static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
-    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TOP_K, GF_STAGE_TYPICAL_P,  GF_STAGE_TOP_P,
-                                          GF_STAGE_MIN_P,     GF_STAGE_XTC,   GF_STAGE_TEMPERATURE};
+    static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
+                                          GF_STAGE_TOP_K,     GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
+                                          GF_STAGE_MIN_P,     GF_STAGE_XTC,       GF_STAGE_TEMPERATURE};
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
+    static const int32_t miro_order[] = {GF_STAGE_TEMPERATURE, -2};
     const int32_t *order = seed_order;
     int32_t n_order = 6;
-    if (pf == GF_PROFILE_LLAMACPP) {
+    if (pf == GF_PROFILE_LLAMACPP && e->mirostat) {
+        order = miro_order;
+        n_order = 2;
+    } else if (pf == GF_PROFILE_LLAMACPP) {
         order = e->n_chain > 0 ? e->chain : llama_order;
-        n_order = e->n_chain > 0 ? e->n_chain : 7;
+        n_order = e->n_chain > 0 ? e->n_chain : (int32_t)(sizeof llama_order / sizeof llama_order[0]);
     } else if (pf == GF_PROFILE_VLLM) {
         order = vllm_order;
         n_order = 5;
@@ -347,6 +487,9 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         case GF_STAGE_MIN_P: px_min_p(r); break;
         case GF_STAGE_TYPICAL_P: px_typical(r); break;
         case GF_STAGE_XTC: px_xtc(r); break;
+        case GF_STAGE_TOP_N_SIGMA: px_top_n_sigma(r); break;
+        case GF_STAGE_DRY: px_dry(r); break;
+        case -2: px_mirostat(r); break;
         case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
         default: break;
         }

@@ -55,13 +55,19 @@ static void fence_free(void *p)
  * own parameters are k and p per entry, and it judges a truncation of a fixed
  * distribution (every kept token at its softmax(logits / T) share), which a
  * penalty, a bias or an EOS ban would move (sampler_probs takes those). */
+/* one row per group (clang-format 14 puts 18 names one a line) */
+/* clang-format off */
 static const char *const k_fence_not_keys[] = {
-    "top_k",          "top_p",      "seed",    "repetition_penalty", "frequency_penalty", "presence_penalty",
-    "penalty_last_n", "logit_bias", "history", "history_prompt",     "min_new_tokens",    "eos_id",
-    "stop_token_ids", NULL};
+    "top_k", "top_p", "seed",
+    "repetition_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
+    "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids",
+    "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
+    "no_repeat_ngram_size", NULL};
+/* clang-format on */
 
 /* temperature, profile and the truncation filters (chain, min_p, typical_p, xtc_*,
- * min_tokens_to_keep) at the case level, every entry's base. */
+ * top_n_sigma, min_tokens_to_keep; DRY, a penalty over the history, is not
+ * one) at the case level, every entry's base. */
 static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
 {
     int bad = 0;
@@ -75,7 +81,7 @@ static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
         else
             gf_y_error(ctx, kn,
                        "'%s' is not a fence key: a fence judges a truncation of a fixed distribution "
-                       "(sampler_probs takes penalties, biases, history and EOS bans)",
+                       "(sampler_probs takes penalties, DRY, n-gram bans, biases, history and EOS bans)",
                        key);
         bad = 1;
     }

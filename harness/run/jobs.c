@@ -213,9 +213,17 @@ static void on_finished(size_t ti, size_t done, void *u)
         j->interrupted = 1;
         set_reason(j, "interrupted (%s) while it ran: its process group was killed%s",
                    gf_signal_name(gf_runner_interrupted()), ctx);
+    } else if (t->over_total) {
+        j->verdict = GF_V_TIMEOUT;
+        set_reason(j,
+                   "timed out: still making backend calls after %.0f s, %d x --timeout (the pair's cap)%s (watchdog%s)",
+                   r->o->timeout_s * GF_RUN_TOTAL_FACTOR, GF_RUN_TOTAL_FACTOR, ctx, t->timed_out ? ", killed" : "");
     } else if (t->timed_out || t->signal == SIGALRM) {
         j->verdict = GF_V_TIMEOUT;
-        set_reason(j, "timed out after %.0f s%s (watchdog%s)", r->o->timeout_s, ctx, t->timed_out ? ", killed" : "");
+        /* a stall: the call in ctx ran --timeout s, or none started for that long after it returned */
+        set_reason(j, "timed out after %.0f s%s%s (watchdog%s)", r->o->timeout_s,
+                   t->has_trace && !t->trace.in_call ? " without a backend call" : "", ctx,
+                   t->timed_out ? ", killed" : "");
     } else if (t->signal) {
         j->verdict = GF_V_CRASH;
         set_reason(j, "killed by signal %d (%s, %s)%s%s", t->signal, gf_signal_name(t->signal), strsignal(t->signal),
@@ -285,6 +293,7 @@ void gf_runner_run(gf_job *jobs, size_t n, const gf_run_opts *o, const gf_run_ho
         tasks[t].fn = job_child;
         tasks[t].arg = &args[t];
         tasks[t].timeout_s = o->timeout_s;
+        tasks[t].total_s = o->timeout_s * GF_RUN_TOTAL_FACTOR;
         map[t] = i;
         t++;
     }

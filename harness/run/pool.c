@@ -52,6 +52,9 @@ static int g_stop_starting; /* gf_pool_stop_starting: the running finish, nothin
 
 void gf_pool_stop_starting(int on) { g_stop_starting = on; }
 
+/* The task's whole cap: total_s, or timeout_s when it sets none. */
+static double task_total_s(const gf_task *t) { return t->total_s > t->timeout_s ? t->total_s : t->timeout_s; }
+
 static void on_interrupt(int sig)
 {
     if (!g_interrupt)
@@ -187,7 +190,12 @@ typedef struct slot {
     char err[ERR_TAIL_MAX + 1];
     size_t err_n;
     double start, deadline, drain_deadline;
+    double total_deadline; /* start + the task's whole cap + grace (INFINITY: none) */
+    double last_progress;  /* when the child's call trace last changed */
+    long long seen_calls;  /* the trace's calls_total and in_call as last seen */
+    int seen_in_call;
     int killed, reaped, status;
+    int killed_over_total; /* the kill was the whole cap's, not a stall's */
 } slot;
 
 static int write_all(int fd, const char *s, size_t n)
@@ -265,8 +273,8 @@ static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long me
     sigemptyset(&fa.sa_mask);
     sigaction(SIGSEGV, &fa, NULL);
     sigaction(SIGBUS, &fa, NULL);
-    if (t->timeout_s > 0)
-        alarm((unsigned)ceil(t->timeout_s));
+    if (t->timeout_s > 0) /* the whole cap; a stall is the parent's to see (pool_watch) */
+        alarm((unsigned)ceil(task_total_s(t)));
     json_t *r = t->fn(t->arg);
     gf_engine_trace_to(NULL);
     if (r)
@@ -336,7 +344,11 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
     s->out_fd = po[0];
     s->err_fd = pe[0];
     s->start = gf_now_s();
-    s->deadline = t->timeout_s > 0 ? s->start + t->timeout_s + KILL_GRACE_S : INFINITY;
+    s->total_deadline = t->timeout_s > 0 ? s->start + task_total_s(t) + KILL_GRACE_S : INFINITY;
+    s->last_progress = s->start;
+    s->deadline = t->timeout_s > 0 ? fmin(s->start + t->timeout_s, s->total_deadline) : INFINITY;
+    if (t->timeout_s > 0 && task_total_s(t) <= t->timeout_s) /* one bound: the child's alarm goes first */
+        s->deadline = s->total_deadline;
     s->drain_deadline = INFINITY;
     return 1;
 }
@@ -455,6 +467,7 @@ static void slot_finish(slot *s, gf_task *t, const gf_call_trace *trace)
 {
     t->seconds = gf_now_s() - s->start;
     t->timed_out = s->killed && !t->interrupted;
+    t->over_total = t->timed_out ? s->killed_over_total : (WIFSIGNALED(s->status) && WTERMSIG(s->status) == SIGALRM);
     if (WIFEXITED(s->status)) {
         t->exit_code = WEXITSTATUS(s->status);
         t->signal = 0;
@@ -490,6 +503,26 @@ static void run_in_process(gf_task *tasks, size_t n, void (*started)(size_t, siz
         if (finished)
             finished(i, i + 1, user);
     }
+}
+
+/* The stall watchdog: progress is a backend call starting or returning (the
+ * child's shared call trace changing); the deadline is the last progress
+ * plus the task's timeout, never past its whole cap. So a case that makes
+ * many short calls on a loaded machine is not killed for the machine's
+ * speed, and a call that hangs (or genfence's own code spinning between
+ * calls) is killed timeout_s after it began. */
+static void pool_watch(slot *s, const gf_task *t, const gf_call_trace *tr, double now)
+{
+    if (!(t->timeout_s > 0) || task_total_s(t) <= t->timeout_s)
+        return; /* no watchdog, or one bound (the whole cap) */
+    long long calls = tr->calls_total;
+    int in_call = tr->in_call;
+    if (calls != s->seen_calls || in_call != s->seen_in_call) {
+        s->seen_calls = calls;
+        s->seen_in_call = in_call;
+        s->last_progress = now;
+    }
+    s->deadline = fmin(s->last_progress + t->timeout_s, s->total_deadline);
 }
 
 /* SIGKILL the child's group (and the child, should it have left it). */
@@ -627,9 +660,13 @@ void gf_pool_run(gf_task *tasks, size_t n, int jobs, unsigned long long mem,
                     if (s->err_fd >= 0)
                         fcntl(s->err_fd, F_SETFL, fcntl(s->err_fd, F_GETFL) | O_NONBLOCK);
                     gone = 1;
-                } else if (now > s->deadline && !s->killed) {
-                    kill_group(s->pid);
-                    s->killed = 1;
+                } else if (!s->killed) {
+                    pool_watch(s, &tasks[s->task], &traces[i], now);
+                    if (now > s->deadline) {
+                        kill_group(s->pid);
+                        s->killed = 1;
+                        s->killed_over_total = now > s->total_deadline;
+                    }
                 }
             }
             if (s->reaped) {

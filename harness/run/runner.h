@@ -17,11 +17,16 @@
 #define GF_RUN_DEFAULT_TIMEOUT_S  120.0
 #define GF_RUN_DEFAULT_MEMORY_GIB 8.0
 #define GF_RUN_PROBE_TIMEOUT_S    30.0
+/* --timeout is a stall bound (no backend call started or returned for that
+ * long); a (case, backend) pair that keeps making progress is still capped
+ * at this many times --timeout, so an endless loop of calls ends too. */
+#define GF_RUN_TOTAL_FACTOR 10
 
 typedef struct gf_run_opts {
     int jobs;                        /* children at once (-j) */
     int threads;                     /* backend threads per child (--threads) */
-    double timeout_s;                /* per (case, backend) */
+    double timeout_s;                /* per (case, backend): the stall bound (0: no watchdog);
+                                        GF_RUN_TOTAL_FACTOR x this caps the pair */
     unsigned long long memory_limit; /* bytes of address space per child; 0 = none */
     const char *report_dir;          /* reports go here; failing-step logits under report_dir/failures */
     const char *golden_dir;          /* --golden-dir: read goldens from here (NULL: each case's own path) */

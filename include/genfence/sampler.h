@@ -84,7 +84,9 @@ int gf_sampler_profile_from_name(const char *name);
     X(TOP_P, 4, "top_p")             \
     X(MIN_P, 5, "min_p")             \
     X(TEMPERATURE, 6, "temperature") \
-    X(XTC, 7, "xtc")
+    X(XTC, 7, "xtc")                 \
+    X(TOP_N_SIGMA, 8, "top_n_sigma") \
+    X(DRY, 9, "dry")
 typedef enum gf_sampler_stage {
 #define GF_STAGE_ENUM_(ID, v, name) GF_STAGE_##ID = v,
     GF_SAMPLER_STAGE_LIST(GF_STAGE_ENUM_)
@@ -93,7 +95,8 @@ typedef enum gf_sampler_stage {
 #define GF_SAMPLER_MAX_CHAIN \
     6 /* the capacity of gf_sampler_ext.chain (part of its layout: an explicit chain
                                   names at most 6 of the stages) */
-/* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature"; NULL otherwise. */
+/* "penalties", "top_k", "typical_p", "top_p", "min_p", "temperature", "xtc",
+ * "top_n_sigma", "dry"; NULL otherwise. */
 const char *gf_sampler_stage_name(int stage);
 int gf_sampler_stage_from_name(const char *name); /* -1 if unknown */
 
@@ -135,6 +138,33 @@ struct gf_sampler_ext {
     double xtc_probability; /* 0 */
     double xtc_threshold;   /* 0.1 */
     int32_t xtc_min_keep;   /* 1 */
+    /* llamacpp's top-n-sigma: drop z < z_max - n * sigma (sigma the
+     * population standard deviation of the finite z); n <= 0: off. */
+    double top_n_sigma; /* -1 */
+    /* llamacpp's DRY ("don't repeat yourself"): a token that would extend a
+     * repeat of the history's last tokens at least allowed_length long is
+     * penalised by multiplier * base^(length - allowed_length). Over the last
+     * penalty_last_n ids of the history (-1: all, 0: off); a breaker id in
+     * that window limits the repeat length, and is never penalised itself.
+     * multiplier 0 or base < 1: off. Breakers are single tokens. */
+    double dry_multiplier;       /* 0 */
+    double dry_base;             /* 1.75 */
+    int32_t dry_allowed_length;  /* 2 */
+    int32_t dry_penalty_last_n;  /* -1 */
+    int32_t n_dry_breakers;      /* 0 */
+    const int32_t *dry_breakers; /* (n_dry_breakers) token ids */
+    /* llamacpp's mirostat (1: v1 with m = 100, 2: v2; 0 off): it replaces
+     * the chain (bias, temperature, mirostat). Its state across steps is mu,
+     * an input here: unset (use_mirostat_mu 0) is the first step's 2 * tau;
+     * after a draw mu -= eta * (-log2 p_token - tau) (gf_sampler_mirostat_mu). */
+    int32_t mirostat;        /* 0 */
+    double mirostat_tau;     /* 5 */
+    double mirostat_eta;     /* 0.1 */
+    int32_t use_mirostat_mu; /* 0: 2 * tau */
+    double mirostat_mu;
+    /* hf's no_repeat_ngram_size: ban every token that would complete an
+     * n-gram already in the history (prompt and generated); 0: off. */
+    int32_t no_repeat_ngram_size; /* 0 */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
@@ -182,6 +212,14 @@ gf_status gf_sample_row(const float *logits, int32_t V, const gf_sampler_params 
                         gf_sample_result *out);
 /* 1 when token is one of p->ext's stop_token_ids (generation stops there). */
 int gf_sampler_is_stop(const gf_sampler_params *p, int32_t token);
+
+/* Mirostat's state after drawing `token` from the row (mirostat 1 or 2 under
+ * llamacpp): *mu_out = mu - eta * (-log2 p_token - tau), p the row's kept,
+ * renormalised distribution at p's mu (gf_sampler_probs). A generation
+ * passes it as the next step's mirostat_mu. GF_E_INVALID_ARG when mirostat
+ * is off or the token was not kept. */
+gf_status gf_sampler_mirostat_mu(const float *logits, int32_t V, const gf_sampler_params *p, int32_t token,
+                                 double *mu_out);
 
 /* Steps 1-3 only: the filtered, temperature-scaled logits z (V, -inf where
  * dropped). Greedy (temperature 0) keeps only the argmax. */

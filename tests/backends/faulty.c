@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "genfence/backend.h"
@@ -249,8 +250,16 @@ static gf_status faulty_forward(void *model, void *cache, const gf_batch *in, fl
         volatile int *volatile nowhere = NULL;
         *nowhere = 1;
     }
+#elif GF_FAULT == 120
+    if (st == GF_OK) {       /* slow but progressing: each forward takes GF_SLOW_MS (default 200) ms more */
+        const char *ms = getenv("GF_SLOW_MS");
+        long v = ms ? strtol(ms, NULL, 10) : 200;
+        struct timespec ts = {.tv_sec = v / 1000, .tv_nsec = (v % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
 #elif GF_FAULT == 44
-    if (st == GF_OK)         /* never returns from a forward ref accepts */
+    if (st == GF_OK) /* never returns from a forward ref accepts */
         for (volatile unsigned long spin = 0;; spin++)
             ;
 #endif

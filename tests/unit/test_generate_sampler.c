@@ -3,6 +3,7 @@
  * min_new_tokens ban holds EOS back until then, stop_token_ids end a row,
  * and a case-level extension with no filters leaves generation unchanged. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,4 +118,77 @@ Test(generate_sampler, the_ban_and_stop_ids_use_each_rows_history)
     cr_assert_eq(g->tokens[1][g->n_until_stop[1] - 1], stop[0]);
     cr_assert_eq(g->tokens[1][g->n_tokens[1] - 1], stop[0]);
     gf_generation_free(g);
+}
+
+/* llamacpp's mirostat carries mu from step to step (issue 34): each step's
+ * tokens are gf_sample's at the mu this test keeps itself, mu -= eta *
+ * (-log2 p_token - tau) over the step's kept distribution; and mu matters:
+ * at some step the first step's mu (2 tau, what a generation that never
+ * updated mu would use) keeps another set. Both versions, both rows. */
+typedef struct miro_check {
+    gf_sampler_params p;
+    gf_sampler_ext e;
+    double mu[2];
+    long steps, moved;
+} miro_check;
+
+static gf_status miro_step(void *user, const gf_step_info *info)
+{
+    miro_check *c = user;
+    for (int32_t b = 0; b < info->B; b++) {
+        if (info->finished_before[b])
+            continue;
+        const float *L = info->logits + (size_t)b * info->V;
+        gf_sampler_ext e = c->e;
+        e.use_mirostat_mu = 1;
+        e.mirostat_mu = c->mu[b];
+        gf_sampler_params p = c->p;
+        p.ext = &e;
+        gf_sample_result r;
+        cr_assert_eq(gf_sample(L, info->V, &p, (uint64_t)b, (uint64_t)info->step, &r), GF_OK, "%s", gf_error_msg());
+        cr_assert_eq(r.token, info->tokens[b], "mirostat %d, row %d, step %d, mu %g: generate %d, gf_sample %d",
+                     (int)e.mirostat, (int)b, (int)info->step, c->mu[b], (int)info->tokens[b], (int)r.token);
+        double *pr = malloc((size_t)info->V * sizeof *pr), *p0 = malloc((size_t)info->V * sizeof *p0);
+        cr_assert(pr && p0);
+        cr_assert_eq(gf_sampler_probs(L, info->V, &p, pr), GF_OK);
+        gf_sampler_ext e0 = c->e; /* mu never updated */
+        gf_sampler_params q = c->p;
+        q.ext = &e0;
+        cr_assert_eq(gf_sampler_probs(L, info->V, &q, p0), GF_OK);
+        for (int32_t i = 0; i < info->V; i++)
+            if ((pr[i] > 0) != (p0[i] > 0)) {
+                c->moved++;
+                break;
+            }
+        cr_assert_gt(pr[r.token], 0.0);
+        c->mu[b] -= c->e.mirostat_eta * (-log2(pr[r.token]) - c->e.mirostat_tau);
+        free(pr);
+        free(p0);
+        c->steps++;
+    }
+    return GF_OK;
+}
+
+Test(generate_sampler, mirostat_mu_follows_the_draws)
+{
+    for (int32_t v = 1; v <= 2; v++) {
+        miro_check c = {.p = gf_sampler_greedy(), .e = gf_sampler_ext_defaults()};
+        c.e.profile = GF_PROFILE_LLAMACPP;
+        c.e.mirostat = v;
+        c.e.mirostat_tau = 2.0;
+        c.e.mirostat_eta = 0.6;
+        c.p.temperature = 0.7;
+        c.p.seed = 11;
+        c.mu[0] = c.mu[1] = 2.0 * c.e.mirostat_tau;
+        gf_generate_params p = gf_generate_defaults();
+        p.max_new_tokens = 16;
+        p.sampler = c.p;
+        p.sampler.ext = &c.e;
+        p.on_step = miro_step;
+        p.user = &c;
+        gf_generation *g = run(&p);
+        gf_generation_free(g);
+        cr_assert_eq(c.steps, 32, "mirostat %d: %ld row-steps", (int)v, c.steps);
+        cr_assert_gt(c.moved, 0, "mirostat %d: mu never changed the kept set", (int)v);
+    }
 }

@@ -307,12 +307,17 @@ Test(golden, sampler_json_ext)
     e.bias = b;
     s.ext = &e;
     char *j = gf_golden_sampler_json(&s);
-    cr_assert_str_eq(j, "{\"chain\":[\"min_p\",\"temperature\"],\"eos_id\":-1,\"frequency_penalty\":0.0,"
-                        "\"history\":[],\"history_prompt\":0,\"logit_bias\":{\"3\":-Infinity,\"5\":1.5},"
-                        "\"min_new_tokens\":0,\"min_p\":NaN,\"min_tokens_to_keep\":1,\"penalty_last_n\":-1,"
-                        "\"presence_penalty\":0.0,\"profile\":\"llamacpp\",\"repetition_penalty\":1.0,\"seed\":7,"
-                        "\"stop_token_ids\":[],\"temperature\":0.8,\"top_k\":null,\"top_p\":null,\"typical_p\":null,"
-                        "\"xtc_min_keep\":1,\"xtc_probability\":0.0,\"xtc_threshold\":0.1}");
+    cr_assert_str_eq(j,
+                     "{\"chain\":[\"min_p\",\"temperature\"],\"dry_allowed_length\":2,\"dry_base\":1.75,"
+                     "\"dry_multiplier\":0.0,\"dry_penalty_last_n\":-1,\"dry_sequence_breakers\":[],"
+                     "\"eos_id\":-1,\"frequency_penalty\":0.0,"
+                     "\"history\":[],\"history_prompt\":0,\"logit_bias\":{\"3\":-Infinity,\"5\":1.5},"
+                     "\"min_new_tokens\":0,\"min_p\":NaN,\"min_tokens_to_keep\":1,\"mirostat\":0,\"mirostat_eta\":0.1,"
+                     "\"mirostat_mu\":null,\"mirostat_tau\":5.0,\"no_repeat_ngram_size\":0,\"penalty_last_n\":-1,"
+                     "\"presence_penalty\":0.0,\"profile\":\"llamacpp\",\"repetition_penalty\":1.0,\"seed\":7,"
+                     "\"stop_token_ids\":[],\"temperature\":0.8,\"top_k\":null,\"top_n_sigma\":-1.0,\"top_p\":null,"
+                     "\"typical_p\":null,"
+                     "\"xtc_min_keep\":1,\"xtc_probability\":0.0,\"xtc_threshold\":0.1}");
     free(j);
     /* one filter changed: another sampler record */
     e.min_p = 0.1;

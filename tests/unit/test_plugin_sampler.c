@@ -191,6 +191,180 @@ Test(plugin_sampler, llamacpp_xtc)
     cr_assert_gt(cut, 50, "XTC changed only %ld of %ld draws", cut, rows);
 }
 
+/* llamacpp's top-n-sigma and DRY (issue 34): n sigma off, small and large;
+ * DRY over histories with repeats, every allowed length, window and breaker
+ * set, bases above, at and below 1; alone, together and after top_k, greedy
+ * and sampled. The plugin's own top-n-sigma (Welford) and DRY (read
+ * forwards) draw what gf_sample does, and each filter changed some draws. */
+Test(plugin_sampler, llamacpp_top_n_sigma_and_dry)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(2.0 * gf_rng_uniform(41, 4, 0, (uint32_t)i) - 1.0);
+    L[6] = -INFINITY;
+    static const int32_t hist[2][10] = {{1, 3, 1, 3, 2, 1, 3, 1, 3, 1}, {4, 0, 4, 0, 9, 4, 0, 9, 4, 0}};
+    static const int32_t brk[2][2] = {{3, 11}, {9, 2}};
+    const double sig[] = {-1.0, 0.4, 1.0, 2.5};
+    const double mul[] = {0.0, 0.8, 3.0};
+    const double base[] = {1.75, 1.1, 0.9};
+    const int32_t lastn[] = {-1, 0, 4, 7};
+    long rows = 0, cut_sigma = 0, cut_dry = 0;
+    for (int h = 0; h < 2; h++)
+        for (int a = 0; a < 4; a++)
+            for (int m = 0; m < 3; m++)
+                for (int b = 0; b < 3; b++)
+                    for (int32_t al = 0; al <= 3; al++)
+                        for (int w = 0; w < 4; w++)
+                            for (int nb = 0; nb <= 2; nb++) {
+                                gf_sampler_ext e = gf_sampler_ext_defaults();
+                                e.profile = GF_PROFILE_LLAMACPP;
+                                e.top_n_sigma = sig[a];
+                                e.dry_multiplier = mul[m];
+                                e.dry_base = base[b];
+                                e.dry_allowed_length = al;
+                                e.dry_penalty_last_n = lastn[w];
+                                e.dry_breakers = brk[h];
+                                e.n_dry_breakers = nb;
+                                e.history = hist[h];
+                                e.n_history = 10;
+                                gf_sampler_params p = gf_sampler_greedy();
+                                p.temperature = (al & 1) ? 0.8 : 0.0;
+                                p.use_top_k = (w & 1) != 0;
+                                p.top_k = 7;
+                                p.seed = 9;
+                                p.ext = &e;
+                                cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                                gf_sampler_ext off = e;
+                                off.top_n_sigma = -1.0;
+                                gf_sampler_params ps = p;
+                                ps.ext = &off;
+                                gf_sampler_ext nodry = e;
+                                nodry.dry_multiplier = 0.0;
+                                gf_sampler_params pd = p;
+                                pd.ext = &nodry;
+                                for (uint64_t step = 0; step < 2; step++) {
+                                    gf_sample_result r, rs, rd;
+                                    cr_assert_eq(gf_sample(L, V, &p, 3, step, &r), GF_OK, "%s", gf_error_msg());
+                                    cr_assert_eq(gf_sample(L, V, &ps, 3, step, &rs), GF_OK, "%s", gf_error_msg());
+                                    cr_assert_eq(gf_sample(L, V, &pd, 3, step, &rd), GF_OK, "%s", gf_error_msg());
+                                    cut_sigma += r.kept < rs.kept;
+                                    cut_dry += r.token != rd.token;
+                                    double u[V];
+                                    gf_rng_uniforms(p.seed, 3, step, V, u);
+                                    int32_t id = -1;
+                                    cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
+                                    cr_assert_eq(
+                                        id, r.token,
+                                        "history %d, n_sigma %g, dry %g * %g^(n - %d), last_n %d, %d breakers, "
+                                        "T %g, step %d: plugin %d, gf_sample %d",
+                                        h, sig[a], mul[m], base[b], (int)al, (int)lastn[w], nb, p.temperature,
+                                        (int)step, (int)id, (int)r.token);
+                                    rows++;
+                                }
+                            }
+    cr_assert_eq(rows, 2L * 4 * 3 * 3 * 4 * 4 * 3 * 2);
+    cr_assert_gt(cut_sigma, 100, "top-n-sigma cut only %ld of %ld draws", cut_sigma, rows);
+    cr_assert_gt(cut_dry, 50, "DRY changed only %ld of %ld draws", cut_dry, rows);
+}
+
+/* llamacpp's mirostat v1 and v2 (issue 34) over tau, mu (unset and set,
+ * below every surprise and past all), eta, greedy and sampled: the plugin's
+ * own mirostat draws what gf_sample does, and the kept set moved with mu. */
+Test(plugin_sampler, llamacpp_mirostat)
+{
+    float L[2][V];
+    for (int i = 0; i < V; i++)
+        L[0][i] = L[1][i] = (float)(4.0 * gf_rng_uniform(43, 4, 0, (uint32_t)i) - 2.0);
+    L[1][3] = -INFINITY; /* v1: one token (llama.cpp's p = 0 entry) */
+    const double taus[] = {0.5, 1.5, 3.0, 5.0};
+    const double mus[] = {-99, -1.0, 0.8, 2.0, 3.3, 4.5, 40.0};
+    long rows = 0, sizes = 0;
+    int32_t seen[V + 1] = {0};
+    for (int row = 0; row < 2; row++)
+        for (int32_t v = 1; v <= 2; v++)
+            for (int t = 0; t < 4; t++)
+                for (int m = 0; m < 7; m++)
+                    for (int a = 0; a < 3; a++) {
+                        gf_sampler_ext e = gf_sampler_ext_defaults();
+                        e.profile = GF_PROFILE_LLAMACPP;
+                        e.mirostat = v;
+                        e.mirostat_tau = taus[t];
+                        e.use_mirostat_mu = mus[m] != -99;
+                        e.mirostat_mu = mus[m];
+                        gf_sampler_params p = gf_sampler_greedy();
+                        p.temperature = a == 0 ? 0.0 : a == 1 ? 0.6 : 1.3;
+                        p.seed = 13;
+                        p.ext = &e;
+                        cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                        for (uint64_t step = 0; step < 4; step++) {
+                            gf_sample_result r;
+                            cr_assert_eq(gf_sample(L[row], V, &p, 1, step, &r), GF_OK, "%s", gf_error_msg());
+                            cr_assert(!(row == 1 && v == 1 && a > 0 && r.kept != 1), "v1 with a -inf entry kept %d",
+                                      (int)r.kept);
+                            if (!seen[r.kept]++)
+                                sizes++;
+                            double u[V];
+                            gf_rng_uniforms(p.seed, 1, step, V, u);
+                            int32_t id = -1;
+                            cr_assert_eq(in_tree(L[row], &p, u, &id), GF_OK);
+                            cr_assert_eq(id, r.token,
+                                         "row %d, mirostat %d, tau %g, mu %g, T %g, step %d: plugin %d, gf_sample %d",
+                                         row, (int)v, taus[t], mus[m], p.temperature, (int)step, (int)id, (int)r.token);
+                            rows++;
+                        }
+                    }
+    cr_assert_eq(rows, 2 * 2 * 4 * 7 * 3 * 4);
+    cr_assert_geq(sizes, 4, "mirostat kept only %ld distinct set sizes", sizes);
+}
+
+/* hf's no_repeat_ngram_size (issue 34): n 0 to 5 over histories with and
+ * without repeats, greedy and sampled, with top_k: the plugin's own n-gram
+ * ban draws what gf_sample does, and the ban changed some draws. */
+Test(plugin_sampler, hf_no_repeat_ngram)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(2.0 * gf_rng_uniform(47, 4, 0, (uint32_t)i) - 1.0);
+    static const int32_t hist[3][9] = {
+        {2, 5, 2, 5, 2, 7, 2, 5, 2}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {0, 3, 6, 9, 0, 3, 6, 11, 0}};
+    long rows = 0, banned = 0;
+    for (int h = 0; h < 3; h++)
+        for (int32_t n = 0; n <= 5; n++)
+            for (int a = 0; a < 4; a++) {
+                gf_sampler_ext e = gf_sampler_ext_defaults();
+                e.profile = GF_PROFILE_HF;
+                e.no_repeat_ngram_size = n;
+                e.history = hist[h];
+                e.n_history = 9;
+                gf_sampler_params p = gf_sampler_greedy();
+                p.temperature = (a & 1) ? 0.8 : 1.0;
+                p.use_top_k = (a & 2) != 0;
+                p.top_k = 4;
+                p.seed = 17;
+                p.ext = &e;
+                cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                gf_sampler_ext off = e;
+                off.no_repeat_ngram_size = 0;
+                gf_sampler_params po = p;
+                po.ext = &off;
+                for (uint64_t step = 0; step < 4; step++) {
+                    gf_sample_result r, ro;
+                    cr_assert_eq(gf_sample(L, V, &p, 4, step, &r), GF_OK, "%s", gf_error_msg());
+                    cr_assert_eq(gf_sample(L, V, &po, 4, step, &ro), GF_OK, "%s", gf_error_msg());
+                    banned += r.token != ro.token;
+                    double u[V];
+                    gf_rng_uniforms(p.seed, 4, step, V, u);
+                    int32_t id = -1;
+                    cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
+                    cr_assert_eq(id, r.token, "history %d, n %d, T %g, top_k %d, step %d: plugin %d, gf_sample %d", h,
+                                 (int)n, p.temperature, p.use_top_k, (int)step, (int)id, (int)r.token);
+                    rows++;
+                }
+            }
+    cr_assert_eq(rows, 3 * 6 * 4 * 4);
+    cr_assert_gt(banned, 10, "the n-gram ban changed only %ld of %ld draws", banned, rows);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {

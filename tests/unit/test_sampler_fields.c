@@ -85,7 +85,8 @@ Test(sampler_fields, defaults_and_name_lists)
             cr_assert(gf_sf_is_default(&gf_sampler_fields[i], NULL, &e), "%s", gf_sampler_fields[i].name);
     cr_assert_str_eq(gf_sampler_profile_list(", "), "seed, hf, llamacpp, vllm");
     cr_assert_str_eq(gf_sampler_profile_list(" or "), "seed, hf, llamacpp or vllm");
-    cr_assert_str_eq(gf_sampler_stage_list(), "penalties, top_k, typical_p, top_p, min_p, temperature, xtc");
+    cr_assert_str_eq(gf_sampler_stage_list(),
+                     "penalties, top_k, typical_p, top_p, min_p, temperature, xtc, top_n_sigma, dry");
 }
 
 static const char *why(gf_sampler_params p, gf_sampler_ext *e)

@@ -141,8 +141,8 @@ enum {
       GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                                 \
     X(CHAIN, "chain", GF_SF_CHAIN, E, chain, n_chain, 0.0, 0.0, 0.0, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER,   \
       "--chain",                                                                                                       \
-      "  --chain S,S,...        llamacpp's stage order over penalties, top_k, typical_p,\n"                            \
-      "                         top_p, min_p, xtc, temperature (each set filter must be in it,\n"                      \
+      "  --chain S,S,...        llamacpp's stage order over penalties, dry, top_n_sigma, top_k,\n"                     \
+      "                         typical_p, top_p, min_p, xtc, temperature (each set filter must be in it,\n"           \
       "                         the default top-k 40 and top-p 0.95 too: or give none)\n",                             \
       GF_SF_FIXED_ORDER, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE, GF_SFC_NONE)                                           \
     X(MIN_P, "min_p", GF_SF_REAL_OPT, E, min_p, use_min_p, 0.0, -GF_SF_INF, GF_SF_INF, GF_STAGE_MIN_P, GF_SF_REC_SET,  \
@@ -239,15 +239,84 @@ enum {
       "  --xtc-min-keep N       XTC fires only if at least N tokens stay (default 1)\n", GF_SFC_NONE,                  \
       GF_SF_XTC_ONLY("xtc_min_keep", 1.0), GF_SF_XTC_ONLY("xtc_min_keep", 1.0),                                        \
       GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "xtc_min_keep must be >= 0, got %s"),                        \
-      GF_SF_XTC_ONLY("xtc_min_keep", 1.0))
+      GF_SF_XTC_ONLY("xtc_min_keep", 1.0))                                                                             \
+    X(TOP_N_SIGMA, "top_n_sigma", GF_SF_REAL, E, top_n_sigma, top_n_sigma, -1.0, -GF_SF_INF, GF_SF_INF,                \
+      GF_STAGE_TOP_N_SIGMA, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--top-n-sigma",                              \
+      "  --top-n-sigma N        llamacpp: drop z < z_max - N * sigma (<= 0 off; default -1)\n", GF_SFC_NONE,           \
+      GF_SF_LC_ONLY("top_n_sigma", "top-n-sigma", -1.0), GF_SF_LC_ONLY("top_n_sigma", "top-n-sigma", -1.0),            \
+      GF_SF_FINITE("top_n_sigma must be finite, got %s"), GF_SF_LC_ONLY("top_n_sigma", "top-n-sigma", -1.0))           \
+    X(DRY_MULTIPLIER, "dry_multiplier", GF_SF_REAL, E, dry_multiplier, dry_multiplier, 0.0, -GF_SF_INF, GF_SF_INF,     \
+      GF_STAGE_DRY, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--dry-multiplier",                                   \
+      "  --dry-multiplier M     llamacpp's DRY: penalty M * base^(len - allowed) (0 off; default 0)\n", GF_SFC_NONE,   \
+      GF_SF_DRY_ONLY("dry_multiplier", 0.0), GF_SF_DRY_ONLY("dry_multiplier", 0.0),                                    \
+      GF_SF_FINITE("dry_multiplier must be finite, got %s"), GF_SF_DRY_ONLY("dry_multiplier", 0.0))                    \
+    X(DRY_BASE, "dry_base", GF_SF_REAL, E, dry_base, dry_base, 1.75, -GF_SF_INF, GF_SF_INF, GF_STAGE_DRY,              \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--dry-base",                                                       \
+      "  --dry-base B           DRY's base (< 1 off; default 1.75)\n", GF_SFC_NONE, GF_SF_DRY_ONLY("dry_base", 1.75),  \
+      GF_SF_DRY_ONLY("dry_base", 1.75), GF_SF_FINITE("dry_base must be finite, got %s"),                               \
+      GF_SF_DRY_ONLY("dry_base", 1.75))                                                                                \
+    X(DRY_ALLOWED_LENGTH, "dry_allowed_length", GF_SF_INT, E, dry_allowed_length, dry_allowed_length, 2.0, 0.0,        \
+      GF_SF_IMAX, GF_STAGE_DRY, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--dry-allowed-length",                   \
+      "  --dry-allowed-length N DRY penalises repeats longer than N tokens (default 2)\n", GF_SFC_NONE,                \
+      GF_SF_DRY_ONLY("dry_allowed_length", 2.0), GF_SF_DRY_ONLY("dry_allowed_length", 2.0),                            \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "dry_allowed_length must be >= 0, got %s"),                  \
+      GF_SF_DRY_ONLY("dry_allowed_length", 2.0))                                                                       \
+    X(DRY_PENALTY_LAST_N, "dry_penalty_last_n", GF_SF_INT, E, dry_penalty_last_n, dry_penalty_last_n, -1.0, -1.0,      \
+      GF_SF_IMAX, GF_STAGE_DRY, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--dry-penalty-last-n",                   \
+      "  --dry-penalty-last-n N DRY scans the last N ids of the history (-1 all, 0 off; default -1)\n", GF_SFC_NONE,   \
+      GF_SF_DRY_ONLY("dry_penalty_last_n", -1.0), GF_SF_DRY_ONLY("dry_penalty_last_n", -1.0),                          \
+      GF_SFC(-1.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D,                                                             \
+             "dry_penalty_last_n must be >= -1 (-1: the history), got %s"),                                            \
+      GF_SF_DRY_ONLY("dry_penalty_last_n", -1.0))                                                                      \
+    X(DRY_SEQUENCE_BREAKERS, "dry_sequence_breakers", GF_SF_IDS, E, dry_breakers, n_dry_breakers, 0.0, 0.0,            \
+      GF_SF_IMAX, GF_STAGE_DRY, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--dry-sequence-breakers",                \
+      "  --dry-sequence-breakers A,B  DRY's breaker token ids (single tokens; default none)\n", GF_SFC_NONE,           \
+      GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0), GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0), GF_SFC_NONE,         \
+      GF_SF_DRY_ONLY("dry_sequence_breakers", 0.0))                                                                    \
+    X(MIROSTAT, "mirostat", GF_SF_INT, E, mirostat, mirostat, 0.0, 0.0, 2.0, 0, GF_SF_REC_SET,                         \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat",                                                                      \
+      "  --mirostat 0|1|2       llamacpp: mirostat v1 / v2 replaces the chain (default 0: off)\n", GF_SFC_NONE,        \
+      GF_SF_MIRO_ONLY("mirostat", 0.0), GF_SF_MIRO_ONLY("mirostat", 0.0),                                              \
+      GF_SFC(0.0, 2.0, GF_SFC_PREFIX | GF_SFC_V_D, "mirostat must be 0, 1 or 2, got %s"),                              \
+      GF_SF_MIRO_ONLY("mirostat", 0.0))                                                                                \
+    X(MIROSTAT_TAU, "mirostat_tau", GF_SF_REAL, E, mirostat_tau, mirostat_tau, 5.0, -GF_SF_INF, GF_SF_INF, 0,          \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat-tau",                                                   \
+      "  --mirostat-tau T       mirostat's target surprise in bits (default 5)\n", GF_SFC_NONE,                        \
+      GF_SF_MIRO_ONLY("mirostat_tau", 5.0), GF_SF_MIRO_ONLY("mirostat_tau", 5.0),                                      \
+      GF_SF_FINITE("mirostat_tau must be finite, got %s"), GF_SF_MIRO_ONLY("mirostat_tau", 5.0))                       \
+    X(MIROSTAT_ETA, "mirostat_eta", GF_SF_REAL, E, mirostat_eta, mirostat_eta, 0.1, -GF_SF_INF, GF_SF_INF, 0,          \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat-eta",                                                   \
+      "  --mirostat-eta E       mirostat's learning rate (default 0.1)\n", GF_SFC_NONE,                                \
+      GF_SF_MIRO_ONLY("mirostat_eta", 0.1), GF_SF_MIRO_ONLY("mirostat_eta", 0.1),                                      \
+      GF_SF_FINITE("mirostat_eta must be finite, got %s"), GF_SF_MIRO_ONLY("mirostat_eta", 0.1))                       \
+    X(MIROSTAT_MU, "mirostat_mu", GF_SF_REAL_OPT, E, mirostat_mu, use_mirostat_mu, 0.0, -GF_SF_INF, GF_SF_INF, 0,      \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--mirostat-mu",                                                    \
+      "  --mirostat-mu M|none   mirostat's state going into the step (default none: 2 * tau)\n", GF_SFC_NONE,          \
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"),  \
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"),  \
+      GF_SF_FINITE("mirostat_mu must be finite, got %s"),                                                              \
+      GF_SFC(1.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "mirostat_mu is llamacpp's mirostat (give profile: llamacpp)"))  \
+    X(NO_REPEAT_NGRAM_SIZE, "no_repeat_ngram_size", GF_SF_INT, E, no_repeat_ngram_size, no_repeat_ngram_size, 0.0,     \
+      0.0, GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--no-repeat-ngram-size",                       \
+      "  --no-repeat-ngram-size N  hf: ban what would repeat an N-gram of the history (default 0: off)\n",             \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_D, "no_repeat_ngram_size is hf's (give profile: hf), got %s"),         \
+      GF_SFC_NONE,                                                                                                     \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                  \
+             "llama.cpp's sampler has no no_repeat_ngram_size (DRY is its repeat guard)"),                             \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM's SamplingParams has no no_repeat_ngram_size"))
 
 /* the shared rules of two rows above */
 #define GF_SF_FIXED_ORDER                                                                          \
     GF_SFC_EXCEPT(GF_PROFILE_BIT(GF_PROFILE_LLAMACPP), 0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_PROFILE, \
                   "an explicit chain is llamacpp's (its order is configurable); %s has a fixed order")
-/* XTC is llama.cpp's: every other profile refuses a field away from its default */
-#define GF_SF_XTC_ONLY(name, def) \
-    GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, name " is llamacpp's XTC (give profile: llamacpp)")
+/* XTC, top-n-sigma and DRY are llama.cpp's: every other profile refuses a
+ * field away from its default (a list: any entry) */
+#define GF_SF_LC_ONLY(name, what, def) \
+    GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, name " is llamacpp's " what " (give profile: llamacpp)")
+#define GF_SF_XTC_ONLY(name, def)  GF_SF_LC_ONLY(name, "XTC", def)
+#define GF_SF_DRY_ONLY(name, def)  GF_SF_LC_ONLY(name, "DRY", def)
+#define GF_SF_MIRO_ONLY(name, def) GF_SF_LC_ONLY(name, "mirostat", def)
 #define GF_SF_FINITE(msg) \
     GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_G, msg)
 

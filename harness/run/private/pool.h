@@ -18,11 +18,14 @@
 typedef struct gf_task {
     json_t *(*fn)(const void *arg);
     const void *arg;
-    double timeout_s;
+    double timeout_s; /* the stall bound: killed after this long without progress (a backend call
+                         started or returned); 0: no watchdog */
+    double total_s;   /* the whole task's cap (the child's alarm); 0: timeout_s (one bound) */
     /* results */
     json_t *record; /* accepted record (its nonce checked and removed), or NULL */
     char *err;      /* stderr tail (NUL-terminated) */
     int exit_code, signal, timed_out, spawn_failed;
+    int over_total;  /* timed out by the whole-task cap (total_s), not by a stall */
     int not_started; /* the run was interrupted before this task started */
     int interrupted; /* SIGINT/SIGTERM in the parent: its process group was killed */
     int rejected;    /* a record arrived and was refused: reject_why says why */
