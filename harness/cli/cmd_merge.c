@@ -334,6 +334,7 @@ int gf_cmd_merge(int argc, char **argv)
            (long long)json_integer_value(json_object_get(sum, "failed")),
            (long long)json_integer_value(json_object_get(sum, "skipped")), out, junit, html ? ", " : "",
            html ? html : "");
+    gf_report_groups_print(sum); /* the last line, as a run's: each backend's figures, the engine alone's apart */
     rc = (int)json_integer_value(json_object_get(sum, "exit_status"));
 done:
     for (size_t i = 0; docs && i < n; i++)

@@ -81,7 +81,7 @@ static void usage(FILE *f)
             "                           skipped or an error, then stop (backends are probed, nothing runs);\n"
             "                           exit 2 if any pair is an error, 1 if a --require-backend one\n"
             "                           would skip, else 0\n"
-            "  --durations N            after the summary, list the N slowest (case, backend) runs\n"
+            "  --durations N            before the summary, list the N slowest (case, backend) runs\n"
             "  --rerun-failed RUN.json  only the (case, backend) pairs that did not pass (fail, stale,\n"
             "                           crash, timeout, error) in that earlier report, on the backends\n"
             "                           they ran on there (NAME:CONFIG and --require-backend kept);\n"
@@ -95,8 +95,10 @@ static void usage(FILE *f)
             "                           no child, no watchdog, no memory cap, so gdb and sanitizers\n"
             "                           see the backend directly; isolation is off (a crash kills\n"
             "                           genfence); docs/backends.md \"Debugging your backend\"\n"
-            "  --as-declared            judge each case that declares expect_verdict (cases/detect/)\n"
-            "                           by it: as declared counts as passed, another verdict as failed\n"
+            "  --raw-verdicts           judge every run by its verdict alone; by default a case that\n"
+            "                           declares expect_verdict (the must-fail cases of cases/detect/)\n"
+            "                           is judged by it: as declared counts as passed (exit 0), another\n"
+            "                           verdict as failed (--as-declared: that default, said explicitly)\n"
             "  --baseline FILE          known findings (docs/harness.md \"Baselines\"; repeatable): a run\n"
             "                           that gives an entry's verdict and reason is known (exit 0); one\n"
             "                           that passes where an entry expects a finding is fixed (exit 1)\n"
@@ -107,7 +109,9 @@ static void usage(FILE *f)
             "  -h, --help               this help\n"
             "\n"
             "Verdicts: pass, pass-near-tie, skip -> 0; fail, stale, crash, timeout -> 1; error (bad\n"
-            "case, bad input) -> 2; 2 wins over 1. The last line is \"N passed, N failed, N skipped\".\n"
+            "case, bad input) -> 2; 2 wins over 1. The last line gives each backend's own figures, then\n"
+            "the engine alone's: \"B: N passed, N failed, N skipped; engine alone: N passed, ...\"\n"
+            "(the line above: \"total: N passed, N failed, N skipped\").\n"
             "\n"
             "exit status: 0 all passed, 1 a case failed, 2 bad input or usage (also: the report directory\n"
             "is in use by another run), 130 / 143 interrupted by SIGINT / SIGTERM (the report says so)\n",
@@ -265,6 +269,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         O_MAXFAIL,
         O_LIMIT,
         O_DECLARED,
+        O_RAW,
         O_BASELINE,
         O_BASELINE_FIXED,
         O_MODEL,
@@ -298,6 +303,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
                                              {"exitfirst", no_argument, 0, 'x'},
                                              {"limit", required_argument, 0, O_LIMIT},
                                              {"as-declared", no_argument, 0, O_DECLARED},
+                                             {"raw-verdicts", no_argument, 0, O_RAW},
                                              {"baseline", required_argument, 0, O_BASELINE},
                                              {"baseline-allow-fixed", no_argument, 0, O_BASELINE_FIXED},
                                              {"model", required_argument, 0, O_MODEL},
@@ -390,6 +396,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
             break;
         }
         case O_DECLARED: cli->as_declared = 1; break;
+        case O_RAW: cli->as_declared = 0; break;
         case O_MODEL: cli->model = optarg; break;
         case O_MAKE_GOLDENS: cli->make_goldens = 1; break;
         case O_REFERENCE:
@@ -582,7 +589,8 @@ int gf_cmd_run_traced(int argc, char **argv, int trace)
                          .timeout_s = GF_RUN_DEFAULT_TIMEOUT_S,
                          .memory_limit = (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024),
                          .report_dir = "reports"},
-                   .triangulate = 1};
+                   .triangulate = 1,
+                   .as_declared = 1};
     gf_run_info info;
     memset(&info, 0, sizeof info);
     info.started = time(NULL);
@@ -672,7 +680,7 @@ int gf_cmd_run_traced(int argc, char **argv, int trace)
     info.n_selected = n_sel;
     info.tty = isatty(STDOUT_FILENO);
     info.quiet = cli.quiet;
-    info.as_declared = cli.as_declared;
+    info.as_declared = o->as_declared = cli.as_declared;
     if (cli.no_report)
         o->report_dir = NULL;
     info.report_dir = o->report_home = o->report_dir;
@@ -730,9 +738,9 @@ int gf_cmd_run_traced(int argc, char **argv, int trace)
     }
     gf_report_dir_close(&rd);
     g_report_dir = NULL;
-    gf_console_summary(&info);
-    if (cli.durations)
+    if (cli.durations) /* before the summary: its last line stays the last */
         print_durations(jobs, n_jobs, (size_t)cli.durations);
+    gf_console_summary(&info);
     rc = info.exit_status;
 
     json_decref(info.triangulation);

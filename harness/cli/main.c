@@ -38,7 +38,7 @@ static void usage(FILE *f)
             "usage: genfence COMMAND [OPTIONS]\n"
             "       genfence COMMAND --help\n"
             "       genfence --version\n"
-            "       genfence --module-dir DIR COMMAND ...  (backend modules from DIR: GENFENCE_MODULE_DIR)\n"
+            "       genfence --module-dir DIR COMMAND ...  (backend modules from DIR: GENFENCE_MODULE_PATH)\n"
             "\n"
             "commands:\n",
             GENFENCE_VERSION);
@@ -57,7 +57,8 @@ int main(int argc, char **argv)
         return GF_EXIT_USAGE;
     }
     /* genfence --module-dir DIR COMMAND ...: the backend modules from DIR
-     * (GENFENCE_MODULE_DIR, so the children and reproduce lines see it too) */
+     * (GENFENCE_MODULE_PATH, so the children and reproduce lines see it too;
+     * it wins over GENFENCE_MODULE_DIR, the variable's older name) */
     while (argc >= 3 && (!strcmp(argv[1], "--module-dir") || !strncmp(argv[1], "--module-dir=", 13))) {
         int eq = argv[1][12] == '=';
         const char *dir = eq ? argv[1] + 13 : argv[2];
@@ -65,7 +66,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "genfence: --module-dir needs a directory\n");
             return GF_EXIT_USAGE;
         }
-        setenv("GENFENCE_MODULE_DIR", dir, 1);
+        setenv("GENFENCE_MODULE_PATH", dir, 1);
         argc -= eq ? 1 : 2;
         argv += eq ? 1 : 2;
     }

@@ -64,19 +64,23 @@ static void known_list(char *out, size_t len)
     }
 }
 
-/* Where the modules come from, and why there: $GENFENCE_MODULE_DIR (or
- * `genfence --module-dir`), else an installed genfence's own
+/* Where the modules come from, and why there: $GENFENCE_MODULE_PATH (or
+ * `genfence --module-dir`, which sets it), else $GENFENCE_MODULE_DIR (its
+ * older name, kept as an alias), else an installed genfence's own
  * <exe>/../lib/genfence/backends when that folder exists, else the build
  * tree's. An installed binary never picks up a build tree's modules just
  * because that tree still exists. */
 const char *gf_registry_module_dir_origin(const char **origin)
 {
     static char installed[4096];
-    const char *env = getenv("GENFENCE_MODULE_DIR");
-    if (env && env[0]) {
-        if (origin)
-            *origin = "GENFENCE_MODULE_DIR";
-        return env;
+    static const char *const vars[] = {"GENFENCE_MODULE_PATH", "GENFENCE_MODULE_DIR"}; /* one directory each */
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *env = getenv(vars[i]);
+        if (env && env[0]) {
+            if (origin)
+                *origin = vars[i];
+            return env;
+        }
     }
     struct stat sb;
     char exe[4096];

@@ -35,12 +35,14 @@ gf_status gf_registry_open(const char *spec, gf_backend_handle *h);
 gf_backend_options gf_registry_options(const gf_backend_handle *h, int32_t threads);
 void gf_registry_close(gf_backend_handle *h); /* NULL-safe */
 
-/* Directory searched for modules: $GENFENCE_MODULE_DIR (`genfence
- * --module-dir DIR` sets it), else an installed genfence's
+/* Directory searched for modules: $GENFENCE_MODULE_PATH (`genfence
+ * --module-dir DIR` sets it), else $GENFENCE_MODULE_DIR (the older name),
+ * else an installed genfence's
  * <exe>/../lib/genfence/backends when it exists, else the build tree's. */
 const char *gf_registry_module_dir(void);
 /* The same, with *origin (when not NULL) saying which rule chose it:
- * "GENFENCE_MODULE_DIR", "installed with this genfence", "the build tree". */
+ * "GENFENCE_MODULE_PATH", "GENFENCE_MODULE_DIR", "installed with this
+ * genfence", "the build tree". */
 const char *gf_registry_module_dir_origin(const char **origin);
 
 #endif

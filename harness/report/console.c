@@ -211,23 +211,43 @@ void gf_console_finished(gf_job *j, size_t done, size_t total, void *user)
     gf_console_line(r, j);
 }
 
-/* Each asked-for backend's own figures, then the engine alone's and the
- * runs of no backend apart:
- *   "mybackend: 11 passed, 0 failed, 14 skipped; engine alone: 115 passed, 0 failed, 0 skipped" */
-static void by_backend_line(const gf_run_info *r)
+/* A backend named (or required) that no case reached: said on its own line
+ * above the last. */
+static void unreached_lines(const gf_run_info *r)
+{
+    for (size_t b = 0; b < r->n_backends; b++) {
+        const gf_backend_probe *p = &r->backends[b];
+        if ((p->explicit_ || p->required) && gf_backend_unreached(r, p))
+            printf("backend %s reached no case: every selected case ran on the engine alone or its backends filter "
+                   "excludes it%s\n",
+                   gf_backend_label(p),
+                   p->required ? "; it is required (--require-backend): counted as one failure" : "");
+    }
+}
+
+/* The last line, the one CI parses: each asked-for backend's own figures
+ * first, then the engine alone's and the runs no backend matched, apart:
+ *   "mybackend: 11 passed, 0 failed, 14 skipped; engine alone: 115 passed, 0 failed, 0 skipped"
+ * Every run is in exactly one group, so the groups add up to the total line
+ * above, and every failure behind the exit status is on this line (a required
+ * backend no case reached is its one failure). */
+static void last_line(const gf_run_info *r)
 {
     char c[128];
     int n = 0;
     for (size_t b = 0; b < r->n_backends; b++) {
         const gf_backend_probe *p = &r->backends[b];
         gf_counts k = gf_run_counts_of(r, GF_GROUP_BACKEND, p);
-        if (!k.runs && !p->available)
-            continue; /* its "unavailable" line above */
+        int unreached = gf_backend_unreached(r, p);
+        if (!k.runs && !p->available && !p->required)
+            continue; /* not run here (default mode), or named with no case: its line above */
+        if (unreached && p->required)
+            k.failed++;
         gf_counts_format(&k, c, sizeof c);
-        printf("%s%s: %s%s", n++ ? "; " : "", p->name, c,
-               !gf_backend_unreached(r, p) ? ""
-               : p->required               ? " (reached no case: 1 failed, --require-backend)"
-                                           : " (reached no case)");
+        printf("%s%s: %s%s", n++ ? "; " : "", gf_backend_label(p), c,
+               !unreached    ? ""
+               : p->required ? " (reached no case, --require-backend)"
+                             : " (reached no case)");
     }
     gf_counts e = gf_run_counts_of(r, GF_GROUP_ENGINE, NULL), none = gf_run_counts_of(r, GF_GROUP_NONE, NULL);
     if (e.runs) {
@@ -238,18 +258,12 @@ static void by_backend_line(const gf_run_info *r)
         gf_counts_format(&none, c, sizeof c);
         printf("%sno backend matched the case: %s", n++ ? "; " : "", c);
     }
-    if (n)
-        printf("\n");
-    for (size_t b = 0; b < r->n_backends; b++) {
-        const gf_backend_probe *p = &r->backends[b];
-        if ((p->explicit_ || p->required) && gf_backend_unreached(r, p))
-            printf("backend %s reached no case: every selected case ran on the engine alone or its backends filter "
-                   "excludes it%s\n",
-                   p->name, p->required ? "; it is required (--require-backend): counted as one failure" : "");
-    }
+    if (!n)
+        printf("nothing run: 0 passed, 0 failed, 0 skipped");
+    printf("\n");
 }
 
-/* --as-declared, or cases that declare a verdict: did each get it? */
+/* cases that declare a verdict: did each get it? */
 static void declared_lines(const gf_run_info *r)
 {
     size_t n = 0, ok = 0, not_run = 0;
@@ -275,7 +289,7 @@ static void declared_lines(const gf_run_info *r)
                n - ok, n, n == 1 ? "" : "s");
     if (not_run)
         printf("; %zu not run (skipped: their backend was not named or is unavailable)", not_run);
-    printf("%s\n", r->as_declared ? "" : "; the exit status is the verdicts' (--as-declared: the declarations')");
+    printf("%s\n", r->as_declared ? "" : "; --raw-verdicts: the exit status is the verdicts', not the declarations'");
     if (ok != n)
         for (size_t i = 0; i < r->n_jobs; i++) {
             const gf_job *j = &r->jobs[i];
@@ -362,12 +376,23 @@ void gf_console_summary(const gf_run_info *r)
         for (size_t i = 0; i < r->n_jobs; i++)
             if (r->jobs[i].interrupted)
                 r->jobs[i].ran ? stopped++ : not_run++;
-        printf("interrupted by %s: %zu run%s stopped, %zu not run (error in the report); exit %d\n",
+        printf("interrupted by %s: %zu run%s stopped, %zu not run (error in the report); exit %d",
                gf_report_signal_name(r->interrupted), stopped, stopped == 1 ? "" : "s", not_run, r->exit_status);
+        /* which were not run, by name (the first 8; run.json has every one: "not_run": true) */
+        size_t shown = 0;
+        for (size_t i = 0; i < r->n_jobs; i++) {
+            const gf_job *j = &r->jobs[i];
+            if (!j->interrupted || j->ran)
+                continue;
+            if (shown++ < 8)
+                printf("%s%s [%s]", shown == 1 ? "; not run: " : ", ", j->c->id, j->backend ? j->backend->name : "-");
+        }
+        printf("%s\n", shown > 8 ? ", ..." : "");
     }
     declared_lines(r);
-    by_backend_line(r);
-    /* the line CI parses: the whole run (the line above splits it by backend) */
-    printf("%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
+    unreached_lines(r);
+    /* the whole run, every group together; then the line CI parses */
+    printf("total: %zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
+    last_line(r);
     fflush(stdout);
 }

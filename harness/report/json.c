@@ -138,9 +138,17 @@ json_t *gf_report_environment(const gf_run_info *r)
     json_object_set_new(libs, "compiler", json_string(__VERSION__));
 #endif
     json_object_set_new(env, "libraries", libs);
-    static const char *const vars[] = {
-        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",  "MKL_NUM_THREADS",  "GENFENCE_MODULE_DIR",
-        "GENFENCE_ROOT",   "CUDA_VISIBLE_DEVICES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", NULL};
+    static const char *const vars[] = {"OMP_NUM_THREADS",
+                                       "OPENBLAS_NUM_THREADS",
+                                       "OPENBLAS_CORETYPE",
+                                       "MKL_NUM_THREADS",
+                                       "GENFENCE_MODULE_DIR",
+                                       "GENFENCE_MODULE_PATH",
+                                       "GENFENCE_ROOT",
+                                       "CUDA_VISIBLE_DEVICES",
+                                       "ONEDNN_MAX_CPU_ISA",
+                                       "DNNL_MAX_CPU_ISA",
+                                       NULL};
     json_t *ev = json_object();
     for (int i = 0; vars[i]; i++)
         json_object_set_new(ev, vars[i], str_or_null(getenv(vars[i])));
@@ -238,7 +246,7 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
     if (c->has_expect_verdict)
         json_object_set_new(o, "expect_verdict", json_string(gf_verdict_str(c->expect_verdict)));
     json_object_set_new(o, "reason", text(j->reason));
-    if (gf_job_declared(r, j) >= 0) /* --as-declared: judged against expect_verdict */
+    if (gf_job_declared(r, j) >= 0) /* judged against expect_verdict (not --raw-verdicts) */
         json_object_set_new(o, "as_declared", json_boolean(gf_job_declared(r, j)));
     json_object_set_new(o, "exit_status", json_integer(gf_job_exit(r, j)));
     json_object_set_new(o, "seconds", json_real(j->seconds));

@@ -66,8 +66,8 @@ static const char *backend_of(const json_t *res)
     return b ? b : "none";
 }
 
-/* The element one run becomes: the verdict table's, except under
- * --as-declared (as declared: a passing testcase; not: a failure). */
+/* The element one run becomes: the verdict table's, except for
+ * a case judged by its expect_verdict (as declared: a passing testcase; not: a failure). */
 static gf_junit_elem res_elem(const json_t *res, gf_verdict *v_out)
 {
     gf_verdict v;

@@ -40,7 +40,7 @@ typedef struct gf_run_info {
     const char *report_dir; /* the report folder as given (options.report_dir); NULL: none */
     int interrupted;        /* SIGINT / SIGTERM stopped the run: the signal, else 0 */
     json_t *triangulation;  /* triangulate.h; NULL when not run */
-    int as_declared;        /* --as-declared: a case's expect_verdict is what it must get (exit 0 as declared) */
+    int as_declared;        /* a case's expect_verdict is what it must get (exit 0 as declared); 0: --raw-verdicts */
     size_t n_declared, n_as_declared; /* runs of cases with expect_verdict, those that got it */
     size_t required_unreached;        /* --require-backend backends that no case reached */
     json_t *baseline;                 /* --baseline: what the baseline found (baseline.h); NULL without one */
@@ -48,7 +48,7 @@ typedef struct gf_run_info {
 } gf_run_info;
 
 /* How one run counts: passed, skipped or failed (a required skip is failed;
- * under --as-declared a run of a case with expect_verdict is passed when it
+ * by default (not --raw-verdicts) a run of a case with expect_verdict is passed when it
  * got that verdict, failed when it got another, skipped when not run). */
 typedef enum gf_outcome { GF_OUT_PASSED, GF_OUT_SKIPPED, GF_OUT_FAILED } gf_outcome;
 /* declared: -1 not judged against expect_verdict, 1 as declared, 0 not. */
@@ -75,6 +75,9 @@ int gf_job_exit(const gf_run_info *r, const gf_job *j);
  * (json.c and merge): {"by_backend": [{backend, requested, passed, failed,
  * skipped, runs, reached}], "engine_alone": {...}, "no_backend": {...}}. */
 json_t *gf_report_groups(const json_t *results, const json_t *backends);
+/* The last line of a run, from a report's summary (merge): each backend's
+ * figures, then the engine alone's and no backend's, as the console's. */
+void gf_report_groups_print(const json_t *summary);
 
 /* Count verdicts and derive the exit status (2 wins over 1 wins over 0; a
  * skip of a required backend counts as a failure, and so does a required

@@ -11,6 +11,8 @@ int gf_job_declared(const gf_run_info *r, const gf_job *j)
 {
     if (!r || !r->as_declared || !j->c->has_expect_verdict)
         return -1;
+    if (j->verdict == GF_V_SKIP && j->c->expect_verdict != GF_V_SKIP)
+        return -1; /* not run (its backend not named or unavailable): a skip like any other, not judged */
     return j->verdict == j->c->expect_verdict;
 }
 
@@ -29,8 +31,10 @@ int gf_outcome_exit(gf_verdict v, int req, int declared)
 {
     if (declared == 1)
         return 0;
-    if (declared == 0) /* not as declared: a check failed, whatever the verdict asked for */
-        return gf_verdict_skipped(v, req) ? 0 : 1;
+    if (declared == 0) { /* not as declared: a check failed; an error stays bad input (an unusable backend) */
+        int e = gf_verdict_exit(v, req);
+        return gf_verdict_skipped(v, req) ? 0 : e > 1 ? e : 1;
+    }
     return gf_verdict_exit(v, req);
 }
 
@@ -146,6 +150,36 @@ static void add_result(gf_counts *c, const json_t *res)
 static int is_engine(const json_t *res)
 {
     return !strcmp(js(res, "backend"), "engine") && !strcmp(js(res, "backend_requested"), "engine");
+}
+
+static void group_print(const json_t *g, const char *name, int *n)
+{
+    long long f = (long long)json_integer_value(json_object_get(g, "failed"));
+    int unreached = json_is_true(json_object_get(g, "required")) &&
+                    !json_integer_value(json_object_get(g, "reached")) &&
+                    !json_integer_value(json_object_get(g, "runs"));
+    printf("%s%s: %lld passed, %lld failed, %lld skipped%s", (*n)++ ? "; " : "", name,
+           (long long)json_integer_value(json_object_get(g, "passed")), f + unreached,
+           (long long)json_integer_value(json_object_get(g, "skipped")),
+           unreached ? " (reached no case, --require-backend)" : "");
+}
+
+void gf_report_groups_print(const json_t *summary)
+{
+    int n = 0;
+    size_t k;
+    const json_t *b;
+    json_array_foreach(json_object_get(summary, "by_backend"), k, b)
+    {
+        const char *req = js(b, "requested"); /* NAME:CONFIG as given, a plugin by its name (gf_backend_label) */
+        group_print(b, strchr(req, ':') && !strchr(req, '/') ? req : js(b, "backend"), &n);
+    }
+    const json_t *e = json_object_get(summary, "engine_alone"), *none = json_object_get(summary, "no_backend");
+    if (json_integer_value(json_object_get(e, "runs")))
+        group_print(e, "engine alone", &n);
+    if (json_integer_value(json_object_get(none, "runs")))
+        group_print(none, "no backend matched the case", &n);
+    printf("%s\n", n ? "" : "nothing run: 0 passed, 0 failed, 0 skipped");
 }
 
 json_t *gf_report_groups(const json_t *results, const json_t *backends)

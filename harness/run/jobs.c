@@ -278,8 +278,10 @@ static void on_finished(size_t ti, size_t done, void *u)
     }
     if (j->verdict == GF_V_CRASH || j->verdict == GF_V_TIMEOUT || j->interrupted)
         j->crash_context = gf_task_trace_json(t);
-    if (gf_verdict_exit(j->verdict, j->backend->required) != 0 && !j->interrupted && r->o->maxfail > 0 &&
-        ++r->failures >= r->o->maxfail)
+    int bad = gf_verdict_exit(j->verdict, j->backend->required) != 0;
+    if (r->o->as_declared && j->c->has_expect_verdict) /* the declaration decides, as in the tally */
+        bad = j->verdict != j->c->expect_verdict;
+    if (bad && !j->interrupted && r->o->maxfail > 0 && ++r->failures >= r->o->maxfail)
         gf_pool_stop_starting(1);
     if (r->hooks && r->hooks->finished)
         r->hooks->finished(j, done, r->total, r->hooks->user);

@@ -2,7 +2,7 @@
  * printed (docs/harness.md): the binary's absolute path, the case file's
  * absolute path, and every flag that changes the outcome (--backend or
  * --require-backend as given, --threads, --timeout, --memory-limit,
- * --golden-dir) and its own report folder (--report-dir DIR/reproduce/ID,
+ * --golden-dir, --raw-verdicts for a case that declares expect_verdict) and its own report folder (--report-dir DIR/reproduce/ID,
  * or --no-report like the run). */
 #include <limits.h>
 #include <stdio.h>
@@ -65,6 +65,8 @@ static char *command_line(const gf_job *j, const gf_run_opts *o, const char *cmd
         ADD(" --timeout %g", o->timeout_s);
     if (o->memory_limit != (unsigned long long)(GF_RUN_DEFAULT_MEMORY_GIB * 1024 * 1024 * 1024))
         ADD(" --memory-limit %llu", o->memory_limit);
+    if (!o->as_declared && j->c->has_expect_verdict) /* judged by its verdict, as in the run */
+        ADD(" --raw-verdicts");
     if (o->golden_dir) {
         char q[4200];
         abs_quoted(q, sizeof q, o->golden_dir);

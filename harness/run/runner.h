@@ -31,6 +31,8 @@ typedef struct gf_run_opts {
     const char *report_dir;          /* reports go here; failing-step logits under report_dir/failures */
     const char *golden_dir;          /* --golden-dir: read goldens from here (NULL: each case's own path) */
     int maxfail;                     /* --maxfail: start no job after this many failures (0: no limit) */
+    int as_declared;                 /* a case's expect_verdict decides (not --raw-verdicts): --maxfail counts
+                                      * only runs not as declared */
     const char *report_home;         /* the report folder as given (report_dir may be its staging folder;
                                         NULL: --no-report): reproduce lines report under its reproduce/ID/ */
     int trace;                       /* localization (localize.h): 0 a failing model case on a backend with

@@ -30,7 +30,7 @@ run() { # run OUTFILE ARGS...: genfence run on ref-known; prints the exit status
     set -e
     echo $rc
 }
-summary() { tail -n 1 "$1"; }
+summary() { gf_total "$1"; } # the whole run's figures (the line above the last)
 py() { "${GF_PYTHON:-python3}" "$@"; }
 
 # 1. the known finding, as a plain run

@@ -45,7 +45,7 @@ PY
 start=$(date +%s%N)
 run cases/golden.yaml -j 1
 [[ $rc == 0 ]] || { echo "$out"; fail "the committed goldens do not pass on ref (exit $rc)"; }
-grep -q '^4 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "summary"; }
+grep -q '^total: 4 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "summary"; }
 echo "golden_checks: committed goldens pass on ref in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 echo "$out" | grep '^pass'
 
@@ -201,7 +201,7 @@ for k in t:
 PY
 run cases/golden.yaml --filter '^golden\.(greedy\.sherlock|sampled\.batch)$' --golden-dir "$tmp/blessed"
 [[ $rc == 0 ]] || { echo "$out"; fail "blessed goldens do not pass on the backend that made them (exit $rc)"; }
-grep -q '^2 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "bless round trip summary"; }
+grep -q '^total: 2 passed, 0 failed, 0 skipped$' <<<"$out" || { echo "$out"; fail "bless round trip summary"; }
 set +e
 "$GENFENCE" bless --backend ref --out-dir "$tmp/blessed" cases/golden.yaml --filter '^golden\.greedy\.sherlock$' >"$tmp/bout" 2>&1
 rc=$?

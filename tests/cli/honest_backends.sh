@@ -40,7 +40,7 @@ check_error() { # backend spec, reason (grep -E), more run options
     n_reason=$(grep -A1 '^ERROR ' "$tmp/out" | grep -cE "^    backend '.*' cannot be used: .*$want" || true)
     [[ $n_reason -eq $n_cases ]] || fail "--backend $be: the reason /$want/ is under $n_reason of $n_cases lines"
     grep -Eq "^backend .* cannot be used .*$want" "$tmp/out" || fail "--backend $be: the summary does not name the reason"
-    tail -n 1 "$tmp/out" | gf_grepq -Eq "^0 passed, $n_cases failed, 0 skipped$" || fail "--backend $be: $(tail -n 1 "$tmp/out")"
+    tail -n 1 "$tmp/out" | gf_grepq -Eq "^[^;]+: 0 passed, $n_cases failed, 0 skipped$" || fail "--backend $be: $(tail -n 1 "$tmp/out")"
     echo "ok   --backend $be: error x $n_cases, exit 2"
 }
 check_error openblass "unknown backend 'openblass' \(known: ref, "

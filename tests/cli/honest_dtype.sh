@@ -40,7 +40,7 @@ for r in d["results"]:
 PY
 
 set +e
-"$GENFENCE" run cases/golden.yaml cases/detect/dtype.yaml \
+"$GENFENCE" run --raw-verdicts cases/golden.yaml cases/detect/dtype.yaml \
     --filter '^(golden\.(greedy\.(sherlock|batch)|sampled\.(sherlock|batch))|detect\.dtype\.bf16_as_fp32)$' --backend "$T/libgenfence_test_faulty_ref_bf16_as_fp32.so" --no-report >"$tmp/out" 2>&1
 rc=$?
 set -e

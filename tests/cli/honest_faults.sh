@@ -16,7 +16,7 @@ gf_test_init honest_faults
 cd "$GF_SRC"
 T="$GF_BUILD/tests/backends"
 set +e
-"$GENFENCE" run cases/detect/faults.yaml --backend "$T/libgenfence_test_faulty_ref_nan.so" \
+"$GENFENCE" run --raw-verdicts cases/detect/faults.yaml --backend "$T/libgenfence_test_faulty_ref_nan.so" \
     --backend "$T/libgenfence_test_faulty_ref_bad_length.so" --backend "$T/libgenfence_test_faulty_ref_oom.so" \
     --backend "$T/libgenfence_test_faulty_ref_noop_reset.so" --backend "$T/libgenfence_test_faulty_ref_bad_bytes.so" \
     --backend "$T/libgenfence_test_faulty_ref_no_own_key.so" \

@@ -32,7 +32,7 @@ B="$GF_BUILD/tests/backends"
 # passing, failing and crashing runs still end as such (under 3 s they could
 # time out)
 set +e
-"$GENFENCE" run cases/generation.yaml cases/detect/model.yaml cases/detect/runner.yaml \
+"$GENFENCE" run --raw-verdicts cases/generation.yaml cases/detect/model.yaml cases/detect/runner.yaml \
     --filter '^(cache\.sherlock|detect\.cache\.bad_cache|detect\.runner\..*)$' --backend ref \
     --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_crash.so" \
     --backend "$B/libgenfence_test_ref_hang.so" --backend "$B/libgenfence_test_faulty_ref_unavailable.so" --timeout $((60 * ${GF_TIME_SCALE:-1})) -j 2 --no-triangulate \

@@ -69,7 +69,7 @@ isolation_run() { # WHAT OUT REPORT-DIR ARGS...: a run of cases/detect/isolation
     local what=$1 out=$2 rep=$3 rc
     shift 3
     set +e
-    timeout -s KILL "$bound" "$GENFENCE" run cases/detect/isolation "$@" --no-triangulate --report-dir "$rep" >"$out" 2>&1
+    timeout -s KILL "$bound" "$GENFENCE" run --raw-verdicts cases/detect/isolation "$@" --no-triangulate --report-dir "$rep" >"$out" 2>&1
     rc=$?
     set -e
     cat "$out"
@@ -146,7 +146,7 @@ PY
 # the crash context on the existing crash and hang backends (two runs: the
 # crash under the generous timeout, the hang under the short one)
 set +e
-timeout -s KILL 180 "$GENFENCE" run cases/detect/runner.yaml --filter '^detect\.runner\.crash$' \
+timeout -s KILL 180 "$GENFENCE" run --raw-verdicts cases/detect/runner.yaml --filter '^detect\.runner\.crash$' \
     --backend "$T/libgenfence_test_ref_crash.so" --timeout "$TIMEOUT" \
     --no-triangulate --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
 rc=$?
@@ -154,7 +154,7 @@ set -e
 cat "$tmp/out2"
 [[ $rc -eq 1 ]] || fail "ref-crash: exit $rc, want 1"
 set +e
-timeout -s KILL 120 "$GENFENCE" run cases/detect/runner.yaml --filter '^detect\.runner\.hang$' \
+timeout -s KILL 120 "$GENFENCE" run --raw-verdicts cases/detect/runner.yaml --filter '^detect\.runner\.hang$' \
     --backend "$T/libgenfence_test_ref_hang.so" --timeout "$HANG_TIMEOUT" \
     --no-triangulate --report-dir "$tmp/rep2h" >"$tmp/out2h" 2>&1
 rc=$?
@@ -185,7 +185,7 @@ echo "ok   crash context: ref-crash and ref-hang name forward call #1 (console, 
 # SIGINT in the middle (fork_probe has passed, busy_spin spins): every
 # child's group killed, the run ends, the interrupted case is no pass
 set -m # job control: the background run's SIGINT is not ignored (genfence keeps an ignored one so)
-"$GENFENCE" run cases/detect/isolation --filter 'busy_spin|fork_probe' --backend "$T/libgenfence_test_faulty_busy_spin.so" \
+"$GENFENCE" run --raw-verdicts cases/detect/isolation --filter 'busy_spin|fork_probe' --backend "$T/libgenfence_test_faulty_busy_spin.so" \
     --backend "$T/libgenfence_test_faulty_fork_probe.so" --timeout 300 -j 1 --no-triangulate \
     --report-dir "$tmp/rep3" >"$tmp/out3" 2>&1 &
 gpid=$!

@@ -72,7 +72,7 @@ has '^4 cases$' "two cases of two models: four"
   fail "golden.py disagrees with genfence on the hashes of a models: list's cases"
 g run "$tmp/models.yaml" --filter stream --no-report
 want 0 "a models: list's cases run"
-has '^2 passed, 0 failed, 0 skipped$' "both copies of the stream case pass"
+has '^total: 2 passed, 0 failed, 0 skipped$' "both copies of the stream case pass"
 printf 'cases:\n  - {id: x, kind: stream_decode, model: a, models: [b], text: x}\n' >"$tmp/both.yaml"
 g list "$tmp/both.yaml"
 want 2 "model and models"
@@ -119,7 +119,7 @@ g run --model "$M" --backend "$BE" --make-goldens --report-dir "$tmp/r1"
 want 0 "the model suite on $BE"
 printf '%s\n' "$out" | gf_grepq -q 'making' && fail "the second run remade its goldens"
 [[ $(stat -c %Y "${made[@]}" | tr '\n' ' ') == "$before" ]] || fail "the cached goldens were rewritten"
-has '^16 passed, 0 failed, 0 skipped$' "the model suite passes on $BE"
+has '^total: 16 passed, 0 failed, 0 skipped$' "the model suite passes on $BE"
 "$PY" - "$tmp/r1/run.json" <<'PY' || fail "run.json lacks the KV cache's shape and bytes"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -205,7 +205,7 @@ grep -q "end ids \[[0-9]*, 282\] from generation_config.json" "$suite" || fail "
 g run --model "$H" --backend ref --make-goldens --limit 1 --report-dir "$tmp/r2"
 want 0 "the model suite on the hub layout"
 has "golden.py: wrote" "the hub layout's goldens are made (transformers reads the shards; golden.py checks the sharded model hash against genfence's)"
-has '^9 passed, 0 failed, 0 skipped$' "the model suite (--limit 1) passes on the hub layout"
+has '^total: 9 passed, 0 failed, 0 skipped$' "the model suite (--limit 1) passes on the hub layout"
 echo "ok   a Hugging Face cache folder (refs/main, snapshot links, two shards, generation_config.json) end to end"
 
 # ---- without torch: the command says how to get it and offers ref ----

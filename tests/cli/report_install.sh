@@ -16,6 +16,31 @@ for p in share/genfence/cases/generation.yaml share/genfence/golden/golden.greed
          share/genfence/models/holmes-gpt/model.safetensors share/genfence/cmake/GenfenceSuite.cmake; do
     [ -e "$prefix/$p" ] || fail "not installed: $p"
 done
+# the installed binary uses its installed modules, not the build tree's (which
+# still exists), unless GENFENCE_MODULE_PATH (GENFENCE_MODULE_DIR: its older
+# name) or --module-dir says otherwise; `genfence backends` says where each came from
+inst="$prefix/bin/../lib/genfence/backends"
+ls "$prefix/lib/genfence/backends/"libgenfence_backend_*.so >/dev/null 2>&1 || fail "no backend module installed"
+origins() { # the (origin, folder) pairs of the module backends, from backends --json
+    "$PY" -c 'import json, sys; print(sorted({(b["module_origin"], b["module_dir"]) for b in json.load(sys.stdin) if "module_origin" in b}))'
+}
+noenv=(env -u GENFENCE_MODULE_PATH -u GENFENCE_MODULE_DIR -u GENFENCE_ROOT)
+got=$("${noenv[@]}" "$gf" backends --json | origins)
+[[ $got == "[('installed with this genfence', '$inst')]" ]] || fail "installed genfence's modules: $got"
+"${noenv[@]}" "$gf" backends >"$tmp/be.txt" 2>&1 || true
+grep -q "^ *from $inst/libgenfence_backend_[a-z]*\.so (installed with this genfence)$" "$tmp/be.txt" ||
+    { cat "$tmp/be.txt"; fail "genfence backends does not say the modules came from the installed tree"; }
+! grep -q "$GF_BUILD" "$tmp/be.txt" || { cat "$tmp/be.txt"; fail "the installed genfence names the build tree"; }
+mkdir -p "$tmp/mods"
+got=$(env -u GENFENCE_MODULE_DIR GENFENCE_MODULE_PATH="$tmp/mods" "$gf" backends --json | origins)
+[[ $got == "[('GENFENCE_MODULE_PATH', '$tmp/mods')]" ]] || fail "GENFENCE_MODULE_PATH: $got"
+got=$(env -u GENFENCE_MODULE_PATH GENFENCE_MODULE_DIR="$tmp/mods" "$gf" backends --json | origins)
+[[ $got == "[('GENFENCE_MODULE_DIR', '$tmp/mods')]" ]] || fail "GENFENCE_MODULE_DIR (the alias): $got"
+got=$(GENFENCE_MODULE_PATH="$tmp/mods" GENFENCE_MODULE_DIR="$GF_BUILD/backends" "$gf" backends --json | origins)
+[[ $got == "[('GENFENCE_MODULE_PATH', '$tmp/mods')]" ]] || fail "GENFENCE_MODULE_PATH beside GENFENCE_MODULE_DIR: $got"
+got=$(env -u GENFENCE_MODULE_PATH GENFENCE_MODULE_DIR="$GF_BUILD/backends" "$gf" --module-dir "$tmp/mods" backends --json | origins)
+[[ $got == "[('GENFENCE_MODULE_PATH', '$tmp/mods')]" ]] || fail "--module-dir: $got"
+echo "ok   installed modules: $inst; GENFENCE_MODULE_PATH, GENFENCE_MODULE_DIR, --module-dir override"
 mkdir -p "$tmp/work"
 cd "$tmp/work"
 case "$PWD" in "$GF_SRC"*) fail "the work directory is inside the checkout";; esac

@@ -34,7 +34,7 @@ cases:
     steps: 4
 EOF
 set +e
-"$GENFENCE" run "$tmp/text.yaml" --backend "$BAD" --no-triangulate -j 1 --report-dir "$tmp/r1" >"$tmp/out1" 2>&1
+"$GENFENCE" run --raw-verdicts "$tmp/text.yaml" --backend "$BAD" --no-triangulate -j 1 --report-dir "$tmp/r1" >"$tmp/out1" 2>&1
 rc=$?
 set -e
 cat "$tmp/out1"
@@ -74,7 +74,7 @@ CACHE="$B/libgenfence_test_ref_bad_cache.so"
 R="$tmp/rep"
 old_report() { # the previous report: one failure with its logits in failures/
     set +e
-    "$GENFENCE" run cases/detect/model.yaml --filter '^detect\.cache\.bad_cache$' --backend "$CACHE" --no-triangulate \
+    "$GENFENCE" run --raw-verdicts cases/detect/model.yaml --filter '^detect\.cache\.bad_cache$' --backend "$CACHE" --no-triangulate \
         -j 1 --report-dir "$R" >"$tmp/old.out" 2>&1
     local rc=$?
     set -e
@@ -111,13 +111,25 @@ wait_for() {
     done
     return 1
 }
+# wait (at most $1 s) until process $2 has a child: with -j 1, after the first
+# result, that is integrity.hang's (the probes are done by then)
+wait_child() {
+    for _ in $(seq 1 $(($1 * 10))); do
+        [[ -n "$(pgrep -P "$2")" ]] && return 0
+        sleep 0.1
+    done
+    return 1
+}
 interrupt_run() { # $1: signal name without SIG, $2: expected exit status
-    "$GENFENCE" run "$tmp/hang.yaml" --backend ref --backend "$HANG" --timeout 120 --no-triangulate -j 1 \
+    # in a process group of its own (setsid), so the signal can go to the whole
+    # group as a terminal's Ctrl-C does, without reaching this script
+    setsid "$GENFENCE" run "$tmp/hang.yaml" --backend ref --backend "$HANG" --timeout 120 --no-triangulate -j 1 \
         --report-dir "$R" >"$tmp/int.out" 2>&1 &
     pid=$!
     bail() { kill -KILL $pid 2>/dev/null || true; cat "$tmp/int.out"; fail "$*"; }
     wait_for '^pass +integrity\.quick ' $((60 * ${GF_TIME_SCALE:-1})) "$tmp/int.out" || bail "no first result"
-    sleep 0.5 # integrity.hang is in its forward now
+    wait_child $((60 * ${GF_TIME_SCALE:-1})) $pid || bail "integrity.hang never started"
+    [[ "$(ps -o pgid= -p $pid | tr -d ' ')" == "$pid" ]] || bail "genfence is not the leader of its own process group"
     # 3. the old report is whole while the new one is staged
     [[ "$(cat "$R/run.json" "$R/junit.xml" "$R/index.html" "$R"/failures/* | sha256sum)" == "$old_sum" ]] \
         || bail "the previous report changed before the new one was complete"
@@ -131,7 +143,7 @@ interrupt_run() { # $1: signal name without SIG, $2: expected exit status
     [[ $rc2 -eq 2 ]] || bail "second run into a locked folder: exit $rc2, want 2"
     grep -q "in use by another genfence run (pid $pid)" "$tmp/second.out" || bail "second run's message"
     ! grep -q '^pass ' "$tmp/second.out" || bail "the refused run ran something"
-    kill "-$1" $pid
+    kill "-$1" -- "-$pid" # the process group, as Ctrl-C (SIGINT) would
     set +e
     wait $pid
     local rc=$?
@@ -139,7 +151,14 @@ interrupt_run() { # $1: signal name without SIG, $2: expected exit status
     cat "$tmp/int.out"
     [[ $rc -eq $2 ]] || fail "SIG$1: exit $rc, want $2"
     grep -q "^interrupted by SIG$1: 1 run stopped, 1 not run" "$tmp/int.out" || fail "SIG$1: no interruption line"
-    tail -n 1 "$tmp/int.out" | gf_grepq -Eq '^1 passed, 2 failed, 0 skipped$' || fail "SIG$1: last line $(tail -n 1 "$tmp/int.out")"
+    tail -n 1 "$tmp/int.out" | gf_grepq -qx 'ref: 1 passed, 1 failed, 0 skipped; ref-hang: 0 passed, 1 failed, 0 skipped' ||
+        fail "SIG$1: last line $(tail -n 1 "$tmp/int.out")"
+    gf_total "$tmp/int.out" | gf_grepq -qx '1 passed, 2 failed, 0 skipped' || fail "SIG$1: total $(gf_total "$tmp/int.out")"
+    # which were not run, by name
+    grep -q "^interrupted by SIG$1: .*; not run: integrity\.after \[ref\]$" "$tmp/int.out" ||
+        fail "SIG$1: the interruption line does not name the run not started"
+    grep -q "^  ERROR    integrity\.after \[ref\]: not run: the run was interrupted (SIG$1)$" "$tmp/int.out" ||
+        fail "SIG$1: the recap does not name the run not started with why"
     local left
     left=$(find "$R" -name '*.tmp*' -o -name '.staging.*')
     [[ -z "$left" ]] || fail "SIG$1: left behind: $left"
@@ -170,6 +189,48 @@ echo "ok   SIGINT mid-run: folder locked, old report whole until replaced, repor
 old_report
 interrupt_run TERM 143
 echo "ok   SIGTERM mid-run: the same, exit 143"
+# an interrupted run whose finished pairs wrote failing-step logits: every
+# artifact its report and console name exists (issue 25: one named file did not)
+cat >"$tmp/hang2.yaml" <<'EOF'
+cases:
+  - id: integrity.bad
+    kind: cache_equals_recompute
+    backends: [ref-bad-cache]
+    model: models/holmes-gpt
+    prompt: "Sherlock Holmes"
+    steps: 4
+  - id: integrity.hang
+    kind: cache_equals_recompute
+    backends: [ref-hang]
+    model: models/holmes-gpt
+    prompt: "Holmes"
+    steps: 2
+EOF
+setsid "$GENFENCE" run "$tmp/hang2.yaml" --backend "$CACHE" --backend "$HANG" --timeout 120 --no-triangulate -j 1 \
+    --report-dir "$R" >"$tmp/int2.out" 2>&1 &
+pid=$!
+wait_for '^FAIL +integrity\.bad ' $((60 * ${GF_TIME_SCALE:-1})) "$tmp/int2.out" || { kill -KILL $pid; cat "$tmp/int2.out"; fail "no failure"; }
+wait_child $((60 * ${GF_TIME_SCALE:-1})) $pid || { kill -KILL $pid; cat "$tmp/int2.out"; fail "integrity.hang never started"; }
+kill -INT -- "-$pid"
+set +e
+wait $pid
+rc=$?
+set -e
+[[ $rc -eq 130 ]] || { cat "$tmp/int2.out"; fail "interrupted after a failure: exit $rc, want 130"; }
+"$PY" - "$R" <<'PY' || { cat "$tmp/int2.out"; fail "an interrupted report names an artifact that is not there"; }
+import json, os, sys
+rep = sys.argv[1]
+doc = json.load(open(os.path.join(rep, "run.json")))
+assert doc["interrupted"] is True
+arts = [a for r in doc["results"] for a in r.get("artifacts") or []]
+assert arts, "the finished failure wrote no artifact"
+for a in arts:
+    assert a.startswith(rep + "/failures/") and os.path.isfile(a), a
+PY
+grep '^    logits: ' "$tmp/int2.out" | sed 's/^    logits: //' | while read -r f; do
+    [[ $f == "$R/failures/"* && -f $f ]] || fail "the interrupted run's console names $f, which is not there"
+done
+echo "ok   SIGINT after a failure: its $(ls "$R/failures" | wc -l) logits files are where the report says"
 # a complete run's artifacts are named where they end up, not in the staging folder
 old_report
 "$PY" - "$R" <<'PY' || fail "artifact paths"

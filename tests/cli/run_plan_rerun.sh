@@ -65,7 +65,7 @@ PY
 
 # 1. the default suite, cases/detect, llamacpp:q8_0
 plan_vs_run default
-plan_vs_run detect cases/detect --backend ref
+plan_vs_run detect cases/detect --backend ref --raw-verdicts # (its failing pairs rerun in 3)
 if [[ -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]]; then
   export GENFENCE_MODULE_DIR="$GF_BUILD/backends" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
   plan_vs_run q8 cases/golden_llama.yaml cases/statistical.yaml cases/sampler.yaml --filter 'llama|^top_p' \
@@ -122,7 +122,7 @@ echo "ok   3: --rerun-failed reruns the failing plugin's pair and fails; --backe
 for opt in "--maxfail 2" "-x"; do
   rc=0
   # shellcheck disable=SC2086
-  "$GENFENCE" run -q cases/detect --backend ref -j 1 $opt --report-dir "$tmp/m" >"$tmp/m.out" 2>&1 || rc=$?
+  "$GENFENCE" run -q cases/detect --backend ref -j 1 $opt --raw-verdicts --report-dir "$tmp/m" >"$tmp/m.out" 2>&1 || rc=$?
   [[ $rc != 0 ]] || fail "$opt: exit 0 after failures"
   n=$([[ $opt == -x ]] && echo 1 || echo 2)
   "$PY" - "$tmp/m/run.json" "$n" <<'PY'
@@ -136,6 +136,14 @@ PY
   grep -q "^run: --maxfail $n reached: [0-9]* (case, backend) runs* not started" "$tmp/m.out" \
     || { cat "$tmp/m.out"; fail "$opt: the console does not say how many were not run"; }
 done
+# judged by their declarations (the default), a must-fail case as declared is no failure for -x
+rc=0
+"$GENFENCE" run -q cases/detect --backend ref -j 1 -x --report-dir "$tmp/mx" >"$tmp/mx.out" 2>&1 || rc=$?
+[[ $rc == 0 ]] || { cat "$tmp/mx.out"; fail "-x on cases/detect as declared: exit $rc, want 0"; }
+! grep -q "^run: --maxfail" "$tmp/mx.out" || { cat "$tmp/mx.out"; fail "-x stopped a run whose cases were as declared"; }
+# and --rerun-failed of it has nothing to rerun
+"$GENFENCE" run --rerun-failed "$tmp/mx/run.json" --plan >"$tmp/mx2.out" 2>&1 || { cat "$tmp/mx2.out"; fail "--rerun-failed of a run as declared"; }
+grep -q "^run: every case passed in $tmp/mx/run.json; nothing to rerun" "$tmp/mx2.out" || { cat "$tmp/mx2.out"; fail "--rerun-failed reruns cases that were as declared"; }
 "$GENFENCE" run cases/detect --backend ref --limit 1 --plan >"$tmp/l.out"
 "$GENFENCE" list cases/detect --json >"$tmp/l.json"
 "$PY" - "$tmp/l.out" "$tmp/l.json" <<'PY'

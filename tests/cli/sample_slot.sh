@@ -42,7 +42,7 @@ cases:
       - {top_p: 0, expect: error}
       - {top_k: 0, expect: error}
 EOF
-"$GENFENCE" run "$GF_SRC/cases/sampler.yaml" "$GF_SRC/cases/sampler_edges.yaml" "$tmp/detect_on_ok.yaml" \
+"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/sampler.yaml" "$GF_SRC/cases/sampler_edges.yaml" "$tmp/detect_on_ok.yaml" \
     "$tmp/rejected.yaml" --backend "$B/libgenfence_test_sample_ok.so" -j 2 --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 \
     || { cat "$tmp/ok.out"; fail "the correct slot does not pass"; }
 tail -n 1 "$tmp/ok.out"
@@ -51,7 +51,7 @@ tail -n 1 "$tmp/ok.out"
 args=()
 for f in "${faults[@]}"; do args+=(--backend "$B/libgenfence_test_sample_$f.so"); done
 set +e
-"$GENFENCE" run "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
+"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
 rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/bad.out"; fail "faulty slots: exit $rc, expected 1"; }

@@ -18,10 +18,10 @@ gf_test_init uncached_crop
 short="$GF_BUILD/tests/backends/libgenfence_test_ref_short_window.so"
 [[ -f "$short" ]] || fail "test backend $short not built"
 sed 's/backends: \[ref-short-window\]/backends: [ref]/' "$GF_SRC/cases/detect/crop_rows.yaml" >"$tmp/on_ref.yaml"
-"$GENFENCE" run "$GF_SRC/cases/generation.yaml" "$tmp/on_ref.yaml" --filter '^(context\.limit|detect\.context_limit\..*)$' \
+"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/generation.yaml" "$tmp/on_ref.yaml" --filter '^(context\.limit|detect\.context_limit\..*)$' \
     --backend ref --no-triangulate --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 || { cat "$tmp/ok.out"; fail "ref does not pass"; }
 set +e
-"$GENFENCE" run "$GF_SRC/cases/detect/crop_rows.yaml" --filter '^detect\.context_limit\.' --backend "$short" \
+"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/detect/crop_rows.yaml" --filter '^detect\.context_limit\.' --backend "$short" \
     --no-triangulate --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
 rc=$?
 set -e

@@ -39,12 +39,22 @@ gf_run_suite() {
     (cd "$root" && GENFENCE_ROOT="$root" "$GENFENCE" run --require-backend "$be" "${args[@]}" --no-report) \
         >"$out" 2>&1 || rc=$?
     grep -v '^pass ' "$out" || true
-    if [ $rc -ne 0 ] || ! tail -n 1 "$out" | grep -Eq '^[1-9][0-9]* passed, 0 failed, 0 skipped$'; then
+    if [ $rc -ne 0 ] || ! tail -n 1 "$out" |
+        grep -Eq '^[^;]+: [1-9][0-9]* passed, 0 failed, 0 skipped(; engine alone: [0-9]+ passed, 0 failed, 0 skipped)?$'; then
         echo "FAIL default suite on $be (exit $rc)"
         return 1
     fi
     echo "ok   default suite on $be: $(tail -n 1 "$out")"
 }
+
+# The run's last line (the one CI parses): each backend's own figures, then
+# the engine alone's and those of cases no backend matched, apart:
+#   "ref: 5 passed, 0 failed, 0 skipped; engine alone: 26 passed, 0 failed, 0 skipped"
+GF_FIGURES_RE='[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped'
+GF_GROUP_RE="[^;]+: $GF_FIGURES_RE( \\(reached no case(, --require-backend)?\\))?"
+GF_LAST_LINE_RE="^($GF_GROUP_RE)(; $GF_GROUP_RE)*\$"
+# gf_total FILE: the whole run's figures, from the "total:" line above the last
+gf_total() { sed -n 's/^total: //p' "$1" | tail -n 1; }
 
 # gf_test_init NAME: the preamble every CLI test shares. Makes $tmp (removed
 # at exit, after the commands given to gf_on_exit, in reverse order) and

@@ -28,10 +28,12 @@ Test(report_tally, as_declared)
     /* as declared: passed, exit 0, whatever the verdict (a must-fail case that failed) */
     cr_expect_eq(gf_outcome_of(GF_V_FAIL, 0, 1), GF_OUT_PASSED);
     cr_expect_eq(gf_outcome_exit(GF_V_ERROR, 0, 1), 0);
-    /* not as declared: failed, exit 1, a pass included */
+    /* not as declared: failed, exit 1, a pass included; an error (bad input, an
+     * unusable backend) keeps its exit 2 whatever the case declared */
     cr_expect_eq(gf_outcome_of(GF_V_PASS, 0, 0), GF_OUT_FAILED);
     cr_expect_eq(gf_outcome_exit(GF_V_PASS, 0, 0), 1);
-    cr_expect_eq(gf_outcome_exit(GF_V_ERROR, 0, 0), 1);
+    cr_expect_eq(gf_outcome_exit(GF_V_CRASH, 0, 0), 1);
+    cr_expect_eq(gf_outcome_exit(GF_V_ERROR, 0, 0), 2);
     /* not run (its backend not named): a skip, as any skip */
     cr_expect_eq(gf_outcome_of(GF_V_SKIP, 0, 0), GF_OUT_SKIPPED);
     cr_expect_eq(gf_outcome_exit(GF_V_SKIP, 0, 0), 0);
