@@ -50,7 +50,7 @@ def strip(v, key=""):
     if isinstance(v, list):
         # failure artifacts live in each run's own report folder
         return [os.path.basename(x) if key == "artifacts" and isinstance(x, str) else strip(x) for x in v]
-    if key == "reproduce" and isinstance(v, str):  # so does a reproduce line's own report folder
+    if key in ("reproduce", "trace_command") and isinstance(v, str):  # so does a reproduce or trace line's own report folder
         return re.sub(r" --report-dir \S+", "", v)
     return v
 assert len(s1["results"]) < len(a["results"]), "shard 1/2 ran everything: the test shards nothing"
