@@ -9,15 +9,19 @@
 # cores) although no call was slow.
 # ref-slow-calls (tests/backends: every forward sleeps GF_SLOW_MS ms after
 # ref's) runs cache.sherlock (about 150 forward calls):
-# 1. 50 ms a call under --timeout 2: the pair takes over 7 s, more than
+# 1. 200 ms a call under --timeout 20: the pair sleeps about 30 s, more than
 #    --timeout, and passes (it failed before this rule);
-# 2. 200 ms a call under --timeout 1: past the 10 s cap, timeout, named as the
-#    cap, with the call it was in;
+# 2. 250 ms a call under --timeout 2: about 37 s of sleep, past the 20 s cap,
+#    timeout, named as the cap, with the call it was in;
 # 3. a stall is still caught at --timeout: ref-hang (never returns from a
 #    forward) times out after its --timeout in forward call #1.
-# The sleeps set lower bounds on the pair's time, so load only lengthens it:
-# (1) cannot stall (a call is 50 ms plus a tiny model's compute, not 2 s), (2)
-# cannot finish inside the cap.
+# The sleeps set lower bounds on the pair's time, so load only lengthens it,
+# and they dominate the compute: (2) cannot finish inside its cap, and (1)'s
+# cap (200 s) leaves room for compute 10x slower than this test's first
+# version met under ASan beside two busy loops (14 s for the case's ~150
+# calls; with 50 ms sleeps and --timeout 2 it ran into the 20 s cap there).
+# A stall needs one call to take --timeout (20 s, 2 s): a 200 ms sleep plus
+# one tiny-model forward.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
@@ -31,7 +35,7 @@ HANG="$B/libgenfence_test_ref_hang.so"
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 
 set +e
-GF_SLOW_MS=50 "$GENFENCE" run --backend "$SLOW" --filter '^cache\.sherlock$' --timeout 2 --no-triangulate \
+GF_SLOW_MS=200 "$GENFENCE" run --backend "$SLOW" --filter '^cache\.sherlock$' --timeout 20 --no-triangulate \
     --report-dir "$tmp/r1" >"$tmp/r1.txt" 2>&1
 rc=$?
 set -e
@@ -42,16 +46,16 @@ r = json.load(open(sys.argv[1]))
 res = [x for x in r["results"] if x["id"] == "cache.sherlock"]
 assert len(res) == 1 and res[0]["verdict"] == "pass", res
 # the precondition that makes (1) mean something: the pair outlasted --timeout
-assert res[0]["seconds"] > 2, res[0]["seconds"]
+assert res[0]["seconds"] > 20, res[0]["seconds"]
 PY
 
 set +e
-GF_SLOW_MS=200 "$GENFENCE" run --backend "$SLOW" --filter '^cache\.sherlock$' --timeout 1 --no-triangulate \
+GF_SLOW_MS=250 "$GENFENCE" run --backend "$SLOW" --filter '^cache\.sherlock$' --timeout 2 --no-triangulate \
     --report-dir "$tmp/r2" >"$tmp/r2.txt" 2>&1
 rc=$?
 set -e
 [[ $rc -eq 1 ]] || { cat "$tmp/r2.txt"; fail "past the pair's cap: exit $rc, want 1"; }
-gf_grepq -Eq "TIMEOUT +cache\.sherlock \[ref-slow-calls\]: timed out: still making backend calls after 10 s, 10 x --timeout \(the pair's cap\) in forward call #[0-9]+ " \
+gf_grepq -Eq "TIMEOUT +cache\.sherlock \[ref-slow-calls\]: timed out: still making backend calls after 20 s, 10 x --timeout \(the pair's cap\) in forward call #[0-9]+ " \
     <"$tmp/r2.txt" || { cat "$tmp/r2.txt"; fail "the cap's timeout does not say so"; }
 
 set +e
