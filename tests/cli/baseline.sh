@@ -25,7 +25,7 @@ run() { # run OUTFILE ARGS...: genfence run on ref-known; prints the exit status
     local out=$1
     shift
     set +e
-    "$GENFENCE" run "${CASES[@]}" --backend "$BE" --no-triangulate -j 2 "$@" >"$out" 2>&1
+    "$GENFENCE" run "${CASES[@]}" --backend "$BE" --no-triangulate -j 2 --oversubscribe "$@" >"$out" 2>&1
     local rc=$?
     set -e
     echo $rc

@@ -17,10 +17,10 @@ if grep -Eq "^openblas +available " "$tmp/backends.txt"; then bk+=(--backend ope
 env -u OPENBLAS_CORETYPE "$GENFENCE" run "${sel[@]}" "${bk[@]}" --threads 1 --report-dir "$tmp/a" > "$tmp/a.txt" 2>&1 ||
     { cat "$tmp/a.txt"; fail "run A failed"; }
 if [ "$openblas" = 1 ]; then
-    OPENBLAS_CORETYPE=Haswell "$GENFENCE" run "${sel[@]}" "${bk[@]}" --threads 2 --report-dir "$tmp/b" > "$tmp/b.txt" 2>&1 ||
+    OPENBLAS_CORETYPE=Haswell "$GENFENCE" run "${sel[@]}" "${bk[@]}" --threads 2 --oversubscribe --report-dir "$tmp/b" > "$tmp/b.txt" 2>&1 ||
         { cat "$tmp/b.txt"; fail "run B failed"; }
 else
-    "$GENFENCE" run "${sel[@]}" "${bk[@]}" --threads 2 --report-dir "$tmp/b" > "$tmp/b.txt" 2>&1 ||
+    "$GENFENCE" run "${sel[@]}" "${bk[@]}" --threads 2 --oversubscribe --report-dir "$tmp/b" > "$tmp/b.txt" 2>&1 ||
         { cat "$tmp/b.txt"; fail "run B failed"; }
 fi
 

@@ -40,7 +40,7 @@ done
 
 # echo_ref: the default suite's GPT-2 case files (echo_ref is GPT-2 only)
 set +e
-"$GENFENCE" run cases/generation.yaml cases/golden.yaml cases/sampler.yaml --backend ref --backend "exec:$ECHO" -j 2 --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
+"$GENFENCE" run cases/generation.yaml cases/golden.yaml cases/sampler.yaml --backend ref --backend "exec:$ECHO" -j 2 --oversubscribe --report-dir "$tmp/rep1" >"$tmp/out1" 2>&1
 rc=$?
 set -e
 cat "$tmp/out1"
@@ -65,7 +65,7 @@ PY
 # transformers: the cases where its cache, mask and positions matter
 set +e
 "$GENFENCE" run cases/generation.yaml cases/golden.yaml --filter '^(cache\.sherlock\.chunked|batch\.left_padded|sampling\.seeded|golden\.greedy\.batch|context\.limit)$' \
-  --backend "exec:$TF" --timeout $((900 * ${GF_TIME_SCALE:-1})) -j 2 --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
+  --backend "exec:$TF" --timeout $((900 * ${GF_TIME_SCALE:-1})) -j 2 --oversubscribe --report-dir "$tmp/rep2" >"$tmp/out2" 2>&1
 rc=$?
 set -e
 cat "$tmp/out2"
@@ -75,7 +75,7 @@ tail -n 1 "$tmp/out2" | gf_grepq -qx "exec: 5 passed, 0 failed, 0 skipped" || fa
 # transformers on the Llama cases, once models/holmes-llama exists
 if [[ -f models/holmes-llama/config.json ]]; then
   set +e
-  "$GENFENCE" run cases/generation_llama.yaml cases/golden_llama.yaml --backend "exec:$TF" --timeout $((900 * ${GF_TIME_SCALE:-1})) -j 2 --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
+  "$GENFENCE" run cases/generation_llama.yaml cases/golden_llama.yaml --backend "exec:$TF" --timeout $((900 * ${GF_TIME_SCALE:-1})) -j 2 --oversubscribe --report-dir "$tmp/rep4" >"$tmp/out4" 2>&1
   rc=$?
   set -e
   cat "$tmp/out4"

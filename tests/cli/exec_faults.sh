@@ -38,7 +38,7 @@ for f in "${faults[@]}"; do backends+=(--backend "exec:$PY $FC $f $ECHO"); done
 cd "$GF_SRC"
 set +e
 "$GENFENCE" run cases/generation.yaml cases/sampler.yaml --filter '^(cache\.sherlock|batch\.left_padded|stream\.em_dash|top_k\.fence)$' \
-  "${backends[@]}" -j 2 --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+  "${backends[@]}" -j 2 --oversubscribe --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
 cat "$tmp/out"
@@ -49,7 +49,7 @@ if pgrep -f "$tmp/" >/dev/null; then
 fi
 set +e
 GENFENCE_EXEC_TIMEOUT=$HANG_S "$GENFENCE" run cases/generation.yaml --filter '^(cache\.sherlock|batch\.left_padded)$' \
-  --backend "exec:$PY $FC hang $ECHO" -j 2 --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
+  --backend "exec:$PY $FC hang $ECHO" -j 2 --oversubscribe --report-dir "$tmp/rep_hang" >"$tmp/out_hang" 2>&1
 rc=$?
 set -e
 cat "$tmp/out_hang"

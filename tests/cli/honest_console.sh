@@ -33,7 +33,7 @@ usage_err "no case matches the filters" list --filter '^no-such-case$'
 # the recap: every failure again at the end, after the last result line
 set +e
 "$GENFENCE" run --raw-verdicts cases/detect/faults.yaml --backend "$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_nan.so" \
-    --backend "$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_oom.so" --no-report --no-triangulate -j 2 >"$tmp/out" 2>&1
+    --backend "$GF_BUILD/tests/backends/libgenfence_test_faulty_ref_oom.so" --no-report --no-triangulate -j 2 --oversubscribe >"$tmp/out" 2>&1
 rc=$?
 set -e
 cat "$tmp/out"

@@ -20,7 +20,7 @@ set +e
     --backend "$T/libgenfence_test_faulty_ref_bad_length.so" --backend "$T/libgenfence_test_faulty_ref_oom.so" \
     --backend "$T/libgenfence_test_faulty_ref_noop_reset.so" --backend "$T/libgenfence_test_faulty_ref_bad_bytes.so" \
     --backend "$T/libgenfence_test_faulty_ref_no_own_key.so" \
-    --no-report --no-triangulate -j 2 >"$tmp/out" 2>&1
+    --no-report --no-triangulate -j 2 --oversubscribe >"$tmp/out" 2>&1
 rc=$?
 set -e
 cat "$tmp/out"

@@ -35,7 +35,7 @@ set +e
 "$GENFENCE" run --raw-verdicts cases/generation.yaml cases/detect/model.yaml cases/detect/runner.yaml \
     --filter '^(cache\.sherlock|detect\.cache\.bad_cache|detect\.runner\..*)$' --backend ref \
     --backend "$B/libgenfence_test_ref_bad_cache.so" --backend "$B/libgenfence_test_ref_crash.so" \
-    --backend "$B/libgenfence_test_ref_hang.so" --backend "$B/libgenfence_test_faulty_ref_unavailable.so" --timeout $((60 * ${GF_TIME_SCALE:-1})) -j 2 --no-triangulate \
+    --backend "$B/libgenfence_test_ref_hang.so" --backend "$B/libgenfence_test_faulty_ref_unavailable.so" --timeout $((60 * ${GF_TIME_SCALE:-1})) -j 2 --oversubscribe --no-triangulate \
     --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e

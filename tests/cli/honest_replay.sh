@@ -22,7 +22,7 @@ set +e
 "$GENFENCE" run cases/detect/faults.yaml cases/detect/model.yaml --filter '^detect\.(fault\.|cache\.bad_cache$|crash)' \
     --backend "$rel/libgenfence_test_faulty_ref_nan.so" --backend "$rel/libgenfence_test_faulty_ref_oom.so" \
     --require-backend "$rel/libgenfence_test_faulty_ref_bad_length.so" --require-backend "$rel/libgenfence_test_ref_bad_cache.so" \
-    --backend "$rel/libgenfence_test_ref_crash.so" --timeout "$TIMEOUT" --threads 1 -j 2 --no-triangulate --raw-verdicts --report-dir "$tmp/rep" >"$tmp/out" 2>&1
+    --backend "$rel/libgenfence_test_ref_crash.so" --timeout "$TIMEOUT" --threads 1 -j 2 --oversubscribe --no-triangulate --raw-verdicts --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e
 cat "$tmp/out"

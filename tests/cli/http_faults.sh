@@ -87,7 +87,7 @@ while read -r label fault opts want; do
     args+=(--backend "http:$url$opts")
 done <<<"$rows"
 rc=0
-"$GENFENCE" run "$GF_SRC/cases/golden.yaml" --filter '^golden\.greedy\.sherlock$' "${args[@]}" -j 2 \
+"$GENFENCE" run "$GF_SRC/cases/golden.yaml" --filter '^golden\.greedy\.sherlock$' "${args[@]}" -j 2 --oversubscribe \
     --timeout $((300 * scale)) --report-dir "$tmp/rep" > "$tmp/run.txt" 2>&1 || rc=$?
 [ $rc -eq 1 ] || { cat "$tmp/run.txt"; fail "the run exits $rc, want 1 (faults fail, nothing is bad input)"; }
 "$GF_PYTHON" - "$tmp/rep/run.json" <<'PY' > "$tmp/verdicts.txt"

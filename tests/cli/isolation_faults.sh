@@ -76,7 +76,7 @@ isolation_run() { # WHAT OUT REPORT-DIR ARGS...: a run of cases/detect/isolation
     [[ $rc -ne 137 ]] || fail "$what did not end within $bound s (a hang)"
     [[ $rc -eq 1 ]] || fail "$what: exit $rc, want 1"
 }
-isolation_run "the run" "$tmp/out" "$tmp/rep" "${args[@]}" --timeout "$TIMEOUT" -j 2
+isolation_run "the run" "$tmp/out" "$tmp/rep" "${args[@]}" --timeout "$TIMEOUT" -j 2 --oversubscribe
 [[ -f "$T/libgenfence_test_faulty_busy_spin.so" ]] || fail "test backend libgenfence_test_faulty_busy_spin.so not built"
 isolation_run "the busy-spin run" "$tmp/out-spin" "$tmp/rep-spin" --filter '^detect\.isolation\.busy_spin$' \
     --backend "$T/libgenfence_test_faulty_busy_spin.so" --timeout "$HANG_TIMEOUT" -j 1

@@ -61,7 +61,7 @@ export GENFENCE_ROOT="$root"
 run() { # name, report dir, backends...
   local dir=$1; shift
   set +e
-  "$GENFENCE" run "$root/cases/large.yaml" "$@" --no-triangulate -j 2 --report-dir "$tmp/$dir" >"$tmp/$dir.out" 2>&1
+  "$GENFENCE" run "$root/cases/large.yaml" "$@" --no-triangulate -j 2 --oversubscribe --report-dir "$tmp/$dir" >"$tmp/$dir.out" 2>&1
   echo $? >"$tmp/$dir.rc"
   set -e
   cat "$tmp/$dir.out"

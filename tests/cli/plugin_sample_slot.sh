@@ -30,7 +30,7 @@ so="$tmp/build/libgenfence_example.so"
 echo "ok   built $so out of tree"
 
 set +e
-"$GENFENCE" run "$GF_SRC/cases/sampler.yaml" --backend "$so" --backend "$bad" --backend ref -j 2 \
+"$GENFENCE" run "$GF_SRC/cases/sampler.yaml" --backend "$so" --backend "$bad" --backend ref -j 2 --oversubscribe \
     --report-dir "$tmp/rep" >"$tmp/out" 2>&1
 rc=$?
 set -e

@@ -43,7 +43,7 @@ cases:
       - {top_k: 0, expect: error}
 EOF
 "$GENFENCE" run --raw-verdicts "$GF_SRC/cases/sampler.yaml" "$GF_SRC/cases/sampler_edges.yaml" "$tmp/detect_on_ok.yaml" \
-    "$tmp/rejected.yaml" --backend "$B/libgenfence_test_sample_ok.so" -j 2 --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 \
+    "$tmp/rejected.yaml" --backend "$B/libgenfence_test_sample_ok.so" -j 2 --oversubscribe --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 \
     || { cat "$tmp/ok.out"; fail "the correct slot does not pass"; }
 tail -n 1 "$tmp/ok.out"
 
@@ -51,7 +51,7 @@ tail -n 1 "$tmp/ok.out"
 args=()
 for f in "${faults[@]}"; do args+=(--backend "$B/libgenfence_test_sample_$f.so"); done
 set +e
-"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
+"$GENFENCE" run --raw-verdicts "$GF_SRC/cases/detect/sample_slot.yaml" "${args[@]}" -j 2 --oversubscribe --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
 rc=$?
 set -e
 [[ $rc == 1 ]] || { cat "$tmp/bad.out"; fail "faulty slots: exit $rc, expected 1"; }
@@ -86,10 +86,10 @@ cases:
 EOF
   model=("$GF_SRC/cases/golden.yaml" "$GF_SRC/cases/generation.yaml" "$tmp/eos.yaml"
          --filter '^(golden\..*|sampling\.seeded|slot\.eos_.*)$')
-  "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate -j 2 \
+  "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_ok.so" --no-triangulate -j 2 --oversubscribe \
       --report-dir "$tmp/gok" >"$tmp/gok.out" 2>&1 || { cat "$tmp/gok.out"; fail "golden cases on ref-sample"; }
   set +e
-  "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_temp_late.so" --no-triangulate -j 2 \
+  "$GENFENCE" run "${model[@]}" --backend "$B/libgenfence_test_sample_temp_late.so" --no-triangulate -j 2 --oversubscribe \
       --report-dir "$tmp/gbad" >"$tmp/gbad.out" 2>&1
   rc=$?
   set -e
