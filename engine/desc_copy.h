@@ -24,8 +24,8 @@
 #include "genfence/status.h"
 
 typedef struct gf_desc_copy {
-    unsigned char *map; /* the whole mapping (NULL: none) */
-    size_t len;         /* its bytes, whole pages */
+    unsigned char *map;  /* the whole mapping (NULL: none) */
+    size_t len;          /* its bytes, whole pages */
     gf_model_desc *desc; /* the copy, at the start of map */
 } gf_desc_copy;
 

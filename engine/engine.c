@@ -21,7 +21,7 @@ struct gf_engine {
      * between calls: logits_out (B, T|1, V), tokens and position_ids (B, T),
      * key_mask (B, Tk) */
     gf_guard g_logits, g_tokens, g_pos, g_mask;
-    gf_call_log *log; /* (optional) gf_engine_log_to */
+    gf_call_log *log;       /* (optional) gf_engine_log_to */
     gf_desc_copy desc_copy; /* what model_load was given, poisoned after it (NULL map: desc itself) */
 };
 

@@ -186,7 +186,8 @@ static void px_min_p(px_row *r)
 #else
         const double top = r->pr[0];
 #endif
-        int drop = e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p) : r->pr[j] < e->min_p * top;
+        int drop =
+            e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p) : r->pr[j] < e->min_p * top;
         if (drop && j >= keep_min)
             r->z[r->s[j].i] = -INFINITY;
     }

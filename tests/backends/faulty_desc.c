@@ -27,7 +27,7 @@ static gf_backend_ops g_ops;
 #if GF_FAULT == 170
 static const gf_model_desc *g_kept; /* the caller's desc, kept */
 #else
-static const float *g_head; /* (V, D) the caller's output head, kept */
+static const float *g_head;        /* (V, D) the caller's output head, kept */
 #endif
 
 static gf_status kd_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
@@ -36,7 +36,7 @@ static gf_status kd_model_load(const gf_model_desc *desc, const gf_backend_optio
 #if GF_FAULT == 170
     g_kept = desc; /* the fault: a pointer, not a copy of the config */
 #else
-    gf_model_desc copy = *desc; /* the struct copied ... */
+    gf_model_desc copy = *desc;    /* the struct copied ... */
     g_head = copy.weights.lm_head; /* ... the fault: its pointers still the caller's */
 #endif
     return st;
@@ -52,7 +52,7 @@ static gf_status kd_forward(void *model, void *cache, const gf_batch *in, float 
     if (V <= 0)
         return GF_E_BACKEND;
 #else
-    volatile float h = g_head[0]; /* a read of the kept weights; 0 x h adds nothing */
+    volatile float h = g_head[0];  /* a read of the kept weights; 0 x h adds nothing */
     logits_out[0] += 0.0f * (h == h ? 0.0f : 1.0f);
 #endif
     return GF_OK;

@@ -20,8 +20,7 @@
 
 static gf_backend_ops g_ops;
 
-static gf_status family_fault_model_load(const gf_model_desc *desc, const gf_backend_options *opts,
-                                         void **model_out)
+static gf_status family_fault_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
 {
     gf_model_desc d = *desc;
     gf_layer_weights *layers = NULL; /* (L) 172: the layers without their biases */
@@ -43,8 +42,8 @@ static gf_status family_fault_model_load(const gf_model_desc *desc, const gf_bac
         if (!(inv = malloc((size_t)half * sizeof *inv)))
             return GF_E_NOMEM;
         for (int32_t i = 0; i < half; i++) /* the scaling's type and factor never read */
-            inv[i] = 1.0f / (float)pow((double)desc->config.rope_theta,
-                                       (double)((float)(2 * i) / (float)desc->config.d_head));
+            inv[i] = 1.0f /
+                     (float)pow((double)desc->config.rope_theta, (double)((float)(2 * i) / (float)desc->config.d_head));
         d.weights.rope_inv_freq = inv;
     }
 #endif
