@@ -74,8 +74,8 @@ static int parse_inv(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         gf_y_error(ctx, gf_y_get(ctx, m, "prompts", 0), "'prompts' (co-resident rows) is for axis mixed");
         return -1;
     }
-    const int sweeps = s->axis == GF_INV_batch || s->axis == GF_INV_position || s->axis == GF_INV_threads ||
-                       s->axis == GF_INV_split;
+    const int sweeps =
+        s->axis == GF_INV_batch || s->axis == GF_INV_position || s->axis == GF_INV_threads || s->axis == GF_INV_split;
     if (s->sweep && !sweeps) {
         gf_y_error(ctx, gf_y_get(ctx, m, "sweep", 0), "'sweep' is for axes batch, position, threads and split");
         return -1;
@@ -101,14 +101,13 @@ static int parse_inv(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 
 /* The declaration of the backend behind session ss (threads): *d, and its
  * text into text ("" not said). 0, or -1 with why in err. */
-static int declared(gf_session *ss, int32_t threads, gf_inv_decl *d, char *text, size_t cap, char *err,
-                    size_t err_len)
+static int declared(gf_session *ss, int32_t threads, gf_inv_decl *d, char *text, size_t cap, char *err, size_t err_len)
 {
     gf_backend_options bo = gf_registry_options(&ss->backend, threads);
     gf_backend_info bi;
     gf_backend_describe(ss->backend.ops, &bo, &bi);
-    const char *t = bi.struct_size >= offsetof(gf_backend_info, invariance) + sizeof bi.invariance ? bi.invariance
-                                                                                                   : NULL;
+    const char *t =
+        bi.struct_size >= offsetof(gf_backend_info, invariance) + sizeof bi.invariance ? bi.invariance : NULL;
     snprintf(text, cap, "%s", t ? t : "");
     return gf_inv_decl_parse(t, d, err, err_len);
 }
@@ -142,8 +141,8 @@ static gf_status tokens_get(gf_krun *k, const inv_spec *s, inv_tokens *t)
     const int32_t room = cfg->n_positions - (int32_t)s->steps;
     for (int32_t i = 0; i < t->n_probe; i++)
         if (t->probe[i] < 0 || t->probe[i] >= cfg->vocab_size)
-            return gf_error_set(GF_E_INVALID_ARG, "probe token %d at %d is outside the vocabulary (%d)", t->probe[i],
-                                i, cfg->vocab_size);
+            return gf_error_set(GF_E_INVALID_ARG, "probe token %d at %d is outside the vocabulary (%d)", t->probe[i], i,
+                                cfg->vocab_size);
     if (t->n_probe > room)
         return gf_error_set(GF_E_INVALID_ARG, "the probe's %d tokens + %lld steps exceed the model's %d positions",
                             t->n_probe, s->steps, cfg->n_positions);
@@ -212,9 +211,8 @@ static void describe(char *buf, size_t cap, const inv_result *r, gf_inv_level me
                  worst, w->label, w->teacher_forced ? "position" : "step", w->first_diff, distinct,
                  distinct == 1 ? "" : "s");
     else
-        snprintf(buf, cap,
-                 "not invariant: %s, first differing %s %d, max |delta| %.3g (%s), %d distinct completions", w->label,
-                 w->teacher_forced ? "position" : "step", w->first_diff, worst,
+        snprintf(buf, cap, "not invariant: %s, first differing %s %d, max |delta| %.3g (%s), %d distinct completions",
+                 w->label, w->teacher_forced ? "position" : "step", w->first_diff, worst,
                  w->cmp.first_unexcused >= 0 ? "a token past the gate" : "past atol", distinct);
 }
 
@@ -224,9 +222,9 @@ static json_t *variants_json(const inv_result *r)
     for (int i = 0; i < r->n; i++) {
         const inv_variant *v = &r->v[i];
         json_array_append_new(
-            a, json_pack("{s:s, s:s, s:b, s:i, s:o, s:s, s:o}", "variant", v->label, "against",
-                         r->ref_label[v->ref], "bitwise", v->bitwise, "first_differing_step", v->first_diff,
-                         "max_abs_delta", isfinite(v->max_delta) ? json_real(v->max_delta) : json_null(), "measured",
+            a, json_pack("{s:s, s:s, s:b, s:i, s:o, s:s, s:o}", "variant", v->label, "against", r->ref_label[v->ref],
+                         "bitwise", v->bitwise, "first_differing_step", v->first_diff, "max_abs_delta",
+                         isfinite(v->max_delta) ? json_real(v->max_delta) : json_null(), "measured",
                          gf_inv_level_verdict(v->level), "tokens", gf_json_ints(v->tr.tokens, (size_t)v->tr.n)));
     }
     return a;
@@ -252,10 +250,12 @@ static void run_control(const gf_case *c, gf_krun *k, const inv_spec *s, const i
     control_path(s->control, path, sizeof path);
     const char *axis = gf_inv_axis_name((gf_inv_axis)s->axis);
     if (access(path, R_OK) != 0) {
-        gf_k_metric_json(k, "control", json_pack("{s:s, s:b, s:s}", "backend", s->control, "ran", 0, "why", "not built"));
-        gf_k_metric_json(k, "control_skipped", json_sprintf("control %s not run: %s is not built here (a build "
-                                                            "tree's tests/backends; GENFENCE_TEST_BACKEND_DIR)",
-                                                            s->control, path));
+        gf_k_metric_json(k, "control",
+                         json_pack("{s:s, s:b, s:s}", "backend", s->control, "ran", 0, "why", "not built"));
+        gf_k_metric_json(k, "control_skipped",
+                         json_sprintf("control %s not run: %s is not built here (a build "
+                                      "tree's tests/backends; GENFENCE_TEST_BACKEND_DIR)",
+                                      s->control, path));
         return;
     }
     gf_session cs;
@@ -271,9 +271,16 @@ static void run_control(const gf_case *c, gf_krun *k, const inv_spec *s, const i
         gf_session_close(&cs);
         return;
     }
-    inv_target tg = {.spec = path, .model = c->model, .threads = k->threads, .session = &cs,
-                     .probe = tk->probe, .n_probe = tk->n_probe, .others = tk->others,
-                     .other_lens = tk->other_lens, .n_others = tk->n_others};
+    inv_target tg = {.spec = path,
+                     .model = c->model,
+                     .threads = k->threads,
+                     .session = &cs,
+                     .probe = tk->probe,
+                     .n_probe = tk->n_probe,
+                     .others = tk->others,
+                     .other_lens = tk->other_lens,
+                     .n_others = tk->n_others,
+                     .until_differs = 1};
     inv_result r;
     st = inv_measure(s, &tg, &r);
     gf_backend_info bi;
@@ -294,8 +301,8 @@ static void run_control(const gf_case *c, gf_krun *k, const inv_spec *s, const i
     gf_k_metric_json(k, "control",
                      json_pack("{s:s, s:b, s:s, s:s, s:b, s:s}", "backend", s->control, "ran", 1, "declared",
                                gf_inv_level_word(d.level[s->axis]), "measured",
-                               st == GF_OK ? gf_inv_level_verdict(measured) : "call failed", "caught", caught,
-                               "detail", why));
+                               st == GF_OK ? gf_inv_level_verdict(measured) : "call failed", "caught", caught, "detail",
+                               why));
     gf_k_check(k, caught, "negative control fails the case",
                caught ? "control %s (declares %s %s) fails it: %s"
                       : "this case cannot fail: its negative control %s (declares %s %s) passed: %s",
@@ -327,8 +334,14 @@ static void run_inv(const gf_case *c, gf_krun *k)
     const gf_inv_level want = d.level[s->axis];
     gf_k_metric_json(k, "declared", json_string(gf_inv_level_word(want)));
     gf_k_metric_json(k, "declaration", text[0] ? json_string(text) : json_null());
-    inv_target tg = {.spec = k->backend, .model = c->model, .threads = k->threads, .session = k->session,
-                     .probe = tk.probe, .n_probe = tk.n_probe, .others = tk.others, .other_lens = tk.other_lens,
+    inv_target tg = {.spec = k->backend,
+                     .model = c->model,
+                     .threads = k->threads,
+                     .session = k->session,
+                     .probe = tk.probe,
+                     .n_probe = tk.n_probe,
+                     .others = tk.others,
+                     .other_lens = tk.other_lens,
                      .n_others = tk.n_others};
     inv_result r;
     st = inv_measure(s, &tg, &r);

@@ -15,14 +15,14 @@ typedef struct inv_spec {
     int axis;             /* gf_inv_axis */
     gf_prompt_spec probe; /* the probe row's prompt */
     gf_prompt_spec *others;
-    size_t n_others;    /* mixed: co-resident prompts of other lengths (none: derived from the probe) */
-    int32_t *sweep;     /* the values swept: B (batch), rows (position), threads, chunk sizes (split) */
-    size_t n_sweep;     /* 0: the axis's default sweep */
-    long long batch;    /* position: the batch size (8) */
-    long long steps;    /* greedy decode steps after the prefill (8) */
-    long long repeats;  /* repeat: calls in this process (20) */
+    size_t n_others;     /* mixed: co-resident prompts of other lengths (none: derived from the probe) */
+    int32_t *sweep;      /* the values swept: B (batch), rows (position), threads, chunk sizes (split) */
+    size_t n_sweep;      /* 0: the axis's default sweep */
+    long long batch;     /* position: the batch size (8) */
+    long long steps;     /* greedy decode steps after the prefill (8) */
+    long long repeats;   /* repeat: calls in this process (20) */
     long long processes; /* repeat: other processes (2; 0: none) */
-    long long prefix;   /* prefix: the probe's first tokens that the rows share (0: half) */
+    long long prefix;    /* prefix: the probe's first tokens that the rows share (0: half) */
     double atol;
     gf_gate gate;
     char *control; /* the faulty test backend that must fail this case (its registered name) */
@@ -39,6 +39,7 @@ typedef struct inv_target {
     int32_t *const *others; /* mixed: (n_others) co-resident prompts of other lengths */
     const int32_t *other_lens;
     int32_t n_others;
+    int until_differs; /* 1: stop at the first variant whose logits differ (a negative control's run) */
 } inv_target;
 
 /* One call's probe row: a logit row (V) per step and the token of each step. */
@@ -51,8 +52,8 @@ typedef struct inv_trace {
 
 /* One variant of the call against its reference, judged. */
 typedef struct inv_variant {
-    char label[80]; /* "B=4", "row 3 of 8", "threads 2", "chunks of 7", "repeat 5", "process 2" ... */
-    int ref;        /* which reference trace */
+    char label[80];     /* "B=4", "row 3 of 8", "threads 2", "chunks of 7", "repeat 5", "process 2" ... */
+    int ref;            /* which reference trace */
     int teacher_forced; /* positions of one input (both sides fed the same tokens) vs free-running decode */
     inv_trace tr;
     /* judged (inv_judge) */

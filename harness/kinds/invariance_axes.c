@@ -75,6 +75,17 @@ static inv_variant *new_variant(inv_result *r, int ref, int teacher_forced)
     return v;
 }
 
+/* A negative control's run stops once its last variant differs from its
+ * reference: that is all it has to show. */
+static int stop(const inv_target *tg, const inv_result *r)
+{
+    if (!tg->until_differs || r->n == 0)
+        return 0;
+    const inv_variant *v = &r->v[r->n - 1];
+    const inv_trace *a = &r->refs[v->ref], *b = &v->tr;
+    return a->n != b->n || memcmp(a->logits, b->logits, (size_t)a->n * (size_t)a->V * sizeof(float)) != 0;
+}
+
 /* Row r's tokens when it is not the probe: the probe's shifted by 37 r in
  * the vocabulary (same length, first token unlike the probe's and every
  * other filler's), so no two rows share a prefix. out (n). */
@@ -163,8 +174,7 @@ static gf_status gen_in_batch(gf_engine *e, const inv_target *tg, int32_t B, int
 
 /* prompt (n) prefilled into a new (1, n + steps) cache in chunks of `chunk`
  * (0: one shot), then greedy for steps - 1 more: t (steps). */
-static gf_status split_probe(gf_engine *e, const int32_t *prompt, int32_t n, int32_t chunk, int32_t steps,
-                             inv_trace *t)
+static gf_status split_probe(gf_engine *e, const int32_t *prompt, int32_t n, int32_t chunk, int32_t steps, inv_trace *t)
 {
     const int32_t V = gf_engine_config(e)->vocab_size;
     gf_status st = trace_alloc(t, steps, V);
@@ -202,7 +212,7 @@ static gf_status all_positions(gf_engine *e, int32_t B, const int32_t *tokens, i
 {
     const int32_t V = gf_engine_config(e)->vocab_size;
     gf_status st = trace_alloc(t, T, V);
-    int32_t *pos = malloc((size_t)B * T * sizeof *pos);             /* (B, T) */
+    int32_t *pos = malloc((size_t)B * T * sizeof *pos);           /* (B, T) */
     float *out = malloc((size_t)B * T * (size_t)V * sizeof *out); /* (B, T, V) */
     if (st == GF_OK && (!pos || !out))
         st = gf_error_set(GF_E_NOMEM, "invariance: out of memory");
@@ -237,7 +247,7 @@ static gf_status axis_batch(const inv_spec *s, const inv_target *tg, inv_result 
     gf_engine *e = tg->session->engine;
     snprintf(r->what, sizeof r->what, "the probe alone (B = 1), greedy, %lld steps", s->steps);
     gf_status st = gen_in_batch(e, tg, 1, 0, (int32_t)s->steps, new_ref(r, "%s", "B=1 (alone)"));
-    for (size_t i = 0; st == GF_OK && i < nsw; i++) {
+    for (size_t i = 0; st == GF_OK && !stop(tg, r) && i < nsw; i++) {
         inv_variant *v = new_variant(r, 0, 0);
         if (!v)
             return gf_error_set(GF_E_NOMEM, "invariance: out of memory");
@@ -253,7 +263,7 @@ static gf_status axis_position(const inv_spec *s, const inv_target *tg, inv_resu
     gf_engine *e = tg->session->engine;
     snprintf(r->what, sizeof r->what, "the probe at row 0 of %d, greedy, %lld steps", B, s->steps);
     gf_status st = gen_in_batch(e, tg, B, 0, (int32_t)s->steps, new_ref(r, "%s", "row 0"));
-    for (int32_t i = 0; st == GF_OK && i < (s->n_sweep ? (int32_t)s->n_sweep : B); i++) {
+    for (int32_t i = 0; st == GF_OK && !stop(tg, r) && i < (s->n_sweep ? (int32_t)s->n_sweep : B); i++) {
         int32_t at = s->n_sweep ? s->sweep[i] : i;
         if (at >= B)
             return gf_error_set(GF_E_INVALID_ARG, "invariance: sweep row %d is outside the batch of %d", at, B);
@@ -279,7 +289,7 @@ static gf_status axis_mixed(const inv_spec *s, const inv_target *tg, inv_result 
     if (st == GF_OK && (!rows || !lens || !store))
         st = gf_error_set(GF_E_NOMEM, "invariance: out of memory");
     /* variant i < n_others: row 1 holds other i, the rest fillers; variant n_others: every row an other */
-    for (int32_t i = 0; st == GF_OK && i <= n_others; i++) {
+    for (int32_t i = 0; st == GF_OK && !stop(tg, r) && i <= n_others; i++) {
         rows[0] = (int32_t *)tg->probe;
         lens[0] = n;
         char desc[64] = "";
@@ -302,8 +312,8 @@ static gf_status axis_mixed(const inv_spec *s, const inv_target *tg, inv_result 
             st = gf_error_set(GF_E_NOMEM, "invariance: out of memory");
             break;
         }
-        snprintf(v->label, sizeof v->label, "%s of %s tokens beside the probe's %d",
-                 i == n_others ? "rows" : "a row", desc, n);
+        snprintf(v->label, sizeof v->label, "%s of %s tokens beside the probe's %d", i == n_others ? "rows" : "a row",
+                 desc, n);
         st = gen_probe(e, B, rows, lens, steps, 0, &v->tr);
     }
     free(rows);
@@ -321,7 +331,7 @@ static gf_status axis_threads(const inv_spec *s, const inv_target *tg, inv_resul
     snprintf(r->what, sizeof r->what, "the probe at row 0 of %d on %d thread%s, greedy, %d steps", B, sw[0],
              sw[0] == 1 ? "" : "s", steps);
     gf_status st = GF_OK;
-    for (size_t i = 0; st == GF_OK && i < nsw; i++) {
+    for (size_t i = 0; st == GF_OK && !stop(tg, r) && i < nsw; i++) {
         int dup = 0;
         for (size_t j = 0; j < i; j++)
             dup |= sw[j] == sw[i];
@@ -368,7 +378,7 @@ static gf_status axis_split(const inv_spec *s, const inv_target *tg, inv_result 
     snprintf(r->what, sizeof r->what, "the probe's %d tokens prefilled in one shot, then %d greedy steps", n, steps);
     gf_status st = split_probe(e, tg->probe, n, 0, steps, new_ref(r, "%s", "one shot"));
     size_t dl = 0;
-    for (size_t i = 0; st == GF_OK && i < nsw; i++) {
+    for (size_t i = 0; st == GF_OK && !stop(tg, r) && i < nsw; i++) {
         if (sw[i] >= n) { /* one shot again: say so rather than count it */
             dl += (size_t)snprintf(r->skipped + dl, dl < sizeof r->skipped ? sizeof r->skipped - dl : 0,
                                    "%schunks of %d (the prompt has %d tokens: one shot)", dl ? "; " : "", sw[i], n);
@@ -385,8 +395,7 @@ static gf_status axis_split(const inv_spec *s, const inv_target *tg, inv_result 
 }
 
 /* `genfence forward` of tokens (n) in another process: its logits (n, V) into t. */
-static gf_status other_process(const inv_target *tg, const char *exe, const char *dir, int idx, int32_t V,
-                               inv_trace *t)
+static gf_status other_process(const inv_target *tg, const char *exe, const char *dir, int idx, int32_t V, inv_trace *t)
 {
     char out[4400], log[4400], threads[16], *toks = malloc((size_t)tg->n_probe * 12 + 1);
     if (!toks)
@@ -397,8 +406,8 @@ static gf_status other_process(const inv_target *tg, const char *exe, const char
     snprintf(out, sizeof out, "%s/process%d.safetensors", dir, idx);
     snprintf(log, sizeof log, "%s/process%d.log", dir, idx);
     snprintf(threads, sizeof threads, "%d", tg->threads);
-    char *argv[] = {(char *)exe, "forward", "--model", (char *)tg->model, "--tokens", toks, "--backend",
-                    (char *)tg->spec, "--threads", threads, "--out", out, NULL};
+    char *argv[] = {(char *)exe,      "forward",   "--model", (char *)tg->model, "--tokens", toks, "--backend",
+                    (char *)tg->spec, "--threads", threads,   "--out",           out,        NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -425,8 +434,8 @@ static gf_status other_process(const inv_target *tg, const char *exe, const char
         tail[strcspn(tail, "\n")] = '\0';
         return gf_error_set(WIFEXITED(ws) && WEXITSTATUS(ws) == 2 ? GF_E_INVALID_ARG : GF_E_BACKEND,
                             "invariance: process %d (%s forward --backend %s) %s %d: %s", idx, exe, tg->spec,
-                            WIFEXITED(ws) ? "exited" : "died of signal",
-                            WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws), tail);
+                            WIFEXITED(ws) ? "exited" : "died of signal", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws),
+                            tail);
     }
     gf_safetensors *sf = NULL;
     gf_status st = gf_safetensors_open(out, &sf);
@@ -449,17 +458,19 @@ static gf_status axis_repeat(const inv_spec *s, const inv_target *tg, inv_result
 {
     gf_engine *e = tg->session->engine;
     const int32_t steps = (int32_t)s->steps, V = gf_engine_config(e)->vocab_size;
-    snprintf(r->what, sizeof r->what, "the probe alone, greedy, %d steps, called %lld times; its uncached forward in "
-             "%lld other processes", steps, s->repeats, s->processes);
+    snprintf(r->what, sizeof r->what,
+             "the probe alone, greedy, %d steps, called %lld times; its uncached forward in "
+             "%lld other processes",
+             steps, s->repeats, s->processes);
     gf_status st = gen_in_batch(e, tg, 1, 0, steps, new_ref(r, "%s", "call 1"));
-    for (long long i = 1; st == GF_OK && i < s->repeats; i++) {
+    for (long long i = 1; st == GF_OK && !stop(tg, r) && i < s->repeats; i++) {
         inv_variant *v = new_variant(r, 0, 0);
         if (!v)
             return gf_error_set(GF_E_NOMEM, "invariance: out of memory");
         snprintf(v->label, sizeof v->label, "call %lld of %lld", i + 1, s->repeats);
         st = gen_in_batch(e, tg, 1, 0, steps, &v->tr);
     }
-    if (st != GF_OK || s->processes <= 0)
+    if (st != GF_OK || s->processes <= 0 || stop(tg, r))
         return st;
     char exe[4096];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -479,7 +490,7 @@ static gf_status axis_repeat(const inv_spec *s, const inv_target *tg, inv_result
     if (st == GF_OK && !mkdtemp(dir))
         return gf_error_set(GF_E_IO, "invariance: cannot make a temporary directory under %s",
                             tmp && tmp[0] ? tmp : "/tmp");
-    for (long long p = 1; st == GF_OK && p <= s->processes; p++) {
+    for (long long p = 1; st == GF_OK && !stop(tg, r) && p <= s->processes; p++) {
         inv_variant *v = new_variant(r, ref, 1);
         if (!v) {
             st = gf_error_set(GF_E_NOMEM, "invariance: out of memory");
@@ -506,7 +517,8 @@ static gf_status axis_prefix(const inv_spec *s, const inv_target *tg, inv_result
     gf_status st = two && pos ? GF_OK : gf_error_set(GF_E_NOMEM, "invariance: out of memory");
     snprintf(r->what, sizeof r->what,
              "row 0 (a %d-token prefix + %d tokens) beside the same row, every position; its continuation after "
-             "the prefix in a new cache", np, n - np);
+             "the prefix in a new cache",
+             np, n - np);
     if (st == GF_OK) { /* 1. beside the same row vs beside the prefix + another continuation */
         memcpy(two, tg->probe, (size_t)n * sizeof *two);
         memcpy(two + n, tg->probe, (size_t)n * sizeof *two);
@@ -523,7 +535,7 @@ static gf_status axis_prefix(const inv_spec *s, const inv_target *tg, inv_result
     /* 2. the continuation after the prefix: a new cache vs one reused after cache_reset */
     for (int32_t i = 0; st == GF_OK && i < n; i++)
         pos[i] = i;
-    for (int reuse = 0; st == GF_OK && reuse < 2; reuse++) {
+    for (int reuse = 0; st == GF_OK && !stop(tg, r) && reuse < 2; reuse++) {
         inv_trace *t;
         if (!reuse) {
             t = new_ref(r, "%s", "a new cache: prefix, then the continuation");
@@ -538,7 +550,7 @@ static gf_status axis_prefix(const inv_spec *s, const inv_target *tg, inv_result
         }
         if (!cache)
             st = gf_engine_cache_create(e, 1, n, &cache);
-        float *last = malloc((size_t)V * sizeof *last);                /* (1, 1, V) */
+        float *last = malloc((size_t)V * sizeof *last);                  /* (1, 1, V) */
         float *all = malloc((size_t)(n - np) * (size_t)V * sizeof *all); /* (1, n - np, V) */
         if (st == GF_OK && (!last || !all))
             st = gf_error_set(GF_E_NOMEM, "invariance: out of memory");
@@ -616,9 +628,9 @@ gf_inv_level inv_judge(inv_result *r, const gf_gate *gate, gf_compute_dtype dtyp
                         top1);
         }
         v->max_delta = v->cmp.max_delta;
-        v->level = v->bitwise ? GF_INV_LEVEL_BITWISE
+        v->level = v->bitwise                                                        ? GF_INV_LEVEL_BITWISE
                    : gf_cmp_verdict(&v->cmp, NULL, 0) != GF_V_FAIL && ref->n == t->n ? GF_INV_LEVEL_GATED
-                                                                                    : GF_INV_LEVEL_NONE;
+                                                                                     : GF_INV_LEVEL_NONE;
         if (v->level < worst)
             worst = v->level;
     }

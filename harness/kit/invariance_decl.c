@@ -28,10 +28,7 @@ static const char *const k_level_verdict[] = {
 const char *gf_inv_axis_name(gf_inv_axis a) { return (unsigned)a < GF_INV_N_AXES ? k_axis_name[a] : "?"; }
 const char *gf_inv_axis_what(gf_inv_axis a) { return (unsigned)a < GF_INV_N_AXES ? k_axis_what[a] : "?"; }
 const char *gf_inv_level_word(gf_inv_level l) { return (unsigned)l < GF_INV_N_LEVELS ? k_level_word[l] : "?"; }
-const char *gf_inv_level_verdict(gf_inv_level l)
-{
-    return (unsigned)l < GF_INV_N_LEVELS ? k_level_verdict[l] : "?";
-}
+const char *gf_inv_level_verdict(gf_inv_level l) { return (unsigned)l < GF_INV_N_LEVELS ? k_level_verdict[l] : "?"; }
 
 int gf_inv_axis_find(const char *name)
 {
@@ -76,9 +73,15 @@ int gf_inv_decl_parse(const char *text, gf_inv_decl *d, char *err, size_t err_le
                 level = l;
         int axis = strcmp(entry, "all") ? gf_inv_axis_find(entry) : GF_INV_N_AXES;
         if (axis < 0 || level < 0) {
-            snprintf(err, err_len, "invariance '%s': %s '%s' in entry '%s=%s' (axes: all, batch, position, mixed, "
-                     "threads, split, repeat, prefix; levels: bitwise, gated, none)",
-                     text, axis < 0 ? "unknown axis" : "unknown level", axis < 0 ? entry : lv, entry, lv);
+            const int words = axis < 0 ? GF_INV_N_AXES : GF_INV_N_LEVELS;
+            char known[160] = "";
+            size_t kl = axis < 0 ? (size_t)snprintf(known, sizeof known, "all") : 0;
+            for (int i = 0; i < words && kl < sizeof known; i++)
+                kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", kl ? ", " : "",
+                                       axis < 0 ? k_axis_name[i] : k_level_word[i]);
+            snprintf(err, err_len, "invariance '%s': %s '%s' in entry '%s=%s' (%s: %s)", text,
+                     axis < 0 ? "unknown axis" : "unknown level", axis < 0 ? entry : lv, entry, lv,
+                     axis < 0 ? "axes" : "levels", known);
             return -1;
         }
         for (int a = 0; a < GF_INV_N_AXES; a++)

@@ -17,8 +17,8 @@
     X(split,    "the prefill in one shot vs in chunks, then decode")                                \
     X(repeat,   "the same call repeated in one process, and in other processes")                    \
     X(prefix,   "a shared prefix's logits vs what follows in another row, and a reused cache")
-/* The levels, weakest first: the measured verdict is one of the last three
- * words (bitwise, within gate, not invariant). */
+/* The levels, weakest first: the word a declaration uses, and the verdict a
+ * measurement at that level reads as. */
 #define GF_INV_LEVEL_LIST(X)                                              \
     X(NONE,    "none",    "not invariant")                                \
     X(GATED,   "gated",   "within gate")                                  \
@@ -39,10 +39,10 @@ typedef enum gf_inv_level {
         GF_INV_N_LEVELS
 } gf_inv_level;
 
-const char *gf_inv_axis_name(gf_inv_axis a);     /* "batch" */
-const char *gf_inv_axis_what(gf_inv_axis a);     /* one line */
-int gf_inv_axis_find(const char *name);          /* the axis, or -1 */
-const char *gf_inv_level_word(gf_inv_level l);   /* the declaration's word: "bitwise", "gated", "none" */
+const char *gf_inv_axis_name(gf_inv_axis a);      /* "batch" */
+const char *gf_inv_axis_what(gf_inv_axis a);      /* one line */
+int gf_inv_axis_find(const char *name);           /* the axis, or -1 */
+const char *gf_inv_level_word(gf_inv_level l);    /* the declaration's word: "bitwise", "gated", "none" */
 const char *gf_inv_level_verdict(gf_inv_level l); /* the measurement's: "bitwise", "within gate", "not invariant" */
 
 /* A declaration read into one level per axis. */

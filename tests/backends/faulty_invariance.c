@@ -194,8 +194,8 @@ static gf_status compute(inv_model *m, void *cache, const gf_batch *in, float *o
 #if GF_FAULT == 145
     if (!cache && B > 1) { /* the rows reversed in one batch, the logits put back */
         int32_t *tok = malloc((size_t)B * T * sizeof *tok), *pos = malloc((size_t)B * T * sizeof *pos); /* (B, T) */
-        uint8_t *mask = in->key_mask ? malloc((size_t)B * T) : NULL;                                     /* (B, T) */
-        float *rev = malloc((size_t)B * P * V * sizeof *rev);                                             /* (B, P, V) */
+        uint8_t *mask = in->key_mask ? malloc((size_t)B * T) : NULL;                                    /* (B, T) */
+        float *rev = malloc((size_t)B * P * V * sizeof *rev);                                           /* (B, P, V) */
         gf_status st = tok && pos && rev && (mask || !in->key_mask) ? GF_OK : GF_E_NOMEM;
         for (int32_t b = 0; st == GF_OK && b < B; b++) {
             memcpy(tok + (size_t)(B - 1 - b) * T, in->tokens + (size_t)b * T, (size_t)T * sizeof *tok);
