@@ -16,6 +16,8 @@
  *   136 ref-inv-prefix    a prefix shared with another row (rows whose first
  *                         tokens equal another row's and then differ; seed:
  *                         the other row's tokens after the shared prefix)
+ *   137 ref-inv-bad-decl  ref's logits, but info.invariance "all=bitwise,batch=exact":
+ *                         a declaration genfence cannot read fails every case, named
  *
  * The harmless variants (GF_FAULT 140-149) compute ref's logits another way
  * and must fail nothing:
@@ -30,6 +32,7 @@
  *
  * Output: libgenfence_test_<stem>.so (tests/backends/CMakeLists.txt). */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +100,12 @@ static gf_status inv_info(const gf_backend_options *opts, gf_backend_info *info_
 {
     gf_backend_options o = opts ? *opts : (gf_backend_options){.struct_size = sizeof o, .threads = 1};
     o.threads = threads_for(opts);
-    return R()->info(&o, info_out);
+    gf_status st = R()->info(&o, info_out);
+#if GF_FAULT == 137
+    if (st == GF_OK && info_out->struct_size >= offsetof(gf_backend_info, invariance) + sizeof info_out->invariance)
+        info_out->invariance = "all=bitwise,batch=exact";
+#endif
+    return st;
 }
 
 static gf_status inv_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)

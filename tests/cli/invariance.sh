@@ -134,7 +134,16 @@ rc=0
 gf_grepq -q 'this case cannot fail: its negative control ref-inv-threads1 (declares threads bitwise) passed' \
   <"$tmp/cannot.out" || { cat "$tmp/cannot.out"; fail "control_cannot_fail: the reason does not say the case cannot fail"; }
 
-# 5. the same case outside a build tree's test backends: the control is not run, and says why
+# 5. a declaration genfence cannot read is the backend's failure, the entry named
+f="$B/libgenfence_test_ref_inv_bad_decl.so"
+[[ -f "$f" ]] || fail "test backend $f not built"
+rc=0
+"$GENFENCE" run "$cases" --backend "$f" --filter '^invariance\.prefix$' --no-triangulate --no-report >"$tmp/bad.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || { cat "$tmp/bad.out"; fail "bad declaration: exit $rc, expected 1 (fail)"; }
+gf_grepq -q "info.invariance: invariance 'all=bitwise,batch=exact': unknown level 'exact'" <"$tmp/bad.out" ||
+  { cat "$tmp/bad.out"; fail "bad declaration: the failure does not name the entry"; }
+
+# 6. the same case outside a build tree's test backends: the control is not run, and says why
 rc=0
 GENFENCE_TEST_BACKEND_DIR="$tmp/none" "$GENFENCE" run "$cases" --backend ref --filter '^invariance\.prefix$' \
   --no-triangulate --report-dir "$tmp/nocontrol" >"$tmp/nocontrol.out" 2>&1 || rc=$?
