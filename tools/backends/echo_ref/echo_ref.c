@@ -358,10 +358,10 @@ int main(void)
             return 1;
         cache *c;
         switch (op) {
-        case 1: { /* hello: magic, version 1, features (2: forward_trace), name, description */
+        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 2, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2 | 4, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -370,14 +370,17 @@ int main(void)
             break;
         }
         case 2: reply(0, NULL, 0); break; /* probe: runs anywhere */
-        case 3: { /* info: f32, 1 thread, library, detail */
-            const char lib[] = "echo_ref (C, libm)";
-            uint8_t out[12 + sizeof lib + 4];
-            uint32_t w[3] = {1, 1, (uint32_t)strlen(lib)}, z = 0;
+        case 3: { /* info: f32, 1 thread, library, detail, invariance (hello feature 4): measured
+                   * bitwise on every axis (cases/invariance.yaml): one thread, every sum in one order */
+            const char lib[] = "echo_ref (C, libm)", inv[] = "all=bitwise";
+            uint8_t out[12 + sizeof lib + 4 + 4 + sizeof inv];
+            uint32_t w[3] = {1, 1, (uint32_t)strlen(lib)}, z = 0, il = (uint32_t)strlen(inv);
             memcpy(out, w, 12);
             memcpy(out + 12, lib, strlen(lib));
             memcpy(out + 12 + strlen(lib), &z, 4);
-            reply(0, out, (uint32_t)(16 + strlen(lib)));
+            memcpy(out + 16 + strlen(lib), &il, 4);
+            memcpy(out + 20 + strlen(lib), inv, il);
+            reply(0, out, (uint32_t)(20 + strlen(lib) + il));
             break;
         }
         case 4: { /* model_load */
