@@ -132,6 +132,17 @@ static const char *json_type_name(const json_t *v)
 
 /* ------------------------------------------------------------------ reader */
 
+void gf_st_tensor_drop_pages(const gf_st_tensor *t)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (!t || !t->data || !t->nbytes || ps <= 0)
+        return;
+    uintptr_t lo = ((uintptr_t)t->data + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+    uintptr_t hi = ((uintptr_t)t->data + t->nbytes) / (uintptr_t)ps * (uintptr_t)ps;
+    if (hi > lo) /* a read-only private mapping of the file: the pages re-fault from it if read again */
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void gf_safetensors_close(gf_safetensors *st)
 {
     if (!st)

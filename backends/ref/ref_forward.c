@@ -36,7 +36,7 @@ static inline double dot(const float *a, const float *b, int32_t n)
 typedef struct lin_task {
     float *y;       /* (R, N) */
     const float *x; /* (R, K) */
-    const float *W; /* (N, K) */
+    const float *W; /* (N, K) [out, in]; (K, N) [in, out] for linear_kn_chunk */
     const float *b; /* (N) or NULL */
     int32_t R, N, K;
 } lin_task;
@@ -59,12 +59,54 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
     }
 }
 
-/* y (R, N) = x (R, K) W (N, K)^T + b, split among the pool by output column */
+/* The same outputs from W stored [in, out] (K, N), as GPT-2's Conv1D file
+ * holds it: each output's sum is dot()'s exactly (8 partial sums, lane i %
+ * 8, each in increasing i, added in dot's order, then the bias), so the
+ * result is bit-identical to linear_chunk on the transposed matrix. The loop
+ * runs over a block of KN_OB outputs (contiguous in W's row) for each input
+ * i, for KN_RB rows at a time, the partial sums of the block in acc. */
+enum { KN_OB = 64, KN_RB = 4 };
+REF_CLONES static void linear_kn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const lin_task *t = arg;
+    (void)thread;
+    double acc[KN_RB][8][KN_OB]; /* (rows of the block, lane, output of the block) */
+    for (int64_t o0 = lo; o0 < hi; o0 += KN_OB) {
+        const int32_t nb = (int32_t)(hi - o0 < KN_OB ? hi - o0 : KN_OB);
+        for (int32_t r0 = 0; r0 < t->R; r0 += KN_RB) {
+            const int32_t nr = t->R - r0 < KN_RB ? t->R - r0 : KN_RB;
+            memset(acc, 0, sizeof acc);
+            for (int32_t i = 0; i < t->K; i++) {
+                const float *w = t->W + (size_t)i * t->N + o0;
+                for (int32_t r = 0; r < nr; r++) {
+                    const double xi = (double)t->x[(size_t)(r0 + r) * t->K + i];
+                    double *a = acc[r][i & 7];
+                    for (int32_t o = 0; o < nb; o++)
+                        a[o] += (double)w[o] * xi;
+                }
+            }
+            for (int32_t r = 0; r < nr; r++)
+                for (int32_t o = 0; o < nb; o++) {
+                    double(*a)[KN_OB] = acc[r];
+                    const double sum =
+                        ((a[0][o] + a[1][o]) + (a[2][o] + a[3][o])) + ((a[4][o] + a[5][o]) + (a[6][o] + a[7][o]));
+                    const double bias = t->b ? (double)t->b[o0 + o] : 0.0;
+                    t->y[(size_t)(r0 + r) * t->N + o0 + o] = (float)(sum + bias);
+                }
+        }
+    }
+}
+
+/* y (R, N) = x (R, K) W^T + b, split among the pool by output column. W is
+ * (N, K) [out, in], except GPT-2's layer weights, which are (K, N) [in, out]
+ * as the file holds them (ref keeps no transposed copy); GPT-2's LM head (the
+ * embedding) is [out, in] like every Llama weight. */
 static void linear(const ref_model *m, float *y, const float *x, int32_t R, const float *W, const float *b, int32_t N,
                    int32_t K)
 {
     lin_task t = {y, x, W, b, R, N, K};
-    ref_pool_run(m->pool, linear_chunk, &t, N, (double)R * N * K);
+    const int in_out = m->cfg.arch == GF_ARCH_GPT2 && W != m->lm_head;
+    ref_pool_run(m->pool, in_out ? linear_kn_chunk : linear_chunk, &t, N, (double)R * N * K);
 }
 
 static void layernorm(float *y, const float *x, const float *w, const float *b, int32_t D, double eps)
