@@ -68,6 +68,8 @@ static void ref_model_free(void *handle)
             release(all[i], own);
     }
     ref_pool_free(m->pool);
+    free(m->kn_acc);
+    free(m->kn_tile);
     free(m->inv_freq);
     free(m->window);
     free(m->layers);
@@ -175,11 +177,24 @@ static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_opti
     if (st != GF_OK)
         return st;
     ref_model *m = *model_out;
-    m->pool = ref_pool_create(ref_threads(opts));
+    const int threads = ref_threads(opts);
+    m->pool = ref_pool_create(threads);
     if (!m->pool) {
         ref_model_free(m);
         *model_out = NULL;
         return gf_error_set(GF_E_NOMEM, "ref: out of memory for the thread pool");
+    }
+    if (c->arch == GF_ARCH_GPT2) { /* the [in, out] products' scratch (ref_model.h) */
+        const int32_t D = c->n_embd, F = c->d_ff;
+        m->kn_nmax = 3 * D > F ? 3 * D : F;
+        m->kn_kmax = D > F ? D : F;
+        m->kn_acc = malloc((size_t)threads * 8 * m->kn_nmax * sizeof *m->kn_acc);
+        m->kn_tile = malloc((size_t)threads * REF_KN_TILE * m->kn_kmax * sizeof *m->kn_tile);
+        if (!m->kn_acc || !m->kn_tile) {
+            ref_model_free(m);
+            *model_out = NULL;
+            return gf_error_set(GF_E_NOMEM, "ref: out of memory for the product scratch");
+        }
     }
     return GF_OK;
 }

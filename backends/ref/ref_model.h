@@ -47,7 +47,14 @@ typedef struct ref_model {
     const float *lnf_w, *lnf_b; /* (D) */
     const float *lm_head;       /* (V, D) [out, in]; aliases wte when tied */
     ref_pool *pool;             /* opts->threads workers, the caller included */
+    /* GPT-2's [in, out] products (ref_forward.c, linear_kn_chunk), per pool
+     * thread; calls on one model are serialised, so one set per model */
+    int32_t kn_nmax, kn_kmax; /* the largest N and K of a layer product */
+    double *kn_acc;           /* (threads, 8, kn_nmax) one row's partial sums */
+    float *kn_tile;           /* (threads, REF_KN_TILE, kn_kmax) columns of W, gathered */
 } ref_model;
+
+#define REF_KN_TILE 16 /* outputs gathered per tile (several rows) */
 
 /* ---- lifetime 2: the KV cache ---- */
 
