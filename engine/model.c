@@ -241,6 +241,17 @@ const gf_model_desc *gf_model_desc_get(const gf_model *m) { return m ? &m->desc 
 const char *gf_model_dir(const gf_model *m) { return m ? m->dir : NULL; }
 size_t gf_model_param_count(const gf_model *m) { return m ? m->n_params : 0; }
 
+gf_status gf_config_sliding_window(const char *config_json_path, int32_t *window_out)
+{
+    *window_out = 0;
+    gf_model_config cfg;
+    gf_rope_params rope;
+    gf_status s = gf_config_load_ex(config_json_path, &cfg, &rope);
+    if (s == GF_OK && rope.sliding_window > 0 && rope.sliding_window < cfg.n_positions)
+        *window_out = rope.sliding_window; /* as gf_model_load gives it to the layers */
+    return s;
+}
+
 size_t gf_model_view_bytes(const gf_model *m, size_t *n_views)
 {
     if (n_views)

@@ -397,7 +397,19 @@ static void probe_fn(const void *arg, void *out)
 
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    enum { O_SHAPE = 256, O_BACKEND, O_THREADS, O_NEW, O_REPEATS, O_NOUNC, O_NOPROBE, O_JSON, O_WRITE, O_NORATES, O_RSS };
+    enum {
+        O_SHAPE = 256,
+        O_BACKEND,
+        O_THREADS,
+        O_NEW,
+        O_REPEATS,
+        O_NOUNC,
+        O_NOPROBE,
+        O_JSON,
+        O_WRITE,
+        O_NORATES,
+        O_RSS
+    };
     static const struct option longopts[] = {{"model", required_argument, 0, 'm'},
                                              {"shape", required_argument, 0, O_SHAPE},
                                              {"backend", required_argument, 0, O_BACKEND},
@@ -567,8 +579,7 @@ int gf_cmd_bench(int argc, char **argv)
             const double w_mib = bm.params * 4 / 1048576.0, r_mib = rss / 1024.0;
             rows[i].rss_over = r_mib > o.max_rss_ratio * w_mib;
             fprintf(stderr, "bench: %s: peak RSS %.1f MiB = %.3fx the weights' %.1f MiB: %s --max-rss-ratio %g\n",
-                    o.backends[i], r_mib, r_mib / w_mib, w_mib, rows[i].rss_over ? "OVER" : "within",
-                    o.max_rss_ratio);
+                    o.backends[i], r_mib, r_mib / w_mib, w_mib, rows[i].rss_over ? "OVER" : "within", o.max_rss_ratio);
             if (rows[i].rss_over)
                 rc = GF_EXIT_FAIL;
         }

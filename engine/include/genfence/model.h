@@ -34,6 +34,10 @@ typedef struct gf_model gf_model;
  * GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
  * are GF_E_FORMAT naming the file and the key. */
 gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out);
+/* The sliding window every layer of that config gets (gf_model_desc.layer_window:
+ * Mistral's sliding_window, Qwen2's with use_sliding_window), 0 when none or
+ * when it is at least the context (it then hides no key). */
+gf_status gf_config_sliding_window(const char *config_json_path, int32_t *window_out);
 
 /* Load <dir>/config.json and <dir>/model.safetensors (or the shards named by
  * <dir>/model.safetensors.index.json, which must agree with them exactly).
