@@ -27,7 +27,7 @@ static gf_backend_ops g_ops;
 #if GF_FAULT == 170
 static const gf_model_desc *g_kept; /* the caller's desc, kept */
 #else
-static const gf_layer_weights *g_layers; /* (L) the desc's layers array, kept */
+static const gf_layer_weights *g_layers;      /* (L) the desc's layers array, kept */
 #endif
 
 static gf_status kd_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
@@ -36,8 +36,8 @@ static gf_status kd_model_load(const gf_model_desc *desc, const gf_backend_optio
 #if GF_FAULT == 170
     g_kept = desc; /* the fault: a pointer, not a copy of the config */
 #else
-    gf_model_desc copy = *desc;        /* the struct copied ... */
-    g_layers = copy.weights.layers;    /* ... the fault: its layers array still the caller's (the tensors
+    gf_model_desc copy = *desc;               /* the struct copied ... */
+    g_layers = copy.weights.layers;           /* ... the fault: its layers array still the caller's (the tensors
                                         * may be kept where the desc says they persist; the array never) */
 #endif
     return st;
