@@ -44,6 +44,13 @@ gf_status gf_desc_copy_make(gf_desc_copy *c, const gf_model_desc *d)
         goto done;
     }
     n_t = gf_desc_tensors(d, t, n_t, names, names_cap);
+    /* tensors the caller keeps until model_free (weights_persist, model_desc.h)
+     * are not copied: the copy's pointers are the caller's, so a backend may
+     * keep them, and the weights are not held twice during the load (the
+     * desc, its layers array, layer_window and name are still copied and
+     * poisoned) */
+    if (gf_model_desc_weights_persist(d))
+        n_t = 0;
     const size_t L = d->weights.layers && d->config.n_layer > 0 ? (size_t)d->config.n_layer : 0;
     const int has_win = gf_model_desc_has(d, layer_window) && d->layer_window && L;
     const size_t name_len = d->name ? strlen(d->name) + 1 : 0;

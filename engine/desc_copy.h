@@ -14,7 +14,10 @@
  * list, a tied lm_head once, as wte), and after model_load returns drops its
  * pages and makes it PROT_NONE: a later read through a kept pointer faults,
  * and the runner names the copy (harness/run/pool.c). The range stays
- * reserved until gf_engine_destroy, so nothing else is placed there. */
+ * reserved until gf_engine_destroy, so nothing else is placed there. A desc
+ * whose weights persist (gf_model_desc_weights_persist: gf_model_load's, the
+ * mapped file) keeps its tensor pointers in the copy, uncopied: a backend may
+ * keep those; the rest is poisoned as above. */
 #ifndef GENFENCE_ENGINE_DESC_COPY_H
 #define GENFENCE_ENGINE_DESC_COPY_H
 

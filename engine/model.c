@@ -3,9 +3,16 @@
  * with or without "transformer.") and the Llama family (names with or without
  * "model."; qwen2 adds q/k/v biases).
  *
- * Every weight is converted to F32 into one 64-byte-aligned allocation (each
- * tensor starts on a 64-byte boundary), so the safetensors mapping is closed
- * before gf_model_load returns. */
+ * Weights stay mapped (issue 27 item 3): an F32 tensor whose data is 4-byte
+ * aligned in the file is handed out as a view into the safetensors mapping,
+ * no copy, so its pages count once in the process's RSS (as file pages,
+ * shared with the page cache); every other weight (F16, BF16, F64, an F32 one
+ * at an odd offset) is converted to F32 once, into one 64-byte-aligned
+ * allocation (each tensor on a 64-byte boundary), and the pages of its source
+ * are dropped from the mapping after the conversion (madvise DONTNEED: they
+ * are not read again). The mapping stays open until gf_model_free, and the
+ * desc says so (gf_model_desc.weights_persist): a backend may keep pointers
+ * into the weights until its model_free instead of copying them. */
 #include "genfence/model.h"
 
 #include <errno.h>
@@ -21,7 +28,9 @@
 
 struct gf_model {
     char *dir;
-    float *arena;
+    gf_st_set *set; /* the safetensors mapping the views point into; open until gf_model_free */
+    float *arena;   /* the converted weights (not F32, or F32 unaligned in the file) */
+    size_t n_views, view_bytes;
     float *rope_inv_freq;  /* (d_head / 2), rotary only */
     int32_t *layer_window; /* (L) per-layer sliding window (0 = full); NULL when none */
     gf_layer_weights *layers;
@@ -41,6 +50,7 @@ typedef struct wspec {
     const gf_st_tensor *t;
     const gf_safetensors *shard; /* the file t lives in */
     size_t slot;                 /* offset in floats into the arena */
+    int view;                    /* 1: handed out from the mapping (F32, 4-byte aligned) */
 } wspec;
 
 static int file_exists(const char *dir, const char *file)
@@ -219,6 +229,7 @@ void gf_model_free(gf_model *m)
     if (!m)
         return;
     free(m->arena);
+    gf_st_set_close(m->set);
     free(m->rope_inv_freq);
     free(m->layer_window);
     free(m->layers);
@@ -229,6 +240,24 @@ void gf_model_free(gf_model *m)
 const gf_model_desc *gf_model_desc_get(const gf_model *m) { return m ? &m->desc : NULL; }
 const char *gf_model_dir(const gf_model *m) { return m ? m->dir : NULL; }
 size_t gf_model_param_count(const gf_model *m) { return m ? m->n_params : 0; }
+
+gf_status gf_config_sliding_window(const char *config_json_path, int32_t *window_out)
+{
+    *window_out = 0;
+    gf_model_config cfg;
+    gf_rope_params rope;
+    gf_status s = gf_config_load_ex(config_json_path, &cfg, &rope);
+    if (s == GF_OK && rope.sliding_window > 0 && rope.sliding_window < cfg.n_positions)
+        *window_out = rope.sliding_window; /* as gf_model_load gives it to the layers */
+    return s;
+}
+
+size_t gf_model_view_bytes(const gf_model *m, size_t *n_views)
+{
+    if (n_views)
+        *n_views = m ? m->n_views : 0;
+    return m ? m->view_bytes : 0;
+}
 
 gf_status gf_model_load(const char *dir, gf_model **model_out)
 {
@@ -371,7 +400,8 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
             goto fail;
         }
         size_t numel = (size_t)gf_st_tensor_numel(e->t);
-        size_t padded = (numel + GF_ALIGN_FLOATS - 1) / GF_ALIGN_FLOATS * GF_ALIGN_FLOATS;
+        e->view = e->t->dtype == GF_DT_F32 && e->t->data && (uintptr_t)e->t->data % sizeof(float) == 0;
+        size_t padded = e->view ? 0 : (numel + GF_ALIGN_FLOATS - 1) / GF_ALIGN_FLOATS * GF_ALIGN_FLOATS;
         e->slot = total;
         if (__builtin_add_overflow(total, padded, &total) || __builtin_add_overflow(n_params, numel, &n_params)) {
             s = gf_error_set(GF_E_NOMEM, "%s: model too large", st_path);
@@ -379,17 +409,26 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
         }
     }
     size_t bytes;
-    if (__builtin_mul_overflow(total ? total : GF_ALIGN_FLOATS, sizeof(float), &bytes) ||
-        !(m->arena = aligned_alloc(64, bytes))) {
+    if (total && (__builtin_mul_overflow(total, sizeof(float), &bytes) || !(m->arena = aligned_alloc(64, bytes)))) {
         s = gf_error_set(GF_E_NOMEM, "%s: cannot allocate %zu floats for the weights", st_path, total);
         goto fail;
     }
     for (size_t i = 0; i < k; i++) {
-        float *dst = m->arena + ws[i].slot;
-        if ((s = gf_st_tensor_to_f32(ws[i].shard, ws[i].t, dst)) != GF_OK ||
-            (s = check_finite(ws[i].shard, ws[i].t, dst)) != GF_OK)
+        const float *src;
+        if (ws[i].view) {
+            src = ws[i].t->data;
+            m->n_views++;
+            m->view_bytes += ws[i].t->nbytes;
+        } else {
+            float *dst = m->arena + ws[i].slot;
+            if ((s = gf_st_tensor_to_f32(ws[i].shard, ws[i].t, dst)) != GF_OK)
+                goto fail;
+            gf_st_tensor_drop_pages(ws[i].t); /* converted: its source is not read again */
+            src = dst;
+        }
+        if ((s = check_finite(ws[i].shard, ws[i].t, src)) != GF_OK)
             goto fail;
-        *ws[i].dst = dst;
+        *ws[i].dst = src;
     }
     if (!head)
         w->lm_head = w->wte;
@@ -423,9 +462,10 @@ gf_status gf_model_load(const char *dir, gf_model **model_out)
     m->desc.struct_size = (uint32_t)sizeof m->desc;
     m->desc.config = cfg;
     m->desc.name = m->dir;
+    m->desc.weights_persist = 1; /* views and arena live until gf_model_free */
     m->n_params = n_params;
+    m->set = set; /* the views point into it */
 
-    gf_st_set_close(set);
     free(ws);
     free(cfg_path);
     *model_out = m;

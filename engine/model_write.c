@@ -51,7 +51,7 @@ static json_t *config_json(const gf_model_config *c, const json_t *extra)
         json_object_set_new(o, "activation_function", json_string(act));
         json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied_head));
     } else {
-        json_object_set_new(o, "model_type", json_string("llama"));
+        json_object_set_new(o, "model_type", json_string(c->qkv_bias ? "qwen2" : "llama")); /* qwen2: q/k/v biases */
         json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
         json_object_set_new(o, "hidden_size", json_integer(c->n_embd));
         json_object_set_new(o, "intermediate_size", json_integer(c->d_ff));
@@ -137,6 +137,11 @@ gf_status gf_model_write(const gf_model_desc *desc, const json_t *extra_config, 
             add(&l, N("self_attn.q_proj.weight"), y->wq, Q, D);
             add(&l, N("self_attn.k_proj.weight"), y->wk, KV, D);
             add(&l, N("self_attn.v_proj.weight"), y->wv, KV, D);
+            if (c->qkv_bias) {
+                add(&l, N("self_attn.q_proj.bias"), y->bq, Q, 0);
+                add(&l, N("self_attn.k_proj.bias"), y->bk, KV, 0);
+                add(&l, N("self_attn.v_proj.bias"), y->bv, KV, 0);
+            }
             add(&l, N("self_attn.o_proj.weight"), y->wo, D, Q);
             add(&l, N("post_attention_layernorm.weight"), y->mlp_norm_w, D, 0);
             add(&l, N("mlp.gate_proj.weight"), y->w_gate, F, D);

@@ -132,6 +132,17 @@ static const char *json_type_name(const json_t *v)
 
 /* ------------------------------------------------------------------ reader */
 
+void gf_st_tensor_drop_pages(const gf_st_tensor *t)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (!t || !t->data || !t->nbytes || ps <= 0)
+        return;
+    uintptr_t lo = ((uintptr_t)t->data + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+    uintptr_t hi = ((uintptr_t)t->data + t->nbytes) / (uintptr_t)ps * (uintptr_t)ps;
+    if (hi > lo) /* a private mapping of the file: the pages re-fault from it if read again */
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void gf_safetensors_close(gf_safetensors *st)
 {
     if (!st)
@@ -449,7 +460,11 @@ gf_status gf_safetensors_open(const char *path, gf_safetensors **st_out)
         goto fail;
     }
     st->map_size = (size_t)fsize;
-    void *map = mmap(NULL, st->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* private and writable: the loader hands F32 tensors to backends as views,
+     * and a backend that writes into one (the caller's read-only weights)
+     * changes only its process's copy-on-write page, which the model_load
+     * guard reports (engine/guard.c); the file is never written */
+    void *map = mmap(NULL, st->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) {

@@ -20,6 +20,19 @@ static float *dup_f32(const float *src, size_t n)
     return dst;
 }
 
+/* A weight as the model keeps it: the desc's own pointer where the engine
+ * keeps the weights until model_free (no copy), else a copy. */
+static const float *take_f32(const gfv_model *m, const float *src, size_t n)
+{
+    return m->owns_weights ? dup_f32(src, n) : src;
+}
+
+static void release(const float *p, int owned)
+{
+    if (owned)
+        free((void *)p);
+}
+
 static void scratch_release(gfv_model *m)
 {
     free(m->x);
@@ -28,10 +41,11 @@ static void scratch_release(gfv_model *m)
     free(m->att);
     free(m->tmp);
     free(m->ff);
+    free(m->part);
     free(m->p);
     free(m->cs);
     free(m->kv_tmp);
-    m->x = m->h = m->qkv = m->att = m->tmp = m->ff = m->p = m->cs = m->kv_tmp = NULL;
+    m->x = m->h = m->qkv = m->att = m->tmp = m->ff = m->part = m->p = m->cs = m->kv_tmp = NULL;
     m->scratch_rows = 0;
     m->kv_tmp_floats = 0;
 }
@@ -40,29 +54,23 @@ void gfv_model_release(gfv_model *m)
 {
     if (!m)
         return;
+    const int own = m->owns_weights;
     for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
         gfv_layer *ly = &m->layers[l];
-        free(ly->ln1_w);
-        free(ly->ln1_b);
-        free(ly->ln2_w);
-        free(ly->ln2_b);
-        free(ly->qkv_w);
-        free(ly->qkv_b);
-        free(ly->proj_w);
-        free(ly->proj_b);
-        free(ly->fc_w);
-        free(ly->fc_b);
-        free(ly->mproj_w);
-        free(ly->mproj_b);
+        const float *all[] = {ly->ln1_w,  ly->ln1_b,  ly->ln2_w, ly->ln2_b, ly->qkv_w,   ly->qkv_b,
+                              ly->proj_w, ly->proj_b, ly->fc_w,  ly->fc_b,  ly->mproj_w, ly->mproj_b,
+                              ly->wq,     ly->wk,     ly->wv,    ly->bq,    ly->bk,      ly->bv,
+                              ly->wo,     ly->w_gate, ly->w_up,  ly->w_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            release(all[i], own);
     }
     free(m->layers);
     if (m->lm_head != m->wte)
-        free(m->lm_head);
-    free(m->wte);
-    free(m->wpe);
-    free(m->lnf_w);
-    free(m->lnf_b);
-    free(m->lm_head_kn);
+        release(m->lm_head, own);
+    release(m->wte, own);
+    release(m->wpe, own);
+    release(m->lnf_w, own);
+    release(m->lnf_b, own);
     free(m->rope_inv_freq);
     free(m->layer_window);
     m->layer_window = NULL;
@@ -70,29 +78,13 @@ void gfv_model_release(gfv_model *m)
     scratch_release(m);
     m->layers = NULL;
     m->lin = NULL;
-    m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = m->lm_head_kn = m->rope_inv_freq = NULL;
+    m->wte = m->wpe = m->lnf_w = m->lnf_b = m->lm_head = NULL;
+    m->rope_inv_freq = NULL;
 }
 
-/* Rows of a, then rows of b, then rows of c (each n_x floats; c may be
- * absent with n_c 0): one [out, in] weight (or bias) for a fused product.
- * NULL if out of memory or a part that should be there is NULL. */
-static float *concat_f32(const float *a, size_t n_a, const float *b, size_t n_b, const float *c, size_t n_c)
-{
-    if (!a || !b || (n_c && !c))
-        return NULL;
-    float *dst = malloc((n_a + n_b + n_c) * sizeof *dst);
-    if (!dst)
-        return NULL;
-    memcpy(dst, a, n_a * sizeof *dst);
-    memcpy(dst + n_a, b, n_b * sizeof *dst);
-    if (n_c)
-        memcpy(dst + n_a + n_b, c, n_c * sizeof *dst);
-    return dst;
-}
-
-/* The Llama family (Qwen2 = with q/k/v biases): weights as HF stores them
- * ([out, in]), q | k | v and gate | up fused so a decode step is four
- * products per layer, as for GPT-2. */
+/* The Llama family (Qwen2 = with q/k/v biases): every weight as HF stores it
+ * ([out, in]), q | k | v and gate | up side by side in the result (not fused
+ * copies: gfv_forward's linear_cat), so a decode step reads each weight once. */
 static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
 {
     const char *be = m->backend;
@@ -113,13 +105,14 @@ static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
         return gf_error_set(GF_E_INVALID_ARG, "%s: Llama model description without %s", be,
                             w->layers ? "rope_inv_freq" : "layers");
     m->cfg = *c;
+    m->owns_weights = !gf_model_desc_weights_persist(desc);
     const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
     const size_t Q = (size_t)c->n_head * c->d_head, KV = (size_t)c->n_kv_head * c->d_head;
     m->q_dim = (int32_t)Q;
     m->kv_dim = (int32_t)KV;
-    m->wte = dup_f32(w->wte, (size_t)V * D);
-    m->lnf_w = dup_f32(w->lnf_w, D);
-    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->wte = take_f32(m, w->wte, (size_t)V * D);
+    m->lnf_w = take_f32(m, w->lnf_w, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : take_f32(m, w->lm_head, (size_t)V * D);
     m->rope_inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
     m->rope_mscale =
         gf_model_desc_has(desc, rope_attn_factor) && desc->rope_attn_factor > 0.0f ? desc->rope_attn_factor : 1.0f;
@@ -135,20 +128,31 @@ static gf_status init_llama(gfv_model *m, const gf_model_desc *desc)
     for (int32_t l = 0; ok && l < L; l++) {
         const gf_layer_weights *s = &w->layers[l];
         gfv_layer *d = &m->layers[l];
-        d->ln1_w = dup_f32(s->attn_norm_w, D);
-        d->ln2_w = dup_f32(s->mlp_norm_w, D);
-        d->qkv_w = concat_f32(s->wq, Q * D, s->wk, KV * D, s->wv, KV * D);
-        d->qkv_b = c->qkv_bias ? concat_f32(s->bq, Q, s->bk, KV, s->bv, KV) : NULL;
-        d->proj_w = dup_f32(s->wo, (size_t)D * Q);
-        d->fc_w = concat_f32(s->w_gate, (size_t)F * D, s->w_up, (size_t)F * D, NULL, 0);
-        d->mproj_w = dup_f32(s->w_down, (size_t)D * F);
-        ok = d->ln1_w && d->ln2_w && d->qkv_w && (d->qkv_b || !c->qkv_bias) && d->proj_w && d->fc_w && d->mproj_w;
+        d->ln1_w = take_f32(m, s->attn_norm_w, D);
+        d->ln2_w = take_f32(m, s->mlp_norm_w, D);
+        d->wq = take_f32(m, s->wq, Q * D);
+        d->wk = take_f32(m, s->wk, KV * D);
+        d->wv = take_f32(m, s->wv, KV * D);
+        if (c->qkv_bias) {
+            d->bq = take_f32(m, s->bq, Q);
+            d->bk = take_f32(m, s->bk, KV);
+            d->bv = take_f32(m, s->bv, KV);
+        }
+        d->wo = take_f32(m, s->wo, (size_t)D * Q);
+        d->w_gate = take_f32(m, s->w_gate, (size_t)F * D);
+        d->w_up = take_f32(m, s->w_up, (size_t)F * D);
+        d->w_down = take_f32(m, s->w_down, (size_t)D * F);
+        ok = d->ln1_w && d->ln2_w && d->wq && d->wk && d->wv && (!c->qkv_bias || (d->bq && d->bk && d->bv)) && d->wo &&
+             d->w_gate && d->w_up && d->w_down;
         if (!ok)
             break;
-        m->lin[GFV_LIN_ID(l, GFV_QKV)] = (gfv_lin){D, (int32_t)(Q + 2 * KV), d->qkv_w, 1, d->qkv_b};
-        m->lin[GFV_LIN_ID(l, GFV_PROJ)] = (gfv_lin){(int32_t)Q, D, d->proj_w, 1, NULL};
-        m->lin[GFV_LIN_ID(l, GFV_FC)] = (gfv_lin){D, 2 * F, d->fc_w, 1, NULL};
-        m->lin[GFV_LIN_ID(l, GFV_MPROJ)] = (gfv_lin){F, D, d->mproj_w, 1, NULL};
+        m->lin[GFV_LIN_ID(l, GFV_QKV)] = (gfv_lin){D, (int32_t)Q, d->wq, 1, d->bq};
+        m->lin[GFV_LIN_ID(l, GFV_K)] = (gfv_lin){D, (int32_t)KV, d->wk, 1, d->bk};
+        m->lin[GFV_LIN_ID(l, GFV_V)] = (gfv_lin){D, (int32_t)KV, d->wv, 1, d->bv};
+        m->lin[GFV_LIN_ID(l, GFV_PROJ)] = (gfv_lin){(int32_t)Q, D, d->wo, 1, NULL};
+        m->lin[GFV_LIN_ID(l, GFV_FC)] = (gfv_lin){D, F, d->w_gate, 1, NULL};
+        m->lin[GFV_LIN_ID(l, GFV_UP)] = (gfv_lin){D, F, d->w_up, 1, NULL};
+        m->lin[GFV_LIN_ID(l, GFV_MPROJ)] = (gfv_lin){F, D, d->w_down, 1, NULL};
     }
     if (!ok) {
         gfv_model_release(m);
@@ -180,14 +184,15 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
                             c->n_embd, c->n_head, c->n_kv_head, c->d_head, c->n_layer, c->vocab_size, c->d_ff);
     m->cfg = *c;
     m->cfg.n_kv_head = c->n_head;
+    m->owns_weights = !gf_model_desc_weights_persist(desc);
     m->q_dim = m->kv_dim = c->n_embd;
     const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
     const gf_model_weights *w = &desc->weights;
-    m->wte = dup_f32(w->wte, (size_t)V * D);
-    m->wpe = dup_f32(w->wpe, (size_t)c->n_positions * D);
-    m->lnf_w = dup_f32(w->lnf_w, D);
-    m->lnf_b = dup_f32(w->lnf_b, D);
-    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->wte = take_f32(m, w->wte, (size_t)V * D);
+    m->wpe = take_f32(m, w->wpe, (size_t)c->n_positions * D);
+    m->lnf_w = take_f32(m, w->lnf_w, D);
+    m->lnf_b = take_f32(m, w->lnf_b, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : take_f32(m, w->lm_head, (size_t)V * D);
     m->layers = calloc((size_t)L, sizeof *m->layers);
     m->n_lin = L * GFV_PER_LAYER + 1;
     m->lin = calloc((size_t)m->n_lin, sizeof *m->lin);
@@ -195,18 +200,18 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
     for (int32_t l = 0; ok && l < L; l++) {
         const gf_layer_weights *s = &w->layers[l];
         gfv_layer *d = &m->layers[l];
-        d->ln1_w = dup_f32(s->ln1_w, D);
-        d->ln1_b = dup_f32(s->ln1_b, D);
-        d->ln2_w = dup_f32(s->ln2_w, D);
-        d->ln2_b = dup_f32(s->ln2_b, D);
-        d->qkv_w = dup_f32(s->attn_qkv_w, (size_t)D * 3 * D);
-        d->qkv_b = dup_f32(s->attn_qkv_b, (size_t)3 * D);
-        d->proj_w = dup_f32(s->attn_proj_w, (size_t)D * D);
-        d->proj_b = dup_f32(s->attn_proj_b, D);
-        d->fc_w = dup_f32(s->mlp_fc_w, (size_t)D * F);
-        d->fc_b = dup_f32(s->mlp_fc_b, F);
-        d->mproj_w = dup_f32(s->mlp_proj_w, (size_t)F * D);
-        d->mproj_b = dup_f32(s->mlp_proj_b, D);
+        d->ln1_w = take_f32(m, s->ln1_w, D);
+        d->ln1_b = take_f32(m, s->ln1_b, D);
+        d->ln2_w = take_f32(m, s->ln2_w, D);
+        d->ln2_b = take_f32(m, s->ln2_b, D);
+        d->qkv_w = take_f32(m, s->attn_qkv_w, (size_t)D * 3 * D);
+        d->qkv_b = take_f32(m, s->attn_qkv_b, (size_t)3 * D);
+        d->proj_w = take_f32(m, s->attn_proj_w, (size_t)D * D);
+        d->proj_b = take_f32(m, s->attn_proj_b, D);
+        d->fc_w = take_f32(m, s->mlp_fc_w, (size_t)D * F);
+        d->fc_b = take_f32(m, s->mlp_fc_b, F);
+        d->mproj_w = take_f32(m, s->mlp_proj_w, (size_t)F * D);
+        d->mproj_b = take_f32(m, s->mlp_proj_b, D);
         ok = d->ln1_w && d->ln1_b && d->ln2_w && d->ln2_b && d->qkv_w && d->qkv_b && d->proj_w && d->proj_b &&
              d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
         if (!ok)
@@ -220,17 +225,9 @@ gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *ba
         gfv_model_release(m);
         return gf_error_set(GF_E_NOMEM, "%s: out of memory (or a NULL weight) loading the model", backend);
     }
-    /* the LM head as (D, V) [in, out] too: a single row is then the same
-     * (fast) transposed gemv as every other product */
-    m->lm_head_kn = malloc((size_t)V * D * sizeof(float));
-    if (!m->lm_head_kn) {
-        gfv_model_release(m);
-        return gf_error_set(GF_E_NOMEM, "%s: out of memory loading the model", backend);
-    }
-    for (int32_t v = 0; v < V; v++)
-        for (int32_t d = 0; d < D; d++)
-            m->lm_head_kn[(size_t)d * V + v] = m->lm_head[(size_t)v * D + d];
-    m->lin[GFV_LIN_HEAD(m)] = (gfv_lin){D, V, m->lm_head_kn, 0, NULL};
+    /* the LM head (V, D) [out, in] as it is (the embedding when tied): no
+     * transposed copy of the largest matrix */
+    m->lin[GFV_LIN_HEAD(m)] = (gfv_lin){D, V, m->lm_head, 1, NULL};
     return GF_OK;
 }
 
@@ -249,9 +246,10 @@ static gf_status scratch_reserve(gfv_model *m, size_t rows)
     m->att = malloc(rows * Q * sizeof(float));
     m->tmp = malloc(rows * D * sizeof(float));
     m->ff = malloc(rows * F * sizeof(float));
+    m->part = llama ? malloc(rows * (Q > F / 2 ? Q : F / 2) * sizeof(float)) : NULL;
     m->p = malloc((size_t)m->cfg.n_positions * sizeof(float));
     m->cs = llama ? malloc(rows * (size_t)m->cfg.d_head * sizeof(float)) : NULL;
-    if (!m->x || !m->h || !m->qkv || !m->att || !m->tmp || !m->ff || !m->p || (llama && !m->cs)) {
+    if (!m->x || !m->h || !m->qkv || !m->att || !m->tmp || !m->ff || !m->p || (llama && (!m->cs || !m->part))) {
         scratch_release(m);
         return gf_error_set(GF_E_NOMEM, "%s: out of memory for activations of %zu positions", m->backend, rows);
     }
@@ -506,6 +504,30 @@ gf_status gfv_forward(gfv_model *m, gfv_cache *cache, const gf_batch *in, float 
     return gfv_forward_trace(m, cache, in, logits_out, NULL);
 }
 
+/* y (M, N_0 + .. + N_{n-1}) = the n linears ids[] of x side by side (one
+ * linear: straight into y). A single row's parts are contiguous in y; with
+ * several rows each part goes through m->part (M, N_i) and is copied into its
+ * columns. */
+static gf_status linear_cat(gfv_model *m, const int32_t *ids, int n, const float *x, float *y, int32_t M)
+{
+    if (n == 1)
+        return m->linear(m, ids[0], x, y, M);
+    size_t N = 0, off = 0;
+    for (int i = 0; i < n; i++)
+        N += (size_t)m->lin[ids[i]].N;
+    for (int i = 0; i < n; i++) {
+        const size_t Ni = (size_t)m->lin[ids[i]].N;
+        gf_status st = m->linear(m, ids[i], x, M == 1 ? y + off : m->part, M);
+        if (st != GF_OK)
+            return st;
+        if (M > 1)
+            for (size_t r = 0; r < (size_t)M; r++)
+                memcpy(y + r * N + off, m->part + r * Ni, Ni * sizeof(float));
+        off += Ni;
+    }
+    return GF_OK;
+}
+
 gf_status gfv_forward_trace(gfv_model *m, gfv_cache *cache, const gf_batch *in, float *logits_out,
                             const gf_trace_request *tr)
 {
@@ -564,7 +586,8 @@ gf_status gfv_forward_trace(gfv_model *m, gfv_cache *cache, const gf_batch *in, 
         float *Vc = c->v + (size_t)l * B * Hkv * S * dh;
 
         norm_rows(m, h, x, ly->ln1_w, ly->ln1_b, BT);
-        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_QKV), h, qkv, (int32_t)BT)) != GF_OK)
+        const int32_t qkv_ids[3] = {GFV_LIN_ID(l, GFV_QKV), GFV_LIN_ID(l, GFV_K), GFV_LIN_ID(l, GFV_V)};
+        if ((st = linear_cat(m, qkv_ids, llama ? 3 : 1, h, qkv, (int32_t)BT)) != GF_OK)
             return st;
         if (llama) /* rotate every query head and key head by its position */
             for (size_t i = 0; i < BT; i++)
@@ -590,7 +613,8 @@ gf_status gfv_forward_trace(gfv_model *m, gfv_cache *cache, const gf_batch *in, 
         /* GPT-2: x += act(LN2(x) W_fc + b) W_proj + b;
          * Llama: x += (act(n W_gate) * (n W_up)) W_down, n = RMSNorm(x) */
         norm_rows(m, h, x, ly->ln2_w, ly->ln2_b, BT);
-        if ((st = m->linear(m, GFV_LIN_ID(l, GFV_FC), h, ff, (int32_t)BT)) != GF_OK)
+        const int32_t fc_ids[2] = {GFV_LIN_ID(l, GFV_FC), GFV_LIN_ID(l, GFV_UP)};
+        if ((st = linear_cat(m, fc_ids, llama ? 2 : 1, h, ff, (int32_t)BT)) != GF_OK)
             return st;
         if (llama) {
             /* ff (BT, 2F) gate | up -> (BT, F) in place: row i is written to

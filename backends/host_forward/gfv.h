@@ -45,24 +45,33 @@ typedef struct gfv_lin {
     const float *b; /* (N) or NULL */
 } gfv_lin;
 
-/* Linear ids: 4 per layer, then the LM head. For the Llama family GFV_QKV is
- * q | k | v fused into one product (rows wq, wk, wv), GFV_PROJ is o_proj,
- * GFV_FC is gate | up fused, GFV_MPROJ is down_proj. */
-enum { GFV_QKV = 0, GFV_PROJ = 1, GFV_FC = 2, GFV_MPROJ = 3, GFV_PER_LAYER = 4 };
+/* Linear ids: GFV_PER_LAYER per layer, then the LM head. GPT-2 uses GFV_QKV
+ * (its fused c_attn, as the file holds it), GFV_PROJ, GFV_FC and GFV_MPROJ.
+ * The Llama family keeps each of its weights as the file holds it (no fused
+ * copy, issue 27 item 3): GFV_QKV is q_proj, GFV_K k_proj, GFV_V v_proj (their
+ * outputs side by side: one (rows, Q + 2 KV) result, gfv_forward's
+ * linear_cat), GFV_PROJ o_proj, GFV_FC gate_proj and GFV_UP up_proj (one
+ * (rows, 2F) gate | up result), GFV_MPROJ down_proj. A linear a family does
+ * not use has w NULL and N 0: a backend skips it. */
+enum { GFV_QKV = 0, GFV_PROJ = 1, GFV_FC = 2, GFV_MPROJ = 3, GFV_K = 4, GFV_V = 5, GFV_UP = 6, GFV_PER_LAYER = 7 };
 #define GFV_LIN_ID(layer, kind) ((layer)*GFV_PER_LAYER + (kind))
 #define GFV_LIN_HEAD(m)         ((m)->cfg.n_layer * GFV_PER_LAYER)
 
 /* GPT-2 uses every field ([in, out] weights). The Llama family: ln1_w is the
- * attention RMSNorm weight, ln2_w the MLP's (no ln*_b); qkv_w (Q + 2 KV, D)
- * with Q = H d_head, KV = H_kv d_head, qkv_b (Q + 2 KV) for Qwen2 else NULL;
- * proj_w (D, Q); fc_w (2F, D) gate rows then up rows; mproj_w (D, F); no
- * proj_b / fc_b / mproj_b. */
+ * attention RMSNorm weight, ln2_w the MLP's (no ln*_b); its projections are
+ * in m->lin only. The pointers are views into the desc's weights when the
+ * engine keeps them until model_free (gf_model_desc_weights_persist), else
+ * copies the model owns (gfv_model.owns_weights). */
 typedef struct gfv_layer {
-    float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* (D) */
-    float *qkv_w, *qkv_b;                 /* (D, 3D), (3D) */
-    float *proj_w, *proj_b;               /* (D, D), (D) */
-    float *fc_w, *fc_b;                   /* (D, F), (F) */
-    float *mproj_w, *mproj_b;             /* (F, D), (D) */
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* (D) */
+    const float *qkv_w, *qkv_b;                 /* (D, 3D), (3D) */
+    const float *proj_w, *proj_b;               /* (D, D), (D) */
+    const float *fc_w, *fc_b;                   /* (D, F), (F) */
+    const float *mproj_w, *mproj_b;             /* (F, D), (D) */
+    /* the Llama family ([out, in]); Qwen2's biases or NULL */
+    const float *wq, *wk, *wv, *bq, *bk, *bv; /* (Q, D), (KV, D) x2, (Q), (KV) x2 */
+    const float *wo;                          /* (D, Q) */
+    const float *w_gate, *w_up, *w_down;      /* (F, D) x2, (D, F) */
 } gfv_layer;
 
 struct gfv_model;
@@ -72,23 +81,24 @@ struct gfv_model;
 typedef gf_status (*gfv_linear_fn)(struct gfv_model *m, int32_t id, const float *x, float *y, int32_t M);
 
 typedef struct gfv_model {
-    const char *backend;   /* "openblas", for messages */
-    gf_model_config cfg;   /* n_kv_head set (== n_head for GPT-2) */
-    int32_t q_dim, kv_dim; /* H d_head, H_kv d_head */
-    float *wte, *wpe;      /* (V, D), (n_positions, D); wpe NULL for rotary */
-    float *lnf_w, *lnf_b;  /* (D); lnf_b NULL for RMSNorm */
-    float *lm_head;        /* (V, D); aliases wte when tied */
-    float *lm_head_kn;     /* GPT-2: (D, V), the LM head transposed, what lin[head] uses */
-    float *rope_inv_freq;  /* (d_head / 2); rotary only */
-    float rope_mscale;     /* cos, sin times it (YaRN, longrope); 1 */
-    int32_t *layer_window; /* (L) sliding window per layer, 0 = full; NULL = none */
-    gfv_layer *layers;     /* (L) */
-    gfv_lin *lin;          /* (4 L + 1), see GFV_LIN_ID */
+    const char *backend;        /* "openblas", for messages */
+    gf_model_config cfg;        /* n_kv_head set (== n_head for GPT-2) */
+    int32_t q_dim, kv_dim;      /* H d_head, H_kv d_head */
+    int owns_weights;           /* 1: the weight pointers are copies this model frees */
+    const float *wte, *wpe;     /* (V, D), (n_positions, D); wpe NULL for rotary */
+    const float *lnf_w, *lnf_b; /* (D); lnf_b NULL for RMSNorm */
+    const float *lm_head;       /* (V, D) [out, in]; aliases wte when tied; lin[head] uses it as is */
+    float *rope_inv_freq;       /* (d_head / 2); rotary only (always a copy) */
+    float rope_mscale;          /* cos, sin times it (YaRN, longrope); 1 */
+    int32_t *layer_window;      /* (L) sliding window per layer, 0 = full; NULL = none */
+    gfv_layer *layers;          /* (L) */
+    gfv_lin *lin;               /* (4 L + 1), see GFV_LIN_ID */
     int32_t n_lin;
     gfv_linear_fn linear;
     /* scratch, grown on demand (calls on one model are serialised) */
     size_t scratch_rows;
     float *x, *h, *qkv, *att, *tmp, *ff; /* (rows, D | Q + 2 KV | Q | D | F or 2F) */
+    float *part;                         /* (rows, max(Q, F)): one part of a side-by-side product; Llama only */
     float *cs;                           /* (rows, d_head): cos | sin of each position; rotary only */
     float *p;                            /* (n_positions) */
     float *kv_tmp;                       /* uncached forward's throwaway cache */
@@ -104,8 +114,9 @@ typedef struct gfv_cache {
     float *k, *v; /* (L, B, H_kv, max_len, d_head) each */
 } gfv_cache;
 
-/* Copy desc into m (GPT-2 or the Llama family; F32, HF layouts) and fill
- * m->lin. m must be zeroed; backend is the name used in messages. */
+/* desc into m (GPT-2 or the Llama family; F32, HF layouts: views where the
+ * desc's weights persist, else copies) and fill m->lin. m must be zeroed;
+ * backend is the name used in messages. */
 gf_status gfv_model_init(gfv_model *m, const gf_model_desc *desc, const char *backend, gfv_linear_fn linear);
 void gfv_model_release(gfv_model *m); /* frees what gfv_model_init allocated */
 

@@ -8,8 +8,8 @@
  * least recently used (an uncached verify run sees every M from 1 to the
  * context length). Weights stay in the layouts backends/host_forward keeps and are
  * wrapped, not copied: GPT-2's Conv1D (K, N) is tag ab; the Llama family's
- * nn.Linear (N, K) weights (fused q|k|v, o, fused gate|up, down, LM head) are
- * the same (K, N) matrix with tag ba. Source and destination memory objects
+ * nn.Linear (N, K) weights (q, k, v, o, gate, up, down, LM head, and GPT-2's
+ * LM head) are the same (K, N) matrix with tag ba. Source and destination memory objects
  * are made once per primitive and re-pointed with dnnl_memory_set_data_handle.
  *
  * Threads: Debian's libdnnl uses OpenMP; options->threads is the most any
@@ -478,6 +478,8 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
      * every primitive of that shape expects */
     for (int32_t i = 0; i < m->base.n_lin; i++) {
         const gfv_lin *L = &m->base.lin[i];
+        if (!L->w) /* a linear this family does not use */
+            continue;
         dnnl_memory_desc_t src, wei, bia, dst;
         matmul_md(1, L->K, L->N, L->trans_w, L->b != NULL, &src, &wei, &bia, &dst);
         s = dnnl_memory_create(&m->w_mem[i], &wei, m->engine, (void *)L->w);
@@ -491,7 +493,7 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
     /* the decode shapes up front: one primitive per distinct (1, K, N) */
     for (int32_t i = 0; i < m->base.n_lin; i++) {
         dn_prim *p;
-        if ((st = get_prim(m, 1, &m->base.lin[i], &p)) != GF_OK) {
+        if (m->base.lin[i].w && (st = get_prim(m, 1, &m->base.lin[i], &p)) != GF_OK) {
             dn_model_free(m);
             return st;
         }

@@ -6,8 +6,8 @@
  * sgemv here. Several rows (prefill, batched decode, GF_LOGITS_ALL) use
  * sgemm. Weights stay in the layouts backends/host_forward keeps: GPT-2's Conv1D
  * (K, N) [in, out] (transposed sgemv, plain sgemm) and, for the Llama family,
- * nn.Linear (N, K) [out, in] (plain sgemv, sgemm with B transposed) for the
- * fused q|k|v, o, fused gate|up, down and the LM head. The bias is copied
+ * nn.Linear (N, K) [out, in] (plain sgemv, sgemm with B transposed) for q,
+ * k, v, o, gate, up, down and the LM head (GPT-2's too: its embedding). The bias is copied
  * into y first and the product accumulated onto it (beta = 1).
  *
  * Threads: openblas_set_num_threads(options->threads) before each forward

@@ -49,48 +49,39 @@ static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info_
     return gf_backend_info_put(info_out, info);
 }
 
+static void release(const float *p, int owned)
+{
+    if (owned)
+        free((void *)p);
+}
+
 static void ref_model_free(void *handle)
 {
     ref_model *m = handle;
     if (!m)
         return;
+    const int own = m->owns_weights;
     for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
         ref_layer *ly = &m->layers[l];
-        free(ly->ln1_w);
-        free(ly->ln1_b);
-        free(ly->qkv_w);
-        free(ly->qkv_b);
-        free(ly->proj_w);
-        free(ly->proj_b);
-        free(ly->ln2_w);
-        free(ly->ln2_b);
-        free(ly->fc_w);
-        free(ly->fc_b);
-        free(ly->mproj_w);
-        free(ly->mproj_b);
-        free(ly->attn_norm);
-        free(ly->mlp_norm);
-        free(ly->wq);
-        free(ly->wk);
-        free(ly->wv);
-        free(ly->bq);
-        free(ly->bk);
-        free(ly->bv);
-        free(ly->wo);
-        free(ly->w_gate);
-        free(ly->w_up);
-        free(ly->w_down);
+        const float *all[] = {ly->ln1_w,     ly->ln1_b,    ly->qkv_w, ly->qkv_b,  ly->proj_w,  ly->proj_b,
+                              ly->ln2_w,     ly->ln2_b,    ly->fc_w,  ly->fc_b,   ly->mproj_w, ly->mproj_b,
+                              ly->attn_norm, ly->mlp_norm, ly->wq,    ly->wk,     ly->wv,      ly->bq,
+                              ly->bk,        ly->bv,       ly->wo,    ly->w_gate, ly->w_up,    ly->w_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            release(all[i], own);
     }
     ref_pool_free(m->pool);
+    free(m->kn_acc);
+    free(m->kn_tile);
     free(m->inv_freq);
     free(m->window);
     free(m->layers);
     if (m->lm_head != m->wte)
-        free(m->lm_head);
-    free(m->wte);
-    free(m->wpe);
-    free(m->lnf_w);
-    free(m->lnf_b);
+        release(m->lm_head, own);
+    release(m->wte, own);
+    release(m->wpe, own);
+    release(m->lnf_w, own);
+    release(m->lnf_b, own);
     free(m);
 }
 
@@ -104,21 +95,14 @@ static float *dup_f32(const float *src, size_t n)
     return dst;
 }
 
-/* [in, out] (Conv1D) -> [out, in] rows, so each output is one contiguous dot. */
-static float *transpose_f32(const float *src, int32_t in, int32_t out)
+/* A weight as ref keeps it: the desc's own pointer where the engine keeps the
+ * weights until model_free (no copy), else ref's copy. */
+static const float *take_f32(const ref_model *m, const float *src, size_t n)
 {
-    if (!src)
-        return NULL;
-    float *dst = malloc((size_t)in * out * sizeof *dst);
-    if (!dst)
-        return NULL;
-    for (int32_t i = 0; i < in; i++)
-        for (int32_t o = 0; o < out; o++)
-            dst[(size_t)o * in + i] = src[(size_t)i * out + o];
-    return dst;
+    return m->owns_weights ? dup_f32(src, n) : src;
 }
 
-/* Llama / Qwen2: weights are already [out, in]; copy them. */
+/* Llama / Qwen2: weights are already [out, in]; kept as they are. */
 static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
 {
     const gf_model_config *c = &desc->config;
@@ -133,9 +117,10 @@ static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
     if (!m)
         return gf_error_set(GF_E_NOMEM, "ref: out of memory");
     m->cfg = *c;
+    m->owns_weights = !gf_model_desc_weights_persist(desc);
     const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
     const size_t Q = (size_t)c->n_head * c->d_head, KV = (size_t)c->n_kv_head * c->d_head;
-    m->wte = dup_f32(w->wte, (size_t)V * D);
+    m->wte = take_f32(m, w->wte, (size_t)V * D);
     m->inv_freq = dup_f32(w->rope_inv_freq, (size_t)c->d_head / 2);
     m->rope_mscale =
         gf_model_desc_has(desc, rope_attn_factor) && desc->rope_attn_factor > 0.0f ? desc->rope_attn_factor : 1.0f;
@@ -147,27 +132,27 @@ static gf_status ref_llama_load(const gf_model_desc *desc, void **model_out)
             m->inv_freq = NULL; /* reported below as out of memory */
         }
     }
-    m->lnf_w = dup_f32(w->lnf_w, D);
-    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->lnf_w = take_f32(m, w->lnf_w, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : take_f32(m, w->lm_head, (size_t)V * D);
     m->layers = calloc((size_t)L, sizeof *m->layers);
     int ok = m->wte && m->inv_freq && m->lnf_w && m->lm_head && m->layers;
     for (int32_t l = 0; ok && l < L; l++) {
         const gf_layer_weights *s = &w->layers[l];
         ref_layer *d = &m->layers[l];
-        d->attn_norm = dup_f32(s->attn_norm_w, D);
-        d->wq = dup_f32(s->wq, Q * D);
-        d->wk = dup_f32(s->wk, KV * D);
-        d->wv = dup_f32(s->wv, KV * D);
-        d->wo = dup_f32(s->wo, (size_t)D * Q);
-        d->mlp_norm = dup_f32(s->mlp_norm_w, D);
-        d->w_gate = dup_f32(s->w_gate, (size_t)F * D);
-        d->w_up = dup_f32(s->w_up, (size_t)F * D);
-        d->w_down = dup_f32(s->w_down, (size_t)D * F);
+        d->attn_norm = take_f32(m, s->attn_norm_w, D);
+        d->wq = take_f32(m, s->wq, Q * D);
+        d->wk = take_f32(m, s->wk, KV * D);
+        d->wv = take_f32(m, s->wv, KV * D);
+        d->wo = take_f32(m, s->wo, (size_t)D * Q);
+        d->mlp_norm = take_f32(m, s->mlp_norm_w, D);
+        d->w_gate = take_f32(m, s->w_gate, (size_t)F * D);
+        d->w_up = take_f32(m, s->w_up, (size_t)F * D);
+        d->w_down = take_f32(m, s->w_down, (size_t)D * F);
         ok = d->attn_norm && d->wq && d->wk && d->wv && d->wo && d->mlp_norm && d->w_gate && d->w_up && d->w_down;
         if (ok && c->qkv_bias) {
-            d->bq = dup_f32(s->bq, Q);
-            d->bk = dup_f32(s->bk, KV);
-            d->bv = dup_f32(s->bv, KV);
+            d->bq = take_f32(m, s->bq, Q);
+            d->bk = take_f32(m, s->bk, KV);
+            d->bv = take_f32(m, s->bv, KV);
             ok = d->bq && d->bk && d->bv;
         }
     }
@@ -195,16 +180,30 @@ static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_opti
     if (st != GF_OK)
         return st;
     ref_model *m = *model_out;
-    m->pool = ref_pool_create(ref_threads(opts));
+    const int threads = ref_threads(opts);
+    m->pool = ref_pool_create(threads);
     if (!m->pool) {
         ref_model_free(m);
         *model_out = NULL;
         return gf_error_set(GF_E_NOMEM, "ref: out of memory for the thread pool");
     }
+    if (c->arch == GF_ARCH_GPT2) { /* the [in, out] products' scratch (ref_model.h) */
+        const int32_t D = c->n_embd, F = c->d_ff;
+        m->kn_nmax = 3 * D > F ? 3 * D : F;
+        m->kn_kmax = D > F ? D : F;
+        m->kn_acc = malloc((size_t)threads * 8 * m->kn_nmax * sizeof *m->kn_acc);
+        m->kn_tile = malloc((size_t)threads * REF_KN_TILE * m->kn_kmax * sizeof *m->kn_tile);
+        if (!m->kn_acc || !m->kn_tile) {
+            ref_model_free(m);
+            *model_out = NULL;
+            return gf_error_set(GF_E_NOMEM, "ref: out of memory for the product scratch");
+        }
+    }
     return GF_OK;
 }
 
-/* GPT-2: Conv1D weights transposed to [out, in] rows. */
+/* GPT-2: Conv1D weights kept [in, out], as the file holds them (the forward's
+ * linear reads them so; no transposed copy). */
 static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out)
 {
     const gf_model_config *c = &desc->config;
@@ -216,31 +215,32 @@ static gf_status ref_gpt2_load(const gf_model_desc *desc, void **model_out)
     if (!m)
         return gf_error_set(GF_E_NOMEM, "ref: out of memory");
     m->cfg = *c;
+    m->owns_weights = !gf_model_desc_weights_persist(desc);
     const int32_t V = c->vocab_size, D = c->n_embd, F = c->d_ff, L = c->n_layer;
     const gf_model_weights *w = &desc->weights;
     int ok = 1;
-    m->wte = dup_f32(w->wte, (size_t)V * D);
-    m->wpe = dup_f32(w->wpe, (size_t)c->n_positions * D);
-    m->lnf_w = dup_f32(w->lnf_w, D);
-    m->lnf_b = dup_f32(w->lnf_b, D);
-    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : dup_f32(w->lm_head, (size_t)V * D);
+    m->wte = take_f32(m, w->wte, (size_t)V * D);
+    m->wpe = take_f32(m, w->wpe, (size_t)c->n_positions * D);
+    m->lnf_w = take_f32(m, w->lnf_w, D);
+    m->lnf_b = take_f32(m, w->lnf_b, D);
+    m->lm_head = (c->tied_head || w->lm_head == w->wte) ? m->wte : take_f32(m, w->lm_head, (size_t)V * D);
     m->layers = calloc((size_t)L, sizeof *m->layers);
     ok = m->wte && m->wpe && m->lnf_w && m->lnf_b && m->lm_head && m->layers;
     for (int32_t l = 0; ok && l < L; l++) {
         const gf_layer_weights *s = &w->layers[l];
         ref_layer *d = &m->layers[l];
-        d->ln1_w = dup_f32(s->ln1_w, D);
-        d->ln1_b = dup_f32(s->ln1_b, D);
-        d->qkv_w = transpose_f32(s->attn_qkv_w, D, 3 * D);
-        d->qkv_b = dup_f32(s->attn_qkv_b, (size_t)3 * D);
-        d->proj_w = transpose_f32(s->attn_proj_w, D, D);
-        d->proj_b = dup_f32(s->attn_proj_b, D);
-        d->ln2_w = dup_f32(s->ln2_w, D);
-        d->ln2_b = dup_f32(s->ln2_b, D);
-        d->fc_w = transpose_f32(s->mlp_fc_w, D, F);
-        d->fc_b = dup_f32(s->mlp_fc_b, F);
-        d->mproj_w = transpose_f32(s->mlp_proj_w, F, D);
-        d->mproj_b = dup_f32(s->mlp_proj_b, D);
+        d->ln1_w = take_f32(m, s->ln1_w, D);
+        d->ln1_b = take_f32(m, s->ln1_b, D);
+        d->qkv_w = take_f32(m, s->attn_qkv_w, (size_t)D * 3 * D);
+        d->qkv_b = take_f32(m, s->attn_qkv_b, (size_t)3 * D);
+        d->proj_w = take_f32(m, s->attn_proj_w, (size_t)D * D);
+        d->proj_b = take_f32(m, s->attn_proj_b, D);
+        d->ln2_w = take_f32(m, s->ln2_w, D);
+        d->ln2_b = take_f32(m, s->ln2_b, D);
+        d->fc_w = take_f32(m, s->mlp_fc_w, (size_t)D * F);
+        d->fc_b = take_f32(m, s->mlp_fc_b, F);
+        d->mproj_w = take_f32(m, s->mlp_proj_w, (size_t)F * D);
+        d->mproj_b = take_f32(m, s->mlp_proj_b, D);
         ok = d->ln1_w && d->ln1_b && d->qkv_w && d->qkv_b && d->proj_w && d->proj_b && d->ln2_w && d->ln2_b &&
              d->fc_w && d->fc_b && d->mproj_w && d->mproj_b;
     }

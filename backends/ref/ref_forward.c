@@ -34,10 +34,11 @@ static inline double dot(const float *a, const float *b, int32_t n)
 }
 
 typedef struct lin_task {
-    float *y;       /* (R, N) */
-    const float *x; /* (R, K) */
-    const float *W; /* (N, K) */
-    const float *b; /* (N) or NULL */
+    const ref_model *m; /* linear_kn_chunk's per-thread scratch */
+    float *y;           /* (R, N) */
+    const float *x;     /* (R, K) */
+    const float *W;     /* (N, K) [out, in]; (K, N) [in, out] for linear_kn_chunk */
+    const float *b;     /* (N) or NULL */
     int32_t R, N, K;
 } lin_task;
 
@@ -59,12 +60,82 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
     }
 }
 
-/* y (R, N) = x (R, K) W (N, K)^T + b, split among the pool by output column */
+/* The same outputs from W stored [in, out] (K, N), as GPT-2's Conv1D file
+ * holds it, bit-identical to linear_chunk on the transposed matrix: each
+ * output's sum is dot()'s exactly (8 partial sums, lane i % 8, each in
+ * increasing i, added in dot's order, then the bias).
+ *
+ * One row (decode): W streams in file order, each of its rows' [lo, hi) once,
+ * into the thread's partial sums acc (8, hi - lo) (m->kn_acc), then the 8
+ * lanes are added per output. Several rows (prefill, batches): W's columns
+ * [o, o + REF_KN_TILE) are gathered into the thread's tile (REF_KN_TILE, K)
+ * (m->kn_tile), [out, in] like linear_chunk's W, and dot() runs on it for
+ * every row: W is read once however many rows there are. */
+REF_CLONES static void linear_kn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    const lin_task *t = arg;
+    const ref_model *m = t->m;
+    const int32_t K = t->K, N = t->N;
+    if (t->R == 1) {
+        const size_t nb = (size_t)(hi - lo);
+        double *acc = m->kn_acc + (size_t)thread * 8 * m->kn_nmax; /* (8, nb) */
+        memset(acc, 0, 8 * nb * sizeof *acc);
+        /* four rows of one lane per pass (i, i + 8, i + 16, i + 24: the lane's
+         * adds in order, so the same roundings) reads and writes acc once per
+         * four weights */
+        int32_t i0 = 0;
+        for (; i0 + 32 <= K; i0 += 32)
+            for (int32_t j = 0; j < 8; j++) {
+                const float *restrict w0 = t->W + (size_t)(i0 + j) * N + lo, *restrict w1 = w0 + (size_t)8 * N;
+                const float *restrict w2 = w1 + (size_t)8 * N, *restrict w3 = w2 + (size_t)8 * N;
+                const double x0 = t->x[i0 + j], x1 = t->x[i0 + j + 8], x2 = t->x[i0 + j + 16], x3 = t->x[i0 + j + 24];
+                double *restrict a = acc + (size_t)j * nb;
+                for (size_t o = 0; o < nb; o++)
+                    a[o] =
+                        (((a[o] + (double)w0[o] * x0) + (double)w1[o] * x1) + (double)w2[o] * x2) + (double)w3[o] * x3;
+            }
+        for (int32_t i = i0; i < K; i++) {
+            const float *restrict w = t->W + (size_t)i * N + lo;
+            const double xi = (double)t->x[i];
+            double *restrict a = acc + (size_t)(i & 7) * nb;
+            for (size_t o = 0; o < nb; o++)
+                a[o] += (double)w[o] * xi;
+        }
+        for (size_t o = 0; o < nb; o++) {
+            const double *a = acc + o;
+            const double sum =
+                ((a[0] + a[nb]) + (a[2 * nb] + a[3 * nb])) + ((a[4 * nb] + a[5 * nb]) + (a[6 * nb] + a[7 * nb]));
+            const double bias = t->b ? (double)t->b[lo + (int64_t)o] : 0.0;
+            t->y[lo + (int64_t)o] = (float)(sum + bias);
+        }
+        return;
+    }
+    float *tile = m->kn_tile + (size_t)thread * REF_KN_TILE * m->kn_kmax; /* (REF_KN_TILE, K) */
+    for (int64_t o0 = lo; o0 < hi; o0 += REF_KN_TILE) {
+        const int32_t nt = (int32_t)(hi - o0 < REF_KN_TILE ? hi - o0 : REF_KN_TILE);
+        for (int32_t i = 0; i < K; i++) {
+            const float *w = t->W + (size_t)i * N + o0;
+            for (int32_t o = 0; o < nt; o++)
+                tile[(size_t)o * K + i] = w[o];
+        }
+        for (int32_t r = 0; r < t->R; r++)
+            for (int32_t o = 0; o < nt; o++) {
+                const double bias = t->b ? (double)t->b[o0 + o] : 0.0;
+                t->y[(size_t)r * N + o0 + o] = (float)(dot(tile + (size_t)o * K, t->x + (size_t)r * K, K) + bias);
+            }
+    }
+}
+
+/* y (R, N) = x (R, K) W^T + b, split among the pool by output column. W is
+ * (N, K) [out, in], except GPT-2's layer weights, which are (K, N) [in, out]
+ * as the file holds them (ref keeps no transposed copy); GPT-2's LM head (the
+ * embedding) is [out, in] like every Llama weight. */
 static void linear(const ref_model *m, float *y, const float *x, int32_t R, const float *W, const float *b, int32_t N,
                    int32_t K)
 {
-    lin_task t = {y, x, W, b, R, N, K};
-    ref_pool_run(m->pool, linear_chunk, &t, N, (double)R * N * K);
+    lin_task t = {m, y, x, W, b, R, N, K};
+    const int in_out = m->cfg.arch == GF_ARCH_GPT2 && W != m->lm_head;
+    ref_pool_run(m->pool, in_out ? linear_kn_chunk : linear_chunk, &t, N, (double)R * N * K);
 }
 
 static void layernorm(float *y, const float *x, const float *w, const float *b, int32_t D, double eps)

@@ -7,42 +7,54 @@
 #include "ref.h"
 #include "ref_pool.h"
 
-/* ---- lifetime 1: the model (weights transposed to [out, in] rows) ---- */
+/* ---- lifetime 1: the model ----
+ * Weights in the layouts the desc gives (GPT-2's Conv1D [in, out], the Llama
+ * family's nn.Linear [out, in]): views into the desc's weights when the
+ * engine keeps them until model_free (gf_model_desc_weights_persist: the
+ * mapped safetensors, no second copy), else copies ref owns (owns_weights). */
 
 typedef struct ref_layer {
-    float *ln1_w, *ln1_b; /* (D) */
-    float *qkv_w;         /* (3D, D) */
-    float *qkv_b;         /* (3D) */
-    float *proj_w;        /* (D, D) */
-    float *proj_b;        /* (D) */
-    float *ln2_w, *ln2_b; /* (D) */
-    float *fc_w;          /* (F, D) */
-    float *fc_b;          /* (F) */
-    float *mproj_w;       /* (D, F) */
-    float *mproj_b;       /* (D) */
+    const float *ln1_w, *ln1_b; /* (D) */
+    const float *qkv_w;         /* (D, 3D) [in, out] */
+    const float *qkv_b;         /* (3D) */
+    const float *proj_w;        /* (D, D) [in, out] */
+    const float *proj_b;        /* (D) */
+    const float *ln2_w, *ln2_b; /* (D) */
+    const float *fc_w;          /* (D, F) [in, out] */
+    const float *fc_b;          /* (F) */
+    const float *mproj_w;       /* (F, D) [in, out] */
+    const float *mproj_b;       /* (D) */
     /* Llama family ([out, in] as stored); Qwen2's q/k/v biases or NULL */
-    float *attn_norm, *mlp_norm; /* (D) */
-    float *wq;                   /* (H dh, D) */
-    float *wk, *wv;              /* (H_kv dh, D) */
-    float *bq;                   /* (H dh) */
-    float *bk, *bv;              /* (H_kv dh) */
-    float *wo;                   /* (D, H dh) */
-    float *w_gate, *w_up;        /* (F, D) */
-    float *w_down;               /* (D, F) */
+    const float *attn_norm, *mlp_norm; /* (D) */
+    const float *wq;                   /* (H dh, D) */
+    const float *wk, *wv;              /* (H_kv dh, D) */
+    const float *bq;                   /* (H dh) */
+    const float *bk, *bv;              /* (H_kv dh) */
+    const float *wo;                   /* (D, H dh) */
+    const float *w_gate, *w_up;        /* (F, D) */
+    const float *w_down;               /* (D, F) */
 } ref_layer;
 
 typedef struct ref_model {
     gf_model_config cfg;
-    float *wte;           /* (V, D) */
-    float *wpe;           /* (n_positions, D); NULL for rotary */
-    float *inv_freq;      /* (dh / 2) rotary inverse frequencies; NULL for GPT-2 */
-    float rope_mscale;    /* cos, sin times it (YaRN, longrope); 1 */
-    int32_t *window;      /* (L) per-layer sliding window, 0 = full; NULL = none */
-    ref_layer *layers;    /* (L) */
-    float *lnf_w, *lnf_b; /* (D) */
-    float *lm_head;       /* (V, D); aliases wte when tied */
-    ref_pool *pool;       /* opts->threads workers, the caller included */
+    int owns_weights;           /* 1: the weight pointers below are ref's copies (freed by model_free) */
+    const float *wte;           /* (V, D) */
+    const float *wpe;           /* (n_positions, D); NULL for rotary */
+    float *inv_freq;            /* (dh / 2) rotary inverse frequencies (always ref's copy); NULL for GPT-2 */
+    float rope_mscale;          /* cos, sin times it (YaRN, longrope); 1 */
+    int32_t *window;            /* (L) per-layer sliding window, 0 = full; NULL = none */
+    ref_layer *layers;          /* (L) */
+    const float *lnf_w, *lnf_b; /* (D) */
+    const float *lm_head;       /* (V, D) [out, in]; aliases wte when tied */
+    ref_pool *pool;             /* opts->threads workers, the caller included */
+    /* GPT-2's [in, out] products (ref_forward.c, linear_kn_chunk), per pool
+     * thread; calls on one model are serialised, so one set per model */
+    int32_t kn_nmax, kn_kmax; /* the largest N and K of a layer product */
+    double *kn_acc;           /* (threads, 8, kn_nmax) one row's partial sums */
+    float *kn_tile;           /* (threads, REF_KN_TILE, kn_kmax) columns of W, gathered */
 } ref_model;
+
+#define REF_KN_TILE 16 /* outputs gathered per tile (several rows) */
 
 /* ---- lifetime 2: the KV cache ---- */
 

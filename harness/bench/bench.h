@@ -64,8 +64,11 @@ enum {
 
 typedef struct bench_opts {
     const char *model, *shape;
+    const char *load_dir;    /* what each backend's child loads: model, or the folder shape was written to */
+    const char *write_shape; /* --write-shape DIR: write the shape there and stop */
     const char *backends[32];
-    int n_backends, threads, new_tokens, repeats, uncached, probe, json;
+    int n_backends, threads, new_tokens, repeats, uncached, probe, json, rates;
+    double max_rss_ratio; /* > 0: a backend whose peak RSS is above this many times the weights fails */
 } bench_opts;
 
 /* Each repeat's figure (the medians below are of these), kept for the JSON:
@@ -105,6 +108,7 @@ typedef struct bench_row {
     rate_result prefill, batched;
     size_t cache_bytes;
     long maxrss_kb; /* filled by the parent from wait4 */
+    int rss_over;   /* peak RSS over --max-rss-ratio times the weights (the parent's verdict) */
 } bench_row;
 
 typedef struct probe_result {

@@ -6,7 +6,7 @@
 
 #include "bench.h"
 
-const char *const gf_bench_shape_names[] = {"gpt2-small", "llama-small", NULL};
+const char *const gf_bench_shape_names[] = {"gpt2-small", "llama-small", "qwen2-0.5b", NULL};
 
 int gf_bench_shape_config(const char *name, gf_model_config *c)
 {
@@ -49,6 +49,27 @@ int gf_bench_shape_config(const char *name, gf_model_config *c)
                                .bos_id = 1,
                                .eos_id = 2,
                                .tied_head = 0};
+        return 0;
+    }
+    if (!strcmp(name, "qwen2-0.5b")) { /* Qwen/Qwen2.5-0.5B's config.json: 494M parameters, tied */
+        *c = (gf_model_config){.arch = GF_ARCH_LLAMA,
+                               .activation = GF_ACT_SILU,
+                               .norm = GF_NORM_RMSNORM,
+                               .pos = GF_POS_ROPE,
+                               .vocab_size = 151936,
+                               .n_positions = 32768,
+                               .n_embd = 896,
+                               .n_layer = 24,
+                               .n_head = 14,
+                               .n_kv_head = 2,
+                               .d_head = 64,
+                               .d_ff = 4864,
+                               .norm_eps = 1e-6f,
+                               .rope_theta = 1000000.0f,
+                               .bos_id = 151643,
+                               .eos_id = 151643,
+                               .tied_head = 1,
+                               .qkv_bias = 1};
         return 0;
     }
     return -1;
@@ -128,6 +149,11 @@ gf_status gf_bench_shape_build(const char *name, uint64_t seed, gf_bench_shape *
             y->wq = take_random(&cv, Q * D);
             y->wk = take_random(&cv, KV * D);
             y->wv = take_random(&cv, KV * D);
+            if (c.qkv_bias) {
+                y->bq = take_random(&cv, Q);
+                y->bk = take_random(&cv, KV);
+                y->bv = take_random(&cv, KV);
+            }
             y->wo = take_random(&cv, D * Q);
             y->mlp_norm_w = take_fill(&cv, D, 1.0f);
             y->w_gate = take_random(&cv, F * D);

@@ -13,7 +13,7 @@ int bench_model_init(const bench_opts *o, bench_model *m)
     memset(m, 0, sizeof *m);
     if (o->shape) {
         if (gf_bench_shape_config(o->shape, &m->cfg) != 0) {
-            gf_cli_error("bench: unknown shape '%s' (known: gpt2-small, llama-small)", o->shape);
+            gf_cli_error("bench: unknown shape '%s' (known: gpt2-small, llama-small, qwen2-0.5b)", o->shape);
             return -1;
         }
         snprintf(m->name, sizeof m->name, "%s shape (random weights, seed 1)", o->shape);
@@ -169,11 +169,13 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
             continue;
         double pg = prefill_gflops(m, r), bg = batched_gflops(m, r);
         double rss = r->maxrss_kb / 1024.0;
-        char c1[32], c2[32];
-        printf("%-12s %12.1f %9.1f %s %12.1f %9.1f %s %10.0f %8.2f %9.1f\n", o->backends[i],
-               r->prefill.tokens / r->prefill.s, pg, cell(c1, sizeof c1, 7, 2, pg / peak),
-               r->batched.tokens / r->batched.s, bg, cell(c2, sizeof c2, 7, 2, bg / peak), rss, rss / weight_mib(m),
-               r->cache_bytes / 1048576.0);
+        char c1[32], c2[32], c3[32], c4[32], c5[32], c6[32]; /* "-": not run (--no-rates) */
+        printf("%-12s %s %s %s %s %s %s %10.0f %8.2f%s %9.1f\n", o->backends[i],
+               cell(c3, sizeof c3, 12, 1, r->prefill.ran ? r->prefill.tokens / r->prefill.s : NAN),
+               cell(c4, sizeof c4, 9, 1, pg), cell(c1, sizeof c1, 7, 2, pg / peak),
+               cell(c5, sizeof c5, 12, 1, r->batched.ran ? r->batched.tokens / r->batched.s : NAN),
+               cell(c6, sizeof c6, 9, 1, bg), cell(c2, sizeof c2, 7, 2, bg / peak), rss, rss / weight_mib(m),
+               r->rss_over ? "!" : " ", r->cache_bytes / 1048576.0);
     }
     printf("\n");
     for (int i = 0; i < o->n_backends; i++)
@@ -186,7 +188,7 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
            "cpu ms/t: decode CPU time per token of the backend's process (all its threads; on a busy\n"
            "machine wall time over it shows how long the backend waited for a CPU);\n"
            "c/u: uncached over cached wall time; RSS/wts: peak RSS of the backend's process over the\n"
-           "f32 weights; cache: the cached generation's k and v (n_positions long).\n");
+           "f32 weights (! over --max-rss-ratio); cache: the cached generation's k and v (n_positions long).\n");
 }
 
 /* n figures in seconds as a JSON array, times `scale` (1e3: ms); null for NaN */
@@ -305,6 +307,8 @@ void bench_print_json(const bench_opts *o, const bench_model *m, const probe_res
     json_object_set_new(wl, "new_tokens", json_integer(o->new_tokens));
     json_object_set_new(wl, "warmup", json_integer(1));
     json_object_set_new(wl, "repeats", json_integer(o->repeats));
+    json_object_set_new(wl, "rates", json_boolean(o->rates));
+    gf_json_set_number(wl, "max_rss_ratio", o->max_rss_ratio > 0 ? o->max_rss_ratio : NAN, "none");
     json_object_set_new(wl, "prefill_tokens", json_integer(GF_BENCH_PREFILL));
     json_object_set_new(wl, "batch_rows", json_integer(GF_BENCH_ROWS));
     json_object_set_new(wl, "uncached", json_boolean(o->uncached));
@@ -332,6 +336,8 @@ void bench_print_json(const bench_opts *o, const bench_model *m, const probe_res
             json_object_set_new(b, "batched_decode", rate_json(&r->batched, batched_gflops(m, r), peak, "rows"));
             gf_json_set_number(b, "peak_rss_bytes", r->maxrss_kb * 1024.0, NULL);
             gf_json_set_number(b, "rss_over_weights", r->maxrss_kb / 1024.0 / weight_mib(m), NULL);
+            json_object_set_new(b, "rss_over_limit",
+                                o->max_rss_ratio > 0 ? json_boolean(r->rss_over) : json_null()); /* null: no limit */
             json_object_set_new(b, "cache_bytes", json_integer((json_int_t)r->cache_bytes));
         }
         json_array_append_new(arr, b);

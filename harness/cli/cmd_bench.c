@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,10 +41,15 @@ static void usage(FILE *f)
                "without OpenBLAS). Ratios on a shared machine mean more than absolutes.\n"
                "\n"
                "  --model DIR         a Hugging Face model directory (config.json, model.safetensors)\n"
-               "  --shape NAME        a model of that shape with seeded random weights, built in\n"
-               "                      memory: gpt2-small (124M, openai-community/gpt2) or\n"
-               "                      llama-small (125M: GPT-2-small's width and depth with GQA\n"
-               "                      12/4 heads, SwiGLU 2048, a 32000 vocabulary, untied head)\n"
+               "  --shape NAME        a model of that shape with seeded random weights, written (F32)\n"
+               "                      into a temporary folder ($TMPDIR, else /tmp; removed at the\n"
+               "                      end) and loaded from it as --model DIR is: gpt2-small (124M,\n"
+               "                      openai-community/gpt2), llama-small (125M: GPT-2-small's\n"
+               "                      width and depth with GQA 12/4 heads, SwiGLU 2048, a 32000\n"
+               "                      vocabulary, untied head) or qwen2-0.5b (494M, 1.98 GB:\n"
+               "                      Qwen2.5-0.5B's config, q/k/v biases, tied head)\n"
+               "  --write-shape DIR   write the --shape model into DIR (a new folder) and stop: a\n"
+               "                      model for run, generate or bench --model\n"
                "  --backend NAME      backend spec as for run (repeatable; default ref)\n"
                "  --threads N         backend and probe threads (default 1)\n"
                "  --new-tokens N      greedy tokens per run (default 100)\n"
@@ -50,12 +57,17 @@ static void usage(FILE *f)
                "  --no-uncached       skip the uncached runs (the recompute loop of a large model\n"
                "                      on a slow backend takes long)\n"
                "  --no-probe          skip the bandwidth and peak probes\n"
+               "  --no-rates          skip the compute-bound rows (prefill 128, decode B=8)\n"
+               "  --max-rss-ratio R   a backend whose peak RSS is above R times the weights' F32\n"
+               "                      bytes fails (exit 1), named with both figures: memory, not\n"
+               "                      speed, so a test may assert it (1.15: issue 27's bound)\n"
                "  --json              print one JSON object instead of the tables\n"
                "  -h, --help          this help\n"
                "\n"
                "Progress and each backend's row go to stderr as it finishes (a \\r line on a terminal);\n"
                "figures not measured (--no-probe) print as -, never nan. Timings are not checked:\n"
-               "exit status 0 every backend ran, 1 a backend failed or is unavailable, 2 bad input.\n");
+               "exit status 0 every backend ran (within --max-rss-ratio), 1 a backend failed, is\n"
+               "unavailable or is over --max-rss-ratio, 2 bad input.\n");
 }
 
 /* ---- the child side ---- */
@@ -239,19 +251,14 @@ static gf_status run_rates(gf_engine *e, const bench_opts *o, const char *name, 
 static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
 {
     gf_model *model = NULL;
-    gf_bench_shape shape = {0};
     gf_backend_handle h = {0};
     gf_engine *e = NULL;
     const gf_model_desc *desc = NULL;
-    gf_status st;
-    if (o->shape) {
-        st = gf_bench_shape_build(o->shape, 1, &shape);
-        desc = &shape.desc;
-    } else {
-        st = gf_model_load(o->model, &model);
-        if (st == GF_OK)
-            desc = gf_model_desc_get(model);
-    }
+    /* a shape too is loaded from the folder it was written to: what generate
+     * costs, mapped weights included */
+    gf_status st = gf_model_load(o->load_dir, &model);
+    if (st == GF_OK)
+        desc = gf_model_desc_get(model);
     if (st == GF_OK)
         st = gf_registry_open(spec, &h);
     gf_backend_options bo = gf_registry_options(&h, o->threads);
@@ -274,7 +281,7 @@ static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
         st = run_mode(e, o, spec, 1, prompt, &row->cached, &row->cache_bytes);
         if (st == GF_OK && o->uncached)
             st = run_mode(e, o, spec, 0, prompt, &row->uncached, NULL);
-        if (st == GF_OK)
+        if (st == GF_OK && o->rates)
             st = run_rates(e, o, spec, row);
     }
     row->ok = st == GF_OK;
@@ -285,7 +292,6 @@ static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
     gf_engine_destroy(e);
     gf_registry_close(&h);
     gf_model_free(model);
-    gf_bench_shape_free(&shape);
 }
 
 /* Run fn in a child; its result struct comes back over a pipe, its peak RSS
@@ -354,6 +360,27 @@ static void backend_fn(const void *arg, void *out)
     bench_child(a->o, a->spec, out);
 }
 
+typedef struct write_result {
+    int ok;
+    char err[512];
+} write_result;
+
+/* In a child (its memory is its own, not the backends' children's): the
+ * shape built in memory and written into o->load_dir. */
+static void write_fn(const void *arg, void *out)
+{
+    const bench_opts *o = arg;
+    write_result *r = out;
+    gf_bench_shape shape;
+    fprintf(stderr, "bench: writing the %s shape (seeded random weights) into %s ...\n", o->shape, o->load_dir);
+    gf_status st = gf_bench_shape_build(o->shape, 1, &shape);
+    if (st == GF_OK)
+        st = gf_model_write(&shape.desc, NULL, o->load_dir);
+    gf_bench_shape_free(&shape);
+    r->ok = st == GF_OK;
+    snprintf(r->err, sizeof r->err, "%s", r->ok ? "" : gf_error_msg());
+}
+
 static void probe_fn(const void *arg, void *out)
 {
     const bench_opts *o = arg;
@@ -371,7 +398,19 @@ static void probe_fn(const void *arg, void *out)
 
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    enum { O_SHAPE = 256, O_BACKEND, O_THREADS, O_NEW, O_REPEATS, O_NOUNC, O_NOPROBE, O_JSON };
+    enum {
+        O_SHAPE = 256,
+        O_BACKEND,
+        O_THREADS,
+        O_NEW,
+        O_REPEATS,
+        O_NOUNC,
+        O_NOPROBE,
+        O_JSON,
+        O_WRITE,
+        O_NORATES,
+        O_RSS
+    };
     static const struct option longopts[] = {{"model", required_argument, 0, 'm'},
                                              {"shape", required_argument, 0, O_SHAPE},
                                              {"backend", required_argument, 0, O_BACKEND},
@@ -380,6 +419,9 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                                              {"repeats", required_argument, 0, O_REPEATS},
                                              {"no-uncached", no_argument, 0, O_NOUNC},
                                              {"no-probe", no_argument, 0, O_NOPROBE},
+                                             {"no-rates", no_argument, 0, O_NORATES},
+                                             {"write-shape", required_argument, 0, O_WRITE},
+                                             {"max-rss-ratio", required_argument, 0, O_RSS},
                                              {"json", no_argument, 0, O_JSON},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
@@ -415,6 +457,15 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             break;
         case O_NOUNC: o->uncached = 0; break;
         case O_NOPROBE: o->probe = 0; break;
+        case O_NORATES: o->rates = 0; break;
+        case O_WRITE: o->write_shape = optarg; break;
+        case O_RSS: {
+            char *end;
+            o->max_rss_ratio = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->max_rss_ratio > 0.0) || o->max_rss_ratio > 1e6)
+                goto bad_value;
+            break;
+        }
         case O_JSON: o->json = 1; break;
         case 'h': usage(stdout); return -1;
         default:
@@ -436,6 +487,10 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         usage(stderr);
         return GF_EXIT_USAGE;
     }
+    if (o->write_shape && !o->shape) {
+        gf_cli_error("bench: --write-shape DIR needs --shape NAME");
+        return GF_EXIT_USAGE;
+    }
     if (!o->n_backends)
         o->backends[o->n_backends++] = "ref";
     return GF_EXIT_OK;
@@ -443,7 +498,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 
 int gf_cmd_bench(int argc, char **argv)
 {
-    bench_opts o = {.threads = 1, .new_tokens = 100, .repeats = 5, .uncached = 1, .probe = 1};
+    bench_opts o = {.threads = 1, .new_tokens = 100, .repeats = 5, .uncached = 1, .probe = 1, .rates = 1};
     int rc = parse_args(argc, argv, &o);
     if (rc < 0)
         return GF_EXIT_OK;
@@ -453,10 +508,42 @@ int gf_cmd_bench(int argc, char **argv)
     if (bench_model_init(&o, &bm) != 0)
         return GF_EXIT_USAGE;
     g_progress = isatty(STDERR_FILENO);
+    char err[512];
+    /* a shape is written to disk (in a child of its own) and every backend's
+     * child loads it from there, as --model */
+    char tmp[4096] = "";
+    o.load_dir = o.model;
+    if (o.shape) {
+        if (o.write_shape) {
+            if (mkdir(o.write_shape, 0777) != 0) {
+                gf_cli_error("bench: --write-shape %s: cannot make the folder: %s", o.write_shape, strerror(errno));
+                return GF_EXIT_USAGE;
+            }
+            o.load_dir = o.write_shape;
+        } else {
+            const char *t = getenv("TMPDIR");
+            snprintf(tmp, sizeof tmp, "%s/genfence-bench-XXXXXX", t && t[0] ? t : "/tmp");
+            if (!mkdtemp(tmp)) {
+                gf_cli_error("bench: cannot make a temporary folder %s: %s", tmp, strerror(errno));
+                return GF_EXIT_FAIL;
+            }
+            o.load_dir = tmp;
+        }
+        write_result wr = {0};
+        if (in_child(write_fn, &o, &wr, sizeof wr, NULL, err, sizeof err) != 0 || !wr.ok) {
+            gf_cli_error("bench: writing the %s shape into %s failed: %s", o.shape, o.load_dir, wr.ok ? err : wr.err);
+            gf_model_write_remove(o.load_dir);
+            return GF_EXIT_FAIL;
+        }
+        if (o.write_shape) {
+            printf("wrote the %s shape (seeded random weights, %.1f MiB of F32) into %s\n", o.shape,
+                   bm.params * 4 / 1048576.0, o.write_shape);
+            return GF_EXIT_OK;
+        }
+    }
     probe_result probe = {.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
     bench_machine mach = {.probes = {probe, probe}};
     gf_bench_state_read(&mach.start);
-    char err[512];
     if (o.probe && in_child(probe_fn, &o, &probe, sizeof probe, NULL, err, sizeof err) != 0) {
         gf_cli_error("bench: the machine probe failed: %s", err);
         probe = (probe_result){.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
@@ -466,6 +553,8 @@ int gf_cmd_bench(int argc, char **argv)
     bench_row *rows = calloc((size_t)o.n_backends, sizeof *rows);
     if (!rows) {
         gf_cli_error("bench: out of memory");
+        if (tmp[0])
+            gf_model_write_remove(tmp);
         return GF_EXIT_FAIL;
     }
     rc = GF_EXIT_OK;
@@ -474,9 +563,11 @@ int gf_cmd_bench(int argc, char **argv)
         long rss = 0;
         /* progress whether or not stderr is a terminal: a large shape on a slow
          * backend takes minutes, and the log says what it is doing meanwhile */
-        fprintf(stderr, "bench: %s (%d/%d): %d greedy tokens, median of %d%s, then prefill %d and B=%d ...\n",
-                o.backends[i], i + 1, o.n_backends, o.new_tokens, o.repeats, o.uncached ? ", cached and uncached" : "",
-                GF_BENCH_PREFILL, GF_BENCH_ROWS);
+        char then[64] = "";
+        if (o.rates)
+            snprintf(then, sizeof then, ", then prefill %d and B=%d", GF_BENCH_PREFILL, GF_BENCH_ROWS);
+        fprintf(stderr, "bench: %s (%d/%d): %d greedy tokens, median of %d%s%s ...\n", o.backends[i], i + 1,
+                o.n_backends, o.new_tokens, o.repeats, o.uncached ? ", cached and uncached" : "", then);
         memset(&rows[i], 0, sizeof rows[i]);
         if (in_child(backend_fn, &a, &rows[i], sizeof rows[i], &rss, err, sizeof err) != 0) {
             memset(&rows[i], 0, sizeof rows[i]);
@@ -485,6 +576,14 @@ int gf_cmd_bench(int argc, char **argv)
         rows[i].maxrss_kb = rss;
         if (!rows[i].ok)
             rc = GF_EXIT_FAIL;
+        if (rows[i].ok && o.max_rss_ratio > 0) {
+            const double w_mib = bm.params * 4 / 1048576.0, r_mib = rss / 1024.0;
+            rows[i].rss_over = r_mib > o.max_rss_ratio * w_mib;
+            fprintf(stderr, "bench: %s: peak RSS %.1f MiB = %.3fx the weights' %.1f MiB: %s --max-rss-ratio %g\n",
+                    o.backends[i], r_mib, r_mib / w_mib, w_mib, rows[i].rss_over ? "OVER" : "within", o.max_rss_ratio);
+            if (rows[i].rss_over)
+                rc = GF_EXIT_FAIL;
+        }
         fprintf(stderr, "bench: %s done (%d/%d):\n", o.backends[i], i + 1, o.n_backends);
         bench_print_row(stderr, &o, i, &bm, &probe, &rows[i]); /* its row now; the tables at the end */
         fflush(stderr);
@@ -510,5 +609,7 @@ int gf_cmd_bench(int argc, char **argv)
     else
         bench_print_table(&o, &bm, &probe, &mach, rows);
     free(rows);
+    if (tmp[0])
+        gf_model_write_remove(tmp);
     return rc;
 }

@@ -254,6 +254,7 @@ typedef struct vars {
     size_t n_eos;
     const char *eos_from; /* the file the end ids came from */
     long long steps;
+    long long window; /* every layer's sliding window (gf_config_sliding_window), 0 = none */
     gf_tokenizer *tok;
     json_t *golden_paths; /* id -> path (pass 2), NULL in pass 1 */
     const char *file;
@@ -282,6 +283,8 @@ static long long var_int(const vars *v, const char *name, int *ok)
         return c->vocab_size;
     if (!strcmp(name, "LAYERS"))
         return c->n_layer;
+    if (!strcmp(name, "WINDOW"))
+        return v->window;
     *ok = 0;
     return 0;
 }
@@ -332,6 +335,30 @@ static int put_var(gf_buf *b, vars *v, const char *cmd, const char *name)
         }
         gf_buf_printf(b, "%d", ids[0]);
         free(ids);
+        return 0;
+    }
+    if (!strncmp(name, "WINDOW_PROMPT:", 14)) { /* WINDOW + K token ids, K a signed integer */
+        char *end;
+        long long k = strtoll(name + 14, &end, 10), n = v->window + k;
+        if (end == name + 14 || *end || n < 1 || n > v->cfg.n_positions - 1) {
+            gf_cli_error("%s: %s:%d: ${%s}: want WINDOW_PROMPT:K with 1 <= WINDOW + K < %d (WINDOW %lld)", cmd, v->file,
+                         v->line, name, v->cfg.n_positions, v->window);
+            return -1;
+        }
+        /* a prompts list of one prompt: ids spread over the vocabulary, none
+         * an end id (a prompt, not a stop) */
+        gf_buf_puts(b, "[[");
+        for (long long i = 0, id = 11; i < n; i++) {
+            int is_eos;
+            do {
+                id = (id + 7919) % v->cfg.vocab_size;
+                is_eos = 0;
+                for (size_t e = 0; e < v->n_eos; e++)
+                    is_eos |= v->eos[e] == id;
+            } while (is_eos);
+            gf_buf_printf(b, "%s%lld", i ? ", " : "", id);
+        }
+        gf_buf_puts(b, "]]");
         return 0;
     }
     if (!strncmp(name, "GOLDEN:", 7)) {
@@ -655,6 +682,10 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         goto done;
     char *cfg = gf_path_join(ms->dir, "config.json");
     gf_status st = gf_config_load(cfg, &v.cfg);
+    int32_t window = 0;
+    if (st == GF_OK)
+        st = gf_config_sliding_window(cfg, &window);
+    v.window = window;
     free(cfg);
     if (st != GF_OK) {
         gf_cli_error("%s: --model %s: %s", cmd, arg, gf_error_msg());

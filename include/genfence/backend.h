@@ -11,8 +11,11 @@
  *
  * Ownership: the backend owns everything it returns through *_out handles and
  * frees it in the matching *_free (NULL-safe). It must not keep pointers into
- * gf_model_desc after model_load returns (copy or convert what it needs), nor
- * into gf_batch after forward returns. Logits buffers belong to the caller.
+ * gf_model_desc after model_load returns (copy or convert what it needs),
+ * except the tensors desc->weights points to where gf_model_desc_weights_persist(desc) says
+ * they stay until its model_free (genfence's own loader hands out the mapped
+ * file so: a backend that keeps F32 weights as they are need not copy them),
+ * nor into gf_batch after forward returns. Logits buffers belong to the caller.
  *
  * Threading: calls on one model handle (and its caches) are serialised by the
  * caller. Distinct model handles may be used from distinct threads. A backend

@@ -139,7 +139,18 @@ typedef struct gf_model_desc {
      * q and k are each scaled by it after rotation. 1 unless
      * GF_MODEL_NEEDS_ROPE_ATTN_FACTOR. */
     float rope_attn_factor;
+    /* 1: every tensor the pointers of `weights` point to stays valid and
+     * unchanged until the backend's model_free returns, so a backend may keep
+     * those pointers instead of copying (genfence's loader: views into the
+     * mapped safetensors, issue 27 item 3). 0 (or a shorter desc): the
+     * weights are the caller's only during model_load; copy what you keep.
+     * Nothing else of the desc is covered: not the desc itself, its `layers`
+     * array, layer_window or name (genfence poisons them after model_load). */
+    int32_t weights_persist;
 } gf_model_desc;
+
+/* May a backend keep pointers into desc->weights (weights_persist)? */
+#define gf_model_desc_weights_persist(desc) (gf_model_desc_has(desc, weights_persist) && (desc)->weights_persist == 1)
 
 /* Does desc carry `field` (struct_size covers it)? */
 #define gf_model_desc_has(desc, field) ((desc)->struct_size >= offsetof(gf_model_desc, field) + sizeof((desc)->field))

@@ -27,7 +27,7 @@ static gf_backend_ops g_ops;
 #if GF_FAULT == 170
 static const gf_model_desc *g_kept; /* the caller's desc, kept */
 #else
-static const float *g_head;        /* (V, D) the caller's output head, kept */
+static const gf_layer_weights *g_layers;      /* (L) the desc's layers array, kept */
 #endif
 
 static gf_status kd_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
@@ -36,8 +36,9 @@ static gf_status kd_model_load(const gf_model_desc *desc, const gf_backend_optio
 #if GF_FAULT == 170
     g_kept = desc; /* the fault: a pointer, not a copy of the config */
 #else
-    gf_model_desc copy = *desc;    /* the struct copied ... */
-    g_head = copy.weights.lm_head; /* ... the fault: its pointers still the caller's */
+    gf_model_desc copy = *desc;               /* the struct copied ... */
+    g_layers = copy.weights.layers;           /* ... the fault: its layers array still the caller's (the tensors
+                                        * may be kept where the desc says they persist; the array never) */
 #endif
     return st;
 }
@@ -52,8 +53,9 @@ static gf_status kd_forward(void *model, void *cache, const gf_batch *in, float 
     if (V <= 0)
         return GF_E_BACKEND;
 #else
-    volatile float h = g_head[0];  /* a read of the kept weights; 0 x h adds nothing */
-    logits_out[0] += 0.0f * (h == h ? 0.0f : 1.0f);
+    const float *volatile w = g_layers[0].wq; /* a read through the kept array */
+    if (!w && !g_layers[0].attn_qkv_w)
+        return GF_E_BACKEND;
 #endif
     return GF_OK;
 }

@@ -229,4 +229,29 @@ for f in fs:
     t, m = golden.read_golden(f)
     assert m["generator"] == "genfence-bless" and m.get("backend_requested") == "ref", (f, m.get("generator"))
 PY
+# The sliding window from config.json (issue 27): holmes-llama as a Mistral
+# with sliding_window 16 gets the window cases (prompts of w - 1, w, w + 1
+# tokens and one generating past w); the model without a window lists them as
+# left out, naming why; they pass on $BE against transformers' goldens, and
+# ref-window-wide (every window one key wider, test fault 110) fails exactly
+# the two whose last queries have a key outside the window.
+WIDE="$GF_BUILD/tests/backends/libgenfence_test_rope_window_wide.so"
+[[ -f $WIDE ]] || fail "test backend $WIDE not built"
+g list --model "$M"
+has "model.window.above: left out \(WINDOW=0" "a model without a window lists the window cases as left out"
+Wm=$tmp/holmes-mistral
+cp -r "$M" "$Wm"
+"$PY" - "$Wm/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["model_type"] = "mistral"; c["sliding_window"] = 16
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+g list --model "$Wm" --tag window
+has "^model.window.above +golden_generation" "a model with sliding_window gets the window cases"
+GENFENCE_PYTHON=$PY g run --model "$Wm" --make-goldens --tag window --backend "$BE" --backend "$WIDE" --no-report
+want 1 "the window cases: $BE passes, ref-window-wide fails"
+for c in below at above past; do has "^pass +model.window.$c \[$BE\]" "$BE passes model.window.$c"; done
+for c in below at; do has "^pass +model.window.$c \[ref-window-wide\]" "ref-window-wide passes model.window.$c"; done
+for c in above past; do has "^FAIL +model.window.$c \[ref-window-wide\]" "ref-window-wide fails model.window.$c"; done
+echo "ok   sliding window from config.json: the window cases, the one-key-wider window fails above and past"
 echo "ok   model_suite"

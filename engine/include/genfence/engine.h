@@ -118,7 +118,10 @@ typedef struct gf_engine gf_engine;
 int gf_engine_desc_poison(int on);
 
 /* Probe, then load desc into the backend. The engine keeps a copy of the
- * config; desc's weights need not outlive the call. */
+ * config; desc's weights need not outlive the call unless
+ * desc->weights_persist is 1 (gf_model_load's desc): then the backend may
+ * keep pointers into them, and they must outlive the engine
+ * (gf_engine_destroy before gf_model_free). */
 gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc, const gf_backend_options *opts,
                            gf_engine **engine_out);
 void gf_engine_destroy(gf_engine *e); /* NULL-safe */

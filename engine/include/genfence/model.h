@@ -34,6 +34,10 @@ typedef struct gf_model gf_model;
  * GF_E_UNSUPPORTED. Unknown keys are ignored; missing or wrong-typed keys
  * are GF_E_FORMAT naming the file and the key. */
 gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out);
+/* The sliding window every layer of that config gets (gf_model_desc.layer_window:
+ * Mistral's sliding_window, Qwen2's with use_sliding_window), 0 when none or
+ * when it is at least the context (it then hides no key). */
+gf_status gf_config_sliding_window(const char *config_json_path, int32_t *window_out);
 
 /* Load <dir>/config.json and <dir>/model.safetensors (or the shards named by
  * <dir>/model.safetensors.index.json, which must agree with them exactly).
@@ -43,11 +47,18 @@ gf_status gf_config_load(const char *config_json_path, gf_model_config *cfg_out)
  * "model.layers.N.self_attn.{q,k,v,o}_proj.weight" (qwen2: + q/k/v .bias),
  * "model.layers.N.mlp.{gate,up,down}_proj.weight", "model.norm.weight"
  * ("model." optional), "lm_head.weight" (required unless tied; ignored when
- * tied, as transformers ties it). F32/F16/BF16/F64 converted to F32; every
+ * tied, as transformers ties it). F32 tensors (4-byte aligned in the file)
+ * handed out as views into the mapping, F16/BF16/F64 converted to F32; every
  * shape checked against the config before anything is allocated; the rotary
  * inverse frequencies computed as transformers does (weights.rope_inv_freq). */
 gf_status gf_model_load(const char *dir, gf_model **model_out);
-void gf_model_free(gf_model *m); /* NULL-safe */
+/* NULL-safe. Unmaps the weights: every engine made from the model's desc must
+ * be destroyed first (its backend may keep pointers into them,
+ * gf_model_desc.weights_persist). */
+void gf_model_free(gf_model *m);
+/* Bytes of the weights handed out as views into the mapping (and how many
+ * tensors); the rest were converted into memory of the model's own. */
+size_t gf_model_view_bytes(const gf_model *m, size_t *n_views);
 const gf_model_desc *gf_model_desc_get(const gf_model *m);
 const char *gf_model_dir(const gf_model *m);
 size_t gf_model_param_count(const gf_model *m);

@@ -66,6 +66,11 @@ void gf_safetensors_meta_at(const gf_safetensors *st, size_t i, const char **key
 /* Copy a tensor to F32 (F32, F16, BF16, F64 accepted) into dst (numel floats). */
 gf_status gf_st_tensor_to_f32(const gf_safetensors *st, const gf_st_tensor *t, float *dst);
 int64_t gf_st_tensor_numel(const gf_st_tensor *t);
+/* Drop the pages wholly inside t's data from the process (madvise DONTNEED on
+ * the private mapping: read again, they come back from the file, any write
+ * to them undone). For a
+ * tensor converted into memory of its own, whose source is not read again. */
+void gf_st_tensor_drop_pages(const gf_st_tensor *t);
 
 /* Writer: tensors in the order given, metadata as string pairs. Written to a
  * temporary file and renamed into place (atomic). */
