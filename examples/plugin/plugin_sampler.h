@@ -320,6 +320,120 @@ static void px_ngram(px_row *r)
     }
 }
 
+/* 1 when history h (len L) ends in w's ids but its last: compared from the end */
+static int px_ends_in(const int32_t *h, int32_t L, const gf_token_seq *w)
+{
+    int32_t need = w->n - 1;
+    if (need > L)
+        return 0;
+    for (int32_t k = 1; k <= need; k++)
+        if (h[L - k] != w->ids[need - k])
+            return 0;
+    return 1;
+}
+
+/* hf: sequence_bias (a one-id entry always; a longer one when it fits the
+ * history and the history ends in its prefix), bad_words_ids (the same
+ * rule, -inf, [eos] ignored), min_length, forced BOS then EOS. vllm:
+ * the given mask and allowed_token_ids keep their ids only; bad words look
+ * at the generated ids and need a prefix no longer than them. -1: an id
+ * outside the vocabulary (genfence's engine refuses such a row too). */
+static int px_token_rules(px_row *r, int before_bias)
+{
+    const gf_sampler_ext *e = r->e;
+    const int pf = e->profile;
+    const int32_t V = r->V;
+    if (before_bias) {
+        if (pf != GF_PROFILE_VLLM)
+            return 0;
+        const int32_t *sets[2] = {e->mask_ids, e->allowed_ids};
+        const int32_t ns[2] = {e->n_mask_ids, e->n_allowed_ids};
+        for (int k = 0; k < 2; k++) {
+            if (!ns[k])
+                continue;
+            for (int32_t t = 0; t < V; t++) {
+                int in = 0;
+                for (int32_t i = 0; i < ns[k] && !in; i++)
+                    in = sets[k][i] == t;
+                if (!in)
+                    r->z[t] = -INFINITY;
+            }
+            for (int32_t i = 0; i < ns[k]; i++)
+                if (sets[k][i] >= V)
+                    return -1;
+        }
+        const int32_t gen = e->n_history - e->n_prompt;
+        for (int32_t i = 0; i < e->n_bad_words; i++) {
+            const gf_token_seq *w = &e->bad_words[i];
+            for (int32_t j = 0; j < w->n; j++)
+                if (w->ids[j] >= V)
+                    return -1;
+            if (w->n - 1 <= gen && px_ends_in(e->history + e->n_prompt, gen, w))
+                r->z[w->ids[w->n - 1]] = -INFINITY;
+        }
+        return 0;
+    }
+    if (pf != GF_PROFILE_HF)
+        return 0;
+    const int32_t L = e->n_history;
+    for (int32_t i = 0; i < e->n_sequence_bias; i++) {
+        const gf_token_seq *w = &e->sequence_bias[i];
+        for (int32_t j = 0; j < w->n; j++)
+            if (w->ids[j] >= V)
+                return -1;
+        if (w->n == 1 || (w->n <= L && px_ends_in(e->history, L, w)))
+            r->z[w->ids[w->n - 1]] += w->bias;
+    }
+    px_ngram(r);
+    for (int32_t i = 0; i < e->n_bad_words; i++) {
+        const gf_token_seq *w = &e->bad_words[i];
+        for (int32_t j = 0; j < w->n; j++)
+            if (w->ids[j] >= V)
+                return -1;
+        if (w->n == 1 && w->ids[0] == e->eos_id)
+            continue;
+        if (w->n == 1 || (w->n <= L && px_ends_in(e->history, L, w)))
+            r->z[w->ids[w->n - 1]] = -INFINITY;
+    }
+    if (e->eos_id >= 0 && e->eos_id < V && L < e->min_length)
+        r->z[e->eos_id] = -INFINITY;
+    int32_t forced = -1;
+    if (e->forced_bos_id >= V || e->forced_eos_id >= V)
+        return -1;
+    if (e->forced_bos_id >= 0 && L == 1)
+        forced = e->forced_bos_id;
+    if (e->forced_eos_id >= 0 && L + 1 == e->max_length)
+        forced = e->forced_eos_id;
+    if (forced >= 0)
+        for (int32_t t = 0; t < V; t++)
+            r->z[t] = t == forced ? 0.0 : -INFINITY;
+    return 0;
+}
+
+/* hf's epsilon (eta 0) and eta (1) cutoffs: generate() adds each for a value
+ * in (0, 1); a token goes when its probability is under the cut and it is
+ * not among the top min_tokens_to_keep (ties with the last of those stay). */
+static void px_cutoff(px_row *r, int eta)
+{
+    const gf_sampler_ext *e = r->e;
+    const double x = eta ? e->eta_cutoff : e->epsilon_cutoff;
+    if (!(x > 0.0 && x < 1.0) || px_sort(r) == 0 || e->min_tokens_to_keep > r->n)
+        return;
+    double cut = x;
+    if (eta) {
+        double h = 0.0;
+        for (int32_t j = 0; j < r->n; j++)
+            h += r->pr[j] > 0 ? -r->pr[j] * log(r->pr[j]) : 0.0;
+        if (sqrt(x) * exp(-h) < cut)
+            cut = sqrt(x) * exp(-h);
+    }
+    const int32_t mk = e->min_tokens_to_keep < 1 ? 1 : e->min_tokens_to_keep;
+    const double floor_z = r->s[mk - 1].z;
+    for (int32_t j = 0; j < r->n; j++)
+        if (r->pr[j] < cut && r->s[j].z < floor_z)
+            r->z[r->s[j].i] = -INFINITY;
+}
+
 static void px_typical(px_row *r)
 {
     const gf_sampler_ext *e = r->e;
@@ -416,6 +530,9 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->dry_penalty_last_n = -1;
     out->mirostat_tau = 5.0;
     out->mirostat_eta = 0.1;
+    out->forced_bos_id = -1;
+    out->forced_eos_id = -1;
+    out->max_length = 20;
     if (in->struct_size < 2 * sizeof(int32_t))
         return 0;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
@@ -448,6 +565,8 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     }
     for (int32_t i = 0; i < V; i++)
         r->z[i] = logits[i];
+    if (px_token_rules(r, 1) < 0)
+        return -2;
     for (int32_t b = 0; b < e->n_bias; b++)
         r->z[e->bias[b].token] += e->bias[b].bias;
     if (e->min_new_tokens > 0 && e->n_history - e->n_prompt < e->min_new_tokens) {
@@ -457,7 +576,12 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
             if (e->stop_ids[i] < V)
                 r->z[e->stop_ids[i]] = -INFINITY;
     }
-    px_ngram(r);
+    if (pf == GF_PROFILE_HF) {
+        if (px_token_rules(r, 0) < 0)
+            return -2;
+    } else {
+        px_ngram(r);
+    }
     static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
     static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
@@ -466,6 +590,8 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
     static const int32_t miro_order[] = {GF_STAGE_TEMPERATURE, -2};
+    static const int32_t hf_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K, GF_STAGE_TOP_P,
+                                       GF_STAGE_MIN_P,     GF_STAGE_TYPICAL_P,   -3,             -4};
     const int32_t *order = seed_order;
     int32_t n_order = 6;
     if (pf == GF_PROFILE_LLAMACPP && e->mirostat) {
@@ -477,6 +603,9 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     } else if (pf == GF_PROFILE_VLLM) {
         order = vllm_order;
         n_order = 5;
+    } else if (pf == GF_PROFILE_HF) {
+        order = hf_order;
+        n_order = 8;
     }
     int greedy = 0;
     for (int32_t s = 0; s < n_order && px_any_finite(r); s++) {
@@ -490,6 +619,8 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         case GF_STAGE_TOP_N_SIGMA: px_top_n_sigma(r); break;
         case GF_STAGE_DRY: px_dry(r); break;
         case -2: px_mirostat(r); break;
+        case -3: px_cutoff(r, 0); break;
+        case -4: px_cutoff(r, 1); break;
         case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
         default: break;
         }

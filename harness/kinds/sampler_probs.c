@@ -264,6 +264,19 @@ static size_t label_field(const gf_sampler_field *f, const gf_sampler_params *p,
     case GF_SF_SEED:
         w += (size_t)snprintf(buf + w, w < cap ? cap - w : 0, "%llu", (unsigned long long)*(const uint64_t *)v);
         break;
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: /* [a b,c:-1.5]: each entry's ids joined by spaces, its bias after ':' */
+        for (int32_t i = 0; i < n && i < 6 && w < cap; i++) {
+            const gf_token_seq *q = &(*(const gf_token_seq *const *)v)[i];
+            w += (size_t)snprintf(buf + w, cap - w, "%s", i ? "," : "[");
+            for (int32_t j = 0; j < q->n && j < 6 && w < cap; j++)
+                w += (size_t)snprintf(buf + w, cap - w, "%s%d", j ? " " : "", (int)q->ids[j]);
+            if (f->type == GF_SF_SEQ_BIAS && w < cap)
+                w += (size_t)snprintf(buf + w, cap - w, ":%g", (double)q->bias);
+        }
+        if (w < cap)
+            w += (size_t)snprintf(buf + w, cap - w, "%s]", n > 6 ? ",..." : "");
+        break;
     case GF_SF_CHAIN:
     case GF_SF_IDS:
     case GF_SF_BIAS:
