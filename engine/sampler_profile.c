@@ -460,9 +460,10 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
     }
 static const gf_profile_row k_rows[] = {
     ROW("order", "bias, eos ban, penalties, temperature, top_k, top_p, min_p, typical_p",
-        "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
+        "bias (sequence_bias), penalties, n-gram ban, bad words, eos bans, forced BOS / EOS, temperature, top_k, "
+        "top_p, min_p, typical_p, epsilon, eta",
         "bias, penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
-        "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
+        "mask, allowed ids, bad words, bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
         "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
     ROW("temperature NaN / inf / < 0", "error / error / error", "error / uniform / error", "error / uniform / greedy",
@@ -504,6 +505,27 @@ static const gf_profile_row k_rows[] = {
         "error (none)"),
     ROW("no_repeat_ngram_size", "error (none)", "bans what would repeat an n-gram of the history (0 off)",
         "error (none; DRY)", "error (none)"),
+    ROW("epsilon_cutoff / eta_cutoff", "error (none)",
+        "(0, 1) on, else off (generate()); drop p < eps, or p < min(eta, sqrt(eta) e^-H); the top min_tokens_to_keep "
+        "stay; after typical_p",
+        "error (none)", "error (none)"),
+    ROW("bad_words_ids (token sequences)", "error (none)",
+        "ban an entry's last id when the whole history ends in its other ids (skipped when longer than the history; "
+        "[eos] dropped)",
+        "error (none)", "the same over the generated ids (skipped when longer than them + 1); before bias"),
+    ROW("sequence_bias", "error (none)",
+        "add an entry's bias to its last id when the history ends in its other ids (one id: always); biases add",
+        "error (none)", "error (none; logit_bias)"),
+    ROW("min_length", "error (none)", "ban eos_id while prompt + generated < min_length; >= 0", "error (none)",
+        "error (none; min_new_tokens)"),
+    ROW("forced_bos_token_id / forced_eos_token_id", "error (none)",
+        "after 1 id / at max_length - 1 ids (max_length default 20): every other id -inf, the forced id 0",
+        "error (none)", "error (none)"),
+    ROW("allowed_token_ids", "error (none)", "error (prefix_allowed_tokens_fn, a callback)", "error (none)",
+        "every other id -inf, first of all; an id outside the vocabulary: error"),
+    ROW("structured_output_mask (given)", "error (none)", "error (none)", "error (none)",
+        "a grammar's bitmask as the ids it allows: every other id -inf before the sampler; nothing allowed: the all "
+        "-inf row"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };
 
