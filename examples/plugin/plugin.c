@@ -40,6 +40,8 @@
 
 #ifdef GF_PLUGIN_BAD_SAMPLE
 #define EX_NAME "example-bad-sample"
+#elif defined(GF_PX_MUTANT) && defined(GF_FAULT_NAME) /* a sampler mutant of tests/backends (plugin_sampler.h) */
+#define EX_NAME GF_FAULT_NAME
 #else
 #define EX_NAME "example"
 #endif

@@ -19,6 +19,15 @@
 
 #include <genfence/sampler.h>
 
+/* GF_PX_MUTANT: 0 as shipped. tests/backends builds this file once per
+ * number (250-263, its one table of test faults) with one deliberate,
+ * realistic sampler bug each; cases/detect/sampler_mutants.yaml must fail
+ * on every one. The bugs are plain `if`s on the constant, so a normal
+ * build compiles none of them. */
+#ifndef GF_PX_MUTANT
+#define GF_PX_MUTANT 0
+#endif
+
 typedef struct px_zi {
     double z;
     int32_t i;
@@ -184,7 +193,7 @@ static void px_xtc(px_row *r)
     if (e->xtc_probability < 1.0 || e->xtc_threshold > 0.5 || px_sort(r) < 2)
         return;
     int32_t m = 0;
-    while (m < r->n && r->pr[m] >= e->xtc_threshold)
+    while (m < r->n && (GF_PX_MUTANT == 251 ? r->pr[m] > e->xtc_threshold : r->pr[m] >= e->xtc_threshold))
         m++;
     if (m < 2 || r->n - (m - 1) < e->xtc_min_keep)
         return;
@@ -245,7 +254,7 @@ static void px_dry(px_row *r)
         return;
     const int32_t *w = e->history + (e->n_history - L);
     int32_t cap = L;
-    for (int32_t b = L - 1; b >= 0; b--)
+    for (int32_t b = L - 1; b >= 0 && GF_PX_MUTANT != 250; b--)
         if (px_in(e->dry_breakers, e->n_dry_breakers, w[b])) {
             cap = L - 1 - b;
             break;
@@ -266,7 +275,8 @@ static void px_dry(px_row *r)
     }
     const int32_t top = e->dry_base > 1.000001 ? (int32_t)(88.7228391 / log(e->dry_base)) : 0;
     for (int32_t t = 0; t < r->V; t++) {
-        if (best[t] < 0 || r->z[t] == -INFINITY || px_in(e->dry_breakers, e->n_dry_breakers, t))
+        if (best[t] < 0 || r->z[t] == -INFINITY ||
+            (GF_PX_MUTANT != 250 && px_in(e->dry_breakers, e->n_dry_breakers, t)))
             continue;
         int32_t x = best[t] - e->dry_allowed_length;
         r->z[t] -= e->dry_multiplier * pow(e->dry_base, top > 0 && x > top ? top : x);
@@ -282,7 +292,7 @@ static void px_mirostat(px_row *r)
     const gf_sampler_ext *e = r->e;
     if (px_sort(r) < 2)
         return;
-    const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+    const double mu = e->use_mirostat_mu && GF_PX_MUTANT != 252 ? e->mirostat_mu : 2.0 * e->mirostat_tau;
     int32_t keep = 1;
     if (e->mirostat == 2) {
         while (keep < r->n && log(r->pr[keep]) >= -mu * log(2.0))
@@ -314,8 +324,10 @@ static void px_ngram(px_row *r)
     if (n < 1 || L + 1 < n)
         return;
     const int32_t *suffix = e->history + L - (n - 1);
+    const int32_t cmp = GF_PX_MUTANT == 253 && n > 1 ? n - 2 : n - 1; /* 253: one id of the suffix too few */
     for (int32_t end = n - 1; end < L; end++) { /* the id at `end` follows history[end - n + 1, end) */
-        if (memcmp(e->history + end - (n - 1), suffix, (size_t)(n - 1) * sizeof *suffix) == 0 && e->history[end] < r->V)
+        if (memcmp(e->history + end - cmp, suffix + (n - 1 - cmp), (size_t)cmp * sizeof *suffix) == 0 &&
+            e->history[end] < r->V)
             r->z[e->history[end]] = -INFINITY;
     }
 }
@@ -349,12 +361,14 @@ static int px_token_rules(px_row *r, int before_bias)
         const int32_t *sets[2] = {e->mask_ids, e->allowed_ids};
         const int32_t ns[2] = {e->n_mask_ids, e->n_allowed_ids};
         for (int k = 0; k < 2; k++) {
-            if (!ns[k])
+            if (!ns[k] || (GF_PX_MUTANT == 262 && k == 1 && ns[0])) /* 262: a mask replaces the allowed ids */
                 continue;
             for (int32_t t = 0; t < V; t++) {
                 int in = 0;
                 for (int32_t i = 0; i < ns[k] && !in; i++)
                     in = sets[k][i] == t;
+                if (GF_PX_MUTANT == 263 && k == 0) /* 263: the mask's ids read as banned (vLLM's bool mask polarity) */
+                    in = !in;
                 if (!in)
                     r->z[t] = -INFINITY;
             }
@@ -362,13 +376,14 @@ static int px_token_rules(px_row *r, int before_bias)
                 if (sets[k][i] >= V)
                     return -1;
         }
-        const int32_t gen = e->n_history - e->n_prompt;
+        const int32_t from = GF_PX_MUTANT == 256 ? 0 : e->n_prompt; /* 256: the prompt counts too */
+        const int32_t gen = e->n_history - from;
         for (int32_t i = 0; i < e->n_bad_words; i++) {
             const gf_token_seq *w = &e->bad_words[i];
             for (int32_t j = 0; j < w->n; j++)
                 if (w->ids[j] >= V)
                     return -1;
-            if (w->n - 1 <= gen && px_ends_in(e->history + e->n_prompt, gen, w))
+            if (w->n - 1 <= gen && px_ends_in(e->history + from, gen, w))
                 r->z[w->ids[w->n - 1]] = -INFINITY;
         }
         return 0;
@@ -381,7 +396,7 @@ static int px_token_rules(px_row *r, int before_bias)
         for (int32_t j = 0; j < w->n; j++)
             if (w->ids[j] >= V)
                 return -1;
-        if (w->n == 1 || (w->n <= L && px_ends_in(e->history, L, w)))
+        if (w->n == 1 || ((w->n <= L || GF_PX_MUTANT == 257) && px_ends_in(e->history, L, w)))
             r->z[w->ids[w->n - 1]] += w->bias;
     }
     px_ngram(r);
@@ -390,19 +405,19 @@ static int px_token_rules(px_row *r, int before_bias)
         for (int32_t j = 0; j < w->n; j++)
             if (w->ids[j] >= V)
                 return -1;
-        if (w->n == 1 && w->ids[0] == e->eos_id)
+        if (w->n == 1 && w->ids[0] == e->eos_id && GF_PX_MUTANT != 258)
             continue;
         if (w->n == 1 || (w->n <= L && px_ends_in(e->history, L, w)))
             r->z[w->ids[w->n - 1]] = -INFINITY;
     }
-    if (e->eos_id >= 0 && e->eos_id < V && L < e->min_length)
+    if (e->eos_id >= 0 && e->eos_id < V && (GF_PX_MUTANT == 259 ? L - e->n_prompt : L) < e->min_length)
         r->z[e->eos_id] = -INFINITY;
     int32_t forced = -1;
     if (e->forced_bos_id >= V || e->forced_eos_id >= V)
         return -1;
-    if (e->forced_bos_id >= 0 && L == 1)
+    if (e->forced_bos_id >= 0 && L == (GF_PX_MUTANT == 260 ? 0 : 1))
         forced = e->forced_bos_id;
-    if (e->forced_eos_id >= 0 && L + 1 == e->max_length)
+    if (e->forced_eos_id >= 0 && L + (GF_PX_MUTANT == 261 ? 0 : 1) == e->max_length)
         forced = e->forced_eos_id;
     if (forced >= 0)
         for (int32_t t = 0; t < V; t++)
@@ -424,10 +439,11 @@ static void px_cutoff(px_row *r, int eta)
         double h = 0.0;
         for (int32_t j = 0; j < r->n; j++)
             h += r->pr[j] > 0 ? -r->pr[j] * log(r->pr[j]) : 0.0;
-        if (sqrt(x) * exp(-h) < cut)
-            cut = sqrt(x) * exp(-h);
+        const double dyn = GF_PX_MUTANT == 255 ? sqrt(x * exp(-h)) : sqrt(x) * exp(-h); /* 255: the docstring's */
+        if (dyn < cut)
+            cut = dyn;
     }
-    const int32_t mk = e->min_tokens_to_keep < 1 ? 1 : e->min_tokens_to_keep;
+    const int32_t mk = e->min_tokens_to_keep < 1 || (GF_PX_MUTANT == 254 && !eta) ? 1 : e->min_tokens_to_keep;
     const double floor_z = r->s[mk - 1].z;
     for (int32_t j = 0; j < r->n; j++)
         if (r->pr[j] < cut && r->s[j].z < floor_z)
