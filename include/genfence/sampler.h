@@ -269,6 +269,37 @@ gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_par
 /* softmax of gf_sampler_filter's z: the distribution draws follow (V). */
 gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p, double *probs_out);
 
+/* ---- what a backend reports as log-probabilities (docs/sampler.md, "Logprobs") ----
+ * X(ID, name): raw log_softmax of the raw logits (vLLM's raw_logprobs,
+ * llama.cpp's n_probs, HF's output_logits normalised); raw_logits the raw
+ * logits themselves (vLLM's raw_logits); scaled log_softmax(logits / T),
+ * temperature alone; processed log_softmax of the profile's filtered z
+ * (gf_sampler_filter: -inf where dropped; vLLM's processed_logprobs, HF's
+ * output_scores normalised, llama.cpp's post_sampling_probs);
+ * processed_logits the filtered z (vLLM's processed_logits, HF's
+ * output_scores). */
+#define GF_LOGPROB_MODE_LIST(X)               \
+    X(RAW, "raw")                             \
+    X(RAW_LOGITS, "raw_logits")               \
+    X(SCALED, "scaled")                       \
+    X(PROCESSED, "processed")                 \
+    X(PROCESSED_LOGITS, "processed_logits")
+typedef enum gf_logprob_mode {
+#define GF_LPM_ENUM_(ID, name) GF_LOGPROBS_##ID,
+    GF_LOGPROB_MODE_LIST(GF_LPM_ENUM_)
+#undef GF_LPM_ENUM_
+        GF_LOGPROBS_COUNT
+} gf_logprob_mode;
+/* "raw", ... for a mode; NULL otherwise. */
+const char *gf_logprob_mode_name(int mode);
+int gf_logprob_mode_from_name(const char *name); /* -1 if unknown */
+/* The V values of `mode` for the row under p (validated as gf_sample does).
+ * scaled, processed and processed_logits need a sampled p (temperature
+ * above the profile's greedy threshold): a greedy row reports no
+ * temperature, and a profile's greedy processed values are its own choice
+ * (GF_E_INVALID_ARG says so). */
+gf_status gf_sampler_logprobs(const float *logits, int32_t V, const gf_sampler_params *p, int mode, double *out);
+
 /* Greedy over raw logits without validation: token = first index of the
  * maximum, runner_up = first index of the maximum of the rest, margin = their
  * difference (+inf if no runner-up); -inf entries are never a runner-up. */

@@ -310,3 +310,37 @@ Test(sampler_token_filters, refusals)
     E.n_bias = 1;
     expect_error(&p, "hf: token 2 is in logit_bias and, alone, in sequence_bias");
 }
+
+/* gf_sampler_logprobs: each mode on one row, hand-computed; greedy refused */
+Test(sampler_token_filters, logprob_modes)
+{
+    const float L[4] = {1.0f, 0.0f, -1.0f, -INFINITY};
+    const double lse = log(exp(1.0) + 1.0 + exp(-1.0)), lse2 = log(exp(2.0) + 1.0 + exp(-2.0));
+    gf_sampler_params p = prof(GF_PROFILE_SEED, 0.5);
+    p.use_top_k = 1;
+    p.top_k = 2;
+    double v[4];
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_RAW, v), GF_OK, "%s", gf_error_msg());
+    cr_assert_float_eq(v[0], 1.0 - lse, 1e-12);
+    cr_assert_float_eq(v[2], -1.0 - lse, 1e-12);
+    cr_assert_eq(v[3], -INFINITY);
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_RAW_LOGITS, v), GF_OK);
+    cr_assert_eq(v[1], 0.0);
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_SCALED, v), GF_OK);
+    cr_assert_float_eq(v[0], 2.0 - lse2, 1e-12, "after temperature, before top_k");
+    cr_assert_float_eq(v[2], -2.0 - lse2, 1e-12);
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_PROCESSED, v), GF_OK);
+    cr_assert_float_eq(v[0], 2.0 - log(exp(2.0) + 1.0), 1e-12, "after temperature and top_k 2");
+    cr_assert_eq(v[2], -INFINITY);
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_PROCESSED_LOGITS, v), GF_OK);
+    cr_assert_eq(v[0], 2.0);
+    cr_assert_eq(v[1], 0.0);
+    cr_assert_eq(v[2], -INFINITY);
+    p = prof(GF_PROFILE_VLLM, 0.0);
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_PROCESSED, v), GF_E_INVALID_ARG);
+    cr_assert(strstr(gf_error_msg(), "greedy row"), "%s", gf_error_msg());
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, GF_LOGPROBS_RAW, v), GF_OK);
+    cr_assert_eq(gf_sampler_logprobs(L, 4, &p, 9, v), GF_E_INVALID_ARG);
+    cr_assert_str_eq(gf_logprob_mode_name(GF_LOGPROBS_PROCESSED), "processed");
+    cr_assert_eq(gf_logprob_mode_from_name("raw_logits"), GF_LOGPROBS_RAW_LOGITS);
+}
