@@ -268,11 +268,13 @@ static void log_softmax_d(double *x, int32_t V)
 gf_status gf_sampler_logprobs(const float *logits, int32_t V, const gf_sampler_params *p, int mode, double *out)
 {
     if (!gf_logprob_mode_name(mode))
-        return gf_error_set(GF_E_INVALID_ARG, "logprobs: mode %d is not one of raw, raw_logits, scaled, processed, "
-                                              "processed_logits", mode);
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "logprobs: mode %d is not one of raw, raw_logits, scaled, processed, "
+                            "processed_logits",
+                            mode);
     int32_t kept;
     gf_sample_result gr;
-    gr.token = -2; /* filter_impl fills it when the row is greedy */
+    gr.token = -2;                                                /* filter_impl fills it when the row is greedy */
     gf_status st = filter_impl(logits, V, p, out, &kept, &gr, 0); /* validates p and the row */
     if (st != GF_OK)
         return st;

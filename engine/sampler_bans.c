@@ -57,9 +57,8 @@ static gf_status seq_ids_in_vocab(const bans_ctx *c, const char *what, const gf_
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < q[i].n; j++)
             if (q[i].ids[j] >= c->V)
-                return gf_error_set(GF_E_INVALID_ARG,
-                                    "%s: the model vocabulary size is %d, but %s[%d] holds token %d", c->pn,
-                                    (int)c->V, what, (int)i, (int)q[i].ids[j]);
+                return gf_error_set(GF_E_INVALID_ARG, "%s: the model vocabulary size is %d, but %s[%d] holds token %d",
+                                    c->pn, (int)c->V, what, (int)i, (int)q[i].ids[j]);
     return GF_OK;
 }
 
@@ -158,7 +157,6 @@ static gf_status stage_forced(bans_ctx *c)
     return GF_OK;
 }
 
-
 gf_status gf_sampler_bans_run(const gf_sampler_ext *e, int32_t V, double *z, const char *pn)
 {
     bans_ctx cc = {.e = e, .V = V, .z = z, .pn = pn}, *c = &cc;
@@ -173,8 +171,8 @@ gf_status gf_sampler_bans_run(const gf_sampler_ext *e, int32_t V, double *z, con
     for (int32_t b = 0; b < e->n_bias; b++) {
         int32_t t = e->bias[b].token;
         if (t >= V)
-            return gf_error_set(GF_E_INVALID_ARG, "%s: logit_bias token %d is outside the vocabulary (%d)", pn,
-                                (int)t, (int)V);
+            return gf_error_set(GF_E_INVALID_ARG, "%s: logit_bias token %d is outside the vocabulary (%d)", pn, (int)t,
+                                (int)V);
         z[t] += (double)e->bias[b].bias; /* vLLM's OpenAI server clamps to [-100, 100]; SamplingParams does not */
     }
     if (e->min_new_tokens > 0 && e->n_history - e->n_prompt < e->min_new_tokens) {

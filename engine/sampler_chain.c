@@ -603,7 +603,7 @@ static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *
 static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
 /* HF's warpers: the seed's order, then epsilon and eta (generate()'s list) */
-static const int32_t k_order_hf[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,     GF_STAGE_TOP_P,
+static const int32_t k_order_hf[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,    GF_STAGE_TOP_P,
                                      GF_STAGE_MIN_P,     GF_STAGE_TYPICAL_P,   GF_STAGE_EPSILON_, GF_STAGE_ETA_};
 /* llama.cpp's common order (common/sampling.cpp) over the stages genfence has */
 static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,

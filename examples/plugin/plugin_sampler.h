@@ -606,8 +606,14 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
     static const int32_t miro_order[] = {GF_STAGE_TEMPERATURE, -2};
-    static const int32_t hf_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K, GF_STAGE_TOP_P,
-                                       GF_STAGE_MIN_P,     GF_STAGE_TYPICAL_P,   -3,             -4};
+    static const int32_t hf_order[] = {GF_STAGE_PENALTIES,
+                                       GF_STAGE_TEMPERATURE,
+                                       GF_STAGE_TOP_K,
+                                       GF_STAGE_TOP_P,
+                                       GF_STAGE_MIN_P,
+                                       GF_STAGE_TYPICAL_P,
+                                       -3,
+                                       -4};
     const int32_t *order = seed_order;
     int32_t n_order = 6;
     if (pf == GF_PROFILE_LLAMACPP && e->mirostat) {

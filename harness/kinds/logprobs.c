@@ -138,7 +138,8 @@ static void run_entry(gf_krun *k, const lp_spec *s, const float *L, size_t e, do
         double err = 0;
         int32_t worst = -1;
         for (int32_t i = 0; i < V; i++) {
-            double d = isinf(v[i]) || isinf(x->want[i]) ? (v[i] == x->want[i] ? 0.0 : INFINITY) : fabs(v[i] - x->want[i]);
+            double d =
+                isinf(v[i]) || isinf(x->want[i]) ? (v[i] == x->want[i] ? 0.0 : INFINITY) : fabs(v[i] - x->want[i]);
             if (!(d <= err)) {
                 err = d;
                 worst = i;
@@ -200,7 +201,7 @@ static void run_entry(gf_krun *k, const lp_spec *s, const float *L, size_t e, do
 static void run_lp(const gf_case *c, gf_krun *k)
 {
     const lp_spec *s = c->spec;
-    double *v = malloc((size_t)s->V * sizeof *v);       /* (V) the reported values */
+    double *v = malloc((size_t)s->V * sizeof *v);          /* (V) the reported values */
     int32_t *order = malloc((size_t)s->V * sizeof *order); /* (V) ids by value, descending */
     json_t *per = json_array();
     if (!v || !order) {

@@ -221,8 +221,8 @@ static int y_seqs(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, 
             if (gf_y_node_double(ctx, n->items[i]->items[1], "a sequence bias", &v) < 0)
                 return -1;
             if (isnan(v) || v == INFINITY) {
-                gf_y_error(ctx, n->items[i]->items[1], "'%s' entry %zu's bias is %s; a finite number or -.inf",
-                           f->name, i, isnan(v) ? "NaN" : "+inf");
+                gf_y_error(ctx, n->items[i]->items[1], "'%s' entry %zu's bias is %s; a finite number or -.inf", f->name,
+                           i, isnan(v) ? "NaN" : "+inf");
                 return -1;
             }
             q[i].bias = (float)v;

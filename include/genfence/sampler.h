@@ -278,11 +278,11 @@ gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_para
  * output_scores normalised, llama.cpp's post_sampling_probs);
  * processed_logits the filtered z (vLLM's processed_logits, HF's
  * output_scores). */
-#define GF_LOGPROB_MODE_LIST(X)               \
-    X(RAW, "raw")                             \
-    X(RAW_LOGITS, "raw_logits")               \
-    X(SCALED, "scaled")                       \
-    X(PROCESSED, "processed")                 \
+#define GF_LOGPROB_MODE_LIST(X) \
+    X(RAW, "raw")               \
+    X(RAW_LOGITS, "raw_logits") \
+    X(SCALED, "scaled")         \
+    X(PROCESSED, "processed")   \
     X(PROCESSED_LOGITS, "processed_logits")
 typedef enum gf_logprob_mode {
 #define GF_LPM_ENUM_(ID, name) GF_LOGPROBS_##ID,

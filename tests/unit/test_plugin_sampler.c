@@ -397,7 +397,10 @@ Test(plugin_sampler, hf_and_vllm_token_filters)
                         e.n_prompt = lens[li] > 2 ? 2 : 0;
                         e.eos_id = 11;
                         gf_sampler_params p = gf_sampler_greedy();
-                        p.temperature = pf == GF_PROFILE_HF ? (a == 0 ? 1.0 : a == 1 ? 0.6 : 2.0) : (a == 0 ? 0.0 : 0.9);
+                        p.temperature = pf == GF_PROFILE_HF ? (a == 0   ? 1.0
+                                                               : a == 1 ? 0.6
+                                                                        : 2.0)
+                                                            : (a == 0 ? 0.0 : 0.9);
                         p.use_top_k = a == 2;
                         p.top_k = 6;
                         p.seed = 29 + (uint64_t)f;
@@ -446,9 +449,9 @@ Test(plugin_sampler, hf_and_vllm_token_filters)
                             gf_rng_uniforms(p.seed, 8, step, V, u);
                             int32_t id = -1;
                             cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
-                            cr_assert_eq(id, r.token, "%s history %d len %d filters %d a %d step %d: plugin %d, gf_sample %d",
-                                         gf_sampler_profile_name(pf), h, (int)lens[li], f, a, (int)step, (int)id,
-                                         (int)r.token);
+                            cr_assert_eq(
+                                id, r.token, "%s history %d len %d filters %d a %d step %d: plugin %d, gf_sample %d",
+                                gf_sampler_profile_name(pf), h, (int)lens[li], f, a, (int)step, (int)id, (int)r.token);
                             rows++;
                         }
                     }
