@@ -17,8 +17,7 @@
 int gf_pool_scratch_make(char *dir, size_t cap)
 {
     const char *tmp = getenv("TMPDIR");
-    if (snprintf(dir, cap, "%s/genfence-child-XXXXXX", tmp && tmp[0] ? tmp : "/tmp") >= (int)cap ||
-        !mkdtemp(dir)) {
+    if (snprintf(dir, cap, "%s/genfence-child-XXXXXX", tmp && tmp[0] ? tmp : "/tmp") >= (int)cap || !mkdtemp(dir)) {
         dir[0] = '\0'; /* the child keeps the caller's TMPDIR */
         return 0;
     }
