@@ -118,7 +118,7 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
     if (parts[0])
         snprintf(shapes, sizeof shapes, " (%s)", parts);
     /* a fault on a guard page of one of forward's buffers: which, how far, the logits mode */
-    char hit[300] = "";
+    char hit[400] = "";
     for (int32_t i = 0; c->in_call && c->fault_sig && i < c->n_bufs && i < 4; i++) {
         uintptr_t a = c->fault_addr, lo = c->bufs[i].map_lo, hi = c->bufs[i].map_hi, d = c->bufs[i].data;
         if (a < lo || a >= hi)
@@ -133,6 +133,14 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
                      c->logits_mode[0] ? c->logits_mode : "?");
         break;
     }
+    /* a fault inside a description model_load was given, poisoned once it returned (engine/desc_copy.h) */
+    for (int32_t i = 0; !hit[0] && c->fault_sig && i < c->n_poisoned && i < 4; i++)
+        if (c->fault_addr >= c->poisoned[i].lo && c->fault_addr < c->poisoned[i].hi)
+            snprintf(hit, sizeof hit,
+                     ": it read the model description model_load was given (byte %llu of its copy, unmapped once "
+                     "model_load returned): backend '%s' kept a pointer into gf_model_desc instead of copying what "
+                     "it needs",
+                     (unsigned long long)(c->fault_addr - c->poisoned[i].lo), c->poisoned[i].backend);
     if (c->in_call)
         snprintf(buf, cap, " in %s call #%lld%s%s", c->slot, c->call, shapes, hit);
     else if (!strcmp(c->slot, "model_free") && c->threads_after > 1)
@@ -142,7 +150,7 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
                  "outlived model_free)",
                  c->slot, c->call, shapes, (int)c->threads_after);
     else
-        snprintf(buf, cap, " (after %s call #%lld%s had returned)", c->slot, c->call, shapes);
+        snprintf(buf, cap, " (after %s call #%lld%s had returned)%s", c->slot, c->call, shapes, hit);
 }
 
 json_t *gf_task_trace_json(const gf_task *t)
