@@ -13,6 +13,7 @@
 #include "sampler_internal.h"
 
 #include <math.h>
+#include <string.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -229,6 +230,77 @@ gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_para
     }
     for (int32_t i = 0; i < V; i++) /* nothing kept (vllm's all -inf row): every probability 0, not NaN */
         probs_out[i] = total > 0 ? probs_out[i] / total : 0.0;
+    return GF_OK;
+}
+
+static const char *const k_lp_modes[] = {
+#define GF_LPM_NAME_(ID, name) name,
+    GF_LOGPROB_MODE_LIST(GF_LPM_NAME_)
+#undef GF_LPM_NAME_
+};
+
+const char *gf_logprob_mode_name(int mode) { return mode >= 0 && mode < GF_LOGPROBS_COUNT ? k_lp_modes[mode] : NULL; }
+
+int gf_logprob_mode_from_name(const char *name)
+{
+    for (int i = 0; name && i < GF_LOGPROBS_COUNT; i++)
+        if (!strcmp(name, k_lp_modes[i]))
+            return i;
+    return -1;
+}
+
+/* out (V) = x - logsumexp(x) over the finite x; -inf stays -inf */
+static void log_softmax_d(double *x, int32_t V)
+{
+    double m = -INFINITY, t = 0.0;
+    for (int32_t i = 0; i < V; i++)
+        if (x[i] > m)
+            m = x[i];
+    for (int32_t i = 0; i < V; i++)
+        if (x[i] != -INFINITY)
+            t += exp(x[i] - m);
+    const double lse = m + log(t);
+    for (int32_t i = 0; i < V; i++)
+        if (x[i] != -INFINITY)
+            x[i] -= lse;
+}
+
+gf_status gf_sampler_logprobs(const float *logits, int32_t V, const gf_sampler_params *p, int mode, double *out)
+{
+    if (!gf_logprob_mode_name(mode))
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "logprobs: mode %d is not one of raw, raw_logits, scaled, processed, "
+                            "processed_logits",
+                            mode);
+    int32_t kept;
+    gf_sample_result gr;
+    gr.token = -2;                                                /* filter_impl fills it when the row is greedy */
+    gf_status st = filter_impl(logits, V, p, out, &kept, &gr, 0); /* validates p and the row */
+    if (st != GF_OK)
+        return st;
+    const int greedy = gr.token != -2;
+    if (mode == GF_LOGPROBS_RAW || mode == GF_LOGPROBS_RAW_LOGITS) {
+        for (int32_t i = 0; i < V; i++)
+            out[i] = (double)logits[i];
+        if (mode == GF_LOGPROBS_RAW)
+            log_softmax_d(out, V);
+        return GF_OK;
+    }
+    if (greedy)
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "logprobs: %s of a greedy row (temperature %g under %s) are not modelled: greedy applies "
+                            "no temperature, and what a profile reports for it is its own choice",
+                            gf_logprob_mode_name(mode), p->temperature,
+                            gf_sampler_profile_name(gf_sampler_params_profile(p)));
+    if (mode == GF_LOGPROBS_SCALED) {
+        const int hf_one = gf_sampler_params_profile(p) == GF_PROFILE_HF && p->temperature == 1.0;
+        for (int32_t i = 0; i < V; i++)
+            out[i] = hf_one ? (double)logits[i] : (double)logits[i] / p->temperature;
+        log_softmax_d(out, V);
+        return GF_OK;
+    }
+    if (mode == GF_LOGPROBS_PROCESSED && kept > 0)
+        log_softmax_d(out, V);
     return GF_OK;
 }
 

@@ -17,8 +17,11 @@
 
 typedef gf_zi zi;
 
-/* mirostat's place after temperature: not a stage a chain can name */
+/* mirostat's place after temperature, hf's epsilon and eta after
+ * typical_p: not stages a chain can name */
 #define GF_STAGE_MIROSTAT_ 100
+#define GF_STAGE_EPSILON_  101
+#define GF_STAGE_ETA_      102
 
 int gf_zi_cmp_desc(const void *a, const void *b)
 {
@@ -519,24 +522,36 @@ static gf_status stage_mirostat(chain_ctx *c, double *pr_buf, uint8_t *keep)
     return GF_OK;
 }
 
-/* hf's no_repeat_ngram_size n over the history h (length L): nothing
- * while L + 1 < n; else every h[j + n - 1] whose n - 1 ids before it,
- * h[j .. j + n - 2], equal the history's last n - 1 ids is banned (n 1:
- * every id seen). transformers' _calc_banned_ngram_tokens. */
-static void ngram_ban(chain_ctx *c)
+/* hf's epsilon (eta 0) or eta cutoff (eta 1) on the finite z: drop p_j <
+ * cut unless z_j is at least the min_tokens_to_keep-th largest z (torch.topk
+ * counts the -inf entries: with fewer finite ones than that, all stay).
+ * epsilon: cut = epsilon; eta: cut = min(eta, sqrt(eta) exp(-H)), H the
+ * entropy of p. generate() adds each only for a value in (0, 1). */
+static gf_status stage_cutoff(chain_ctx *c, int eta, double *pr_buf, uint8_t *keep)
 {
     const gf_sampler_ext *e = c->e;
-    const int32_t n = e->no_repeat_ngram_size, L = e->n_history;
-    const int32_t *h = e->history;
-    if (L + 1 < n)
-        return;
-    for (int32_t j = 0; j + n <= L; j++) {
-        int32_t m = 0;
-        while (m < n - 1 && h[j + m] == h[L - (n - 1) + m])
-            m++;
-        if (m == n - 1 && h[j + n - 1] < c->V)
-            c->z[h[j + n - 1]] = -INFINITY;
+    const double x = eta ? e->eta_cutoff : e->epsilon_cutoff;
+    if (!(x > 0.0 && x < 1.0))
+        return GF_OK;
+    int32_t n = sort_finite(c);
+    const int32_t mtk = e->min_tokens_to_keep;
+    if (n == 0 || mtk > n)
+        return GF_OK;
+    sorted_probs(c, pr_buf);
+    double cut = x;
+    if (eta) {
+        double ent = 0.0;
+        for (int32_t j = 0; j < n; j++)
+            if (pr_buf[j] > 0)
+                ent -= pr_buf[j] * log(pr_buf[j]);
+        const double dyn = sqrt(x) * exp(-ent);
+        cut = dyn < x ? dyn : x;
     }
+    const double kth = c->s[(mtk < 1 ? 1 : mtk) - 1].z;
+    for (int32_t j = 0; j < n; j++)
+        keep[j] = !(pr_buf[j] < cut && c->s[j].z < kth);
+    drop_sorted_from(c, keep);
+    return GF_OK;
 }
 
 /* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
@@ -587,6 +602,9 @@ static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *
 
 static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
+/* HF's warpers: the seed's order, then epsilon and eta (generate()'s list) */
+static const int32_t k_order_hf[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,    GF_STAGE_TOP_P,
+                                     GF_STAGE_MIN_P,     GF_STAGE_TYPICAL_P,   GF_STAGE_EPSILON_, GF_STAGE_ETA_};
 /* llama.cpp's common order (common/sampling.cpp) over the stages genfence has */
 static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
                                            GF_STAGE_TOP_K,     GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
@@ -659,23 +677,11 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
 {
     const gf_sampler_ext *e = c->e;
     const int pr = e->profile;
-    /* logit bias, then the min_new_tokens ban (both argmax-changing, first in every profile) */
-    for (int32_t b = 0; b < e->n_bias; b++) {
-        int32_t t = e->bias[b].token;
-        if (t >= c->V)
-            return gf_error_set(GF_E_INVALID_ARG, "%s: logit_bias token %d is outside the vocabulary (%d)", c->pn,
-                                (int)t, (int)c->V);
-        c->z[t] += (double)e->bias[b].bias; /* vLLM's OpenAI server clamps to [-100, 100]; SamplingParams does not */
-    }
-    if (e->min_new_tokens > 0 && e->n_history - e->n_prompt < e->min_new_tokens) {
-        if (e->eos_id >= 0 && e->eos_id < c->V)
-            c->z[e->eos_id] = -INFINITY;
-        for (int32_t i = 0; pr == GF_PROFILE_VLLM && i < e->n_stop_ids; i++)
-            if (e->stop_ids[i] < c->V)
-                c->z[e->stop_ids[i]] = -INFINITY;
-    }
-    if (e->no_repeat_ngram_size > 0)
-        ngram_ban(c);
+    /* the bans and biases over the history: vllm's masks and bad words, logit bias, the EOS bans, hf's
+     * sequence_bias, n-gram ban, bad words, forced BOS / EOS (sampler_bans.c) */
+    gf_status bst = gf_sampler_bans_run(e, c->V, c->z, c->pn);
+    if (bst != GF_OK)
+        return bst;
     const int32_t *order;
     int32_t n_order;
     static const int32_t k_order_mirostat[] = {GF_STAGE_TEMPERATURE, GF_STAGE_MIROSTAT_};
@@ -692,6 +698,10 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
     case GF_PROFILE_VLLM:
         order = k_order_vllm;
         n_order = (int32_t)(sizeof k_order_vllm / sizeof k_order_vllm[0]);
+        break;
+    case GF_PROFILE_HF:
+        order = k_order_hf;
+        n_order = (int32_t)(sizeof k_order_hf / sizeof k_order_hf[0]);
         break;
     default:
         order = k_order_seed;
@@ -713,6 +723,8 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
         case GF_STAGE_TOP_N_SIGMA: st = stage_top_n_sigma(c); break;
         case GF_STAGE_DRY: st = stage_dry(c); break;
         case GF_STAGE_MIROSTAT_: st = stage_mirostat(c, pr_buf, keep); break;
+        case GF_STAGE_EPSILON_: st = stage_cutoff(c, 0, pr_buf, keep); break;
+        case GF_STAGE_ETA_: st = stage_cutoff(c, 1, pr_buf, keep); break;
         default: st = gf_error_set(GF_E_INTERNAL, "sampler: stage %d", (int)order[s]);
         }
         if (st != GF_OK)

@@ -1,5 +1,6 @@
-/* Shared by the three sampler files, in their order: sampler_profile.c
- * (names, the field table, the extension and its rules) <- sampler_chain.c
+/* Shared by the four sampler files, in their order: sampler_profile.c
+ * (names, the field table, the extension and its rules) <- sampler_bans.c
+ * (the bans over the history) <- sampler_chain.c
  * (a profile's chain) <- sampler.c (gf_sample and the other entry points). */
 #ifndef GENFENCE_ENGINE_SAMPLER_INTERNAL_H
 #define GENFENCE_ENGINE_SAMPLER_INTERNAL_H
@@ -19,6 +20,12 @@ int gf_zi_cmp_desc(const void *a, const void *b);
  * defaults (ext NULL: the defaults); the plain test of gf_sampler_params_plain. */
 gf_status gf_sampler_ext_load(const gf_sampler_params *p, gf_sampler_ext *out);
 int gf_sampler_ext_is_plain(const gf_sampler_ext *e);
+
+/* sampler_bans.c: the bans and biases over the history that come before
+ * every profile's chain (vllm's masks and bad words, logit bias, the EOS
+ * bans, hf's sequence_bias, n-gram ban, bad words, forced BOS / EOS), on z
+ * (V) in place; pn the profile's name for messages. */
+gf_status gf_sampler_bans_run(const gf_sampler_ext *e, int32_t V, double *z, const char *pn);
 
 /* sampler_chain.c: the chain for a params with an extension (already validated): z (V) the
  * final filtered, scaled logits (-inf where dropped). *greedy is set when

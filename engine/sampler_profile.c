@@ -114,7 +114,9 @@ int32_t gf_sf_count(const gf_sampler_field *f, const gf_sampler_params *p, const
     switch (f->type) {
     case GF_SF_CHAIN:
     case GF_SF_BIAS:
-    case GF_SF_IDS: return I32(f, p, e, f->aux);
+    case GF_SF_IDS:
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: return I32(f, p, e, f->aux);
     default: return 0;
     }
 }
@@ -131,7 +133,9 @@ int gf_sf_is_default(const gf_sampler_field *f, const gf_sampler_params *p, cons
     case GF_SF_SEED: return *(const uint64_t *)gf_sf_cat(f, p, e, f->off) == 0;
     case GF_SF_CHAIN:
     case GF_SF_BIAS:
-    case GF_SF_IDS: return gf_sf_count(f, p, e) == 0;
+    case GF_SF_IDS:
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: return gf_sf_count(f, p, e) == 0;
     }
     return 1;
 }
@@ -154,7 +158,9 @@ void gf_sf_reset(const gf_sampler_field *f, gf_sampler_params *p, gf_sampler_ext
     case GF_SF_SEED: *(uint64_t *)gf_sf_at(f, p, e, f->off) = 0; break;
     case GF_SF_CHAIN:
     case GF_SF_BIAS:
-    case GF_SF_IDS: *(int32_t *)gf_sf_at(f, p, e, f->aux) = 0; break;
+    case GF_SF_IDS:
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: *(int32_t *)gf_sf_at(f, p, e, f->aux) = 0; break;
     }
 }
 
@@ -261,7 +267,9 @@ static double rule_value(const gf_sampler_field *f, const gf_sampler_params *p, 
     case GF_SF_PROMPT_LEN: return (double)I32(f, p, e, f->off);
     case GF_SF_CHAIN:
     case GF_SF_BIAS:
-    case GF_SF_IDS: return (double)gf_sf_count(f, p, e);
+    case GF_SF_IDS:
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: return (double)gf_sf_count(f, p, e);
     case GF_SF_SEED: return 0.0;
     }
     return 0.0;
@@ -304,6 +312,26 @@ static gf_status field_shape(const gf_sampler_field *f, const gf_sampler_ext *e,
         for (int32_t i = 0; i < n; i++)
             if (ids[i] < 0)
                 BAD("%s: %s[%d] = %d is negative", pn, f->name, (int)i, (int)ids[i]);
+        return GF_OK;
+    }
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: {
+        const gf_token_seq *q = *(const gf_token_seq *const *)gf_sf_cat(f, NULL, e, f->off);
+        if (n < 0 || (n > 0 && !q))
+            BAD("%s: %s: %d entries, pointer %s", pn, f->name, (int)n, q ? "set" : "NULL");
+        for (int32_t i = 0; i < n; i++) {
+            if (q[i].n < 1 || !q[i].ids)
+                BAD("%s: %s[%d] is empty (each entry is a non-empty list of token ids)", pn, f->name, (int)i);
+            for (int32_t j = 0; j < q[i].n; j++)
+                if (q[i].ids[j] < 0)
+                    BAD("%s: %s[%d][%d] = %d is negative", pn, f->name, (int)i, (int)j, (int)q[i].ids[j]);
+            if (f->type == GF_SF_SEQ_BIAS && (isnan(q[i].bias) || (isinf(q[i].bias) && q[i].bias > 0)))
+                BAD("%s: %s[%d]'s bias is %s (a finite number or -inf)", pn, f->name, (int)i,
+                    isnan(q[i].bias) ? "NaN" : "+inf");
+            for (int32_t k = 0; f->type == GF_SF_SEQ_BIAS && k < i; k++)
+                if (q[k].n == q[i].n && !memcmp(q[k].ids, q[i].ids, (size_t)q[i].n * sizeof *q[i].ids))
+                    BAD("%s: %s names the sequence of entry %d twice (entry %d)", pn, f->name, (int)k, (int)i);
+        }
         return GF_OK;
     }
     case GF_SF_PROMPT_LEN: {
@@ -393,7 +421,8 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
     for (int pass = 0; pass < 2; pass++) /* the numbers' every-profile rules, then the lists' (chain) */
         for (int i = 0; i < GF_SF_COUNT && st == GF_OK; i++) {
             const gf_sampler_field *f = &gf_sampler_fields[i];
-            const int list = f->type == GF_SF_CHAIN || f->type == GF_SF_BIAS || f->type == GF_SF_IDS;
+            const int list = f->type == GF_SF_CHAIN || f->type == GF_SF_BIAS || f->type == GF_SF_IDS ||
+                             f->type == GF_SF_SEQS || f->type == GF_SF_SEQ_BIAS;
             if (pass == 0 && f->in_ext)
                 st = field_shape(f, e, pn);
             if (st == GF_OK && pass == list)
@@ -404,6 +433,13 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
         if (pr != GF_PROFILE_SEED || f->in_ext)
             st = field_rule(f, &f->by_profile[pr], p, e, pr);
     }
+    for (int32_t i = 0; st == GF_OK && pr == GF_PROFILE_HF && i < e->n_sequence_bias; i++)
+        for (int32_t b = 0; st == GF_OK && e->sequence_bias[i].n == 1 && b < e->n_bias; b++)
+            if (e->bias[b].token == e->sequence_bias[i].ids[0])
+                st = gf_error_set(GF_E_INVALID_ARG,
+                                  "hf: token %d is in logit_bias and, alone, in sequence_bias (HF has one "
+                                  "sequence_bias: give it once)",
+                                  (int)e->bias[b].token);
     if (st == GF_OK && pr == GF_PROFILE_LLAMACPP && e->xtc_probability > 0.0 && e->xtc_probability < 1.0)
         st = gf_error_set(GF_E_INVALID_ARG,
                           "llamacpp: xtc_probability %.17g: only <= 0 (off) and >= 1 (every step) are modelled "
@@ -424,9 +460,10 @@ gf_status gf_sampler_validate(const gf_sampler_params *p)
     }
 static const gf_profile_row k_rows[] = {
     ROW("order", "bias, eos ban, penalties, temperature, top_k, top_p, min_p, typical_p",
-        "bias, penalties, eos ban, temperature, top_k, top_p, min_p, typical_p",
+        "bias (sequence_bias), penalties, n-gram ban, bad words, eos bans, forced BOS / EOS, temperature, top_k, "
+        "top_p, min_p, typical_p, epsilon, eta",
         "bias, penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature (chain: reorders)",
-        "bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
+        "mask, allowed ids, bad words, bias, eos ban, penalties, [greedy], temperature, min_p, top_k, top_p"),
     ROW("temperature 0", "greedy (argmax after penalties)", "error (do_sample=False is greedy)",
         "<= 0: keep the first maximum at its place in the chain", "< 1e-5: greedy (argmax after penalties)"),
     ROW("temperature NaN / inf / < 0", "error / error / error", "error / uniform / error", "error / uniform / greedy",
@@ -468,6 +505,27 @@ static const gf_profile_row k_rows[] = {
         "error (none)"),
     ROW("no_repeat_ngram_size", "error (none)", "bans what would repeat an n-gram of the history (0 off)",
         "error (none; DRY)", "error (none)"),
+    ROW("epsilon_cutoff / eta_cutoff", "error (none)",
+        "(0, 1) on, else off (generate()); drop p < eps, or p < min(eta, sqrt(eta) e^-H); the top min_tokens_to_keep "
+        "stay; after typical_p",
+        "error (none)", "error (none)"),
+    ROW("bad_words_ids (token sequences)", "error (none)",
+        "ban an entry's last id when the whole history ends in its other ids (skipped when longer than the history; "
+        "[eos] dropped)",
+        "error (none)", "the same over the generated ids (skipped when longer than them + 1); before bias"),
+    ROW("sequence_bias", "error (none)",
+        "add an entry's bias to its last id when the history ends in its other ids (one id: always); biases add",
+        "error (none)", "error (none; logit_bias)"),
+    ROW("min_length", "error (none)", "ban eos_id while prompt + generated < min_length; >= 0", "error (none)",
+        "error (none; min_new_tokens)"),
+    ROW("forced_bos_token_id / forced_eos_token_id", "error (none)",
+        "after 1 id / at max_length - 1 ids (max_length default 20): every other id -inf, the forced id 0",
+        "error (none)", "error (none)"),
+    ROW("allowed_token_ids", "error (none)", "error (prefix_allowed_tokens_fn, a callback)", "error (none)",
+        "every other id -inf, first of all; an id outside the vocabulary: error"),
+    ROW("structured_output_mask (given)", "error (none)", "error (none)", "error (none)",
+        "a grammar's bitmask as the ids it allows: every other id -inf before the sampler; nothing allowed: the all "
+        "-inf row"),
     ROW("all -inf / NaN / +inf row", "error", "error", "error", "valid id: first NaN, else first +inf, else 0"),
 };
 

@@ -42,6 +42,8 @@
 #define EX_NAME "example-bad-sample"
 #elif defined(GF_PLUGIN_NAME) /* a test build with one of plugin_sampler.h's GF_PLUGIN_BUG_* */
 #define EX_NAME GF_PLUGIN_NAME
+#elif defined(GF_PX_MUTANT) && defined(GF_FAULT_NAME) /* a sampler mutant of tests/backends (plugin_sampler.h) */
+#define EX_NAME GF_FAULT_NAME
 #else
 #define EX_NAME "example"
 #endif

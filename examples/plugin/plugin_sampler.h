@@ -27,6 +27,15 @@
 
 #include <genfence/sampler.h>
 
+/* GF_PX_MUTANT: 0 as shipped. tests/backends builds this file once per
+ * number (250-263, its one table of test faults) with one deliberate,
+ * realistic sampler bug each; cases/detect/sampler_mutants.yaml must fail
+ * on every one. The bugs are plain `if`s on the constant, so a normal
+ * build compiles none of them. */
+#ifndef GF_PX_MUTANT
+#define GF_PX_MUTANT 0
+#endif
+
 typedef struct px_zi {
     double z;
     int32_t i;
@@ -201,7 +210,7 @@ static void px_xtc(px_row *r)
     if (e->xtc_probability < 1.0 || e->xtc_threshold > 0.5 || px_sort(r) < 2)
         return;
     int32_t m = 0;
-    while (m < r->n && r->pr[m] >= e->xtc_threshold)
+    while (m < r->n && (GF_PX_MUTANT == 251 ? r->pr[m] > e->xtc_threshold : r->pr[m] >= e->xtc_threshold))
         m++;
     if (m < 2 || r->n - (m - 1) < e->xtc_min_keep)
         return;
@@ -262,7 +271,7 @@ static void px_dry(px_row *r)
         return;
     const int32_t *w = e->history + (e->n_history - L);
     int32_t cap = L;
-    for (int32_t b = L - 1; b >= 0; b--)
+    for (int32_t b = L - 1; b >= 0 && GF_PX_MUTANT != 250; b--)
         if (px_in(e->dry_breakers, e->n_dry_breakers, w[b])) {
             cap = L - 1 - b;
             break;
@@ -283,7 +292,8 @@ static void px_dry(px_row *r)
     }
     const int32_t top = e->dry_base > 1.000001 ? (int32_t)(88.7228391 / log(e->dry_base)) : 0;
     for (int32_t t = 0; t < r->V; t++) {
-        if (best[t] < 0 || r->z[t] == -INFINITY || px_in(e->dry_breakers, e->n_dry_breakers, t))
+        if (best[t] < 0 || r->z[t] == -INFINITY ||
+            (GF_PX_MUTANT != 250 && px_in(e->dry_breakers, e->n_dry_breakers, t)))
             continue;
         int32_t x = best[t] - e->dry_allowed_length;
         r->z[t] -= e->dry_multiplier * pow(e->dry_base, top > 0 && x > top ? top : x);
@@ -299,7 +309,7 @@ static void px_mirostat(px_row *r)
     const gf_sampler_ext *e = r->e;
     if (px_sort(r) < 2)
         return;
-    const double mu = e->use_mirostat_mu ? e->mirostat_mu : 2.0 * e->mirostat_tau;
+    const double mu = e->use_mirostat_mu && GF_PX_MUTANT != 252 ? e->mirostat_mu : 2.0 * e->mirostat_tau;
     int32_t keep = 1;
     if (e->mirostat == 2) {
         while (keep < r->n && log(r->pr[keep]) >= -mu * log(2.0))
@@ -331,10 +341,130 @@ static void px_ngram(px_row *r)
     if (n < 1 || L + 1 < n)
         return;
     const int32_t *suffix = e->history + L - (n - 1);
+    const int32_t cmp = GF_PX_MUTANT == 253 && n > 1 ? n - 2 : n - 1; /* 253: one id of the suffix too few */
     for (int32_t end = n - 1; end < L; end++) { /* the id at `end` follows history[end - n + 1, end) */
-        if (memcmp(e->history + end - (n - 1), suffix, (size_t)(n - 1) * sizeof *suffix) == 0 && e->history[end] < r->V)
+        if (memcmp(e->history + end - cmp, suffix + (n - 1 - cmp), (size_t)cmp * sizeof *suffix) == 0 &&
+            e->history[end] < r->V)
             r->z[e->history[end]] = -INFINITY;
     }
+}
+
+/* 1 when history h (len L) ends in w's ids but its last: compared from the end */
+static int px_ends_in(const int32_t *h, int32_t L, const gf_token_seq *w)
+{
+    int32_t need = w->n - 1;
+    if (need > L)
+        return 0;
+    for (int32_t k = 1; k <= need; k++)
+        if (h[L - k] != w->ids[need - k])
+            return 0;
+    return 1;
+}
+
+/* hf: sequence_bias (a one-id entry always; a longer one when it fits the
+ * history and the history ends in its prefix), bad_words_ids (the same
+ * rule, -inf, [eos] ignored), min_length, forced BOS then EOS. vllm:
+ * the given mask and allowed_token_ids keep their ids only; bad words look
+ * at the generated ids and need a prefix no longer than them. -1: an id
+ * outside the vocabulary (genfence's engine refuses such a row too). */
+static int px_token_rules(px_row *r, int before_bias)
+{
+    const gf_sampler_ext *e = r->e;
+    const int pf = e->profile;
+    const int32_t V = r->V;
+    if (before_bias) {
+        if (pf != GF_PROFILE_VLLM)
+            return 0;
+        const int32_t *sets[2] = {e->mask_ids, e->allowed_ids};
+        const int32_t ns[2] = {e->n_mask_ids, e->n_allowed_ids};
+        for (int k = 0; k < 2; k++) {
+            if (!ns[k] || (GF_PX_MUTANT == 262 && k == 1 && ns[0])) /* 262: a mask replaces the allowed ids */
+                continue;
+            for (int32_t t = 0; t < V; t++) {
+                int in = 0;
+                for (int32_t i = 0; i < ns[k] && !in; i++)
+                    in = sets[k][i] == t;
+                if (GF_PX_MUTANT == 263 && k == 0) /* 263: the mask's ids read as banned (vLLM's bool mask polarity) */
+                    in = !in;
+                if (!in)
+                    r->z[t] = -INFINITY;
+            }
+            for (int32_t i = 0; i < ns[k]; i++)
+                if (sets[k][i] >= V)
+                    return -1;
+        }
+        const int32_t from = GF_PX_MUTANT == 256 ? 0 : e->n_prompt; /* 256: the prompt counts too */
+        const int32_t gen = e->n_history - from;
+        for (int32_t i = 0; i < e->n_bad_words; i++) {
+            const gf_token_seq *w = &e->bad_words[i];
+            for (int32_t j = 0; j < w->n; j++)
+                if (w->ids[j] >= V)
+                    return -1;
+            if (w->n - 1 <= gen && px_ends_in(e->history + from, gen, w))
+                r->z[w->ids[w->n - 1]] = -INFINITY;
+        }
+        return 0;
+    }
+    if (pf != GF_PROFILE_HF)
+        return 0;
+    const int32_t L = e->n_history;
+    for (int32_t i = 0; i < e->n_sequence_bias; i++) {
+        const gf_token_seq *w = &e->sequence_bias[i];
+        for (int32_t j = 0; j < w->n; j++)
+            if (w->ids[j] >= V)
+                return -1;
+        if (w->n == 1 || ((w->n <= L || GF_PX_MUTANT == 257) && px_ends_in(e->history, L, w)))
+            r->z[w->ids[w->n - 1]] += w->bias;
+    }
+    px_ngram(r);
+    for (int32_t i = 0; i < e->n_bad_words; i++) {
+        const gf_token_seq *w = &e->bad_words[i];
+        for (int32_t j = 0; j < w->n; j++)
+            if (w->ids[j] >= V)
+                return -1;
+        if (w->n == 1 && w->ids[0] == e->eos_id && GF_PX_MUTANT != 258)
+            continue;
+        if (w->n == 1 || (w->n <= L && px_ends_in(e->history, L, w)))
+            r->z[w->ids[w->n - 1]] = -INFINITY;
+    }
+    if (e->eos_id >= 0 && e->eos_id < V && (GF_PX_MUTANT == 259 ? L - e->n_prompt : L) < e->min_length)
+        r->z[e->eos_id] = -INFINITY;
+    int32_t forced = -1;
+    if (e->forced_bos_id >= V || e->forced_eos_id >= V)
+        return -1;
+    if (e->forced_bos_id >= 0 && L == (GF_PX_MUTANT == 260 ? 0 : 1))
+        forced = e->forced_bos_id;
+    if (e->forced_eos_id >= 0 && L + (GF_PX_MUTANT == 261 ? 0 : 1) == e->max_length)
+        forced = e->forced_eos_id;
+    if (forced >= 0)
+        for (int32_t t = 0; t < V; t++)
+            r->z[t] = t == forced ? 0.0 : -INFINITY;
+    return 0;
+}
+
+/* hf's epsilon (eta 0) and eta (1) cutoffs: generate() adds each for a value
+ * in (0, 1); a token goes when its probability is under the cut and it is
+ * not among the top min_tokens_to_keep (ties with the last of those stay). */
+static void px_cutoff(px_row *r, int eta)
+{
+    const gf_sampler_ext *e = r->e;
+    const double x = eta ? e->eta_cutoff : e->epsilon_cutoff;
+    if (!(x > 0.0 && x < 1.0) || px_sort(r) == 0 || e->min_tokens_to_keep > r->n)
+        return;
+    double cut = x;
+    if (eta) {
+        double h = 0.0;
+        for (int32_t j = 0; j < r->n; j++)
+            h += r->pr[j] > 0 ? -r->pr[j] * log(r->pr[j]) : 0.0;
+        const double dyn = GF_PX_MUTANT == 255 ? sqrt(x * exp(-h)) : sqrt(x) * exp(-h); /* 255: the docstring's */
+        if (dyn < cut)
+            cut = dyn;
+    }
+    const int32_t mk = e->min_tokens_to_keep < 1 || (GF_PX_MUTANT == 254 && !eta) ? 1 : e->min_tokens_to_keep;
+    const double floor_z = r->s[mk - 1].z;
+    for (int32_t j = 0; j < r->n; j++)
+        if (r->pr[j] < cut && r->s[j].z < floor_z)
+            r->z[r->s[j].i] = -INFINITY;
 }
 
 static void px_typical(px_row *r)
@@ -438,6 +568,9 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->dry_penalty_last_n = -1;
     out->mirostat_tau = 5.0;
     out->mirostat_eta = 0.1;
+    out->forced_bos_id = -1;
+    out->forced_eos_id = -1;
+    out->max_length = 20;
     if (in->struct_size < 2 * sizeof(int32_t))
         return 0;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
@@ -470,6 +603,8 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     }
     for (int32_t i = 0; i < V; i++)
         r->z[i] = logits[i];
+    if (px_token_rules(r, 1) < 0)
+        return -2;
     for (int32_t b = 0; b < e->n_bias; b++)
         r->z[e->bias[b].token] += e->bias[b].bias;
 #ifdef GF_PLUGIN_BUG_EOS_BAN_LATE
@@ -483,7 +618,12 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
             if (e->stop_ids[i] < V)
                 r->z[e->stop_ids[i]] = -INFINITY;
     }
-    px_ngram(r);
+    if (pf == GF_PROFILE_HF) {
+        if (px_token_rules(r, 0) < 0)
+            return -2;
+    } else {
+        px_ngram(r);
+    }
     static const int32_t seed_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
     static const int32_t llama_order[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
@@ -492,6 +632,14 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
     static const int32_t miro_order[] = {GF_STAGE_TEMPERATURE, -2};
+    static const int32_t hf_order[] = {GF_STAGE_PENALTIES,
+                                       GF_STAGE_TEMPERATURE,
+                                       GF_STAGE_TOP_K,
+                                       GF_STAGE_TOP_P,
+                                       GF_STAGE_MIN_P,
+                                       GF_STAGE_TYPICAL_P,
+                                       -3,
+                                       -4};
     const int32_t *order = seed_order;
     int32_t n_order = 6;
     if (pf == GF_PROFILE_LLAMACPP && e->mirostat) {
@@ -507,6 +655,9 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
 #else
         (void)vllm_order; /* the bug: the seed's order, min_p after top_k and top_p */
 #endif
+    } else if (pf == GF_PROFILE_HF) {
+        order = hf_order;
+        n_order = 8;
     }
     int greedy = 0;
     for (int32_t s = 0; s < n_order && px_any_finite(r); s++) {
@@ -520,6 +671,8 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         case GF_STAGE_TOP_N_SIGMA: px_top_n_sigma(r); break;
         case GF_STAGE_DRY: px_dry(r); break;
         case -2: px_mirostat(r); break;
+        case -3: px_cutoff(r, 0); break;
+        case -4: px_cutoff(r, 1); break;
         case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
         default: break;
         }

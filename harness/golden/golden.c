@@ -393,6 +393,22 @@ static json_t *field_json(const gf_sampler_field *f, const gf_sampler_params *p,
         return bias;
     }
     case GF_SF_IDS: return ids(*(const int32_t *const *)v, n);
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: { /* [[id, ...], ...] or [[[id, ...], bias], ...] */
+        const gf_token_seq *q = *(const gf_token_seq *const *)v;
+        json_t *a = json_array();
+        for (int32_t i = 0; q && i < n; i++) {
+            json_t *e1 = ids(q[i].ids, q[i].n);
+            if (f->type == GF_SF_SEQ_BIAS) {
+                json_t *pair = json_array();
+                json_array_append_new(pair, e1);
+                json_array_append_new(pair, num(q[i].bias));
+                e1 = pair;
+            }
+            json_array_append_new(a, e1);
+        }
+        return a;
+    }
     }
     return json_null();
 }

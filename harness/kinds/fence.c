@@ -62,12 +62,14 @@ static const char *const k_fence_not_keys[] = {
     "repetition_penalty", "frequency_penalty", "presence_penalty", "penalty_last_n",
     "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids",
     "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
-    "no_repeat_ngram_size", NULL};
+    "no_repeat_ngram_size", "bad_words_ids", "sequence_bias", "min_length", "forced_bos_token_id",
+    "forced_eos_token_id", "max_length", NULL};
 /* clang-format on */
 
 /* temperature, profile and the truncation filters (chain, min_p, typical_p, xtc_*,
- * top_n_sigma, min_tokens_to_keep; DRY, a penalty over the history, is not
- * one) at the case level, every entry's base. */
+ * top_n_sigma, min_tokens_to_keep, epsilon / eta cutoffs, allowed ids and a
+ * given mask; DRY, a penalty over the history, and the history's bans and
+ * biases are not) at the case level, every entry's base. */
 static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
 {
     int bad = 0;
@@ -81,7 +83,8 @@ static int fence_sampler(gf_cctx *ctx, const gf_ynode *m, fence_spec *s)
         else
             gf_y_error(ctx, kn,
                        "'%s' is not a fence key: a fence judges a truncation of a fixed distribution "
-                       "(sampler_probs takes penalties, DRY, n-gram bans, biases, history and EOS bans)",
+                       "(sampler_probs takes penalties, DRY, n-gram and bad-word bans, biases, history, EOS bans "
+                       "and forced tokens)",
                        key);
         bad = 1;
     }

@@ -14,6 +14,7 @@
     X(sampler_probs)          \
     X(temperature_limits)     \
     X(sampler_errors)         \
+    X(logprobs)               \
     X(sampling_distribution)  \
     X(seeded_reproducibility) \
     X(cache_equals_recompute) \

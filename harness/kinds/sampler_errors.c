@@ -42,7 +42,7 @@ static void err_free(void *p)
  * call reads, from the field table (gf_y_sampler_raw reads each row). */
 static const char *calls_known(void)
 {
-    static char buf[1024];
+    static char buf[2048];
     if (buf[0])
         return buf;
     size_t n = (size_t)snprintf(buf, sizeof buf, "in a 'calls' entry (known: ");

@@ -168,6 +168,70 @@ static int y_bias(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, 
     return 1;
 }
 
+/* bad_words_ids [[id, ...], ...] or sequence_bias [[[id, ...], bias], ...]
+ * (HF's list forms) into a gf_token_seq array kept with the block. */
+static int y_seqs(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, gf_sampler_ext *e)
+{
+    const gf_ynode *n = gf_y_get(ctx, map, f->name, 0);
+    if (!n)
+        return 0;
+    const int with_bias = f->type == GF_SF_SEQ_BIAS;
+    char what[96];
+    snprintf(what, sizeof what, "'%s' (%s)", f->name,
+             with_bias ? "a list of [[token id, ...], bias] pairs" : "a list of token-id lists");
+    if (!gf_y_node_is_seq(ctx, n, what))
+        return -1;
+    size_t total = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        const gf_ynode *ids = n->items[i];
+        if (with_bias) {
+            if (ids->type != GF_YN_SEQ || ids->n != 2) {
+                gf_y_error(ctx, ids, "'%s' entry %zu: want [[token id, ...], bias]", f->name, i);
+                return -1;
+            }
+            ids = ids->items[0];
+        }
+        if (ids->type != GF_YN_SEQ || ids->n == 0) {
+            gf_y_error(ctx, ids, "'%s' entry %zu: want a non-empty list of token ids", f->name, i);
+            return -1;
+        }
+        total += ids->n;
+    }
+    gf_token_seq *q = calloc(n->n ? n->n : 1, sizeof *q);    /* (entries) */
+    int32_t *flat = calloc(total ? total : 1, sizeof *flat); /* (every id of every entry) */
+    if (!q || !flat) {
+        free(q);
+        free(flat);
+        return -1;
+    }
+    *(const gf_token_seq **)gf_sf_at(f, NULL, e, f->off) = q; /* kept with the block (q[0].ids is flat) */
+    size_t used = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        const gf_ynode *ids = with_bias ? n->items[i]->items[0] : n->items[i];
+        q[i].ids = flat + used;
+        q[i].n = (int32_t)ids->n;
+        for (size_t j = 0; j < ids->n; j++) {
+            long long tok;
+            if (gf_y_node_int(ctx, ids->items[j], "a token id", (long long)f->lo, (long long)f->hi, &tok) < 0)
+                return -1;
+            flat[used++] = (int32_t)tok;
+        }
+        if (with_bias) {
+            double v;
+            if (gf_y_node_double(ctx, n->items[i]->items[1], "a sequence bias", &v) < 0)
+                return -1;
+            if (isnan(v) || v == INFINITY) {
+                gf_y_error(ctx, n->items[i]->items[1], "'%s' entry %zu's bias is %s; a finite number or -.inf", f->name,
+                           i, isnan(v) ? "NaN" : "+inf");
+                return -1;
+            }
+            q[i].bias = (float)v;
+        }
+    }
+    *(int32_t *)gf_sf_at(f, NULL, e, f->aux) = (int32_t)n->n;
+    return 1;
+}
+
 /* One field of the table from map into p / e: 1 read, 0 absent, -1 error. */
 static int y_field(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f, gf_sampler_params *p,
                    gf_sampler_ext *e)
@@ -204,6 +268,8 @@ static int y_field(gf_cctx *ctx, const gf_ynode *map, const gf_sampler_field *f,
     }
     case GF_SF_CHAIN: return y_chain(ctx, map, e);
     case GF_SF_BIAS: return y_bias(ctx, map, f, e);
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: return y_seqs(ctx, map, f, e);
     case GF_SF_IDS: {
         int32_t *ids = NULL;
         size_t n = 0;
@@ -242,6 +308,10 @@ static ext_block *y_sampler_ext(gf_cctx *ctx, const gf_ynode *map, int *rc)
             bad |= y_field(ctx, map, &gf_sampler_fields[k], NULL, e) < 0;
     if (!bad && e->min_new_tokens > 0 && e->eos_id < 0 && e->n_stop_ids == 0) {
         gf_y_error(ctx, gf_y_get(ctx, map, "min_new_tokens", 0), "'min_new_tokens' needs 'eos_id' (the token it bans)");
+        bad = 1;
+    }
+    if (!bad && e->min_length > 0 && e->eos_id < 0) {
+        gf_y_error(ctx, gf_y_get(ctx, map, "min_length", 0), "'min_length' needs 'eos_id' (the token it bans)");
         bad = 1;
     }
     b->next = g_ext_blocks; /* kept (and reachable) even on error: the loader reports and exits */
@@ -330,6 +400,23 @@ static void field_json(json_t *o, const gf_sampler_field *f, const gf_sampler_pa
         break;
     }
     case GF_SF_IDS: json_object_set_new(o, f->name, ids_json(*(const int32_t *const *)v, n)); break;
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: {
+        const gf_token_seq *q = *(const gf_token_seq *const *)v;
+        json_t *a = json_array();
+        for (int32_t i = 0; i < n; i++) {
+            json_t *ids = ids_json(q[i].ids, q[i].n);
+            if (f->type == GF_SF_SEQ_BIAS) { /* {ids, bias} (-inf: null and bias_reason) */
+                json_t *entry = json_object();
+                json_object_set_new(entry, "ids", ids);
+                gf_json_set_number(entry, "bias", q[i].bias, NULL);
+                ids = entry;
+            }
+            json_array_append_new(a, ids);
+        }
+        json_object_set_new(o, f->name, a);
+        break;
+    }
     }
 }
 

@@ -105,6 +105,14 @@ typedef struct gf_logit_bias {
     float bias; /* added to the logit; -inf bans the token */
 } gf_logit_bias;
 
+/* A token sequence: hf's bad_words_ids and sequence_bias entries, vllm's
+ * bad words (as token ids). */
+typedef struct gf_token_seq {
+    int32_t n;
+    const int32_t *ids; /* (n) */
+    float bias;         /* sequence_bias: added to ids[n - 1]'s logit (-inf bans); bad words: unused */
+} gf_token_seq;
+
 /* The profile and further filters. Versioned: struct_size is the size the
  * caller was built with; fields past it take their gf_sampler_ext_defaults()
  * values. All pointers are borrowed for the call. */
@@ -165,6 +173,39 @@ struct gf_sampler_ext {
     /* hf's no_repeat_ngram_size: ban every token that would complete an
      * n-gram already in the history (prompt and generated); 0: off. */
     int32_t no_repeat_ngram_size; /* 0 */
+    /* hf's epsilon and eta cutoffs (EpsilonLogitsWarper, EtaLogitsWarper),
+     * after typical_p: drop p_i < epsilon, or p_i < min(eta, sqrt(eta) *
+     * exp(-H)) with H the entropy, the top min_tokens_to_keep always kept;
+     * generate() adds each only for a value in (0, 1): anything else is off. */
+    double epsilon_cutoff; /* 0 */
+    double eta_cutoff;     /* 0 */
+    /* Banned token sequences: the last id of an entry is banned when the
+     * history ends in the entry's other ids (one id: always). hf's
+     * bad_words_ids over the whole history (a one-id entry equal to eos_id
+     * is dropped, as HF does); vllm's bad_words over the generated ids. */
+    int32_t n_bad_words;
+    const gf_token_seq *bad_words; /* (n_bad_words); bias unused */
+    /* hf's sequence_bias: an entry's bias is added to its last id's logit
+     * when the history ends in its other ids (one id: always). */
+    int32_t n_sequence_bias;
+    const gf_token_seq *sequence_bias; /* (n_sequence_bias) */
+    /* hf's min_length: ban eos_id while the history (prompt and generated)
+     * is shorter than min_length; 0 off. */
+    int32_t min_length;
+    /* hf's forced BOS / EOS: every logit -inf but this id's, which becomes
+     * 0, when the history holds 1 id (BOS) or max_length - 1 ids (EOS);
+     * -1 none. max_length is HF's (default 20): only forced EOS reads it. */
+    int32_t forced_bos_id; /* -1 */
+    int32_t forced_eos_id; /* -1 */
+    int32_t max_length;    /* 20 */
+    /* vllm's allowed_token_ids: every other id -inf, first of all filters. */
+    int32_t n_allowed_ids;
+    const int32_t *allowed_ids; /* (n_allowed_ids) */
+    /* vllm's structured-output mask, given (a grammar's bitmask as the ids it
+     * allows): every other id -inf before the sampler; one that allows
+     * nothing leaves an all -inf row (vllm's rule for it). */
+    int32_t n_mask_ids;
+    const int32_t *mask_ids; /* (n_mask_ids) */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n
@@ -227,6 +268,37 @@ gf_status gf_sampler_filter(const float *logits, int32_t V, const gf_sampler_par
 
 /* softmax of gf_sampler_filter's z: the distribution draws follow (V). */
 gf_status gf_sampler_probs(const float *logits, int32_t V, const gf_sampler_params *p, double *probs_out);
+
+/* ---- what a backend reports as log-probabilities (docs/sampler.md, "Logprobs") ----
+ * X(ID, name): raw log_softmax of the raw logits (vLLM's raw_logprobs,
+ * llama.cpp's n_probs, HF's output_logits normalised); raw_logits the raw
+ * logits themselves (vLLM's raw_logits); scaled log_softmax(logits / T),
+ * temperature alone; processed log_softmax of the profile's filtered z
+ * (gf_sampler_filter: -inf where dropped; vLLM's processed_logprobs, HF's
+ * output_scores normalised, llama.cpp's post_sampling_probs);
+ * processed_logits the filtered z (vLLM's processed_logits, HF's
+ * output_scores). */
+#define GF_LOGPROB_MODE_LIST(X) \
+    X(RAW, "raw")               \
+    X(RAW_LOGITS, "raw_logits") \
+    X(SCALED, "scaled")         \
+    X(PROCESSED, "processed")   \
+    X(PROCESSED_LOGITS, "processed_logits")
+typedef enum gf_logprob_mode {
+#define GF_LPM_ENUM_(ID, name) GF_LOGPROBS_##ID,
+    GF_LOGPROB_MODE_LIST(GF_LPM_ENUM_)
+#undef GF_LPM_ENUM_
+        GF_LOGPROBS_COUNT
+} gf_logprob_mode;
+/* "raw", ... for a mode; NULL otherwise. */
+const char *gf_logprob_mode_name(int mode);
+int gf_logprob_mode_from_name(const char *name); /* -1 if unknown */
+/* The V values of `mode` for the row under p (validated as gf_sample does).
+ * scaled, processed and processed_logits need a sampled p (temperature
+ * above the profile's greedy threshold): a greedy row reports no
+ * temperature, and a profile's greedy processed values are its own choice
+ * (GF_E_INVALID_ARG says so). */
+gf_status gf_sampler_logprobs(const float *logits, int32_t V, const gf_sampler_params *p, int mode, double *out);
 
 /* Greedy over raw logits without validation: token = first index of the
  * maximum, runner_up = first index of the maximum of the rest, margin = their

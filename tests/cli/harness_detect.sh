@@ -75,6 +75,12 @@ for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias famil
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
 
+# the example plugin's sampler with one filter bug each (cases/detect/sampler_mutants.yaml, faults 250-263)
+for f in $(grep -o '^gf_test_fault(2[56][0-9] example_mut_[a-z_0-9]*' "$GF_SRC/tests/backends/CMakeLists.txt" | awk '{print $2}'); do
+  [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_$f.so")
+done
+
 # Every case but the hang under the default --timeout (a loaded machine, a
 # sanitizer build: no fail, crash or error may turn into a timeout); the hang
 # (the one case whose verdict is timeout) in a run of its own under a short one.

@@ -26,7 +26,7 @@ done
 # the fences take their truncation filters and refuse the rest
 for k in top_p_fence top_k_fence; do
   l=$(sampler_line "$k")
-  grep -q 'sampler keys: profile, chain, min_p, typical_p, min_tokens_to_keep, xtc_probability, xtc_threshold, xtc_min_keep, top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu (' <<<"$l" \
+  grep -q 'sampler keys: profile, chain, min_p, typical_p, min_tokens_to_keep, xtc_probability, xtc_threshold, xtc_min_keep, top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu, epsilon_cutoff, eta_cutoff, allowed_token_ids, structured_output_mask (' <<<"$l" \
     || fail "$k: not exactly its truncation filters: ${l:-no sampler keys line}"
   "$GENFENCE" list --kinds | awk -v k="$k" '$1 == k {getline; print}' | gf_grepq -q 'top_k\|seed\|penalty\|logit_bias' \
     && fail "$k's keys line names a key it refuses"

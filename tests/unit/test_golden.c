@@ -308,17 +308,38 @@ Test(golden, sampler_json_ext)
     s.ext = &e;
     char *j = gf_golden_sampler_json(&s);
     cr_assert_str_eq(j,
-                     "{\"chain\":[\"min_p\",\"temperature\"],\"dry_allowed_length\":2,\"dry_base\":1.75,"
+                     "{\"allowed_token_ids\":[],\"bad_words_ids\":[],"
+                     "\"chain\":[\"min_p\",\"temperature\"],\"dry_allowed_length\":2,\"dry_base\":1.75,"
                      "\"dry_multiplier\":0.0,\"dry_penalty_last_n\":-1,\"dry_sequence_breakers\":[],"
-                     "\"eos_id\":-1,\"frequency_penalty\":0.0,"
+                     "\"eos_id\":-1,\"epsilon_cutoff\":0.0,\"eta_cutoff\":0.0,"
+                     "\"forced_bos_token_id\":-1,\"forced_eos_token_id\":-1,\"frequency_penalty\":0.0,"
                      "\"history\":[],\"history_prompt\":0,\"logit_bias\":{\"3\":-Infinity,\"5\":1.5},"
+                     "\"max_length\":20,\"min_length\":0,"
                      "\"min_new_tokens\":0,\"min_p\":NaN,\"min_tokens_to_keep\":1,\"mirostat\":0,\"mirostat_eta\":0.1,"
                      "\"mirostat_mu\":null,\"mirostat_tau\":5.0,\"no_repeat_ngram_size\":0,\"penalty_last_n\":-1,"
                      "\"presence_penalty\":0.0,\"profile\":\"llamacpp\",\"repetition_penalty\":1.0,\"seed\":7,"
-                     "\"stop_token_ids\":[],\"temperature\":0.8,\"top_k\":null,\"top_n_sigma\":-1.0,\"top_p\":null,"
+                     "\"sequence_bias\":[],\"stop_token_ids\":[],\"structured_output_mask\":[],"
+                     "\"temperature\":0.8,\"top_k\":null,\"top_n_sigma\":-1.0,\"top_p\":null,"
                      "\"typical_p\":null,"
                      "\"xtc_min_keep\":1,\"xtc_probability\":0.0,\"xtc_threshold\":0.1}");
     free(j);
+    /* the sequence lists: ids per entry, sequence_bias as [ids, bias] */
+    {
+        const int32_t w0[] = {1, 2}, w1[] = {3};
+        const gf_token_seq words[] = {{2, w0, 0.0f}, {1, w1, 0.0f}}, sb[] = {{2, w0, -1.5f}};
+        gf_sampler_ext h = gf_sampler_ext_defaults();
+        h.profile = GF_PROFILE_HF;
+        h.n_bad_words = 2;
+        h.bad_words = words;
+        h.n_sequence_bias = 1;
+        h.sequence_bias = sb;
+        gf_sampler_params q = s;
+        q.ext = &h;
+        char *t = gf_golden_sampler_json(&q);
+        cr_assert(strstr(t, "\"bad_words_ids\":[[1,2],[3]],"), "%s", t);
+        cr_assert(strstr(t, "\"sequence_bias\":[[[1,2],-1.5]],"), "%s", t);
+        free(t);
+    }
     /* one filter changed: another sampler record */
     e.min_p = 0.1;
     char *k = gf_golden_sampler_json(&s);

@@ -120,7 +120,8 @@ Test(kinds, keys_are_what_the_parse_asks)
     gf_kind_keys(&gf_kind_top_p_fence, GF_KEYS_CONDITIONAL, buf, sizeof buf);
     cr_assert_str_eq(
         buf, "profile, chain, min_p, typical_p, min_tokens_to_keep, xtc_probability, xtc_threshold, xtc_min_keep, "
-             "top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu");
+             "top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu, epsilon_cutoff, eta_cutoff, "
+             "allowed_token_ids, structured_output_mask");
     gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_ALL, buf, sizeof buf);
     cr_assert_str_eq(buf, "goldens, prompts, steps, gate, thresholds");
     cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_CONDITIONAL, buf, sizeof buf), 0);

@@ -365,6 +365,100 @@ Test(plugin_sampler, hf_no_repeat_ngram)
     cr_assert_gt(banned, 10, "the n-gram ban changed only %ld of %ld draws", banned, rows);
 }
 
+/* issue 34's further filters: hf's epsilon / eta cutoffs (every value kind
+ * and min_tokens_to_keep), sequence_bias and bad_words_ids over histories
+ * that do and do not end in their prefixes (the eos entry dropped),
+ * min_length and forced BOS / EOS at the lengths that trigger them; vllm's
+ * allowed_token_ids, a given mask (also one that allows nothing) and bad
+ * words over the generated ids: the plugin's own code draws what gf_sample
+ * does, greedy and sampled, and the filters changed some draws. */
+Test(plugin_sampler, hf_and_vllm_token_filters)
+{
+    float L[V];
+    for (int i = 0; i < V; i++)
+        L[i] = (float)(2.5 * gf_rng_uniform(53, 4, 0, (uint32_t)i) - 1.25);
+    static const int32_t hist[4][6] = {{4, 1, 2, 4, 1, 2}, {3, 3, 3, 3, 3, 3}, {9, 0, 5, 4, 1, 0}, {1, 2, 1, 2, 1, 2}};
+    static const int32_t lens[] = {1, 2, 4, 6};
+    static const int32_t w0[] = {1, 2, 3}, w1[] = {2, 4}, w2[] = {6}, w3[] = {11}, w4[] = {0, 5};
+    static const gf_token_seq words[] = {{3, w0, 0.0f}, {2, w1, 0.0f}, {1, w2, 0.0f}, {1, w3, 0.0f}, {2, w4, 0.0f}};
+    static const gf_token_seq sbias[] = {{3, w0, 2.5f}, {2, w1, -1.5f}, {1, w2, 1.0f}, {2, w4, -INFINITY}};
+    static const int32_t allowed[] = {0, 2, 3, 5, 7, 8, 11}, mask[] = {2, 3, 4, 5, 6}, none[] = {10};
+    const double cuts[] = {0.0, 0.05, 0.2, 1.5, NAN, -0.1};
+    long rows = 0, changed = 0;
+    for (int pf = GF_PROFILE_HF; pf <= GF_PROFILE_VLLM; pf += 2)
+        for (int h = 0; h < 4; h++)
+            for (int li = 0; li < 4; li++)
+                for (int f = 0; f < 12; f++)
+                    for (int a = 0; a < 3; a++) {
+                        gf_sampler_ext e = gf_sampler_ext_defaults();
+                        e.profile = pf;
+                        e.history = hist[h];
+                        e.n_history = lens[li];
+                        e.n_prompt = lens[li] > 2 ? 2 : 0;
+                        e.eos_id = 11;
+                        gf_sampler_params p = gf_sampler_greedy();
+                        p.temperature = pf == GF_PROFILE_HF ? (a == 0   ? 1.0
+                                                               : a == 1 ? 0.6
+                                                                        : 2.0)
+                                                            : (a == 0 ? 0.0 : 0.9);
+                        p.use_top_k = a == 2;
+                        p.top_k = 6;
+                        p.seed = 29 + (uint64_t)f;
+                        p.ext = &e;
+                        if (pf == GF_PROFILE_HF) {
+                            e.epsilon_cutoff = cuts[f % 6];
+                            e.eta_cutoff = cuts[(f + 2) % 6];
+                            e.min_tokens_to_keep = 1 + f % 3;
+                            if (f & 1) {
+                                e.sequence_bias = sbias;
+                                e.n_sequence_bias = 4;
+                            }
+                            if (f & 2) {
+                                e.bad_words = words;
+                                e.n_bad_words = 5;
+                            }
+                            e.min_length = (f & 4) ? 5 : 0;
+                            e.forced_bos_id = f == 8 ? 3 : -1;
+                            e.forced_eos_id = f >= 9 ? 7 : -1;
+                            e.max_length = 3 + f % 4;
+                        } else {
+                            if (f & 1) {
+                                e.allowed_ids = allowed;
+                                e.n_allowed_ids = 7;
+                            }
+                            if (f & 2) {
+                                e.mask_ids = f == 11 ? none : mask;
+                                e.n_mask_ids = f == 11 ? 1 : 5; /* 11: with allowed_ids, nothing left */
+                            }
+                            if (f & 4) {
+                                e.bad_words = words;
+                                e.n_bad_words = 5;
+                            }
+                        }
+                        cr_assert_eq(gf_sampler_validate(&p), GF_OK, "%s", gf_error_msg());
+                        gf_sampler_ext off = gf_sampler_ext_defaults();
+                        off.profile = pf;
+                        gf_sampler_params po = p;
+                        po.ext = &off;
+                        for (uint64_t step = 0; step < 3; step++) {
+                            gf_sample_result r, ro;
+                            cr_assert_eq(gf_sample(L, V, &p, 8, step, &r), GF_OK, "%s", gf_error_msg());
+                            cr_assert_eq(gf_sample(L, V, &po, 8, step, &ro), GF_OK, "%s", gf_error_msg());
+                            changed += r.token != ro.token;
+                            double u[V];
+                            gf_rng_uniforms(p.seed, 8, step, V, u);
+                            int32_t id = -1;
+                            cr_assert_eq(in_tree(L, &p, u, &id), GF_OK);
+                            cr_assert_eq(
+                                id, r.token, "%s history %d len %d filters %d a %d step %d: plugin %d, gf_sample %d",
+                                gf_sampler_profile_name(pf), h, (int)lens[li], f, a, (int)step, (int)id, (int)r.token);
+                            rows++;
+                        }
+                    }
+    cr_assert_eq(rows, 2 * 4 * 4 * 12 * 3 * 3);
+    cr_assert_gt(changed, rows / 5, "the filters changed only %ld of %ld draws", changed, rows);
+}
+
 static const gf_backend_ops *g_bad;
 static gf_status bad_slot(const float *L, const gf_sampler_params *p, const double *u, int32_t *id)
 {

@@ -17,7 +17,9 @@ static size_t value_size(const gf_sampler_field *f)
     case GF_SF_SEED: return sizeof(uint64_t);
     case GF_SF_CHAIN: return sizeof(int32_t) * GF_SAMPLER_MAX_CHAIN;
     case GF_SF_BIAS:
-    case GF_SF_IDS: return sizeof(void *);
+    case GF_SF_IDS:
+    case GF_SF_SEQS:
+    case GF_SF_SEQ_BIAS: return sizeof(void *);
     default: return sizeof(int32_t);
     }
 }

@@ -43,6 +43,8 @@ typedef enum gf_sf_type {
     GF_SF_BIAS,       /* const gf_logit_bias *, aux the count: {token id: bias} */
     GF_SF_IDS,        /* const int32_t *, aux the count: token ids >= 0 */
     GF_SF_PROMPT_LEN, /* int32_t in [0, the length of `history`] */
+    GF_SF_SEQS,       /* const gf_token_seq *, aux the count: [[id, ...], ...] (bias unused) */
+    GF_SF_SEQ_BIAS,   /* const gf_token_seq *, aux the count: [[[id, ...], bias], ...] */
 } gf_sf_type;
 
 /* Where a field lives: P gf_sampler_params, E gf_sampler_ext. */
@@ -304,7 +306,60 @@ enum {
       GF_SFC_NONE,                                                                                                     \
       GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                  \
              "llama.cpp's sampler has no no_repeat_ngram_size (DRY is its repeat guard)"),                             \
-      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM's SamplingParams has no no_repeat_ngram_size"))
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM's SamplingParams has no no_repeat_ngram_size"))            \
+    X(EPSILON_CUTOFF, "epsilon_cutoff", GF_SF_REAL, E, epsilon_cutoff, epsilon_cutoff, 0.0, -GF_SF_INF, GF_SF_INF, 0,  \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--epsilon-cutoff",                                                 \
+      "  --epsilon-cutoff E     hf: drop p < E (off outside (0, 1), as generate(); default 0)\n", GF_SFC_NONE,         \
+      GF_SF_HF_ONLY("epsilon_cutoff", 0.0), GF_SFC_NONE, GF_SF_LC_NONE("epsilon_cutoff", 0.0),                         \
+      GF_SF_VL_NONE("epsilon_cutoff", 0.0))                                                                            \
+    X(ETA_CUTOFF, "eta_cutoff", GF_SF_REAL, E, eta_cutoff, eta_cutoff, 0.0, -GF_SF_INF, GF_SF_INF, 0, GF_SF_REC_SET,   \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--eta-cutoff",                                                                    \
+      "  --eta-cutoff E         hf: drop p < min(E, sqrt(E) exp(-entropy)) (off outside (0, 1); default 0)\n",         \
+      GF_SFC_NONE, GF_SF_HF_ONLY("eta_cutoff", 0.0), GF_SFC_NONE, GF_SF_LC_NONE("eta_cutoff", 0.0),                    \
+      GF_SF_VL_NONE("eta_cutoff", 0.0))                                                                                \
+    X(BAD_WORDS_IDS, "bad_words_ids", GF_SF_SEQS, E, bad_words, n_bad_words, 0.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,   \
+      GF_SF_EXT_KEY | GF_SF_FILTER, NULL, NULL, GF_SFC_NONE,                                                           \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, "bad_words_ids is hf's and vllm's (give profile: hf or vllm)"),  \
+      GF_SFC_NONE, GF_SF_LC_NONE("bad_words_ids", 0.0), GF_SFC_NONE)                                                   \
+    X(SEQUENCE_BIAS, "sequence_bias", GF_SF_SEQ_BIAS, E, sequence_bias, n_sequence_bias, 0.0, 0.0, GF_SF_IMAX, 0,      \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, NULL, NULL, GF_SFC_NONE, GF_SF_HF_ONLY("sequence_bias", 0.0),       \
+      GF_SFC_NONE, GF_SF_LC_NONE("sequence_bias", 0.0),                                                                \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                  \
+             "vLLM's SamplingParams has no sequence_bias (logit_bias is per token)"))                                  \
+    X(MIN_LENGTH, "min_length", GF_SF_INT, E, min_length, min_length, 0.0, -GF_SF_IMAX, GF_SF_IMAX, 0, GF_SF_REC_SET,  \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--min-length",                                                                    \
+      "  --min-length N         hf: ban the eos id while prompt + generated < N (default 0)\n", GF_SFC_NONE,           \
+      GF_SF_HF_ONLY("min_length", 0.0),                                                                                \
+      GF_SFC(0.0, GF_SF_IMAX, GF_SFC_PREFIX | GF_SFC_V_D, "`min_length` has to be a non-negative integer, but is %s"), \
+      GF_SF_LC_NONE("min_length", 0.0), GF_SF_VL_NONE("min_length (min_tokens counts the generated ids)", 0.0))        \
+    X(FORCED_BOS_TOKEN_ID, "forced_bos_token_id", GF_SF_INT, E, forced_bos_id, forced_bos_id, -1.0, 0.0, GF_SF_IMAX,   \
+      0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--forced-bos-token-id",                                         \
+      "  --forced-bos-token-id ID  hf: the first generated token after a 1-id prompt is ID\n", GF_SFC_NONE,            \
+      GF_SF_HF_ONLY("forced_bos_token_id", -1.0), GF_SFC_NONE, GF_SF_LC_NONE("forced_bos_token_id", -1.0),             \
+      GF_SF_VL_NONE("forced_bos_token_id", -1.0))                                                                      \
+    X(FORCED_EOS_TOKEN_ID, "forced_eos_token_id", GF_SF_INT, E, forced_eos_id, forced_eos_id, -1.0, 0.0, GF_SF_IMAX,   \
+      0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--forced-eos-token-id",                                         \
+      "  --forced-eos-token-id ID  hf: the token at length max_length is ID\n", GF_SFC_NONE,                           \
+      GF_SF_HF_ONLY("forced_eos_token_id", -1.0), GF_SFC_NONE, GF_SF_LC_NONE("forced_eos_token_id", -1.0),             \
+      GF_SF_VL_NONE("forced_eos_token_id", -1.0))                                                                      \
+    X(MAX_LENGTH, "max_length", GF_SF_INT, E, max_length, max_length, 20.0, 0.0, GF_SF_IMAX, 0, GF_SF_REC_SET,         \
+      GF_SF_EXT_KEY | GF_SF_FILTER, "--max-length",                                                                    \
+      "  --max-length N         hf's max_length (prompt + generated), read by forced EOS (default 20)\n", GF_SFC_NONE, \
+      GF_SF_HF_ONLY("max_length", 20.0), GF_SFC_NONE, GF_SF_LC_NONE("max_length", 20.0),                               \
+      GF_SF_VL_NONE("max_length", 20.0))                                                                               \
+    X(ALLOWED_TOKEN_IDS, "allowed_token_ids", GF_SF_IDS, E, allowed_ids, n_allowed_ids, 0.0, 0.0, GF_SF_IMAX, 0,       \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--allowed-token-ids",                                              \
+      "  --allowed-token-ids A,B  vllm: only these ids may be sampled\n", GF_SFC_NONE,                                 \
+      GF_SF_VL_ONLY("allowed_token_ids"),                                                                              \
+      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE,                                                                  \
+             "allowed_token_ids is vLLM's (HF has prefix_allowed_tokens_fn, a "                                        \
+             "callback; give profile: vllm)"),                                                                         \
+      GF_SF_LC_NONE("allowed_token_ids", 0.0), GF_SFC_NONE)                                                            \
+    X(STRUCTURED_OUTPUT_MASK, "structured_output_mask", GF_SF_IDS, E, mask_ids, n_mask_ids, 0.0, 0.0, GF_SF_IMAX, 0,   \
+      GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--structured-output-mask",                                         \
+      "  --structured-output-mask A,B  vllm: a grammar's bitmask, given as the ids it allows\n", GF_SFC_NONE,          \
+      GF_SF_VL_ONLY("structured_output_mask"), GF_SF_VL_ONLY("structured_output_mask"),                                \
+      GF_SF_LC_NONE("structured_output_mask (its grammar sampler needs a vocabulary)", 0.0), GF_SFC_NONE)
 
 /* the shared rules of two rows above */
 #define GF_SF_FIXED_ORDER                                                                          \
@@ -317,6 +372,13 @@ enum {
 #define GF_SF_XTC_ONLY(name, def)  GF_SF_LC_ONLY(name, "XTC", def)
 #define GF_SF_DRY_ONLY(name, def)  GF_SF_LC_ONLY(name, "DRY", def)
 #define GF_SF_MIRO_ONLY(name, def) GF_SF_LC_ONLY(name, "mirostat", def)
+/* hf's and vllm's own filters: the other profiles refuse a field away
+ * from its default (a list: any entry) */
+#define GF_SF_HF_ONLY(name, def) GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, name " is hf's (give profile: hf)")
+#define GF_SF_VL_ONLY(name)      GF_SFC(0.0, 0.0, GF_SFC_PREFIX | GF_SFC_V_NONE, name " is vLLM's (give profile: vllm)")
+#define GF_SF_LC_NONE(name, def) GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, "llama.cpp's sampler has no " name)
+#define GF_SF_VL_NONE(name, def) \
+    GF_SFC((def), (def), GF_SFC_PREFIX | GF_SFC_V_NONE, "vLLM's SamplingParams has no " name)
 #define GF_SF_FINITE(msg) \
     GF_SFC(-GF_SF_INF, GF_SF_INF, GF_SFC_LO_OPEN | GF_SFC_HI_OPEN | GF_SFC_PREFIX | GF_SFC_V_G, msg)
 
