@@ -130,6 +130,12 @@ static gf_status check_step(const hb_model *m, const hb_completion *c, int32_t n
                                 "(EOS is %d: want '%s')",
                                 c->finish, s->id, eos, is_eos ? "stop" : "length");
     }
+    if (c->usage_prompt >= 0 && c->usage_prompt != n_prompt && m->conf.chat)
+        return gf_error_set(GF_E_BACKEND,
+                            "http: api=chat: the server's chat template made a prompt of %d tokens into %lld "
+                            "(usage.prompt_tokens): its logprobs are not the next-token rows after genfence's tokens "
+                            "(serve a template that passes the message through: docs/http.md)",
+                            n_prompt, (long long)c->usage_prompt);
     if (c->usage_prompt >= 0 && c->usage_prompt != n_prompt)
         return gf_error_set(GF_E_BACKEND, "http: integrity: usage.prompt_tokens %lld for a prompt of %d tokens",
                             (long long)c->usage_prompt, n_prompt);
@@ -352,7 +358,8 @@ static const gf_backend_ops k_http_ops = {
     .struct_size = sizeof(gf_backend_ops),
     .name = "http",
     .description = "an OpenAI-compatible completions server (llama-server, vLLM, TGI ...) over HTTP: "
-                   "--backend http:URL[,model=NAME,k=20,timeout=60,retries=2,stream=on,integrity=on]; top-k logprobs, "
+                   "--backend http:URL[,model=NAME,k=20,timeout=60,retries=2,stream=on,integrity=on,api=chat]; top-k "
+                   "logprobs, "
                    "no full logits",
     .probe = hb_probe,
     .info = hb_info,
