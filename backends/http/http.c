@@ -202,6 +202,11 @@ static gf_status one_step(const hb_model *m, const int32_t *prompt, int32_t n, f
     hb_reply r;
     hb_ask a = {.prompt = prompt, .n = n, .max_tokens = 1, .seed = -1};
     gf_status st = hb_complete(&m->conf, m->model, &a, 0, &r);
+    if (st == GF_E_CONTEXT_LIMIT && n <= m->cfg.n_positions) /* within the model's context: the server's rule */
+        return gf_error_prefix(st,
+                               "http: %d tokens are within the model's %d positions, but a completion needs room for "
+                               "the token it generates (llama-server: n_prompt >= n_ctx is refused)",
+                               n, m->cfg.n_positions);
     if (st != GF_OK)
         return st;
     hb_completion c;

@@ -251,7 +251,7 @@ static void served_defer(gf_job *j)
         return;
     const char *why = c->kind->served_skip(c);
     if (why)
-        gf_job_decide(j, GF_V_SKIP, "served backend (top-k log-probabilities, no full logits): %s", why);
+        gf_job_decide(j, GF_V_SKIP, "served backend: %s", why);
 }
 
 /* ---- the matrix ---- */

@@ -47,7 +47,7 @@ filter='^(golden\.(greedy|sampled)\.sherlock|statistical\.holmes-gpt|served\.top
 "$GENFENCE" run "${cases[@]}" --filter "$filter" --backend "http:$base$plain" --plan > "$tmp/plan.txt" 2>&1 \
     || { cat "$tmp/plan.txt"; fail "run --plan exit $?"; }
 for id in golden.sampled.sherlock statistical.holmes-gpt; do
-    gf_grepq -qE "^plan: skip +$id +\[http:[^]]*\] +served backend \(top-k log-probabilities, no full logits\): " \
+    gf_grepq -qE "^plan: skip +$id +\[http:[^]]*\] +served backend: " \
         < "$tmp/plan.txt" || { cat "$tmp/plan.txt"; fail "--plan does not skip $id on the served backend, saying why"; }
 done
 for id in golden.greedy.sherlock served.topk_kl.holmes-gpt; do
@@ -110,7 +110,7 @@ while read -r label fault opts w1 w2; do
     # the plan's skips, on every served backend
     for id in golden.sampled.sherlock statistical.holmes-gpt; do
         line=$(verdict_of "$id" "$be")
-        [ "$(cut -f3 <<<"$line")" = skip ] && gf_grepq -qF "served backend (top-k log-probabilities, no full logits)" <<<"$line" \
+        [ "$(cut -f3 <<<"$line")" = skip ] && gf_grepq -qF "served backend: " <<<"$line" \
             || fail "$label: $id is not a skip saying why in run.json: $line"
     done
 done <<<"$rows"
@@ -134,7 +134,7 @@ skipped = 0
 for tc in ET.parse(sys.argv[2]).getroot().iter("testcase"):
     sk = tc.find("skipped")
     if tc.get("name").split(" [")[0] in ("golden.sampled.sherlock", "statistical.holmes-gpt") and "http" in tc.get("classname"):
-        assert sk is not None and "no full logits" in sk.get("message", ""), ET.tostring(tc)
+        assert sk is not None and sk.get("message", "").startswith("served backend: ") and "needs full logits" in sk.get("message", ""), ET.tostring(tc)
         skipped += 1
 assert skipped == 2 * 10, skipped
 PY
@@ -142,6 +142,24 @@ gf_grepq -qF "not probed: a served backend's rows are its top-k log-probabilitie
     || fail "the served backends are triangulated against ref's logits"
 gf_grepq -qE "^skip +golden\.sampled\.sherlock +\[http\] +" < "$tmp/run.txt" || fail "the console shows no skip line"
 echo "ok   one run, $n (case, served backend) pairs as expected; the skips say why in the console, run.json and junit.xml; ref's top-k KL is at most its full KL"
+
+# the default suite's holmes-gpt cases on the correct server: nothing fails
+# (what cannot be judged is a skip saying why: context.limit too)
+rc=0
+"$GENFENCE" run -q --backend "http:$base$plain" --filter '([^a]|[^m]a|[^a]ma|[^l]ama|[^l]lama)$' -j 2 --oversubscribe \
+    --no-triangulate --timeout $((600 * scale)) --report-dir "$tmp/suite" > "$tmp/suite.txt" 2>&1 || rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/suite.txt"; fail "the default suite's holmes-gpt cases on the correct server exit $rc"; }
+"$GF_PYTHON" - "$tmp/suite/run.json" <<'PY' || fail "the suite's report"
+import json, sys
+res = [r for r in json.load(open(sys.argv[1]))["results"] if r["backend"] == "http"]
+skips = {r["id"] for r in res if r["verdict"] == "skip"}
+assert {"golden.sampled.sherlock", "golden.sampled.batch", "statistical.holmes-gpt", "context.limit"} <= skips, skips
+assert all(r["reason"].startswith("served backend: ") for r in res if r["verdict"] == "skip" and r["kind"] != "probe"), res
+cache = [r for r in res if r["id"] == "cache.sherlock"][0]
+assert cache["verdict"] == "pass" and cache["metrics"]["cache_bytes_check"].startswith("not judged"), cache
+print(f"ok   the default suite's holmes-gpt cases on the correct server: {sum(r['verdict'] == 'pass' for r in res)} pass, "
+      f"{len(skips)} skip ({', '.join(sorted(skips))})")
+PY
 
 # 3. the probe through the chat route
 "$GENFENCE" backends --backend "http:$base,api=chat" > "$tmp/be.txt" 2>&1 || { cat "$tmp/be.txt"; fail "backends exit $?"; }
