@@ -137,8 +137,7 @@ static int32_t entry_id(json_t *e)
 {
     json_t *id = json_object_get(e, "id"), *tok = json_object_get(e, "token");
     if (json_is_integer(id))
-        return json_integer_value(id) >= 0 && json_integer_value(id) < INT32_MAX ? (int32_t)json_integer_value(id)
-                                                                                   : -1;
+        return json_integer_value(id) >= 0 && json_integer_value(id) < INT32_MAX ? (int32_t)json_integer_value(id) : -1;
     return json_is_string(tok) ? id_of_key(json_string_value(tok)) : -1;
 }
 
@@ -442,8 +441,9 @@ gf_status hb_complete(const hb_conf *c, const char *model, const hb_ask *a, int 
                       "stream", a->stream);
         free(text);
         if (!o)
-            return gf_error_set(GF_E_BACKEND, "http: api=chat: the text of the prompt's %d tokens is not valid UTF-8 "
-                                              "(a message is text: a token that splits a character cannot be sent)",
+            return gf_error_set(GF_E_BACKEND,
+                                "http: api=chat: the text of the prompt's %d tokens is not valid UTF-8 "
+                                "(a message is text: a token that splits a character cannot be sent)",
                                 a->n);
     } else {
         o = json_pack("{s:o, s:i, s:f, s:i, s:b, s:b}", "prompt", ids_json(a->prompt, a->n), "max_tokens",

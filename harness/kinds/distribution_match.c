@@ -44,7 +44,7 @@ typedef struct dm_spec {
     long long steps;        /* greedy ref tokens after each prompt */
     gf_stat_thr_entry *thr; /* the case's (over the defaults, field by field) */
     size_t n_thr;
-    gf_gate gate; /* for the near-tie count beside the figures */
+    gf_gate gate;   /* for the near-tie count beside the figures */
     long long topk; /* 0: the full distributions; N: the top-N bound (served engines) */
 } dm_spec;
 
@@ -106,10 +106,10 @@ static int dm_judges_weights(const gf_case *c, const char *weights)
 /* ---- figures ---- */
 
 typedef struct dm_acc {
-    double *kl, *dp; /* (n) per position */
-    int32_t topk;    /* 0: full rows; else the top-k bound (topk_step) */
-    int served;      /* the backend's rows are a served engine's (listed ids above one fill) */
-    int32_t *order;  /* (V) scratch: ids by the backend's log-probability */
+    double *kl, *dp;       /* (n) per position */
+    int32_t topk;          /* 0: full rows; else the top-k bound (topk_step) */
+    int served;            /* the backend's rows are a served engine's (listed ids above one fill) */
+    int32_t *order;        /* (V) scratch: ids by the backend's log-probability */
     double kl_full_max;    /* the full KL's largest, where the backend has full rows (topk only) */
     double bound_over_max; /* the largest KL_S - KL seen (> 0: the bound broken) */
     size_t n, cap;
@@ -136,7 +136,9 @@ static const double *g_sort_key; /* qsort's key: the backend's log-softmax (one 
 static int by_key_desc(const void *x, const void *y)
 {
     double a = g_sort_key[*(const int32_t *)x], b = g_sort_key[*(const int32_t *)y];
-    return a > b ? -1 : a < b ? 1 : (*(const int32_t *)x > *(const int32_t *)y) - (*(const int32_t *)x < *(const int32_t *)y);
+    return a > b   ? -1
+           : a < b ? 1
+                   : (*(const int32_t *)x > *(const int32_t *)y) - (*(const int32_t *)x < *(const int32_t *)y);
 }
 
 /* The top-k bound at one position (the file comment), a->lr and a->lb the
@@ -509,8 +511,9 @@ static void run_dm(const gf_case *c, gf_krun *k)
                          json_pack("{s:I, s:s, s:s}", "topk", (json_int_t)s->topk, "set",
                                    served ? "the ids the server listed at each position"
                                           : "the backend's top-k ids at each position",
-                                   "figures", "lower bounds (KL over the top-k plus one merged rest, |delta p| "
-                                              "outside the set bounded below by p - q_rest): docs/http.md"));
+                                   "figures",
+                                   "lower bounds (KL over the top-k plus one merged rest, |delta p| "
+                                   "outside the set bounded below by p - q_rest): docs/http.md"));
     gf_stat_thr thr;
     int from_case = 0;
     if (!gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case)) {
@@ -563,8 +566,8 @@ static void run_dm(const gf_case *c, gf_krun *k)
     /* the bound's claim, where the full rows are there to check it on */
     if (s->topk && !served && a.n)
         gf_k_check(k, !(a.bound_over_max > 0), "top-k KL is a lower bound",
-                   "the top-%lld KL is at most the full KL at all %zu positions (largest full KL %.3g)%s", s->topk,
-                   a.n, a.kl_full_max, a.bound_over_max > 0 ? ": BROKEN" : "");
+                   "the top-%lld KL is at most the full KL at all %zu positions (largest full KL %.3g)%s", s->topk, a.n,
+                   a.kl_full_max, a.bound_over_max > 0 ? ": BROKEN" : "");
     /* the usual max |delta|, margins and near ties, beside (not judged: no atol) */
     k->summary = a.cmp;
     k->has_summary = 1;

@@ -255,11 +255,12 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
         for (size_t m = 0; backends[b].available && !strcmp(backends[b].weights, GF_WEIGHTS_SERVED) && m < n_models;
              m++)
             json_array_append_new(
-                out, json_pack("{s:s, s:b, s:o, s:o, s:o}", "error",
-                               "not probed: a served backend's rows are its top-k log-probabilities, not logits "
-                               "(the cases compare them at their ids: docs/http.md)",
-                               "skipped", 1, "model", gf_json_text(models[m]), "backend",
-                               gf_json_text(backends[b].name), "backend_requested", gf_json_text(backends[b].requested)));
+                out,
+                json_pack("{s:s, s:b, s:o, s:o, s:o}", "error",
+                          "not probed: a served backend's rows are its top-k log-probabilities, not logits "
+                          "(the cases compare them at their ids: docs/http.md)",
+                          "skipped", 1, "model", gf_json_text(models[m]), "backend", gf_json_text(backends[b].name),
+                          "backend_requested", gf_json_text(backends[b].requested)));
     for (size_t b = 0; b < n_backends; b++)
         if (backends[b].available && strcmp(backends[b].name, "ref") && strcmp(backends[b].weights, GF_WEIGHTS_SERVED))
             n += n_models;
