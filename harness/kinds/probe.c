@@ -232,8 +232,10 @@ static int declared(const char *list, const gf_case *c, const char *name, char *
             e++;
         char item[64];
         snprintf(item, sizeof item, "%.*s", (int)(e - p < 63 ? e - p : 63), p);
-        if (item[0] == '-') {
-            if (!strcmp(item + 1, name) || gf_case_has_tag(c, item + 1)) {
+        const gf_probe_spec *ps = c->spec;
+        const char *arch = ps ? k_archs[ps->arch == GF_ARCH_GPT2 ? 0 : 1] : "";
+        if (item[0] == '-') { /* a probe, a case tag, or an architecture (-llama: a GPT-2-only engine) */
+            if (!strcmp(item + 1, name) || gf_case_has_tag(c, item + 1) || !strcmp(item + 1, arch)) {
                 snprintf(why, cap, "%s", item);
                 return 0;
             }

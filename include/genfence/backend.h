@@ -137,7 +137,8 @@ typedef struct gf_backend_info {
      * probes (cases/probes/, docs/cases.md "probe") this backend runs on its
      * own kernels, comma-separated ("embedding,attention,rope,norm,mlp,head")
      * or "all", and "-TAG" to leave out the probe cases tagged TAG
-     * ("all,-gelu_erf"). A declared probe must run as declared: refusing its model or
+     * ("all,-gelu_erf") or whose micro-model is of architecture TAG
+     * ("all,-llama": an engine of GPT-2 only). A declared probe must run as declared: refusing its model or
      * its calls (GF_E_UNSUPPORTED: handing the shape to no path or another)
      * is a finding; an undeclared probe is skipped. */
     const char *probes;

@@ -101,6 +101,30 @@ rc=0
   --report-dir "$tmp/rep_honest_path" >"$tmp/honest_path.out" 2>&1 || rc=$?
 [[ $rc == 0 ]] || { cat "$tmp/honest_path.out"; fail "ref-path-honest: exit $rc, expected 0 (its fallback path is declared)"; }
 echo "ok   ref-path-honest: the same paths, declared: every probe passes"
+# over the protocol: echo_ref declares its probes in the info reply (hello
+# feature 4, docs/protocol.md): GPT-2's pass, the Llama micro-models skip
+# naming its declaration
+ECHO="$GF_BUILD/tools/echo_ref"
+if [[ -x "$ECHO" ]]; then
+  rc=0
+  "$GENFENCE" run "$GF_SRC/cases/probes" --backend "exec:$ECHO" --no-triangulate --report-dir "$tmp/rep_echo" \
+    >"$tmp/echo.out" 2>&1 || rc=$?
+  [[ $rc == 0 ]] || { cat "$tmp/echo.out"; fail "exec:echo_ref: exit $rc on cases/probes, expected 0"; }
+  "$PY" - "$tmp/rep_echo/run.json" <<'PY' || fail "exec:echo_ref: its declaration"
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+for r in res:
+    if r["verdict"] == "skip":
+        assert "for this case: it leaves out -llama (info.probes: all,-llama)" in r["reason"], r["reason"]
+    else:
+        assert r["verdict"] == "pass" and r["metrics"]["shape"].startswith("gpt2 "), (r["id"], r["verdict"])
+n = sum(r["verdict"] == "pass" for r in res)
+assert n >= 10, n
+print(f"ok   exec:echo_ref: {n} GPT-2 probes pass over the protocol, {len(res) - n} Llama ones skip (info.probes: all,-llama)")
+PY
+else
+  fail "$ECHO not built"
+fi
 for name in onednn; do
   [[ -f "$tmp/rep_$name/run.json" ]] || continue
   "$PY" - "$tmp/rep_$name/run.json" <<'PY' || fail "$name: model_paths"
