@@ -14,8 +14,9 @@
  *
  * It reads model.safetensors (F32 tensors) from the directory model_load
  * names and takes the hyperparameters from the model_load request (genfence's
- * reading of config.json). GPT-2 only (tied or untied LM head); no sampler. Hello features 2 | 4: forward_trace, and
- * the mechanism probes it runs in its info reply ("all,-llama": GPT-2's). */
+ * reading of config.json). GPT-2 only (a tied or untied LM head); no
+ * sampler. Hello features 2 | 4: forward_trace, and the mechanism probes it
+ * runs at the end of its info reply ("all,-llama": GPT-2's). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -51,12 +52,7 @@ static void write_all(const void *src, size_t n)
     }
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-} /* LE host */
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; } /* LE host */
 
 static void reply(uint32_t status, const void *body, uint32_t n)
 {
@@ -73,14 +69,14 @@ enum { E_INVALID_ARG = 1, E_NOMEM = 2, E_IO = 3, E_FORMAT = 4, E_UNSUPPORTED = 5
 
 typedef struct layer {
     const float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *mproj_w, *mproj_b; /* matrices [out, in] after load */
+    const float *ln2_w, *ln2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;   /* matrices [out, in] after load */
 } layer;
 
 static struct {
     int loaded;
     int32_t act, V, P, D, L, H, dh, F;
     float eps;
-    uint8_t *file; /* model.safetensors, whole */
+    uint8_t *file;                      /* model.safetensors, whole */
     const float *wte, *wpe, *lnf_w, *lnf_b;
     const float *head; /* (V, D): wte when tied, else lm_head.weight */
     layer *ly;
@@ -88,10 +84,10 @@ static struct {
 
 typedef struct cache {
     int32_t B, S, len;
-    float *k, *v; /* (L, B, H, S, dh) */
+    float *k, *v;                       /* (L, B, H, S, dh) */
 } cache;
 
-static cache *caches[256]; /* id = index + 1 */
+static cache *caches[256];              /* id = index + 1 */
 
 /* Find tensor `name` (or "transformer." name) in the safetensors header; F32 of n floats. */
 static const float *tensor(const char *name, size_t n, char *err, size_t errlen)
@@ -149,7 +145,7 @@ static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errle
     }
     char path[4096];
     snprintf(path, sizeof path, "%.*s/model.safetensors", (int)n, (const char *)body + 8);
-    const uint8_t *c = body + 8 + n; /* the 80-byte config block */
+    const uint8_t *c = body + 8 + n;    /* the 80-byte config block */
     int32_t cfg[20];
     memcpy(cfg, c, sizeof cfg);
     if (cfg[0] != 1) {
@@ -191,9 +187,9 @@ static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errle
         ok = T(ln1_w, "ln_1.weight", D) && T(ln1_b, "ln_1.bias", D) &&
              T(qkv_w, "attn.c_attn.weight", (size_t)D * 3 * D) && T(qkv_b, "attn.c_attn.bias", (size_t)3 * D) &&
              T(proj_w, "attn.c_proj.weight", (size_t)D * D) && T(proj_b, "attn.c_proj.bias", D) &&
-             T(ln2_w, "ln_2.weight", D) && T(ln2_b, "ln_2.bias", D) && T(fc_w, "mlp.c_fc.weight", (size_t)D * F) &&
-             T(fc_b, "mlp.c_fc.bias", F) && T(mproj_w, "mlp.c_proj.weight", (size_t)F * D) &&
-             T(mproj_b, "mlp.c_proj.bias", D);
+             T(ln2_w, "ln_2.weight", D) && T(ln2_b, "ln_2.bias", D) &&
+             T(fc_w, "mlp.c_fc.weight", (size_t)D * F) && T(fc_b, "mlp.c_fc.bias", F) &&
+             T(mproj_w, "mlp.c_proj.weight", (size_t)F * D) && T(mproj_b, "mlp.c_proj.bias", D);
 #undef T
     }
     if (!ok)
@@ -237,9 +233,9 @@ static float gelu(float xf)
  * sees keys j <= len + t that the mask allows, and always its own. */
 /* tr (forward_trace, op 12): NULL, or (4 L + 2, B, T, D) floats that get the
  * hidden state at every trace point (docs/backends.md, "The trace slot") */
-#define TRACE_AT(pt, i) (tr + ((size_t)(pt)*B * T + (size_t)(i)) * D)
-static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const int32_t *pos, const uint8_t *mask,
-                    int last, float *out, float *tr)
+#define TRACE_AT(pt, i) (tr + ((size_t)(pt) * B * T + (size_t)(i)) * D)
+static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const int32_t *pos,
+                    const uint8_t *mask, int last, float *out, float *tr)
 {
     const int32_t D = M.D, H = M.H, dh = M.dh, F = M.F, S = c->S, start = c->len, Tk = start + T;
     float *x = malloc(sizeof(float) * D), *h = malloc(sizeof(float) * 3 * D), *t = malloc(sizeof(float) * F);
@@ -316,7 +312,7 @@ static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const in
     }
     c->len = Tk;
     for (int32_t i = 0, row = 0; i < B * T; i++) { /* logits = LN_f(x) head^T (head: wte when tied) */
-        if (tr)                                    /* the final norm at every position */
+        if (tr) /* the final norm at every position */
             layernorm(TRACE_AT(4 * M.L + 1, i), X + (size_t)i * D, M.lnf_w, M.lnf_b);
         if (last && i % T != T - 1)
             continue;
@@ -329,13 +325,7 @@ static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const in
         }
         row++;
     }
-    free(x);
-    free(h);
-    free(t);
-    free(X);
-    free(A);
-    free(Q);
-    free(p);
+    free(x); free(h); free(t); free(X); free(A); free(Q); free(p);
 }
 
 static cache *new_cache(int32_t B, int32_t S)
@@ -343,8 +333,7 @@ static cache *new_cache(int32_t B, int32_t S)
     cache *c = calloc(1, sizeof *c);
     size_t n = (size_t)M.L * B * M.H * S * M.dh;
     if (!c || !(c->k = calloc(n, sizeof(float))) || !(c->v = calloc(n, sizeof(float)))) {
-        if (c)
-            free(c->k);
+        if (c) free(c->k);
         free(c);
         return NULL;
     }
@@ -354,11 +343,7 @@ static cache *new_cache(int32_t B, int32_t S)
 
 static void free_cache(cache *c)
 {
-    if (c) {
-        free(c->k);
-        free(c->v);
-        free(c);
-    }
+    if (c) { free(c->k); free(c->v); free(c); }
 }
 
 static cache *find(const uint8_t *body)
@@ -406,10 +391,7 @@ int main(void)
             int st = M.loaded ? (snprintf(err, sizeof err, "a model is already loaded"), E_INVALID_ARG)
                               : model_load(body, len, err, sizeof err);
             int32_t out[2] = {M.V, M.P};
-            if (st)
-                reply_err((uint32_t)st, err);
-            else
-                reply(0, out, 8);
+            if (st) reply_err((uint32_t)st, err); else reply(0, out, 8);
             break;
         }
         case 5: { /* cache_create (batch, max_len) -> id */
@@ -417,41 +399,18 @@ int main(void)
             uint32_t id = 0;
             while (id < 256 && caches[id])
                 id++;
-            if (B < 1 || S < 1 || S > M.P) {
-                reply_err(E_INVALID_ARG, "bad cache shape");
-                break;
-            }
-            if (id == 256 || !(caches[id] = new_cache(B, S))) {
-                reply_err(E_NOMEM, "no cache slot");
-                break;
-            }
+            if (B < 1 || S < 1 || S > M.P) { reply_err(E_INVALID_ARG, "bad cache shape"); break; }
+            if (id == 256 || !(caches[id] = new_cache(B, S))) { reply_err(E_NOMEM, "no cache slot"); break; }
             id++;
             reply(0, &id, 4);
             break;
         }
-        case 6:
-        case 7:
-        case 8:
-        case 9: /* cache reset, free, length, bytes */
-            if (!(c = find(body))) {
-                reply_err(E_INVALID_ARG, "no such cache");
-                break;
-            }
-            if (op == 6) {
-                c->len = 0;
-                reply(0, NULL, 0);
-            }
-            if (op == 7) {
-                free_cache(c);
-                caches[get32(body) - 1] = NULL;
-                reply(0, NULL, 0);
-            }
-            if (op == 8)
-                reply(0, &c->len, 4);
-            if (op == 9) {
-                uint64_t n = 2ull * M.L * c->B * M.H * c->S * M.dh * 4;
-                reply(0, &n, 8);
-            }
+        case 6: case 7: case 8: case 9: /* cache reset, free, length, bytes */
+            if (!(c = find(body))) { reply_err(E_INVALID_ARG, "no such cache"); break; }
+            if (op == 6) { c->len = 0; reply(0, NULL, 0); }
+            if (op == 7) { free_cache(c); caches[get32(body) - 1] = NULL; reply(0, NULL, 0); }
+            if (op == 8) reply(0, &c->len, 4);
+            if (op == 9) { uint64_t n = 2ull * M.L * c->B * M.H * c->S * M.dh * 4; reply(0, &n, 8); }
             break;
         case 10:
         case 12: { /* forward; forward_trace: the trace after the logits */
@@ -459,26 +418,11 @@ int main(void)
             memcpy(f, body, 24);
             int32_t B = f[1], T = f[2], Tk = f[3], last = f[4], has_mask = f[5];
             cache tmp = {0}, *use = f[0] ? find(body) : NULL;
-            if (f[0] && !use) {
-                reply_err(E_INVALID_ARG, "no such cache");
-                break;
-            }
-            if (use && use->B != B) {
-                reply_err(E_INVALID_ARG, "batch differs from the cache's");
-                break;
-            }
-            if (use && use->len + T > use->S) {
-                reply_err(E_CONTEXT_LIMIT, "the cache is full");
-                break;
-            }
-            if (!use && T > M.P) {
-                reply_err(E_CONTEXT_LIMIT, "more positions than n_positions");
-                break;
-            }
-            if (Tk != (use ? use->len : 0) + T) {
-                reply_err(E_INVALID_ARG, "key mask length");
-                break;
-            }
+            if (f[0] && !use) { reply_err(E_INVALID_ARG, "no such cache"); break; }
+            if (use && use->B != B) { reply_err(E_INVALID_ARG, "batch differs from the cache's"); break; }
+            if (use && use->len + T > use->S) { reply_err(E_CONTEXT_LIMIT, "the cache is full"); break; }
+            if (!use && T > M.P) { reply_err(E_CONTEXT_LIMIT, "more positions than n_positions"); break; }
+            if (Tk != (use ? use->len : 0) + T) { reply_err(E_INVALID_ARG, "key mask length"); break; }
             const int32_t *tok = (const int32_t *)(body + 24), *pos = tok + (size_t)B * T;
             for (int32_t i = 0; i < B * T; i++)
                 if (tok[i] < 0 || tok[i] >= M.V || pos[i] < 0 || pos[i] >= M.P) {
@@ -487,10 +431,7 @@ int main(void)
                 }
             if (!use) {
                 cache *t = new_cache(B, T);
-                if (!t) {
-                    reply_err(E_NOMEM, "out of memory");
-                    break;
-                }
+                if (!t) { reply_err(E_NOMEM, "out of memory"); break; }
                 tmp = *t;
                 free(t);
             }
@@ -498,8 +439,8 @@ int main(void)
             size_t nl = 12 + (size_t)rows * M.V * 4, nt = op == 12 ? 8 + (size_t)P + (size_t)P * B * T * M.D * 4 : 0;
             uint8_t *out = malloc(nl + nt + 4); /* logits, then i32 P, i32 D, u8 given[P], f32 (P, B, T, D) */
             float *tr = op == 12 ? malloc(sizeof(float) * (size_t)P * B * T * M.D) : NULL;
-            forward(use ? use : &tmp, B, T, tok, pos, has_mask ? (const uint8_t *)(pos + (size_t)B * T) : NULL, last,
-                    (float *)(out + 12), tr);
+            forward(use ? use : &tmp, B, T, tok, pos, has_mask ? (const uint8_t *)(pos + (size_t)B * T) : NULL,
+                    last, (float *)(out + 12), tr);
             int32_t head[3] = {rows, M.V, use ? use->len : -1};
             memcpy(out, head, 12);
             if (op == 12) {
