@@ -122,7 +122,7 @@ Test(kinds, keys_are_what_the_parse_asks)
         buf, "profile, chain, min_p, typical_p, min_tokens_to_keep, xtc_probability, xtc_threshold, xtc_min_keep, "
              "top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu");
     gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_ALL, buf, sizeof buf);
-    cr_assert_str_eq(buf, "goldens, prompts, steps, gate, thresholds");
+    cr_assert_str_eq(buf, "goldens, prompts, steps, gate, topk, thresholds");
     cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_CONDITIONAL, buf, sizeof buf), 0);
     /* eos_id: read by the sampler reader only beside a profile key, by eos itself always */
     gf_kind_keys(&gf_kind_sampling_distribution, GF_KEYS_PLAIN, buf, sizeof buf);
