@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "call_log.h"
+#include "desc_copy.h"
 #include "engine_trace.h"
 #include "guard.h"
 
@@ -20,7 +21,8 @@ struct gf_engine {
      * between calls: logits_out (B, T|1, V), tokens and position_ids (B, T),
      * key_mask (B, Tk) */
     gf_guard g_logits, g_tokens, g_pos, g_mask;
-    gf_call_log *log; /* (optional) gf_engine_log_to */
+    gf_call_log *log;       /* (optional) gf_engine_log_to */
+    gf_desc_copy desc_copy; /* what model_load was given, poisoned after it (NULL map: desc itself) */
 };
 
 /* ---- call trace (engine.h) ---- */
@@ -39,6 +41,42 @@ void gf_engine_trace_to(gf_call_trace *t)
 }
 
 void gf_engine_trace_step(long long step) { g_trace_step = step; }
+
+/* ---- the poisoned descriptions (desc_copy.h) ---- */
+static int g_desc_poison = 1;
+
+int gf_engine_desc_poison(int on)
+{
+    int was = g_desc_poison;
+    g_desc_poison = on != 0;
+    return was;
+}
+
+/* Name e's poisoned copy in the call trace (add) or drop it (!add). */
+static void trace_poisoned(const gf_engine *e, int add)
+{
+    gf_call_trace *t = g_trace;
+    if (!t || !e->desc_copy.map)
+        return;
+    const uintptr_t lo = (uintptr_t)e->desc_copy.map, hi = lo + e->desc_copy.len;
+    const int32_t cap = (int32_t)(sizeof t->poisoned / sizeof t->poisoned[0]);
+    if (add) {
+        if (t->n_poisoned >= cap)
+            return;
+        int32_t i = t->n_poisoned;
+        t->poisoned[i].lo = lo;
+        t->poisoned[i].hi = hi;
+        snprintf(t->poisoned[i].backend, sizeof t->poisoned[i].backend, "%s", e->ops->name);
+        t->n_poisoned = i + 1;
+        return;
+    }
+    for (int32_t i = 0; i < t->n_poisoned && i < cap; i++)
+        if (t->poisoned[i].lo == lo) {
+            memmove(&t->poisoned[i], &t->poisoned[i + 1], (size_t)(t->n_poisoned - i - 1) * sizeof t->poisoned[0]);
+            t->n_poisoned--;
+            break;
+        }
+}
 
 /* Count the call of slot (a string literal) and, when tracing, write it down
  * before the backend runs. */
@@ -296,35 +334,49 @@ gf_status gf_engine_create(const gf_backend_ops *ops, const gf_model_desc *desc,
     gf_backend_options o = {.struct_size = sizeof o, .threads = 1};
     if (opts)
         o = *opts;
-    /* the desc and its weights are the caller's: summed before, checked after (guard.h) */
+    /* what model_load reads: a copy poisoned once it returns (desc_copy.h), or desc itself */
+    const gf_model_desc *given = desc;
+    if (g_desc_poison) {
+        if ((st = gf_desc_copy_make(&e->desc_copy, desc)) != GF_OK) {
+            free(e);
+            return st;
+        }
+        given = e->desc_copy.desc;
+    }
+    /* the desc and its weights are read-only to the backend: summed before, checked after (guard.h) */
     gf_desc_guard dg;
-    st = gf_desc_guard_take(&dg, desc);
+    st = gf_desc_guard_take(&dg, given);
     if (st != GF_OK) {
+        gf_desc_copy_release(&e->desc_copy);
         free(e);
         return st;
     }
     gf_error_clear();
     gf_trace_enter("model_load", 0, 0, -1);
-    st = ops->model_load(desc, &o, &e->model);
+    st = ops->model_load(given, &o, &e->model);
     gf_trace_leave();
     char who[200];
     snprintf(who, sizeof who, "backend '%s': model_load", ops->name);
-    gf_status gs = gf_desc_guard_verdict(&dg, desc, who);
+    gf_status gs = gf_desc_guard_verdict(&dg, given, who);
     gf_desc_guard_release(&dg);
+    gf_desc_copy_poison(&e->desc_copy); /* from here on a read through a kept pointer faults */
     if (gs != GF_OK) {
         if (st == GF_OK) {
             gf_trace_enter("model_free", 0, 0, -1);
             ops->model_free(e->model);
             gf_trace_leave();
         }
+        gf_desc_copy_release(&e->desc_copy);
         free(e);
         return gs;
     }
     if (st != GF_OK) {
         backend_error(e, st);
+        gf_desc_copy_release(&e->desc_copy);
         free(e);
         return st;
     }
+    trace_poisoned(e, 1);
     *engine_out = e;
     return GF_OK;
 }
@@ -336,6 +388,8 @@ void gf_engine_destroy(gf_engine *e)
     gf_trace_enter("model_free", 0, 0, -1);
     e->ops->model_free(e->model);
     gf_trace_leave();
+    trace_poisoned(e, 0);
+    gf_desc_copy_release(&e->desc_copy);
     gf_guard_release(&e->g_logits);
     gf_guard_release(&e->g_tokens);
     gf_guard_release(&e->g_pos);

@@ -286,9 +286,7 @@ static void block_sums(const float *p, size_t n, uint64_t out[2])
     out[1] = 4 * (w0 + w1 + w2 + w3) - (s1 + 2 * s2 + 3 * s3);
 }
 
-/* Every tensor of d (NULL pointers skipped, a tied lm_head skipped) into
- * t[] (cap: room) with its element count; returns how many there are. */
-static size_t desc_tensors(const gf_model_desc *d, gf_desc_tensor *t, size_t cap, char *names, size_t names_cap)
+size_t gf_desc_tensors(const gf_model_desc *d, gf_desc_tensor *t, size_t cap, char *names, size_t names_cap)
 {
     const gf_model_config *c = &d->config;
     const gf_model_weights *w = &d->weights;
@@ -366,7 +364,7 @@ gf_status gf_desc_guard_take(gf_desc_guard *g, const gf_model_desc *d)
     memset(g, 0, sizeof *g);
     memcpy(&g->desc, d, sizeof *d); /* padding too: the check compares the bytes */
     size_t L = d->weights.layers && d->config.n_layer > 0 ? (size_t)d->config.n_layer : 0;
-    size_t n_t = desc_tensors(d, NULL, 0, NULL, 0), names_cap = n_t * 40 + 1;
+    size_t n_t = gf_desc_tensors(d, NULL, 0, NULL, 0), names_cap = n_t * 40 + 1;
     g->layers = malloc((L ? L : 1) * sizeof *g->layers);
     g->t = calloc(n_t ? n_t : 1, sizeof *g->t);
     g->names = malloc(names_cap);
@@ -374,7 +372,7 @@ gf_status gf_desc_guard_take(gf_desc_guard *g, const gf_model_desc *d)
         goto nomem;
     if (L)
         memcpy(g->layers, d->weights.layers, L * sizeof *g->layers);
-    g->n_t = desc_tensors(d, g->t, n_t, g->names, names_cap);
+    g->n_t = gf_desc_tensors(d, g->t, n_t, g->names, names_cap);
     for (size_t i = 0; i < g->n_t; i++) {
         g->t[i].block0 = g->n_blocks;
         g->n_blocks += (g->t[i].n + GF_DESC_BLOCK - 1) / GF_DESC_BLOCK;

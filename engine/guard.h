@@ -113,6 +113,11 @@ typedef struct gf_desc_guard {
     char *names; /* the field names */
 } gf_desc_guard;
 
+/* Every tensor of d (NULL pointers skipped, a tied lm_head skipped) into
+ * t[] (cap: room; t and names may be NULL with cap 0, to count) with its
+ * element count and field name; returns how many there are. */
+size_t gf_desc_tensors(const gf_model_desc *d, gf_desc_tensor *t, size_t cap, char *names, size_t names_cap);
+
 /* Before model_load: take the desc's state. GF_E_NOMEM on failure (g cleared). */
 gf_status gf_desc_guard_take(gf_desc_guard *g, const gf_model_desc *d);
 

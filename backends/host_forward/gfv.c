@@ -1,5 +1,6 @@
 /* Shared host-side forward pass of the vendor backends (see gfv.h). */
 #include "gfv.h"
+#include "gfv_act.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -376,16 +377,12 @@ static void rope_apply(float *x, const float *cs, int32_t half)
     }
 }
 
-static float silu_f32(float v) { return v / (1.0f + expf(-v)); }
-
 static void activation_f32(gf_activation act, float *x, size_t n)
 {
     switch (act) {
     case GF_ACT_GELU_TANH:
-        for (size_t i = 0; i < n; i++) {
-            float v = x[i];
-            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        }
+        for (size_t i = 0; i < n; i++) /* vectorised: gfv_act.h, its error bound */
+            x[i] = gfv_gelu_tanh(x[i]);
         break;
     case GF_ACT_GELU_ERF:
         for (size_t i = 0; i < n; i++)
@@ -397,7 +394,7 @@ static void activation_f32(gf_activation act, float *x, size_t n)
         break;
     case GF_ACT_SILU:
         for (size_t i = 0; i < n; i++)
-            x[i] = silu_f32(x[i]);
+            x[i] = gfv_silu(x[i]);
         break;
     default: break;
     }
@@ -481,11 +478,13 @@ static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const g
                     if (p[j] > mx)
                         mx = p[j];
                 }
+                /* exponentials vectorised (gfv_act.h; a masked -inf gives 0),
+                 * then summed in key order as before */
+                for (int32_t j = 0; j <= qpos; j++)
+                    p[j] = gfv_expf(p[j] - mx);
                 float sum = 0.0f;
-                for (int32_t j = 0; j <= qpos; j++) {
-                    p[j] = p[j] == -INFINITY ? 0.0f : expf(p[j] - mx);
+                for (int32_t j = 0; j <= qpos; j++)
                     sum += p[j];
-                }
                 float *o = m->att + ((size_t)b * T + t) * Q + (size_t)hh * dh;
                 memset(o, 0, dh * sizeof(float));
                 for (int32_t j = 0; j <= qpos; j++) {

@@ -40,6 +40,8 @@
 
 #ifdef GF_PLUGIN_BAD_SAMPLE
 #define EX_NAME "example-bad-sample"
+#elif defined(GF_PLUGIN_NAME) /* a test build with one of plugin_sampler.h's GF_PLUGIN_BUG_* */
+#define EX_NAME GF_PLUGIN_NAME
 #else
 #define EX_NAME "example"
 #endif

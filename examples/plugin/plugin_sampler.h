@@ -8,7 +8,15 @@
  * (penalties, temperature, top_k, top_p, min_p, typical_p, llamacpp's XTC,
  * top-n-sigma and DRY in the profile's order; llamacpp's order may come from ext->chain), then the race
  * argmax z_i - log(-log u_i). Built with GF_PLUGIN_BAD_SAMPLE the race
- * returns its runner-up (plugin.c's deliberately wrong variant). */
+ * returns its runner-up (plugin.c's deliberately wrong variant). The
+ * GF_PLUGIN_BUG_* switches are the sample_ex mistakes the default suite's
+ * cases/sampler_profiles.yaml must catch (test faults 174-178,
+ * tests/backends/CMakeLists.txt; off in the plugin as it ships):
+ *   MIN_P_ONE           min_p relative to 1, not to the top probability
+ *   TYPICAL_NO_LSE      typical_p's entropy without the log-sum-exp
+ *   EOS_BAN_LATE        the min_new_tokens EOS ban lifted one step late
+ *   PENALTY_WINDOW_SHORT llamacpp's penalty window one id short
+ *   VLLM_SEED_ORDER     vllm's stages in the seed's order (min_p last) */
 #ifndef GENFENCE_EXAMPLE_PLUGIN_SAMPLER_H
 #define GENFENCE_EXAMPLE_PLUGIN_SAMPLER_H
 
@@ -81,6 +89,10 @@ static void px_penalties(px_row *r)
     int32_t from = 0;
     if (pf == GF_PROFILE_LLAMACPP && e->penalty_last_n > 0 && e->penalty_last_n < e->n_history)
         from = e->n_history - e->penalty_last_n;
+#ifdef GF_PLUGIN_BUG_PENALTY_WINDOW_SHORT
+    if (from > 0)
+        from++; /* the bug: the window's oldest id left out */
+#endif
     for (int32_t i = from; i < e->n_history; i++) {
         all[e->history[i]]++;
         gen[e->history[i]] += i >= e->n_prompt;
@@ -169,8 +181,13 @@ static void px_min_p(px_row *r)
     if (e->profile == GF_PROFILE_LLAMACPP && keep_min < 1)
         keep_min = 1; /* llama.cpp's min-p always keeps its top (p > 1: only the top max(1, min_keep)) */
     for (int32_t j = 0; j < r->n; j++) {
+#ifdef GF_PLUGIN_BUG_MIN_P_ONE
+        const double top = 1.0; /* the bug: min_p times 1, not times the top probability */
+#else
+        const double top = r->pr[0];
+#endif
         int drop =
-            e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p) : r->pr[j] < e->min_p * r->pr[0];
+            e->profile == GF_PROFILE_LLAMACPP ? r->s[j].z < r->s[0].z + log(e->min_p) : r->pr[j] < e->min_p * top;
         if (drop && j >= keep_min)
             r->z[r->s[j].i] = -INFINITY;
     }
@@ -332,8 +349,13 @@ static void px_typical(px_row *r)
     const double lse = r->s[0].z + log(total);
     double ent = 0.0;
     for (int32_t j = 0; j < r->n; j++)
+#ifdef GF_PLUGIN_BUG_TYPICAL_NO_LSE
+        if (r->pr[j] > 0)
+            ent -= r->pr[j] * r->s[j].z; /* the bug: z taken for log p (right only on log-probabilities) */
+#else
         if (r->pr[j] > 0)
             ent -= r->pr[j] * (r->s[j].z - lse);
+#endif
     for (int32_t j = 0; j < r->n; j++)
         r->t[j] = (px_zi){fabs(lse - r->s[j].z - ent), j};
     qsort(r->t, (size_t)r->n, sizeof *r->t, px_asc);
@@ -450,7 +472,11 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         r->z[i] = logits[i];
     for (int32_t b = 0; b < e->n_bias; b++)
         r->z[e->bias[b].token] += e->bias[b].bias;
+#ifdef GF_PLUGIN_BUG_EOS_BAN_LATE
+    if (e->min_new_tokens > 0 && e->n_history - e->n_prompt <= e->min_new_tokens) { /* the bug: <= */
+#else
     if (e->min_new_tokens > 0 && e->n_history - e->n_prompt < e->min_new_tokens) {
+#endif
         if (e->eos_id >= 0 && e->eos_id < V)
             r->z[e->eos_id] = -INFINITY;
         for (int32_t i = 0; pf == GF_PROFILE_VLLM && i < e->n_stop_ids; i++)
@@ -475,8 +501,12 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         order = e->n_chain > 0 ? e->chain : llama_order;
         n_order = e->n_chain > 0 ? e->n_chain : (int32_t)(sizeof llama_order / sizeof llama_order[0]);
     } else if (pf == GF_PROFILE_VLLM) {
+#ifndef GF_PLUGIN_BUG_VLLM_SEED_ORDER
         order = vllm_order;
         n_order = 5;
+#else
+        (void)vllm_order; /* the bug: the seed's order, min_p after top_k and top_p */
+#endif
     }
     int greedy = 0;
     for (int32_t s = 0; s < n_order && px_any_finite(r); s++) {

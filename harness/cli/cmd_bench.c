@@ -255,6 +255,7 @@ static void bench_child(const bench_opts *o, const char *spec, bench_row *row)
     if (st == GF_OK)
         st = gf_registry_open(spec, &h);
     gf_backend_options bo = gf_registry_options(&h, o->threads);
+    gf_engine_desc_poison(0); /* the RSS figures count the backend's copy of the weights, not a guard's */
     if (st == GF_OK)
         st = gf_engine_create(h.ops, desc, &bo, &e);
     if (st == GF_OK) {

@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "                    [--timeout S] [--memory-limit SIZE] [--shard I/N] [--report-dir DIR]\n"
             "                    [--golden-dir DIR] [--no-triangulate] [--plan] [--durations N]\n"
             "                    [--rerun-failed RUN.json] [--maxfail N | -x] [--limit N] [--in-process]\n"
-            "                    [--baseline FILE]... [--baseline-allow-fixed] [--no-trace]\n"
+            "                    [--baseline FILE]... [--baseline-allow-fixed] [--no-trace] [--no-desc-poison]\n"
             "\n"
             "Runs conformance cases (docs/cases.md). PATHS are case files or directories (their\n"
             "*.yaml files, not recursing); default: every case under cases/ (not cases/detect/).\n"
@@ -105,6 +105,9 @@ static void usage(FILE *f)
             "  --baseline-allow-fixed   a fixed finding exits 0 (still reported fixed)\n"
             "  --no-trace               no localization: a failing model case on a backend with the\n"
             "                           trace slot is not replayed traced against ref (genfence trace)\n"
+            "  --no-desc-poison         hand model_load the model description itself, not a copy that is\n"
+            "                           unmapped once it returns (by default a backend that kept pointers\n"
+            "                           into it crashes on its next read, and the reason says so)\n"
             "  -q, --quiet              print only failures and the summary\n"
             "  -h, --help               this help\n"
             "\n"
@@ -275,7 +278,8 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         O_MODEL,
         O_MAKE_GOLDENS,
         O_REFERENCE,
-        O_NOTRACE
+        O_NOTRACE,
+        O_NOPOISON
     };
     static const struct option longopts[] = {{"backend", required_argument, 0, O_BACKEND},
                                              {"require-backend", required_argument, 0, O_REQUIRE},
@@ -298,6 +302,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
                                              {"rerun-failed", required_argument, 0, O_RERUN},
                                              {"in-process", no_argument, 0, O_INPROC},
                                              {"no-trace", no_argument, 0, O_NOTRACE},
+                                             {"no-desc-poison", no_argument, 0, O_NOPOISON},
                                              {"no-fork", no_argument, 0, O_INPROC},
                                              {"maxfail", required_argument, 0, O_MAXFAIL},
                                              {"exitfirst", no_argument, 0, 'x'},
@@ -386,6 +391,7 @@ static int parse_options(int argc, char **argv, run_cli *cli)
         case O_OVER: cli->oversubscribe = 1; break;
         case O_INPROC: gf_runner_in_process(1); break;
         case O_NOTRACE: cli->o.trace = -1; break;
+        case O_NOPOISON: gf_engine_desc_poison(0); break; /* process-wide: the children inherit it */
         case O_GOLDEN_DIR: {
             struct stat sb;
             if (stat(optarg, &sb) != 0 || !S_ISDIR(sb.st_mode)) {

@@ -18,7 +18,7 @@
 
 typedef struct stream_spec {
     gf_token_source src; /* text, tokens or sample: up to 1 << 20 tokens */
-    int per_token;       /* decoder: per_token (the naive, wrong way; for detection cases) */
+    int decoder;         /* DEC_*: incremental, or a wrong way for detection cases */
     int expect_split;
 } stream_spec;
 
@@ -30,7 +30,11 @@ static void stream_free(void *p)
     free(s);
 }
 
-static const char *const k_decoders[] = {"incremental", "per_token", NULL};
+/* per_token: each token decoded alone (the naive way); no_finish: the
+ * incremental stream never flushed at the end, so a stream that ends inside
+ * a character loses its U+FFFD (both wrong, for must-fail cases) */
+enum { DEC_INCREMENTAL, DEC_PER_TOKEN, DEC_NO_FINISH };
+static const char *const k_decoders[] = {"incremental", "per_token", "no_finish", NULL};
 
 static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 {
@@ -41,7 +45,7 @@ static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     int bad = gf_y_token_source(ctx, m, 1 << 20, &s->src);
     if (bad < 0)
         return -1;
-    bad |= gf_y_enum(ctx, m, "decoder", 0, k_decoders, &s->per_token) < 0;
+    bad |= gf_y_enum(ctx, m, "decoder", 0, k_decoders, &s->decoder) < 0;
     bad |= gf_y_bool(ctx, m, "expect_split", 0, &s->expect_split) < 0;
     return bad ? -1 : 0;
 }
@@ -74,7 +78,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
     gf_k_metric_json(k, "tokens", gf_json_ints(ids, n < GF_KEPT_SHOWN ? n : GF_KEPT_SHOWN));
     gf_k_metric_int(k, "tokens_shown", (long long)(n < GF_KEPT_SHOWN ? n : GF_KEPT_SHOWN));
     gf_k_metric_json(k, "tokens_sha256", json_string(ids_hex));
-    gf_k_metric_json(k, "decoder", json_string(k_decoders[s->per_token]));
+    gf_k_metric_json(k, "decoder", json_string(k_decoders[s->decoder]));
     /* the stream, and the naive per-token decode for comparison */
     gf_utf8_stream u8;
     gf_utf8_stream_init(&u8);
@@ -88,7 +92,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
         size_t one_len = 0;
         if (gf_tokenizer_decode(tok, &ids[i], 1, &one, &one_len) == GF_OK)
             gf_buf_put(&naive, one, one_len);
-        if (s->per_token) {
+        if (s->decoder == DEC_PER_TOKEN) {
             gf_buf_put(&stream, one, one_len);
             pieces += one_len > 0;
         } else {
@@ -102,7 +106,7 @@ static void run_stream(const gf_case *c, gf_krun *k)
         }
         free(one);
     }
-    if (!s->per_token) {
+    if (s->decoder == DEC_INCREMENTAL) {
         char tail[32];
         size_t w = gf_utf8_stream_finish(&u8, tail, sizeof tail);
         gf_buf_put(&stream, tail, w);

@@ -118,7 +118,7 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
     if (parts[0])
         snprintf(shapes, sizeof shapes, " (%s)", parts);
     /* a fault on a guard page of one of forward's buffers: which, how far, the logits mode */
-    char hit[300] = "";
+    char hit[400] = "";
     for (int32_t i = 0; c->in_call && c->fault_sig && i < c->n_bufs && i < 4; i++) {
         uintptr_t a = c->fault_addr, lo = c->bufs[i].map_lo, hi = c->bufs[i].map_hi, d = c->bufs[i].data;
         if (a < lo || a >= hi)
@@ -133,6 +133,14 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
                      c->logits_mode[0] ? c->logits_mode : "?");
         break;
     }
+    /* a fault inside a description model_load was given, poisoned once it returned (engine/desc_copy.h) */
+    for (int32_t i = 0; !hit[0] && c->fault_sig && i < c->n_poisoned && i < 4; i++)
+        if (c->fault_addr >= c->poisoned[i].lo && c->fault_addr < c->poisoned[i].hi)
+            snprintf(hit, sizeof hit,
+                     ": it read the model description model_load was given (byte %llu of its copy, unmapped once "
+                     "model_load returned): backend '%s' kept a pointer into gf_model_desc instead of copying what "
+                     "it needs",
+                     (unsigned long long)(c->fault_addr - c->poisoned[i].lo), c->poisoned[i].backend);
     if (c->in_call)
         snprintf(buf, cap, " in %s call #%lld%s%s", c->slot, c->call, shapes, hit);
     else if (!strcmp(c->slot, "model_free") && c->threads_after > 1)
@@ -142,7 +150,7 @@ void gf_task_trace_text(const gf_task *t, char *buf, size_t cap)
                  "outlived model_free)",
                  c->slot, c->call, shapes, (int)c->threads_after);
     else
-        snprintf(buf, cap, " (after %s call #%lld%s had returned)", c->slot, c->call, shapes);
+        snprintf(buf, cap, " (after %s call #%lld%s had returned)%s", c->slot, c->call, shapes, hit);
 }
 
 json_t *gf_task_trace_json(const gf_task *t)
@@ -196,6 +204,7 @@ typedef struct slot {
     int seen_in_call;
     int killed, reaped, status;
     int killed_over_total; /* the kill was the whole cap's, not a stall's */
+    char scratch[512];     /* the child's TMPDIR (pool_scratch.c), removed when it is reaped; "" none */
 } slot;
 
 static int write_all(int fd, const char *s, size_t n)
@@ -229,9 +238,11 @@ static void make_nonce(char *out, size_t cap)
 }
 
 static void child_main(gf_task *t, int out_fd, int err_fd, unsigned long long mem, const slot *slots, size_t n_slots,
-                       gf_call_trace *trace, pid_t parent)
+                       gf_call_trace *trace, pid_t parent, const char *scratch)
 {
     setpgid(0, 0); /* its own group: killed as a whole */
+    if (scratch[0])
+        setenv("TMPDIR", scratch, 1);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (getppid() != parent)
         _exit(GF_CHILD_EXIT_NO_RECORD);
@@ -316,6 +327,8 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
     }
     make_nonce(t->nonce, sizeof t->nonce);
     memset((void *)trace, 0, sizeof *trace);
+    char scratch[sizeof s->scratch];
+    gf_pool_scratch_make(scratch, sizeof scratch);
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
@@ -326,6 +339,7 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
         close(po[1]);
         close(pe[0]);
         close(pe[1]);
+        gf_pool_scratch_remove(scratch);
         return 0;
     }
     if (pid == 0) {
@@ -333,7 +347,7 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
         close(pe[0]);
         /* po[1] keeps O_CLOEXEC: a program the backend execs (an exec
          * client) cannot write to the result pipe; fd 2 is a plain dup */
-        child_main(t, po[1], pe[1], mem, slots, n_slots, trace, parent);
+        child_main(t, po[1], pe[1], mem, slots, n_slots, trace, parent, scratch);
     }
     setpgid(pid, pid); /* also here: no window where a kill of the group misses it */
     close(po[1]);
@@ -343,6 +357,7 @@ static int spawn(gf_task *tasks, size_t ti, slot *s, slot *slots, size_t n_slots
     s->pid = pid;
     s->out_fd = po[0];
     s->err_fd = pe[0];
+    memcpy(s->scratch, scratch, sizeof s->scratch);
     s->start = gf_now_s();
     s->total_deadline = t->timeout_s > 0 ? s->start + task_total_s(t) + KILL_GRACE_S : INFINITY;
     s->last_progress = s->start;
@@ -483,6 +498,7 @@ static void slot_finish(slot *s, gf_task *t, const gf_call_trace *trace)
         t->err = strdup(s->err);
     free(s->out);
     s->out = NULL;
+    gf_pool_scratch_remove(s->scratch); /* its group is dead: nothing writes there any more */
 }
 
 static void run_in_process(gf_task *tasks, size_t n, void (*started)(size_t, size_t, size_t, void *),

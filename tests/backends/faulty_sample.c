@@ -126,7 +126,11 @@ static gf_status sample_row(const float *logits, int32_t V, const gf_sampler_par
     for (int32_t i = 0; i < V; i++) { /* the exponential race over the engine's uniforms */
         if (!isfinite(z[i]))
             continue;
+#if GF_FAULT == 180
+        double sc = (double)((float)z[i] - logf(-logf((float)u[i]))); /* the bug: the race in float */
+#else
         double sc = z[i] - log(-log(u[i]));
+#endif
         if (beats(sc, i, bs, best)) {
             bs = sc;
             best = i;

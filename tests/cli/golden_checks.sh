@@ -37,9 +37,11 @@ for f in sorted(glob.glob("golden/golden.*.safetensors")):
     assert m["generator"] == "transformers", (f, m["generator"])
     for k in ("generator_version", "torch_version", "model_hash", "case_hash", "created", "sampler", "seed", "rows"):
         assert m.get(k), (f, k)
-    rows = int(m["rows"])
+    rows, steps = int(m["rows"]), int(m["steps"])
+    # the holmes goldens run 64 steps; the family ones (cases/golden_family.yaml) 16
+    assert steps == (64 if "holmes" in m["model"] else 16), (f, steps)
     for b in range(rows):
-        assert t[f"logits.{b}"].shape == (64, 512) and t[f"margins.{b}"].shape == (64,), f
+        assert t[f"logits.{b}"].shape == (steps, 512) and t[f"margins.{b}"].shape == (steps,), f
         assert t[f"tokens.{b}"].dtype.name == "int64", f
 PY
 start=$(date +%s%N)

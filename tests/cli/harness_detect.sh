@@ -64,6 +64,13 @@ for f in top_p_gt tie_high no_max topk_ties temp_late; do
   [[ -f "$B/libgenfence_test_sample_$f.so" ]] || fail "test backend $B/libgenfence_test_sample_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_sample_$f.so")
 done
+# issue 32's classes (cases/detect/desc.yaml, golden_family.yaml, sampler_profiles.yaml;
+# faulty_desc.c, faulty_family.c, the example plugin's sample_ex bugs, the race in float)
+for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias family_rope_unscaled example_min_p_one \
+         example_typical_no_lse example_eos_ban_late example_penalty_window example_vllm_seed_order sample_race_float; do
+  [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_$f.so")
+done
 
 # Every case but the hang under the default --timeout (a loaded machine, a
 # sanitizer build: no fail, crash or error may turn into a timeout); the hang

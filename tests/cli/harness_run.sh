@@ -55,7 +55,12 @@ assert d["backends"][0]["name"] == "ref" and d["backends"][0]["dtype"] == "fp32"
 kinds = {r["kind"] for r in d["results"]}
 listed = set(open(sys.argv[2]).read().split())
 assert kinds == listed, ("the default suite does not run every kind genfence lists", sorted(listed ^ kinds))
+declared = 0
 for r in d["results"]:
+    if r.get("expect_verdict"):  # the declared stale and tampered goldens of cases/paths.yaml
+        assert r["verdict"] == r["expect_verdict"] and r.get("as_declared") is True, (r["id"], r["verdict"], r["reason"])
+        declared += 1
+        continue
     assert r["verdict"] in ("pass", "pass-near-tie"), (r["id"], r["verdict"], r["reason"])
     if r["kind"] in ("cache_equals_recompute", "batch_consistency", "seeded_reproducibility", "golden_generation"):
         s = r["metrics"]["summary"]
@@ -69,7 +74,8 @@ for r in d["results"]:
 j = ET.parse(os.path.join(rep, "junit.xml")).getroot()
 assert len(j.findall(".//testcase")) == len(d["results"])
 assert j.get("failures") == "0" and j.get("errors") == "0"
-print("harness_run: report ok:", len(d["results"]), "results")
+assert declared == 2, ("the default suite's declared stale and error goldens", declared)
+print("harness_run: report ok:", len(d["results"]), "results,", declared, "judged as declared")
 PY
 else
   echo "harness_run: models/holmes-gpt/model.safetensors missing; skipping the model cases"

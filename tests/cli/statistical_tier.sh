@@ -141,9 +141,9 @@ echo "ok   4: schema errors are exit 2 at FILE:LINE:COL"
 if [[ -f "$GF_BUILD/backends/libgenfence_backend_llamacpp.so" ]]; then
   export GENFENCE_MODULE_DIR="$GF_BUILD/backends" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
   set +e
-  "$GENFENCE" run -q cases/statistical.yaml --filter llama --backend llamacpp:q8_0 --report-dir "$tmp/c" >"$tmp/c.out" 2>&1
+  "$GENFENCE" run -q cases/statistical.yaml --filter '^statistical\.holmes-llama$' --backend llamacpp:q8_0 --report-dir "$tmp/c" >"$tmp/c.out" 2>&1
   rc1=$?
-  "$GENFENCE" run -q cases/statistical.yaml --filter llama --backend llamacpp:f32,kv=f16 --report-dir "$tmp/d" >"$tmp/d.out" 2>&1
+  "$GENFENCE" run -q cases/statistical.yaml --filter '^statistical\.holmes-llama$' --backend llamacpp:f32,kv=f16 --report-dir "$tmp/d" >"$tmp/d.out" 2>&1
   rc2=$?
   set -e
   # 0 pass, 1 a finding (fail or crash); 2 would be genfence refusing its own input

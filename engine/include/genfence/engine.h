@@ -93,6 +93,14 @@ typedef struct gf_call_trace {
     char logits_mode[8];  /* forward: "all" or "last" */
     uintptr_t fault_addr; /* SIGSEGV / SIGBUS from the kernel: the address (the runner's handler) */
     int32_t fault_sig;    /* that signal (0: none recorded) */
+    /* the model descriptions handed to model_load and poisoned once it
+     * returned (gf_engine_desc_poison), one per live engine: [lo, hi), the
+     * backend's name; a fault inside one is a kept pointer into gf_model_desc */
+    struct {
+        uintptr_t lo, hi;
+        char backend[40];
+    } poisoned[4];
+    int32_t n_poisoned;
 } gf_call_trace;
 void gf_engine_trace_to(gf_call_trace *t);
 /* The generation step later calls belong to (-1: none); the generation loop
@@ -100,6 +108,14 @@ void gf_engine_trace_to(gf_call_trace *t);
 void gf_engine_trace_step(long long step);
 
 typedef struct gf_engine gf_engine;
+
+/* The description model_load gets (on by default; engine/desc_copy.h): a
+ * private copy of desc and every weight, unmapped (PROT_NONE) once
+ * model_load returns, so a backend that kept pointers into it instead of
+ * copying faults on its next read, and the runner says so. Off: desc itself,
+ * as the ABI allows (`genfence bench`, whose RSS figures would count the
+ * copy). Process-wide; returns the previous setting. */
+int gf_engine_desc_poison(int on);
 
 /* Probe, then load desc into the backend. The engine keeps a copy of the
  * config; desc's weights need not outlive the call. */

@@ -67,4 +67,10 @@ void gf_pool_subreaper_end(int previous);
 /* SIGKILL and reap every child of this process whose pid is not in live[]. */
 size_t gf_pool_kill_strays(const pid_t *live, size_t n_live);
 
+/* pool_scratch.c: a child's scratch folder under $TMPDIR (1; 0 and dir ""
+ * when none could be made), and its removal with everything in it (dir is
+ * cleared; "" is a no-op). */
+int gf_pool_scratch_make(char *dir, size_t cap);
+void gf_pool_scratch_remove(char *dir);
+
 #endif
