@@ -86,10 +86,18 @@ for w in "${WEIGHTS[@]}"; do
     reports+=("$R/llamacpp-$w/run.json")
 done
 
-# the served column: each model's cases of the default suite (its ids end in
-# llama or they do not) through its server
-served_filter() { # MODEL: a POSIX ERE for the ids of that model's cases
-    if [[ $1 == holmes-llama ]]; then echo 'llama$'; else echo '([^a]|[^m]a|[^a]ma|[^l]ama|[^l]lama)$'; fi
+# the served column: each model's case files of the default suite, and its
+# cases of the files several models share (a server serves one model)
+served_files() { # MODEL: its case files
+    if [[ $1 == holmes-llama ]]; then
+        echo cases/generation_llama.yaml cases/golden_llama.yaml cases/stop_strings_llama.yaml cases/sliding_llama.yaml \
+            cases/statistical.yaml cases/served.yaml
+    else
+        echo cases/generation.yaml cases/golden.yaml cases/stop_strings.yaml cases/statistical.yaml cases/served.yaml
+    fi
+}
+served_filter() { # MODEL: a POSIX ERE for the ids of its cases in those files
+    echo "^((statistical|served\.topk_kl)\.$1|(cache|batch|sampling|context|eos|stream|golden|stop|sliding)\..*)\$"
 }
 SERVED=${GF_CONFORMANCE_HTTP:-}
 spids=()
@@ -126,7 +134,9 @@ elif [[ "$SERVED" != off ]]; then
         m=${pair%%=*}
         url=${pair#*=}
         [[ -d "models/$m" && "$url" == http* ]] || die "GF_CONFORMANCE_HTTP: '$pair' is not MODEL=URL (holmes-gpt, holmes-llama)"
-        run "http-$m" --backend "http:$url,timeout=120" --filter "$(served_filter "$m")" --no-triangulate
+        # shellcheck disable=SC2046 # the file list splits on purpose
+        run "http-$m" $(served_files "$m") --backend "http:$url,timeout=120" --filter "$(served_filter "$m")" \
+            --no-triangulate
         reports+=("$R/http-$m/run.json")
     done
 fi
