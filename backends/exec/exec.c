@@ -194,8 +194,8 @@ typedef struct info_entry {
     char *config;
     int32_t threads;
     gf_backend_info info;
-    char library[256], detail[512];
-    char probes[256]; /* the client's declared probes (hello feature 4), "" = not said */
+    char library[256], detail[512], invariance[256];
+    char probes[256]; /* the client's declared probes (hello feature bit 3), "" = not said */
 } info_entry;
 
 static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_out)
@@ -226,7 +226,9 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
         char lib[200], det[300];
         rd_str(&r, lib, sizeof lib);
         rd_str(&r, det, sizeof det);
-        if (features & GX_FEATURE_PROBES) /* the mechanism probes it runs on its own kernels */
+        if (features & GX_FEATURE_INVARIANCE) /* hello's bit 2: the declaration follows */
+            rd_str(&r, e.invariance, sizeof e.invariance);
+        if (features & GX_FEATURE_PROBES) /* hello's bit 3: the mechanism probes it runs, after it */
             rd_str(&r, e.probes, sizeof e.probes);
         if (r.bad || dtype < GF_COMPUTE_F32 || dtype > GF_COMPUTE_F64)
             st = gx_fail(&c, "info: malformed reply (dtype %u)", dtype);
@@ -244,6 +246,7 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
     slot->config = strdup(config);
     slot->info.library = slot->library;
     slot->info.detail = slot->detail;
+    slot->info.invariance = slot->invariance[0] ? slot->invariance : NULL;
     slot->info.probes = slot->probes[0] ? slot->probes : NULL;
     return gf_backend_info_put(info_out, &slot->info); /* at most the caller's struct_size */
 }

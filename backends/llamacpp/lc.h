@@ -13,15 +13,19 @@ typedef enum lc_wtype { LC_W_F32 = 0, LC_W_F16 = 1, LC_W_Q8_0 = 2 } lc_wtype;
 
 typedef struct lc_config {
     lc_wtype wtype;
-    int kv_f16;      /* 1: K and V cache in F16, 0: F32 */
-    int flash_attn;  /* 1: llama.cpp's flash attention, 0: off */
-    int extra_bufts; /* 1: ggml's extra buffer types (AMX, repacked kernels), 0: off (repack=off) */
+    int kv_f16;       /* 1: K and V cache in F16, 0: F32 */
+    int flash_attn;   /* 1: llama.cpp's flash attention, 0: off */
+    int extra_bufts;  /* 1: ggml's extra buffer types (AMX, repacked kernels), 0: off (repack=off) */
+    int32_t n_batch;  /* batch=N: the most tokens one llama_decode takes (a forward of more is several); 0: all */
+    int32_t n_ubatch; /* ubatch=N: llama.cpp's micro-batch, the tokens computed together; 0: 512 */
 } lc_config;
 
 /* Parse opts->config ("f32", "q8_0,kv=f16", "f16,fa=on", "q8_0,repack=off"
  * ...; NULL = "f32"). Defaults: kv=f32 for f32 weights, kv=f16 (llama.cpp's
  * own default) for f16 and q8_0; fa=off; repack=on (llama.cpp's default:
- * model params use_extra_bufts). */
+ * model params use_extra_bufts); batch=N (llama.cpp's n_batch: a forward of
+ * more real tokens is decoded N at a time) and ubatch=N (its n_ubatch, at
+ * most n_batch), both >= 1, default every token in one decode and 512. */
 gf_status lc_config_parse(const char *config, lc_config *out);
 const char *lc_wtype_name(lc_wtype w);
 

@@ -107,14 +107,24 @@ gf_status lc_config_parse(const char *config, lc_config *out)
             c.extra_bufts = 1;
         else if (!strcmp(t, "repack=off"))
             c.extra_bufts = 0;
-        else
+        else if (!strncmp(t, "batch=", 6) || !strncmp(t, "ubatch=", 7)) {
+            const char *v = strchr(t, '=') + 1;
+            char *end = NULL;
+            long n = strtol(v, &end, 10);
+            if (!v[0] || *end || n < 1 || n > 1 << 20)
+                return gf_error_set(GF_E_INVALID_ARG, "llamacpp: '%s' in 'llamacpp:%s': a count 1..1048576", t, config);
+            *(t[0] == 'b' ? &c.n_batch : &c.n_ubatch) = (int32_t)n;
+        } else
             return gf_error_set(GF_E_INVALID_ARG,
                                 "llamacpp: unknown option '%s' in 'llamacpp:%s' (weights f32|f16|q8_0 first, "
-                                "then kv=f32|f16, fa=on|off, repack=on|off)",
+                                "then kv=f32|f16, fa=on|off, repack=on|off, batch=N, ubatch=N)",
                                 t, config);
     }
     if (c.kv_f16 < 0)
         c.kv_f16 = c.wtype != LC_W_F32;
+    if (c.n_batch && c.n_ubatch > c.n_batch)
+        return gf_error_set(GF_E_INVALID_ARG, "llamacpp: ubatch=%d in 'llamacpp:%s' is more than batch=%d", c.n_ubatch,
+                            config, c.n_batch);
     *out = c;
     return GF_OK;
 }
@@ -214,8 +224,14 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
     pthread_once(&g_once, lc_init_once);
     snprintf(library, sizeof library, "%s; ggml %s", GF_LLAMACPP_PROVENANCE, ggml_version());
     cpu_path_of(&c, path, sizeof path, bufts, sizeof bufts);
-    snprintf(detail, sizeof detail, "weights %s, kv %s, flash attention %s; kernel path %s, extra buffer types %s; %s",
-             lc_wtype_name(c.wtype), c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", path,
+    char nb[24] = "all", nub[24] = "512";
+    if (c.n_batch)
+        snprintf(nb, sizeof nb, "%d", c.n_batch);
+    if (c.n_ubatch)
+        snprintf(nub, sizeof nub, "%d", c.n_ubatch);
+    snprintf(detail, sizeof detail,
+             "weights %s, kv %s, flash attention %s, batch %s, ubatch %s; kernel path %s, extra buffer types %s; %s",
+             lc_wtype_name(c.wtype), c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", nb, nub, path,
              !c.extra_bufts ? "off (repack=off)"
              : bufts[0]     ? bufts
                             : "none here",
@@ -235,6 +251,10 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
      * graph lacks (it hard-codes the tanh GELU: lc_check_desc refuses erf
      * GELU and ReLU); a declared probe it refused would be a finding */
     info->probes = "all,-gelu_erf,-relu,-rope_dynamic"; /* and no rope scaling but linear / llama3 */
+    /* llama.cpp promises no bitwise invariance on any axis: genfence holds it
+     * to the gate on every one, and what it is here is a finding
+     * (docs/llamacpp.md, "Invariance") */
+    info->invariance = "all=gated";
     return gf_backend_info_put(info_out, info);
 }
 
@@ -330,8 +350,10 @@ static gf_status context_new(lc_model *m, int32_t rows, int32_t len, struct llam
     struct llama_context_params cp = llama_context_default_params();
     uint32_t cells = (uint32_t)rows * (uint32_t)len + 1;
     cp.n_ctx = cells;
-    cp.n_batch = cells;
-    cp.n_ubatch = cells < 512 ? cells : 512;
+    uint32_t nb = m->conf.n_batch > 0 ? (uint32_t)m->conf.n_batch : cells;
+    uint32_t nub = m->conf.n_ubatch > 0 ? (uint32_t)m->conf.n_ubatch : 512;
+    cp.n_batch = nb < cells ? nb : cells;
+    cp.n_ubatch = nub < cp.n_batch ? nub : cp.n_batch;
     cp.n_seq_max = (uint32_t)rows + 1;
     cp.n_threads = m->threads;
     cp.n_threads_batch = m->threads;
@@ -556,6 +578,7 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out,
                 c->state[(size_t)b * S + j] = LC_EVICTED;
             }
     gf_status st = GF_OK;
+    float *stash = NULL; /* (n_real, V): the logits of a forward decoded batch=N tokens at a time */
     if (n_real > 0) {
         struct llama_batch lb = llama_batch_init(n_real, 0, 1);
         int32_t *trow = req ? malloc((size_t)n_real * 2 * sizeof *trow) : NULL; /* (n_real) row | position */
@@ -593,7 +616,40 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out,
             llama_batch_free(lb);
             return st;
         }
-        int32_t rc = llama_decode(c->ctx, lb);
+        const int32_t nb = c->m->conf.n_batch;
+        int32_t rc = 0;
+        if (nb > 0 && n > nb && !req) { /* batch=N: N tokens a decode, each piece's logits kept */
+            stash = malloc((size_t)n * (size_t)V * sizeof *stash);
+            if (!stash) {
+                free(trow);
+                llama_batch_free(lb);
+                return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory for %d rows of logits", n);
+            }
+            for (int32_t off = 0; rc == 0 && off < n; off += nb) {
+                struct llama_batch piece = lb;
+                piece.n_tokens = n - off < nb ? n - off : nb;
+                piece.token += off;
+                piece.pos += off;
+                piece.n_seq_id += off;
+                piece.seq_id += off;
+                piece.logits += off;
+                rc = llama_decode(c->ctx, piece);
+                for (int32_t i = 0; rc == 0 && i < piece.n_tokens; i++) {
+                    const float *lg = piece.logits[i] ? llama_get_logits_ith(c->ctx, i) : NULL;
+                    if (lg)
+                        memcpy(stash + (size_t)(off + i) * V, lg, (size_t)V * sizeof *stash);
+                }
+            }
+        } else if (nb > 0 && n > nb) {
+            rc = -100; /* a traced forward is one decode: the trace maps one decode's tensors */
+        } else {
+            rc = llama_decode(c->ctx, lb);
+        }
+        if (rc == -100) {
+            free(trow);
+            llama_batch_free(lb);
+            return gf_error_set(GF_E_UNSUPPORTED, "llamacpp: a traced forward of %d tokens with batch=%d", n, nb);
+        }
         if (req) {
             if (rc == 0)
                 lc_trace_finish(&tr);
@@ -601,9 +657,11 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out,
         }
         free(trow);
         llama_batch_free(lb);
-        if (rc != 0)
+        if (rc != 0) {
+            free(stash);
             return gf_error_set(GF_E_BACKEND, "llamacpp: llama_decode of %d tokens returned %d (%s): %s", n, rc,
                                 decode_meaning(rc), t_llama_err);
+        }
     } else {
         for (size_t i = 0; i < (size_t)B * T; i++)
             c->out_idx[i] = -1;
@@ -618,7 +676,7 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out,
                     continue;
                 float *dst = logits_out + (all ? (size_t)b * T + t : (size_t)b) * V;
                 if (idx >= 0) {
-                    const float *lg = llama_get_logits_ith(c->ctx, idx);
+                    const float *lg = stash ? stash + (size_t)idx * V : llama_get_logits_ith(c->ctx, idx);
                     if (!lg)
                         st = gf_error_set(GF_E_BACKEND, "llamacpp: no logits for row %d position %d", b, start + t);
                     else
@@ -638,6 +696,7 @@ static gf_status run_forward(lc_cache *c, const gf_batch *in, float *logits_out,
                 c->state[(size_t)b * S + start + t] = LC_HELD;
                 c->pos[(size_t)b * S + start + t] = in->position_ids[(size_t)b * T + t];
             }
+    free(stash);
     c->length = Tk;
 #undef KEY
     return st;

@@ -300,6 +300,10 @@ static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->cpu_path = g_path[0] ? g_path : NULL;
     info->model_features = GFV_MODEL_FEATURES;
     info->probes = "all"; /* every dense product through dnnl_sgemm, whatever the shape */
+    /* measured on holmes-gpt and holmes-llama (cases/invariance.yaml,
+     * docs/backends.md): bitwise on every axis, threads included (a product
+     * below GF_DNNL_PAR_MIN_MACS runs on one thread) */
+    info->invariance = "all=bitwise";
     return gf_backend_info_put(info_out, info);
 }
 

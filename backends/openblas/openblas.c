@@ -209,6 +209,11 @@ static gf_status ob_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->cpu_path = path;
     info->model_features = GFV_MODEL_FEATURES;
     info->probes = "all"; /* every dense product through sgemm, whatever the shape */
+    /* measured (cases/invariance.yaml, docs/backends.md): a single row goes
+     * through sgemv, several through sgemm, and sgemm's threads split its
+     * sums, so the batch size, the prefill's chunks and the thread count
+     * move logits within the gate; a row's place and its neighbours do not */
+    info->invariance = "all=bitwise,batch=gated,split=gated,threads=gated";
     return gf_backend_info_put(info_out, info);
 }
 

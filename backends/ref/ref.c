@@ -43,6 +43,9 @@ static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info_
     info->detail = "the oracle; threads split outputs, never sums (bit-identical for any count)";
     info->model_features = GF_MODEL_NEEDS_SLIDING_WINDOW | GF_MODEL_NEEDS_ROPE_ATTN_FACTOR;
     info->probes = "all"; /* the oracle the probes compare against (cases/probes/) */
+    /* measured (cases/invariance.yaml): every sum runs in one order whatever the
+     * batch, row, thread count or chunk, so each row is the same bytes */
+    info->invariance = "all=bitwise";
     return gf_backend_info_put(info_out, info);
 }
 

@@ -112,6 +112,9 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->library = "example plugin (plain C, F32 accumulation; GPT-2, Llama, Qwen2)";
     info->detail = "out-of-tree, built against the installed headers";
     info->probes = "all"; /* every mechanism probe of cases/probes/ runs on this forward */
+    /* one thread, and every row's sums in one order whatever the batch or
+     * chunk: measured bitwise on every axis of the invariance kind */
+    info->invariance = "all=bitwise";
     return gf_backend_info_put(info_out, info);
 }
 

@@ -82,6 +82,10 @@ static int show(const char *name, long threads, int json, int first)
             printf(", \"probes\": ");
             gf_json_write_string(stdout, info.probes, strlen(info.probes));
         }
+        if (avail && info.invariance) { /* the invariance it declares (docs/cases.md, "invariance") */
+            printf(", \"invariance\": ");
+            gf_json_write_string(stdout, info.invariance, strlen(info.invariance));
+        }
         printf(", \"source\": ");
         gf_json_write_string(stdout, h.source, strlen(h.source));
         if (opened) { /* the name it registers (a plugin given by path): GenfenceSuite.cmake's test names */

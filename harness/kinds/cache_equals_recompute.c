@@ -10,28 +10,6 @@
 #include "genfence/engine.h"
 #include "keys.h"
 
-/* One prompt from `prompt` (text) or `prompt_tokens` (ids). */
-static int parse_one_prompt(gf_cctx *ctx, const gf_ynode *m, gf_prompt_spec *p)
-{
-    int rt = gf_y_string(ctx, m, "prompt", 0, &p->text);
-    int ri = gf_y_ints(ctx, m, "prompt_tokens", 0, 0, 2147483647LL, 1, &p->ids, &p->n_ids);
-    if (rt < 0 || ri < 0)
-        return -1;
-    if (rt > 0 && ri > 0) {
-        gf_y_error(ctx, gf_y_get(ctx, m, "prompt_tokens", 0), "give 'prompt' or 'prompt_tokens', not both");
-        return -1;
-    }
-    if (rt == 0 && ri == 0) {
-        gf_y_error(ctx, m, "missing required key 'prompt' (or 'prompt_tokens')");
-        return -1;
-    }
-    if (rt > 0 && !p->text[0]) {
-        gf_y_error(ctx, gf_y_get(ctx, m, "prompt", 0), "'prompt' is empty");
-        return -1;
-    }
-    return 0;
-}
-
 typedef struct cache_spec {
     gf_prompt_spec prompt;
     long long steps;
@@ -60,7 +38,7 @@ static int parse_cache(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     c->spec = s;
     s->steps = 64;
     s->atol = GF_ATOL_DEFAULT;
-    int bad = parse_one_prompt(ctx, m, &s->prompt) < 0;
+    int bad = gf_y_one_prompt(ctx, m, &s->prompt) < 0;
     bad |= gf_y_int(ctx, m, "steps", 0, 1, 1 << 20, &s->steps) < 0;
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
     bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;

@@ -20,6 +20,7 @@
     X(left_padding_positions) \
     X(toy_attention_cache)    \
     X(batch_consistency)      \
+    X(invariance)             \
     X(context_limit)          \
     X(sliding_window)         \
     X(eos)                    \

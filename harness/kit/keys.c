@@ -458,6 +458,28 @@ int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, 
     return 1;
 }
 
+/* One prompt from `prompt` (text) or `prompt_tokens` (ids). */
+int gf_y_one_prompt(gf_cctx *ctx, const gf_ynode *m, gf_prompt_spec *p)
+{
+    int rt = gf_y_string(ctx, m, "prompt", 0, &p->text);
+    int ri = gf_y_ints(ctx, m, "prompt_tokens", 0, 0, 2147483647LL, 1, &p->ids, &p->n_ids);
+    if (rt < 0 || ri < 0)
+        return -1;
+    if (rt > 0 && ri > 0) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "prompt_tokens", 0), "give 'prompt' or 'prompt_tokens', not both");
+        return -1;
+    }
+    if (rt == 0 && ri == 0) {
+        gf_y_error(ctx, m, "missing required key 'prompt' (or 'prompt_tokens')");
+        return -1;
+    }
+    if (rt > 0 && !p->text[0]) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "prompt", 0), "'prompt' is empty");
+        return -1;
+    }
+    return 0;
+}
+
 gf_status gf_prompt_tokens(const gf_session *s, const gf_prompt_spec *p, int32_t **ids, int32_t *n)
 {
     *ids = NULL;

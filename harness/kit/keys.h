@@ -60,6 +60,9 @@ typedef struct gf_prompt_spec {
 } gf_prompt_spec;
 int gf_y_prompts(gf_cctx *ctx, const gf_ynode *map, const char *key, int flags, gf_prompt_spec **out, size_t *n_out);
 void gf_prompts_free(gf_prompt_spec *p, size_t n);
+/* One prompt from `prompt` (text) or `prompt_tokens` (ids), exactly one of
+ * them (required): 0, or -1 with the error recorded. */
+int gf_y_one_prompt(gf_cctx *ctx, const gf_ynode *m, gf_prompt_spec *p);
 /* Tokens of a prompt (text via the session's tokenizer). malloc'd. */
 gf_status gf_prompt_tokens(const gf_session *s, const gf_prompt_spec *p, int32_t **ids, int32_t *n);
 /* Tokens of B prompts into malloc'd *prompts (B rows) and *lens (B); on

@@ -142,6 +142,16 @@ typedef struct gf_backend_info {
      * its calls (GF_E_UNSUPPORTED: handing the shape to no path or another)
      * is a finding; an undeclared probe is skipped. */
     const char *probes;
+    /* Added by growing the struct (as above; NULL: not said): the invariance
+     * this backend declares, per axis of the `invariance` kind (docs/cases.md,
+     * "invariance"), comma-separated AXIS=LEVEL with LEVEL one of bitwise
+     * (the probe row's logits are the same bytes), gated (they may differ,
+     * within the margin gate) or none (no promise); AXIS one of batch,
+     * position, mixed, threads, split, repeat, prefix, or all; a later entry
+     * overrides an earlier one ("all=bitwise,threads=gated"). An axis not
+     * said is judged as gated. The kind fails a measurement below the
+     * declared level. */
+    const char *invariance;
 } gf_backend_info;
 
 /* For the info slot: copy the backend's answer `mine` (built as a whole

@@ -28,6 +28,27 @@ grep -Eq "^exec:.*echo_ref +available +fp32 +threads 1 +echo_ref \(C, libm\); cl
   fail "backends: no echo_ref line"
 grep -Eq "^exec:.*transformers_backend.py +available +fp32 .*transformers [0-9.]+, torch" "$tmp/b" ||
   fail "backends: no transformers line"
+# the invariance echo_ref declares travels in its info reply (hello feature bit 2); the transformers
+# client declares none
+"$GENFENCE" backends --json --backend "exec:$ECHO" --backend "exec:$TF" >"$tmp/bj" 2>&1 || fail "backends --json: exit $?"
+"$PY" - "$tmp/bj" <<'PY' || fail "backends --json: the declared invariance did not travel"
+import json, sys
+got = {b["name"]: b.get("invariance") for b in json.load(open(sys.argv[1])) if b["name"].startswith("exec:")}
+echo = [v for k, v in got.items() if k.endswith("echo_ref")]
+tf = [v for k, v in got.items() if "transformers" in k]
+assert echo == ["all=bitwise"] and tf == [None], got
+PY
+# ... and is judged: two invariance cases on echo_ref, declared and measured bitwise
+rc=0
+"$GENFENCE" run cases/invariance.yaml --filter '^invariance\.(split|prefix)$' --backend "exec:$ECHO" --no-triangulate \
+  --report-dir "$tmp/rep_inv" >"$tmp/out_inv" 2>&1 || rc=$?
+[[ $rc == 0 ]] || { cat "$tmp/out_inv"; fail "echo_ref invariance: exit $rc"; }
+"$PY" - "$tmp/rep_inv/run.json" <<'PY' || fail "echo_ref invariance: see above"
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+assert len(res) == 2 and all((r["metrics"]["declared"], r["metrics"]["measured"]) == ("bitwise", "bitwise") for r in res), \
+    [(r["id"], r["metrics"].get("declared"), r["metrics"].get("measured")) for r in res]
+PY
 
 # the command line is split into words like a shell would, without one
 mkdir -p "$tmp/dir with space"

@@ -59,6 +59,11 @@ for f in ref_noise ref_noise_q8_0; do
   [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_faulty_$f.so")
 done
+# the invariance kind's negative controls (cases/detect/invariance.yaml, tests/backends/faulty_invariance.c)
+for f in batch position mixed threads split process prefix; do
+  [[ -f "$B/libgenfence_test_ref_inv_$f.so" ]] || fail "test backend $B/libgenfence_test_ref_inv_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_ref_inv_$f.so")
+done
 # a backend sample slot with one bug each (cases/detect/sample_slot.yaml, tests/backends/faulty_sample.c)
 for f in top_p_gt tie_high no_max topk_ties temp_late; do
   [[ -f "$B/libgenfence_test_sample_$f.so" ]] || fail "test backend $B/libgenfence_test_sample_$f.so not built"

@@ -102,7 +102,7 @@ rc=0
 [[ $rc == 0 ]] || { cat "$tmp/honest_path.out"; fail "ref-path-honest: exit $rc, expected 0 (its fallback path is declared)"; }
 echo "ok   ref-path-honest: the same paths, declared: every probe passes"
 # over the protocol: echo_ref declares its probes in the info reply (hello
-# feature 4, docs/protocol.md): GPT-2's pass, the Llama micro-models skip
+# feature bit 3, docs/protocol.md): GPT-2's pass, the Llama micro-models skip
 # naming its declaration
 ECHO="$GF_BUILD/tools/echo_ref"
 if [[ -x "$ECHO" ]]; then

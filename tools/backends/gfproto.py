@@ -36,7 +36,8 @@ MAGIC = 0x50434647  # b"GFCP"
 ABI_VERSION = 2
 FEATURE_SAMPLE = 1
 FEATURE_TRACE = 2  # forward_trace (12): the trace slot
-FEATURE_PROBES = 4  # the info reply ends with the mechanism probes it runs (Backend.probes)
+FEATURE_INVARIANCE = 4  # info's reply ends with str invariance (docs/backends.md)
+FEATURE_PROBES = 8  # then the mechanism probes it runs (Backend.probes)
 
 # ops
 HELLO, PROBE, INFO, MODEL_LOAD = 1, 2, 3, 4
@@ -77,7 +78,9 @@ class Backend:
     description = ""
     has_sample = False
     has_trace = False  # True: forward_trace below is implemented (hello feature bit 1)
-    probes = None  # the mechanism probes run on its own kernels ("all", "all,-llama"; docs/cases.md): feature bit 2
+    # the invariance it declares, e.g. "all=bitwise,batch=gated" (hello feature bit 2; None: not said)
+    invariance = None
+    probes = None  # the mechanism probes run on its own kernels ("all", "all,-llama"; docs/cases.md): feature bit 3
 
     def probe(self):
         """Raise unavailable(reason) if the engine cannot run here."""
@@ -174,8 +177,9 @@ class _Server:
             magic, version, abi = struct.unpack_from("<3I", body)
             if magic != MAGIC:
                 raise Error(E_ABI, f"hello magic 0x{magic:08x} is not genfence's")
-            feats = ((FEATURE_SAMPLE if b.has_sample else 0) | (FEATURE_TRACE if b.has_trace else 0)
-                     | (FEATURE_PROBES if b.probes is not None else 0))
+            feats = (FEATURE_SAMPLE if b.has_sample else 0) | (FEATURE_TRACE if b.has_trace else 0)
+            feats |= FEATURE_INVARIANCE if b.invariance is not None else 0
+            feats |= FEATURE_PROBES if b.probes is not None else 0
             return (struct.pack("<3I", MAGIC, PROTOCOL_VERSION, feats) +
                     _str(b.name.encode()) + _str(b.description.encode()))
         if op == PROBE:
@@ -184,8 +188,9 @@ class _Server:
         if op == INFO:
             (threads,) = struct.unpack_from("<i", body)
             dtype, used, lib, detail = b.info(threads)
-            out = struct.pack("<Ii", DTYPES[dtype], used) + _str(lib.encode()) + _str(detail.encode())
-            return out + (_str(b.probes.encode()) if b.probes is not None else b"")
+            reply = struct.pack("<Ii", DTYPES[dtype], used) + _str(lib.encode()) + _str(detail.encode())
+            reply += _str(b.invariance.encode()) if b.invariance is not None else b""
+            return reply + (_str(b.probes.encode()) if b.probes is not None else b"")
         if op == MODEL_LOAD:
             if self.model is not None:
                 raise invalid_arg("a model is already loaded (one model per process)")

@@ -15,8 +15,8 @@
  * It reads model.safetensors (F32 tensors) from the directory model_load
  * names and takes the hyperparameters from the model_load request (genfence's
  * reading of config.json). GPT-2 only (a tied or untied LM head); no
- * sampler. Hello features 2 | 4: forward_trace, and the mechanism probes it
- * runs at the end of its info reply ("all,-llama": GPT-2's). */
+ * sampler. Hello feature 8 (beside 2 and 4): the mechanism probes it runs at
+ * the end of its info reply ("all,-llama": GPT-2's). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -363,10 +363,10 @@ int main(void)
             return 1;
         cache *c;
         switch (op) {
-        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: probes in info), name, description */
+        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance, 8: and probes), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 2 | 4, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -375,16 +375,21 @@ int main(void)
             break;
         }
         case 2: reply(0, NULL, 0); break; /* probe: runs anywhere */
-        case 3: { /* info: f32, 1 thread, library, detail, and (feature 4) the probes it runs: GPT-2's */
-            const char lib[] = "echo_ref (C, libm)", probes[] = "all,-llama";
-            uint8_t out[12 + sizeof lib + 4 + 4 + sizeof probes];
-            uint32_t w[3] = {1, 1, (uint32_t)strlen(lib)}, z = 0, pl = (uint32_t)strlen(probes);
+        case 3: { /* info: f32, 1 thread, library, detail, invariance (hello feature 4): measured
+                   * bitwise on every axis (cases/invariance.yaml): one thread, every sum in one order;
+                   * then (feature 8) the mechanism probes it runs: GPT-2's */
+            const char lib[] = "echo_ref (C, libm)", inv[] = "all=bitwise", probes[] = "all,-llama";
+            uint8_t out[12 + sizeof lib + 4 + 4 + sizeof inv + 4 + sizeof probes];
+            uint32_t w[3] = {1, 1, (uint32_t)strlen(lib)}, z = 0, il = (uint32_t)strlen(inv);
+            uint32_t pl = (uint32_t)strlen(probes);
             memcpy(out, w, 12);
             memcpy(out + 12, lib, strlen(lib));
             memcpy(out + 12 + strlen(lib), &z, 4);
-            memcpy(out + 16 + strlen(lib), &pl, 4);
-            memcpy(out + 20 + strlen(lib), probes, pl);
-            reply(0, out, (uint32_t)(20 + strlen(lib) + pl));
+            memcpy(out + 16 + strlen(lib), &il, 4);
+            memcpy(out + 20 + strlen(lib), inv, il);
+            memcpy(out + 20 + strlen(lib) + il, &pl, 4);
+            memcpy(out + 24 + strlen(lib) + il, probes, pl);
+            reply(0, out, (uint32_t)(24 + strlen(lib) + il + pl));
             break;
         }
         case 4: { /* model_load */
