@@ -603,4 +603,20 @@ gf_status gf_engine_forward_trace(gf_engine *e, void *cache, const gf_batch *in,
     return engine_forward(e, cache, in, logits_out, req);
 }
 
+gf_status gf_engine_model_paths(gf_engine *e, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+    if (!GF_OPS_HAS(e->ops, model_paths))
+        return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no model_paths slot", e->ops->name);
+    gf_status st = e->ops->model_paths(e->model, buf, len);
+    if (len)
+        buf[len - 1] = '\0';
+    if (st != GF_OK) {
+        const char *t = gf_backend_last_error(e->ops, e->model);
+        return gf_error_set(st, "backend '%s': model_paths: %s", e->ops->name, t && t[0] ? t : gf_status_str(st));
+    }
+    return GF_OK;
+}
+
 void gf_engine_log_to(gf_engine *e, gf_call_log *log) { e->log = log; }

@@ -26,6 +26,19 @@
 # (tools/setup/setup_llamacpp.sh, then a build): without it the script stops
 # (exit 2) instead of writing a table with empty llama.cpp columns.
 #
+# The served column (`http`, docs/http.md): the same llama.cpp through its
+# own server, beside the C-ABI `llamacpp:f32` column. Per model (holmes-gpt,
+# holmes-llama) one run of that model's cases of the default suite through
+# --backend http:URL (the cases that need full logits are skipped by the plan,
+# with the reason, and listed under the skips). The URLs come from
+# GF_CONFORMANCE_HTTP ("holmes-gpt=URL holmes-llama=URL": any OpenAI-compatible
+# server serving that model, e.g. a vLLM deployment); unset, the script starts
+# llama-server itself (tools/setup/setup_llama_server.sh; F32 GGUFs from
+# build/tools/gguf_write, f32 KV cache, no flash attention, as llamacpp:f32)
+# on a free loopback port per model and stops it after. Neither given nor
+# built: the column is left out, saying so (GF_CONFORMANCE_HTTP=off: left out
+# quietly).
+#
 # Exit status: 0 the page was written (findings in the runs are expected: a
 # run that exits 1 is a table with findings), 2 a run or the scoreboard could
 # not be made (bad input, a backend missing, an error).
@@ -72,6 +85,63 @@ for w in "${WEIGHTS[@]}"; do
     run "llamacpp-$w" --backend "llamacpp:$w"
     reports+=("$R/llamacpp-$w/run.json")
 done
+
+# the served column: each model's case files of the default suite, and its
+# cases of the files several models share (a server serves one model)
+served_files() { # MODEL: its case files
+    if [[ $1 == holmes-llama ]]; then
+        echo cases/generation_llama.yaml cases/golden_llama.yaml cases/stop_strings_llama.yaml cases/sliding_llama.yaml \
+            cases/statistical.yaml cases/served.yaml
+    else
+        echo cases/generation.yaml cases/golden.yaml cases/stop_strings.yaml cases/statistical.yaml cases/served.yaml
+    fi
+}
+served_filter() { # MODEL: a POSIX ERE for the ids of its cases in those files
+    echo "^((statistical|served\.topk_kl)\.$1|(cache|batch|sampling|context|eos|stream|golden|stop|sliding)\..*)\$"
+}
+SERVED=${GF_CONFORMANCE_HTTP:-}
+spids=()
+stop_servers() { for p in "${spids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+trap stop_servers EXIT
+if [[ -z "$SERVED" && "$REUSE" != 1 ]]; then
+    srv="$(bash tools/setup/setup_llama_server.sh --print-dir)/bin/llama-server"
+    gw="$(dirname "$G")/tools/gguf_write"
+    if [[ -x "$srv" && -x "$gw" ]]; then
+        for m in holmes-gpt holmes-llama; do
+            "$gw" "models/$m" "$R/$m.gguf" >/dev/null || die "gguf_write models/$m failed"
+            ctx=$("$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("n_positions") or c["max_position_embeddings"])' "models/$m/config.json")
+            port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+            "$srv" -m "$R/$m.gguf" --alias "$m" --host 127.0.0.1 --port "$port" -c "$ctx" -np 1 -t 1 -ctk f32 -ctv f32 \
+                -fa off >"$R/$m.server.log" 2>&1 &
+            spids+=($!)
+            for _ in $(seq 1 240); do
+                curl -sf --noproxy '*' "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+                sleep 0.5
+            done
+            curl -sf --noproxy '*' "http://127.0.0.1:$port/health" >/dev/null 2>&1 ||
+                die "llama-server for $m did not come up (log: $R/$m.server.log)"
+            SERVED+="$m=http://127.0.0.1:$port "
+        done
+    else
+        echo "conformance: no served column: no llama-server built (tools/setup/setup_llama_server.sh) and" \
+            "GF_CONFORMANCE_HTTP unset" >&2
+    fi
+fi
+if [[ "$REUSE" == 1 ]]; then
+    for m in holmes-gpt holmes-llama; do [[ -f "$R/http-$m/run.json" ]] && reports+=("$R/http-$m/run.json"); done
+elif [[ "$SERVED" != off ]]; then
+    for pair in $SERVED; do
+        m=${pair%%=*}
+        url=${pair#*=}
+        [[ -d "models/$m" && "$url" == http* ]] || die "GF_CONFORMANCE_HTTP: '$pair' is not MODEL=URL (holmes-gpt, holmes-llama)"
+        # shellcheck disable=SC2046 # the file list splits on purpose
+        run "http-$m" $(served_files "$m") --backend "http:$url,timeout=120" --filter "$(served_filter "$m")" \
+            --no-triangulate
+        reports+=("$R/http-$m/run.json")
+    done
+fi
+stop_servers
+spids=()
 "$G" scoreboard "${reports[@]}" --include docs/conformance_findings.md -o "$R/scoreboard.md" ||
     die "scoreboard exited $?"
 "$PY" tools/conformance_page.py "$DOC" "$R/scoreboard.md" "${reports[@]}" || die "the page could not be written"

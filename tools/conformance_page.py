@@ -90,6 +90,13 @@ def head(sections):
         " machine can run another's path (`llamacpp:...,repack=off`, `openblas:coretype=NAME`,"
         " `onednn:isa=NAME`: docs/backends.md).",
         "",
+        "The `http` column, where a section has one, is a served engine judged as a black box over its"
+        " OpenAI-compatible API (docs/http.md): by default llama.cpp's own llama-server on the same F32 GGUFs"
+        " as `llamacpp:f32`, so the two columns are the same engine by its two routes (C ABI and server). A"
+        " server reports top-k log-probabilities, not logits: its cells compare those at their ids, the"
+        " cases that need full logits (sampled goldens, the full-row KL) are skips with that reason, and"
+        " the top-k KL rows (served.topk_kl.*) are lower bounds.",
+        "",
         "## Machines",
         "",
         "| machine | CPU flags | backends: CPU path |",

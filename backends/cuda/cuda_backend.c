@@ -275,6 +275,10 @@ static gf_status cu_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->threads = 1;
     info->library = library;
     info->detail = detail;
+    /* every mechanism of cases/probes/ runs on this module's own kernels (README.md: GPT-2 and the Llama
+     * family, GQA, head_dim != D/H, the four activations); yarn's attention factor is not a model feature
+     * it declares, so those probes skip */
+    info->probes = "all";
     return gf_backend_info_put(info_out, info);
 }
 

@@ -195,6 +195,7 @@ typedef struct info_entry {
     int32_t threads;
     gf_backend_info info;
     char library[256], detail[512], invariance[256];
+    char probes[256]; /* the client's declared probes (hello feature bit 3), "" = not said */
 } info_entry;
 
 static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_out)
@@ -227,6 +228,8 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
         rd_str(&r, det, sizeof det);
         if (features & GX_FEATURE_INVARIANCE) /* hello's bit 2: the declaration follows */
             rd_str(&r, e.invariance, sizeof e.invariance);
+        if (features & GX_FEATURE_PROBES) /* hello's bit 3: the mechanism probes it runs, after it */
+            rd_str(&r, e.probes, sizeof e.probes);
         if (r.bad || dtype < GF_COMPUTE_F32 || dtype > GF_COMPUTE_F64)
             st = gx_fail(&c, "info: malformed reply (dtype %u)", dtype);
         snprintf(e.library, sizeof e.library, "%s", lib);
@@ -244,6 +247,7 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
     slot->info.library = slot->library;
     slot->info.detail = slot->detail;
     slot->info.invariance = slot->invariance[0] ? slot->invariance : NULL;
+    slot->info.probes = slot->probes[0] ? slot->probes : NULL;
     return gf_backend_info_put(info_out, &slot->info); /* at most the caller's struct_size */
 }
 

@@ -36,6 +36,7 @@ enum {
     GX_FEATURE_SAMPLE = 1u,
     GX_FEATURE_TRACE = 2u,      /* forward_trace (12): the trace slot (docs/protocol.md) */
     GX_FEATURE_INVARIANCE = 4u, /* info's reply ends with str invariance (gf_backend_info.invariance) */
+    GX_FEATURE_PROBES = 8u,     /* then str probes (gf_backend_info.probes) */
 };
 
 /* request ops (docs/protocol.md, "Messages") */

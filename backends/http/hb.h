@@ -9,7 +9,7 @@
 #include "genfence/backend.h"
 
 /* --backend http:URL[,model=NAME][,k=N][,timeout=S][,connect_timeout=S]
- *                   [,retries=N][,retry_wait=S][,stream=on|off][,integrity=on|off][,api=completions] */
+ *                   [,retries=N][,retry_wait=S][,stream=on|off][,integrity=on|off][,api=completions|chat] */
 typedef struct hb_conf {
     char url[512];          /* base URL, no trailing '/': requests go to URL/v1/... */
     char model[128];        /* "model" of every request; "" = the first of /v1/models */
@@ -20,6 +20,8 @@ typedef struct hb_conf {
     double retry_wait;      /* the most seconds a Retry-After may make it wait (default 5) */
     int stream;             /* 1: each step also asked streamed and checked against the plain reply */
     int integrity;          /* 1: model_load runs hb_integrity first (integrity=on) */
+    int chat;               /* api=chat: POST /v1/chat/completions, the prompt's text (the server's
+                               /detokenize of genfence's ids) as one user message */
 } hb_conf;
 
 /* Parse opts->config; a bad one is GF_E_INVALID_ARG naming the key. */
@@ -94,7 +96,8 @@ typedef struct hb_ask {
     double temperature;
     int seed, echo, stream;
 } hb_ask;
-/* POST it to URL/v1/completions. GF_OK with the reply on HTTP 200; another
+/* POST it to URL/v1/completions (api=chat: the ids through URL/detokenize,
+ * then URL/v1/chat/completions, echo refused as GF_E_UNSUPPORTED). GF_OK with the reply on HTTP 200; another
  * status is GF_E_BACKEND naming it and the server's message (an over-long
  * prompt GF_E_CONTEXT_LIMIT), or with keep_error GF_OK with r->status set
  * (the probes read the refusal). */

@@ -90,11 +90,9 @@ gf_status hb_conf_parse(const char *config, hb_conf *out)
                 return gf_error_set(GF_E_INVALID_ARG, "http: integrity=%s: want on or off", v);
             out->integrity = !strcmp(v, "on");
         } else if (!strcmp(k, "api")) {
-            if (strcmp(v, "completions"))
-                return gf_error_set(GF_E_INVALID_ARG,
-                                    "http: api=%s: only api=completions is implemented "
-                                    "(chat templates change the tokens: docs/http.md)",
-                                    v);
+            if (strcmp(v, "completions") && strcmp(v, "chat"))
+                return gf_error_set(GF_E_INVALID_ARG, "http: api=%s: want completions or chat", v);
+            out->chat = !strcmp(v, "chat");
         } else {
             return gf_error_set(GF_E_INVALID_ARG,
                                 "http: unknown option '%s' (model, k, timeout, connect_timeout, "
@@ -133,26 +131,38 @@ static int num(json_t *j, double *out)
     return 0;
 }
 
-/* One entry of logprobs.content: {id, logprob, top_logprobs: [{id, logprob}]}. */
+/* An entry's token id: its integer "id" (llama-server), else a "token" of
+ * the form token_id:N (vLLM's return_tokens_as_token_ids); -1 if neither. */
+static int32_t entry_id(json_t *e)
+{
+    json_t *id = json_object_get(e, "id"), *tok = json_object_get(e, "token");
+    if (json_is_integer(id))
+        return json_integer_value(id) >= 0 && json_integer_value(id) < INT32_MAX ? (int32_t)json_integer_value(id) : -1;
+    return json_is_string(tok) ? id_of_key(json_string_value(tok)) : -1;
+}
+
+/* One entry of logprobs.content (completions and chat alike): {id, logprob,
+ * top_logprobs: [{id, logprob}]}. */
 static gf_status read_content_step(json_t *e, size_t i, hb_step *st)
 {
-    json_t *id = json_object_get(e, "id"), *top = json_object_get(e, "top_logprobs");
-    if (!json_is_integer(id))
+    json_t *top = json_object_get(e, "top_logprobs");
+    st->id = entry_id(e);
+    if (st->id < 0)
         return gf_error_set(GF_E_BACKEND,
-                            "http: logprobs.content[%zu] has no integer \"id\": the server does not "
-                            "name its tokens by id, so its logprobs cannot be placed (docs/http.md)",
+                            "http: logprobs.content[%zu] has no integer \"id\" (nor a token_id:N token): the "
+                            "server does not name its tokens by id, so its logprobs cannot be placed (docs/http.md)",
                             i);
-    st->id = (int32_t)json_integer_value(id);
     if (!num(json_object_get(e, "logprob"), &st->logprob))
         return gf_error_set(GF_E_BACKEND, "http: logprobs.content[%zu] has no numeric \"logprob\"", i);
     size_t n = json_is_array(top) ? json_array_size(top) : 0;
     for (size_t t = 0; t < n && st->n_top < HB_TOPK_MAX; t++) {
-        json_t *te = json_array_get(top, t), *tid = json_object_get(te, "id");
+        json_t *te = json_array_get(top, t);
+        int32_t tid = entry_id(te);
         double lp;
-        if (!json_is_integer(tid) || !num(json_object_get(te, "logprob"), &lp))
+        if (tid < 0 || !num(json_object_get(te, "logprob"), &lp))
             return gf_error_set(GF_E_BACKEND, "http: logprobs.content[%zu].top_logprobs[%zu] lacks id or logprob", i,
                                 t);
-        st->top_id[st->n_top] = (int32_t)json_integer_value(tid);
+        st->top_id[st->n_top] = tid;
         st->top_lp[st->n_top++] = lp;
     }
     return GF_OK;
@@ -246,6 +256,8 @@ gf_status hb_parse_completion(const char *body, size_t len, hb_completion *out)
         return gf_error_set(GF_E_BACKEND, "http: the completion reply has no choices[0]");
     }
     json_t *text = json_object_get(ch, "text");
+    if (!json_is_string(text)) /* chat: choices[0].message.content */
+        text = json_object_get(json_object_get(ch, "message"), "content");
     st = append_text(out, json_is_string(text) ? json_string_value(text) : "",
                      json_is_string(text) ? json_string_length(text) : 0);
     set_finish(ch, out);
@@ -314,6 +326,8 @@ gf_status hb_parse_stream(const char *body, size_t len, hb_completion *out)
                 json_t *root = load_json(p, n, "a stream event", &st);
                 if (root) {
                     json_t *ch = json_array_get(json_object_get(root, "choices"), 0), *t = json_object_get(ch, "text");
+                    if (!json_is_string(t)) /* chat: choices[0].delta.content */
+                        t = json_object_get(json_object_get(ch, "delta"), "content");
                     if (json_is_string(t))
                         st = append_text(out, json_string_value(t), json_string_length(t));
                     set_finish(ch, out);
@@ -362,14 +376,80 @@ int hb_is_context_error(long status, const char *body, size_t len)
     return 0;
 }
 
+static json_t *ids_json(const int32_t *ids, int32_t n)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+/* api=chat: the text of n ids, the server's own /detokenize (llama-server:
+ * {"tokens"} -> {"content"}; vLLM: {"model", "tokens"} -> {"prompt"}), so
+ * that the message holds exactly the text of genfence's tokens. */
+static gf_status detokenize(const hb_conf *c, const char *model, const int32_t *ids, int32_t n, char **out)
+{
+    *out = NULL;
+    json_t *o = json_pack("{s:o}", "tokens", ids_json(ids, n));
+    if (o && model && model[0])
+        json_object_set_new(o, "model", json_string(model));
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return gf_error_set(GF_E_NOMEM, "http: out of memory");
+    hb_reply r;
+    gf_status st = hb_request(c, "/detokenize", body, &r);
+    free(body);
+    if (st != GF_OK)
+        return gf_error_prefix(st, "http: api=chat: detokenize");
+    if (r.status != 200) {
+        char msg[300];
+        hb_error_text(r.body, r.len, msg, sizeof msg);
+        st = gf_error_set(GF_E_BACKEND,
+                          "http: api=chat sends genfence's token ids as a message's text, made by the server's "
+                          "POST %s/detokenize (llama-server, vLLM): HTTP %ld: %s",
+                          c->url, r.status, msg);
+    } else {
+        json_t *root = load_json(r.body, r.len, "the detokenize reply", &st);
+        json_t *t = json_object_get(root, "content");
+        if (!json_is_string(t))
+            t = json_object_get(root, "prompt");
+        if (root && !json_is_string(t))
+            st = gf_error_set(GF_E_BACKEND, "http: the detokenize reply has no \"content\" (or \"prompt\") string");
+        else if (root && !(*out = strdup(json_string_value(t))))
+            st = gf_error_set(GF_E_NOMEM, "http: out of memory");
+        json_decref(root);
+    }
+    hb_reply_free(&r);
+    return st;
+}
+
 gf_status hb_complete(const hb_conf *c, const char *model, const hb_ask *a, int keep_error, hb_reply *r)
 {
     memset(r, 0, sizeof *r);
-    json_t *ids = json_array();
-    for (int32_t i = 0; ids && i < a->n; i++)
-        json_array_append_new(ids, json_integer(a->prompt[i]));
-    json_t *o = json_pack("{s:o, s:i, s:f, s:i, s:b, s:b}", "prompt", ids, "max_tokens", a->max_tokens, "temperature",
-                          a->temperature, "logprobs", c->k, "echo", a->echo, "stream", a->stream);
+    json_t *o = NULL;
+    const char *path = c->chat ? "/v1/chat/completions" : "/v1/completions";
+    if (c->chat) {
+        if (a->echo)
+            return gf_error_set(GF_E_UNSUPPORTED, "http: chat completions have no echo (no prompt logprobs)");
+        char *text = NULL;
+        gf_status dst = detokenize(c, model, a->prompt, a->n, &text);
+        if (dst != GF_OK)
+            return dst;
+        o = json_pack("{s:[{s:s, s:s}], s:i, s:f, s:b, s:i, s:b}", "messages", "role", "user", "content", text,
+                      "max_tokens", a->max_tokens, "temperature", a->temperature, "logprobs", 1, "top_logprobs", c->k,
+                      "stream", a->stream);
+        free(text);
+        if (!o)
+            return gf_error_set(GF_E_BACKEND,
+                                "http: api=chat: the text of the prompt's %d tokens is not valid UTF-8 "
+                                "(a message is text: a token that splits a character cannot be sent)",
+                                a->n);
+    } else {
+        o = json_pack("{s:o, s:i, s:f, s:i, s:b, s:b}", "prompt", ids_json(a->prompt, a->n), "max_tokens",
+                      a->max_tokens, "temperature", a->temperature, "logprobs", c->k, "echo", a->echo, "stream",
+                      a->stream);
+    }
     if (o && model && model[0])
         json_object_set_new(o, "model", json_string(model));
     if (o && a->seed >= 0)
@@ -378,7 +458,7 @@ gf_status hb_complete(const hb_conf *c, const char *model, const hb_ask *a, int 
     json_decref(o);
     if (!body)
         return gf_error_set(GF_E_NOMEM, "http: out of memory");
-    gf_status st = hb_request(c, "/v1/completions", body, r);
+    gf_status st = hb_request(c, path, body, r);
     free(body);
     if (st != GF_OK || r->status == 200 || keep_error)
         return st;
@@ -389,7 +469,7 @@ gf_status hb_complete(const hb_conf *c, const char *model, const hb_ask *a, int 
                           "http: the server refused a prompt of %d tokens as over its context (HTTP %ld: %s)", a->n,
                           r->status, msg);
     else
-        st = gf_error_set(GF_E_BACKEND, "http: POST %s/v1/completions: HTTP %ld after %d tr%s: %s", c->url, r->status,
+        st = gf_error_set(GF_E_BACKEND, "http: POST %s%s: HTTP %ld after %d tr%s: %s", c->url, path, r->status,
                           r->tries, r->tries == 1 ? "y" : "ies", msg);
     hb_reply_free(r);
     return st;

@@ -61,8 +61,10 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     json_t *m0 = json_array_get(json_object_get(root, "data"), 0);
     json_t *id = json_object_get(m0, "id"), *owner = json_object_get(m0, "owned_by");
     snprintf(model, sizeof model, "%s", c->model[0] ? c->model : json_is_string(id) ? json_string_value(id) : "");
-    snprintf(e->library, sizeof e->library, "server %s, model '%s'%s%s; %s", c->url, model,
+    snprintf(e->library, sizeof e->library, "server %s, model '%s'%s%s, %s; %s", c->url, model,
              json_is_string(owner) ? " owned by " : "", json_is_string(owner) ? json_string_value(owner) : "",
+             c->chat ? "api=chat (POST /v1/chat/completions, the prompt's text from /detokenize)"
+                     : "api=completions (POST /v1/completions, prompts as token ids)",
              hb_net_version());
     json_decref(root);
     hb_reply_free(&r);
@@ -164,7 +166,7 @@ gf_status hb_info(const gf_backend_options *opts, gf_backend_info *info_out)
         if (!strcmp(cache[i].config, config)) {
             mine.library = cache[i].library;
             mine.detail = cache[i].detail;
-            mine.weights = "served"; /* harness/kinds/golden_generation.c compares log-probabilities */
+            mine.weights = "served"; /* GF_WEIGHTS_SERVED (harness/cases/case.h): the plan and the kinds read it */
             return gf_backend_info_put(info_out, &mine);
         }
     hb_conf c;

@@ -130,6 +130,12 @@ static gf_status check_step(const hb_model *m, const hb_completion *c, int32_t n
                                 "(EOS is %d: want '%s')",
                                 c->finish, s->id, eos, is_eos ? "stop" : "length");
     }
+    if (c->usage_prompt >= 0 && c->usage_prompt != n_prompt && m->conf.chat)
+        return gf_error_set(GF_E_BACKEND,
+                            "http: api=chat: the server's chat template made a prompt of %d tokens into %lld "
+                            "(usage.prompt_tokens): its logprobs are not the next-token rows after genfence's tokens "
+                            "(serve a template that passes the message through: docs/http.md)",
+                            n_prompt, (long long)c->usage_prompt);
     if (c->usage_prompt >= 0 && c->usage_prompt != n_prompt)
         return gf_error_set(GF_E_BACKEND, "http: integrity: usage.prompt_tokens %lld for a prompt of %d tokens",
                             (long long)c->usage_prompt, n_prompt);
@@ -196,6 +202,11 @@ static gf_status one_step(const hb_model *m, const int32_t *prompt, int32_t n, f
     hb_reply r;
     hb_ask a = {.prompt = prompt, .n = n, .max_tokens = 1, .seed = -1};
     gf_status st = hb_complete(&m->conf, m->model, &a, 0, &r);
+    if (st == GF_E_CONTEXT_LIMIT && n <= m->cfg.n_positions) /* within the model's context: the server's rule */
+        return gf_error_prefix(st,
+                               "http: %d tokens are within the model's %d positions, but a completion needs room for "
+                               "the token it generates (llama-server: n_prompt >= n_ctx is refused)",
+                               n, m->cfg.n_positions);
     if (st != GF_OK)
         return st;
     hb_completion c;
@@ -352,7 +363,8 @@ static const gf_backend_ops k_http_ops = {
     .struct_size = sizeof(gf_backend_ops),
     .name = "http",
     .description = "an OpenAI-compatible completions server (llama-server, vLLM, TGI ...) over HTTP: "
-                   "--backend http:URL[,model=NAME,k=20,timeout=60,retries=2,stream=on,integrity=on]; top-k logprobs, "
+                   "--backend http:URL[,model=NAME,k=20,timeout=60,retries=2,stream=on,integrity=on,api=chat]; top-k "
+                   "logprobs, "
                    "no full logits",
     .probe = hb_probe,
     .info = hb_info,

@@ -52,6 +52,7 @@ typedef struct dn_model {
     dn_prim *prims;               /* (GF_DNNL_MAX_PRIMS) */
     int32_t n_prims;
     uint64_t tick;
+    char paths[256]; /* the matmul impls its primitives got, in cpu_path's words, comma-separated (model_paths) */
 } dn_model;
 
 /* ---- library facts, computed once ---- */
@@ -335,6 +336,32 @@ static void use_threads(int nt)
         omp_set_num_threads(nt);
 }
 
+/* The impl oneDNN chose for pd, in cpu_path's words (g_path: the impl, and
+ * " (isa)" under an isa= cap), added to m->paths once. */
+static void note_path(dn_model *m, dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+        impl = "?";
+    char item[96];
+    size_t gl = strlen(g_path);
+    snprintf(item, sizeof item, "%s%s", impl, gl > 6 && !strcmp(g_path + gl - 6, " (isa)") ? " (isa)" : "");
+    for (const char *d = m->paths; *d;) {
+        size_t k = strcspn(d, ",");
+        if (k == strlen(item) && !strncmp(d, item, k))
+            return;
+        d += k + (d[k] == ',');
+    }
+    size_t u = strlen(m->paths);
+    snprintf(m->paths + u, sizeof m->paths - u, "%s%s", u ? "," : "", item);
+}
+
+static gf_status dn_model_paths(void *model, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", ((dn_model *)model)->paths);
+    return GF_OK;
+}
+
 /* The primitive for this shape: from the cache, or created (evicting the least
  * recently used when full). It is created under the thread count it will run
  * with: oneDNN fixes some of its parallelism (the bias pass of the gemm-based
@@ -365,6 +392,7 @@ static gf_status get_prim(dn_model *m, int32_t M, const gfv_lin *L, dn_prim **ou
     dnnl_status_t s = matmul_pd(m->engine, M, L->K, L->N, L->trans_w, has_bias, &pd);
     if (s != dnnl_success)
         goto fail_pd;
+    note_path(m, pd);
     s = dnnl_primitive_create(&p->prim, pd);
     if (s != dnnl_success)
         goto fail_pd;
@@ -531,6 +559,7 @@ static const gf_backend_ops k_onednn_ops = {
     .sample = NULL,
     .last_error = gfv_last_error,
     .forward_trace = dn_forward_trace,
+    .model_paths = dn_model_paths,
 };
 
 GF_EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_onednn_ops; }

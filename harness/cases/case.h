@@ -182,7 +182,18 @@ struct gf_kind_def {
      * the runner then opens none and k->session stays NULL. */
     int opens_sessions;
     int (*judges_weights)(const gf_case *c, const char *weights);
+    /* Served backends (a backend whose info names weights GF_WEIGHTS_SERVED:
+     * backends/http, an OpenAI-compatible server): its rows hold the top-k
+     * log-probabilities it reported at their ids and an even remainder, never
+     * full logits, and it serves its own model. NULL (or a NULL hook) when
+     * case c is judged on what such a backend gives; else why not, and the
+     * plan skips the pair with that reason (harness/run/plan.c). */
+    const char *(*served_skip)(const gf_case *c);
 };
+
+/* gf_backend_info.weights of a served backend (backends/http/hb_info.c):
+ * not a weight type, a route (docs/http.md). */
+#define GF_WEIGHTS_SERVED "served"
 
 /* The keys kind k's parse asks of a case (its own keys, the loader's common
  * ones not included), found by running it on an empty map, in the order it

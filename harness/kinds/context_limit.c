@@ -299,11 +299,26 @@ done:
     free(prompt);
 }
 
+/* served_skip (case.h): the case fills the model's whole context and
+ * expects the logits after its last position; over the completions API a
+ * request needs room for the token it generates, so a server refuses a prompt
+ * of the full context (llama-server: n_prompt >= n_ctx) and the last
+ * position is out of reach. The server's own error for an over-long prompt
+ * is still named by the backend (tests/cli/http_faults.sh). */
+static const char *limit_served_skip(const gf_case *c)
+{
+    (void)c;
+    return "the case fills the model's whole context, and a completion request needs room for the token it "
+           "generates: a server refuses a prompt of the full context (llama-server: n_prompt >= n_ctx), so the last "
+           "position cannot be asked for over the API";
+}
+
 const gf_kind_def gf_kind_context_limit = {
     .name = "context_limit",
     .summary = "a full cache stops (or raises) with the last token kept; uncached generation slides",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .served_skip = limit_served_skip,
     .parse = parse_limit,
     .free_spec = limit_free,
     .run = run_limit,

@@ -10,7 +10,18 @@
  * llama-perplexity --kl-divergence reports). The verdict comes from the
  * thresholds of the backend's weight type (info.weights, else its dtype):
  * KL mean, p99, max, top-1 agreement, |delta p| max. The usual max |delta|,
- * reference margins and near ties are in the summary beside them. */
+ * reference margins and near ties are in the summary beside them.
+ *
+ * `topk: N` restricts every figure to what a served engine reports (docs/http.md,
+ * "The top-k KL bound"): the backend's top-N tokens S (a served backend's row:
+ * the ids it listed, whatever N) plus one merged outcome "rest",
+ *   KL_S = sum_{v in S} p_v log(p_v / q_v) + p_rest log(p_rest / q_rest),
+ * a lower bound on the full KL(p || q) (merging outcomes never raises a KL);
+ * |delta p| of a token outside S is its own lower bound max(0, p - q_rest),
+ * max |delta| is over S's log-probabilities. So a fail is a fail, a pass is
+ * "no divergence visible in the top N". On a backend with full rows the full
+ * KL is computed beside it and the bound checked to be at most it. Without
+ * `topk` a served backend is skipped (served_skip: no full logits). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +44,8 @@ typedef struct dm_spec {
     long long steps;        /* greedy ref tokens after each prompt */
     gf_stat_thr_entry *thr; /* the case's (over the defaults, field by field) */
     size_t n_thr;
-    gf_gate gate; /* for the near-tie count beside the figures */
+    gf_gate gate;   /* for the near-tie count beside the figures */
+    long long topk; /* 0: the full distributions; N: the top-N bound (served engines) */
 } dm_spec;
 
 static void spec_free(void *p)
@@ -61,6 +73,7 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_prompts(ctx, m, "prompts", 0, &s->prompts, &s->n_prompts) < 0;
     bad |= gf_y_int(ctx, m, "steps", 0, 1, 1 << 20, &s->steps) < 0;
     bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
+    bad |= gf_y_int(ctx, m, "topk", 0, 1, 1 << 20, &s->topk) < 0;
     bad |= gf_stat_thr_parse(ctx, m, &s->thr, &s->n_thr) < 0;
     if (!bad && !s->n_goldens && !s->n_prompts) {
         gf_y_error(ctx, m, "distribution_match needs 'goldens' or 'prompts' (or both)");
@@ -85,14 +98,20 @@ static int dm_judges_weights(const gf_case *c, const char *weights)
 {
     gf_stat_thr t;
     int from_case;
-    return c->spec &&
+    /* a top-k bound proves a fail, never a pass: it stands for no deferred case */
+    return c->spec && !((const dm_spec *)c->spec)->topk &&
            gf_stat_thr_for(((const dm_spec *)c->spec)->thr, ((const dm_spec *)c->spec)->n_thr, weights, &t, &from_case);
 }
 
 /* ---- figures ---- */
 
 typedef struct dm_acc {
-    double *kl, *dp; /* (n) per position */
+    double *kl, *dp;       /* (n) per position */
+    int32_t topk;          /* 0: full rows; else the top-k bound (topk_step) */
+    int served;            /* the backend's rows are a served engine's (listed ids above one fill) */
+    int32_t *order;        /* (V) scratch: ids by the backend's log-probability */
+    double kl_full_max;    /* the full KL's largest, where the backend has full rows (topk only) */
+    double bound_over_max; /* the largest KL_S - KL seen (> 0: the bound broken) */
     size_t n, cap;
     size_t agree;
     double disagree_max_margin; /* the reference's largest top-two margin where top-1 differs */
@@ -113,6 +132,60 @@ static void log_softmax(const float *x, int32_t V, double *out)
         out[v] = (double)x[v] - lse;
 }
 
+static const double *g_sort_key; /* qsort's key: the backend's log-softmax (one thread per child) */
+static int by_key_desc(const void *x, const void *y)
+{
+    double a = g_sort_key[*(const int32_t *)x], b = g_sort_key[*(const int32_t *)y];
+    return a > b   ? -1
+           : a < b ? 1
+                   : (*(const int32_t *)x > *(const int32_t *)y) - (*(const int32_t *)x < *(const int32_t *)y);
+}
+
+/* The top-k bound at one position (the file comment), a->lr and a->lb the
+ * two log-softmaxes: KL_S into *kl, |delta p| (or its bound) of next into
+ * *dp, max |delta| over S into *delta. A served row's S is the ids above its
+ * fill (backends/http: every unlisted id holds the same lower value), its
+ * q the listed log-probabilities as reported. */
+static void topk_step(dm_acc *a, const float *test, int32_t V, int32_t next, double *kl, double *dp, double *delta)
+{
+    int32_t n = 0;
+    if (a->served) {
+        float fill = INFINITY;
+        for (int32_t v = 0; v < V; v++)
+            fill = test[v] < fill ? test[v] : fill;
+        for (int32_t v = 0; v < V; v++)
+            if (test[v] > fill)
+                a->order[n++] = v;
+    } else {
+        for (int32_t v = 0; v < V; v++)
+            a->order[v] = v;
+        g_sort_key = a->lb;
+        qsort(a->order, (size_t)V, sizeof *a->order, by_key_desc);
+        n = a->topk < V ? a->topk : V;
+    }
+    double ps = 0, qs = 0, k = 0, d = 0, q_next = -1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = a->order[i];
+        double lq = a->served ? (double)test[v] : a->lb[v], p = exp(a->lr[v]);
+        ps += p;
+        qs += exp(lq);
+        if (p > 0)
+            k += p * (a->lr[v] - lq);
+        double dd = fabs(a->lr[v] - lq);
+        d = dd > d || isnan(dd) ? dd : d;
+        if (v == next)
+            q_next = exp(lq);
+    }
+    /* the rest: 1 - the listed mass (floored: a sum rounded past 1 leaves no rest) */
+    double p_rest = 1 - ps > 0 ? 1 - ps : 0, q_rest = 1 - qs > 1e-300 ? 1 - qs : 1e-300;
+    if (p_rest > 0)
+        k += p_rest * log(p_rest / q_rest);
+    double p_next = exp(a->lr[next]);
+    *kl = k;
+    *dp = q_next >= 0 ? fabs(p_next - q_next) : (p_next - q_rest > 0 ? p_next - q_rest : 0);
+    *delta = d;
+}
+
 /* One position: ref and test logits (V), next the token the sequence takes. */
 static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, int32_t next)
 {
@@ -130,11 +203,20 @@ static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, i
     }
     log_softmax(ref, V, a->lr);
     log_softmax(test, V, a->lb);
-    double kl = 0;
-    for (int32_t v = 0; v < V; v++) {
+    double kl = 0, dp = -1, delta = -1;
+    for (int32_t v = 0; v < V && !a->served; v++) {
         double p = exp(a->lr[v]);
         if (p > 0)
             kl += p * (a->lr[v] - a->lb[v]);
+    }
+    if (a->topk) {
+        double full = kl;
+        topk_step(a, test, V, next, &kl, &dp, &delta);
+        if (!a->served) {
+            a->kl_full_max = full > a->kl_full_max ? full : a->kl_full_max;
+            double over = kl - full - 1e-12 * (1 + full);
+            a->bound_over_max = over > a->bound_over_max ? over : a->bound_over_max;
+        }
     }
     double top1, margin;
     int32_t ra = gf_row_top(ref, V, &top1, &margin), ta = gf_row_top(test, V, NULL, NULL);
@@ -143,8 +225,9 @@ static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, i
     else if (!(margin <= a->disagree_max_margin))
         a->disagree_max_margin = margin;
     a->kl[a->n] = kl;
-    a->dp[a->n] = fabs(exp(a->lr[next]) - exp(a->lb[next]));
-    gf_cmp_step(&a->cmp, (int32_t)a->n, gf_max_abs_delta(ref, test, (size_t)V, NULL), ra, ta, margin, top1);
+    a->dp[a->n] = dp >= 0 ? dp : fabs(exp(a->lr[next]) - exp(a->lb[next]));
+    gf_cmp_step(&a->cmp, (int32_t)a->n, delta >= 0 ? delta : gf_max_abs_delta(ref, test, (size_t)V, NULL), ra, ta,
+                margin, top1);
     a->n++;
     return 0;
 }
@@ -385,6 +468,10 @@ static int run_prompts(const gf_case *c, gf_krun *k, const dm_spec *s, dm_acc *a
 
 /* ---- the run ---- */
 
+static const char *const dm_served_why =
+    "the KL over full distributions needs full logits, and a server reports its top-k log-probabilities only (a case "
+    "with 'topk: N' computes the top-k bound instead: docs/http.md)";
+
 static void judge(gf_krun *k, const char *name, double measured, double bound, int at_least, const char *fmt_extra)
 {
     if (isnan(bound))
@@ -414,6 +501,19 @@ static void run_dm(const gf_case *c, gf_krun *k)
     gf_k_metric_json(k, "kv_cache", json_string(kv));
     const char *key = gf_stat_thr_key(w, kv);
     gf_k_metric_json(k, "threshold_key", json_string(key));
+    const int served = !strcmp(w, GF_WEIGHTS_SERVED);
+    if (served && !s->topk) { /* the plan skips it (served_skip); the rows hold no full distribution */
+        gf_k_skip(k, "%s", dm_served_why);
+        return;
+    }
+    if (s->topk)
+        gf_k_metric_json(k, "restricted_to",
+                         json_pack("{s:I, s:s, s:s}", "topk", (json_int_t)s->topk, "set",
+                                   served ? "the ids the server listed at each position"
+                                          : "the backend's top-k ids at each position",
+                                   "figures",
+                                   "lower bounds (KL over the top-k plus one merged rest, |delta p| "
+                                   "outside the set bounded below by p - q_rest): docs/http.md"));
     gf_stat_thr thr;
     int from_case = 0;
     if (!gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case)) {
@@ -429,10 +529,15 @@ static void run_dm(const gf_case *c, gf_krun *k)
     a.disagree_max_margin = -INFINITY;
     a.lr = malloc((size_t)V * sizeof *a.lr);
     a.lb = malloc((size_t)V * sizeof *a.lb);
+    a.topk = (int32_t)s->topk;
+    a.served = served;
+    a.kl_full_max = -INFINITY;
+    a.bound_over_max = -INFINITY;
+    a.order = s->topk ? malloc((size_t)V * sizeof *a.order) : NULL;
     gf_cmp_init(&a.cmp, &s->gate, k->dtype, GF_CMP_TEACHER_FORCED, NAN);
     json_t *sources = json_array();
     gf_k_metric_json(k, "sources", sources); /* filled below (the metrics hold the reference) */
-    if (!a.lr || !a.lb) {
+    if (!a.lr || !a.lb || (s->topk && !a.order)) {
         gf_k_fail(k, "out of memory");
         goto done;
     }
@@ -455,13 +560,21 @@ static void run_dm(const gf_case *c, gf_krun *k)
     gf_json_set_number(st, "dp_p99", dp_p99, "no positions");
     gf_json_set_number(st, "dp_max", dp_max, "no positions");
     gf_json_set_number(st, "max_abs_delta", a.cmp.max_delta, "no positions");
+    if (s->topk && !served)
+        gf_json_set_number(st, "kld_full_max", a.n ? a.kl_full_max : NAN, "no positions");
     gf_k_metric_json(k, "statistical", st);
+    /* the bound's claim, where the full rows are there to check it on */
+    if (s->topk && !served && a.n)
+        gf_k_check(k, !(a.bound_over_max > 0), "top-k KL is a lower bound",
+                   "the top-%lld KL is at most the full KL at all %zu positions (largest full KL %.3g)%s", s->topk, a.n,
+                   a.kl_full_max, a.bound_over_max > 0 ? ": BROKEN" : "");
     /* the usual max |delta|, margins and near ties, beside (not judged: no atol) */
     k->summary = a.cmp;
     k->has_summary = 1;
 
     char extra[256];
-    snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds", a.n, w, kv, key);
+    snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds%s", a.n, w, kv, key,
+             s->topk ? ", top-k bound" : "");
     judge(k, "kld_mean", kl_mean, thr.kld_mean, 0, extra);
     judge(k, "kld_p99", kl_p99, thr.kld_p99, 0, extra);
     judge(k, "kld_max", kl_max, thr.kld_max, 0, extra);
@@ -478,6 +591,13 @@ done:
     free(a.dp);
     free(a.lr);
     free(a.lb);
+    free(a.order);
+}
+
+static const char *dm_served_skip(const gf_case *c)
+{
+    const dm_spec *s = c->spec;
+    return s && !s->topk ? dm_served_why : NULL;
 }
 
 const gf_kind_def gf_kind_distribution_match = {
@@ -488,6 +608,7 @@ const gf_kind_def gf_kind_distribution_match = {
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
     .judges_weights = dm_judges_weights,
+    .served_skip = dm_served_skip,
     .parse = parse_dm,
     .free_spec = spec_free,
     .run = run_dm,

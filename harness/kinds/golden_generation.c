@@ -343,7 +343,7 @@ static void run_golden(const gf_case *c, gf_krun *k)
     json_t *deltas = json_array(), *mismatch_steps = json_array(), *margins = json_array();
     int all_equal = 1;
     double atol = golden_atol(g, s->atol, k);
-    const int served = k->weights && !strcmp(k->weights, "served");
+    const int served = k->weights && !strcmp(k->weights, GF_WEIGHTS_SERVED);
     if (served)
         gf_k_metric_json(k, "compared",
                          json_string("the server's top-k log-probabilities against the golden's "
@@ -416,12 +416,28 @@ done:
     free(path);
 }
 
+/* served_skip (case.h): a sampled golden's tokens are drawn by genfence's
+ * sampler over the rows, and a served backend's rows are its top-k plus an
+ * even remainder, so the draw is neither the model's distribution nor the
+ * server's sampler: a mismatch there would be a false failure. A greedy
+ * golden is judged (the argmax and the margin are the server's own). */
+static const char *golden_served_skip(const gf_case *c)
+{
+    const gf_golden_spec *s = c->spec;
+    if (!s || s->sampler.temperature <= 0)
+        return NULL;
+    return "a sampled golden (temperature > 0) needs full logits: genfence's sampler would draw over the server's "
+           "top-k log-probabilities and an even remainder, not the model's distribution (the server's own sampler "
+           "is probed by integrity=on: docs/http.md)";
+}
+
 const gf_kind_def gf_kind_golden_generation = {
     .name = "golden_generation",
     .summary = "the backend teacher-forced through a golden's tokens against its logits (goldens: docs/goldens.md)",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
     .defers_to_statistical = 1,
+    .served_skip = golden_served_skip,
     .parse = parse_golden,
     .free_spec = spec_free,
     .run = run_golden,

@@ -232,8 +232,10 @@ static int declared(const char *list, const gf_case *c, const char *name, char *
             e++;
         char item[64];
         snprintf(item, sizeof item, "%.*s", (int)(e - p < 63 ? e - p : 63), p);
-        if (item[0] == '-') {
-            if (!strcmp(item + 1, name) || gf_case_has_tag(c, item + 1)) {
+        const gf_probe_spec *ps = c->spec;
+        const char *arch = ps ? k_archs[ps->arch == GF_ARCH_GPT2 ? 0 : 1] : "";
+        if (item[0] == '-') { /* a probe, a case tag, or an architecture (-llama: a GPT-2-only engine) */
+            if (!strcmp(item + 1, name) || gf_case_has_tag(c, item + 1) || !strcmp(item + 1, arch)) {
                 snprintf(why, cap, "%s", item);
                 return 0;
             }
@@ -305,6 +307,66 @@ done:
     return st;
 }
 
+/* Is every comma-separated item of `ran` one of `declared`'s? The first
+ * that is not into bad. */
+static int paths_within(const char *ran, const char *declared, char *bad, size_t cap)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", ran);
+    char *save = NULL;
+    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        while (*it == ' ')
+            it++;
+        size_t n = strlen(it);
+        int found = 0;
+        for (const char *d = declared; *d && !found;) {
+            while (*d == ' ' || *d == ',')
+                d++;
+            size_t m = strcspn(d, ",");
+            while (m > 0 && d[m - 1] == ' ')
+                m--;
+            found = m == n && !strncmp(d, it, n);
+            d += strcspn(d, ",");
+        }
+        if (!found) {
+            snprintf(bad, cap, "%s", it);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The kernel paths the probe's calls ran on the backend (the optional
+ * model_paths slot) against its declared info.cpu_path: metrics
+ * "kernel_paths", and a failed check "declared path ran" where a call ran
+ * a path the backend does not declare. */
+static void paths_check(gf_krun *k, gf_session *test, const char *mech, const char *shape, const char *declared)
+{
+    char ran[512];
+    gf_status st = gf_engine_model_paths(test->engine, ran, sizeof ran);
+    if (st == GF_E_UNSUPPORTED) {
+        gf_k_metric_json(k, "kernel_paths", json_string("not said (the backend has no model_paths slot)"));
+        return;
+    }
+    if (st != GF_OK) {
+        gf_k_check(k, 0, "declared path ran", "probe %s [%s]: %s", mech, shape, gf_error_msg());
+        return;
+    }
+    gf_k_metric_json(k, "kernel_paths", json_string(ran));
+    if (!declared[0]) {
+        gf_k_metric_json(k, "kernel_paths_check",
+                         json_string("not judged: the backend declares no cpu_path to judge them by"));
+        return;
+    }
+    char bad[256] = "";
+    int ok = paths_within(ran, declared, bad, sizeof bad);
+    gf_k_check(k, ok, "declared path ran",
+               ok ? "probe %s [%s]: the calls ran %s, as declared (cpu_path %s)%s"
+                  : "probe %s [%s]: the calls ran path '%s', which the backend does not declare (cpu_path %s): a "
+                    "silent fallback, so the NMSE judged that path, not the declared kernel",
+               mech, shape, ok ? ran : bad, declared, "");
+}
+
 static void run_probe(const gf_case *c, gf_krun *k)
 {
     const gf_probe_spec *s = c->spec;
@@ -324,7 +386,7 @@ static void run_probe(const gf_case *c, gf_krun *k)
         goto done;
     }
     /* 1. what the backend declares (read before its model load, which may refuse) */
-    char probes[512] = "", weights[64] = "";
+    char probes[512] = "", weights[64] = "", cpu_path[256] = "";
     int has_decl = 0;
     gf_compute_dtype dtype = k->dtype;
     uint32_t features = 0; /* the GF_MODEL_NEEDS_* bits the backend implements */
@@ -341,6 +403,8 @@ static void run_probe(const gf_case *c, gf_krun *k)
             if (bi.struct_size > offsetof(gf_backend_info, weights) && bi.weights)
                 snprintf(weights, sizeof weights, "%s", bi.weights);
             dtype = bi.dtype;
+            if (bi.struct_size > offsetof(gf_backend_info, cpu_path) && bi.cpu_path)
+                snprintf(cpu_path, sizeof cpu_path, "%s", bi.cpu_path);
             if (bi.struct_size > offsetof(gf_backend_info, model_features))
                 features = bi.model_features;
             gf_registry_close(&h);
@@ -423,6 +487,9 @@ static void run_probe(const gf_case *c, gf_krun *k)
             gf_k_check(k, 0, "backend runs the probe", "probe %s [%s]: %s: %s", mech, s->shape, what, gf_error_msg());
         goto done;
     }
+    /* the path the calls ran (model_paths): a path the backend does not
+     * declare (info.cpu_path) is a silent fallback */
+    paths_check(k, &test, mech, s->shape, cpu_path);
     /* 4. NMSE over the real positions; the worst position by squared error */
     double num = 0, den = 0, worst = -1;
     int32_t wb = 0, wt = 0;

@@ -192,6 +192,55 @@ static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *
     return pts;
 }
 
+/* A diverging cached call: which of its cache's first and last real
+ * positions the worst (row, position) at the first divergent point depends
+ * on, on the backend and on ref (gf_key_reach). Into res "key_reach" and,
+ * where the two differ, a clause of the summary in text ("" otherwise). */
+static void key_reach_of(gf_engine *be, gf_engine *re, const gf_call_log *log, size_t i, const gf_call_entry *c,
+                         int32_t first, double bound, const side *bs, const side *rs, int32_t D, json_t *fo,
+                         json_t *res, char *text, size_t cap)
+{
+    text[0] = '\0';
+    if (c->cache < 0 || c->cache_length < 1 || log->overflow)
+        return;
+    json_t *w = json_object_get(fo, "worst");
+    const int32_t B = c->in.B, T = c->in.T, L0 = c->cache_length, Tk = L0 + T;
+    const int32_t b = (int32_t)json_integer_value(json_object_get(w, "row"));
+    const int32_t t = (int32_t)json_integer_value(json_object_get(w, "position")) - L0;
+    int32_t js[2] = {-1, -1}; /* the row's first and last real cache positions */
+    for (int32_t j = 0; j < L0; j++)
+        if (!c->in.key_mask || c->in.key_mask[(size_t)b * Tk + j]) {
+            if (js[0] < 0)
+                js[0] = j;
+            js[1] = j;
+        }
+    if (js[0] < 0 || t < 0 || t >= T || b < 0 || b >= B)
+        return;
+    json_t *arr = json_array();
+    size_t u = 0;
+    for (int k = 0; k < 2 && (k == 0 || js[1] != js[0]); k++) {
+        int dep[2] = {0, 0};
+        char why[256] = "";
+        const side *sd[2] = {bs, rs};
+        gf_engine *es[2] = {be, re};
+        int ok = 1;
+        for (int q = 0; q < 2 && ok; q++) {
+            const float *base = sd[q]->out + (((size_t)first * B + b) * T + t) * D;
+            ok = gf_key_reach(es[q], log, i, first, b, t, js[k], base, bound, &dep[q], why, sizeof why) == 0;
+        }
+        if (!ok) {
+            json_array_append_new(arr, json_pack("{s:i, s:s}", "cache_position", js[k], "error", why));
+            continue;
+        }
+        json_array_append_new(arr,
+                              json_pack("{s:i, s:b, s:b}", "cache_position", js[k], "backend", dep[0], "ref", dep[1]));
+        if (dep[0] != dep[1] && u < cap)
+            u += (size_t)snprintf(text + u, cap - u, "; there the backend %s cache position %d (ref %s)",
+                                  dep[0] ? "depends on" : "does not depend on", js[k], dep[1] ? "does" : "does not");
+    }
+    json_object_set_new(res, "key_reach", arr);
+}
+
 static void side_free(side *s, int32_t n_caches)
 {
     for (int32_t i = 0; s->caches && i < n_caches; i++)
@@ -374,10 +423,12 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
         }
         if (n_earlier > 4 && eu < sizeof earlier)
             snprintf(earlier + eu, sizeof earlier - eu, ", ...");
+        char reach[400] = "";
+        key_reach_of(s->engine, rs.e, log, i, c, first, bound[first], &bs, &rs, D, fo, res, reach, sizeof reach);
         json_t *nm = json_object_get(fo, "nmse");
         snprintf(msg, sizeof msg,
                  "first divergence at %s, %s%s%s, %s: NMSE %.2e > bound %.2e; worst row %lld position %lld channel "
-                 "%lld (backend %.6g, ref %.6g); %d earlier point%s below %s%s%s%s",
+                 "%lld (backend %.6g, ref %.6g); %d earlier point%s below %s%s%s%s%s",
                  json_string_value(json_object_get(fo, "point")), json_string_value(json_object_get(fo, "positions")),
                  rows_text && rows_text[0] ? ", " : "", rows_text ? rows_text : "", call,
                  json_is_real(nm) ? json_real_value(nm) : INFINITY, json_real_value(json_object_get(fo, "bound")),
@@ -386,7 +437,7 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
                  (long long)json_integer_value(json_object_get(w, "channel")),
                  json_real_value(json_object_get(w, "backend")), json_real_value(json_object_get(w, "ref")), n_earlier,
                  n_earlier == 1 ? "" : "s", n_earlier == 1 ? "its bound" : "their bounds", n_earlier ? " (" : "",
-                 earlier, n_earlier ? ")" : "");
+                 earlier, n_earlier ? ")" : "", reach);
         json_object_set_new(res, "first", fo);
         goto done;
     }

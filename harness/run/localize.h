@@ -45,4 +45,13 @@ double gf_trace_unit(gf_compute_dtype dtype, const char *weights, const char *kv
 json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir, int threads, double u,
                     double budget_s);
 
+/* The key reach (key_reach.c): does the hidden state at trace point `point`
+ * of (row b, new position t) in the cached forward log->v[fail_i] depend on
+ * the token at cache position j (< the call's cache length)? The calls on
+ * its cache since its creation or last reset are replayed on e with that
+ * token changed; *depends = the state differs from base (D floats: the
+ * unchanged replay's) by an NMSE above bound. 0, or -1 with why. */
+int gf_key_reach(gf_engine *e, const gf_call_log *log, size_t fail_i, int32_t point, int32_t b, int32_t t, int32_t j,
+                 const float *base, double bound, int *depends, char *why, size_t cap);
+
 #endif

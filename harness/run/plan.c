@@ -214,7 +214,8 @@ static void stat_defer(stat_cache *sc, gf_job *j, const gf_case *const *run, siz
 {
     const gf_case *c = j->c;
     const char *w = j->backend->weights;
-    if (!c->kind->defers_to_statistical || !w[0] || !strcmp(w, "f32") || !c->model)
+    /* a served backend's weights are unknown (served_skip below judges it) */
+    if (!c->kind->defers_to_statistical || !w[0] || !strcmp(w, "f32") || !strcmp(w, GF_WEIGHTS_SERVED) || !c->model)
         return;
     for (size_t i = 0; i < n_run; i++)
         if (stat_covers(run[i], c, w)) {
@@ -237,6 +238,20 @@ static void stat_defer(stat_cache *sc, gf_job *j, const gf_case *const *run, siz
     j->stat_note = len >= 0 ? malloc((size_t)len + 1) : NULL;
     if (j->stat_note)
         snprintf(j->stat_note, (size_t)len + 1, fmt, w, m);
+}
+
+/* ---- served backends ---- */
+
+/* A case its kind says a served backend cannot give what it needs for
+ * (gf_kind_def.served_skip): a skip with the kind's reason. */
+static void served_defer(gf_job *j)
+{
+    const gf_case *c = j->c;
+    if (strcmp(j->backend->weights, GF_WEIGHTS_SERVED) || !c->kind->served_skip)
+        return;
+    const char *why = c->kind->served_skip(c);
+    if (why)
+        gf_job_decide(j, GF_V_SKIP, "served backend: %s", why);
 }
 
 /* ---- the matrix ---- */
@@ -290,6 +305,8 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
             else if (!bs[b].available)
                 gf_job_decide(j, GF_V_SKIP, "backend unavailable: %s", bs[b].why);
             else
+                served_defer(j);
+            if (!j->decided)
                 stat_defer(&sc, j, cases, n_cases);
         }
         if (on_engine && rerun && !gf_rerun_has(rerun, c->id, "engine")) {

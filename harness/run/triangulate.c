@@ -249,8 +249,20 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
 {
     json_t *out = json_array();
     size_t n = 0;
+    /* a served backend's rows are top-k log-probabilities, not logits: its
+     * max |delta| against ref's logits would measure the log-sum-exp */
     for (size_t b = 0; b < n_backends; b++)
-        if (backends[b].available && strcmp(backends[b].name, "ref"))
+        for (size_t m = 0; backends[b].available && !strcmp(backends[b].weights, GF_WEIGHTS_SERVED) && m < n_models;
+             m++)
+            json_array_append_new(
+                out,
+                json_pack("{s:s, s:b, s:o, s:o, s:o}", "error",
+                          "not probed: a served backend's rows are its top-k log-probabilities, not logits "
+                          "(the cases compare them at their ids: docs/http.md)",
+                          "skipped", 1, "model", gf_json_text(models[m]), "backend", gf_json_text(backends[b].name),
+                          "backend_requested", gf_json_text(backends[b].requested)));
+    for (size_t b = 0; b < n_backends; b++)
+        if (backends[b].available && strcmp(backends[b].name, "ref") && strcmp(backends[b].weights, GF_WEIGHTS_SERVED))
             n += n_models;
     if (!n)
         return out;
@@ -261,7 +273,8 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
     if (args && argp && rec && why) {
         size_t k = 0;
         for (size_t b = 0; b < n_backends; b++) {
-            if (!backends[b].available || !strcmp(backends[b].name, "ref"))
+            if (!backends[b].available || !strcmp(backends[b].name, "ref") ||
+                !strcmp(backends[b].weights, GF_WEIGHTS_SERVED))
                 continue;
             for (size_t m = 0; m < n_models; m++, k++) {
                 args[k] = (tri_arg){.model = models[m],
@@ -397,7 +410,9 @@ void gf_triangulation_print(const json_t *tri, const gf_job *jobs, size_t n_jobs
         const char *err = json_string_value(json_object_get(r, "error"));
         if (err) {
             const char *status = json_string_value(json_object_get(r, "status"));
-            if (status && !strcmp(status, "timeout"))
+            if (json_is_true(json_object_get(r, "skipped")))
+                printf("  %-10s %s: %s\n", backend, model, err);
+            else if (status && !strcmp(status, "timeout"))
                 printf("  %-10s %s: the probe timed out: %s\n", backend, model, err);
             else
                 printf("  %-10s %s: could not run the probe: %s\n", backend, model, err);

@@ -140,7 +140,8 @@ typedef struct gf_backend_info {
      * probes (cases/probes/, docs/cases.md "probe") this backend runs on its
      * own kernels, comma-separated ("embedding,attention,rope,norm,mlp,head")
      * or "all", and "-TAG" to leave out the probe cases tagged TAG
-     * ("all,-gelu_erf"). A declared probe must run as declared: refusing its model or
+     * ("all,-gelu_erf") or whose micro-model is of architecture TAG
+     * ("all,-llama": an engine of GPT-2 only). A declared probe must run as declared: refusing its model or
      * its calls (GF_E_UNSUPPORTED: handing the shape to no path or another)
      * is a finding; an undeclared probe is skipped. */
     const char *probes;
@@ -345,6 +346,17 @@ typedef struct gf_backend_ops {
      * working unchanged. */
     gf_status (*forward_trace)(void *model, void *cache, const gf_batch *in, float *logits_out,
                                const struct gf_trace_request *req);
+
+    /* (optional) the kernel paths this model's calls ran since it was
+     * loaded, in the library's own terms and the words of info.cpu_path,
+     * comma-separated, each once ("brg:avx512_core", "brg:avx512_core,
+     * gemm:jit"), written into buf (NUL-terminated, truncated to len); "" when
+     * no call ran yet. genfence's mechanism probes (docs/cases.md, "probe")
+     * ask it after a probe's calls: a path not in info.cpu_path's list means
+     * the declared probe ran on another path than the one declared (a silent
+     * fallback, a finding: its NMSE judged the fallback, not the declared
+     * kernel). A backend without it is not asked (the probe says so). */
+    gf_status (*model_paths)(void *model, char *buf, size_t len);
 } gf_backend_ops;
 
 /* ---- table versions ----
@@ -353,7 +365,7 @@ typedef struct gf_backend_ops {
  * struct_size says how much of it a backend was built with. Every slot
  * through `forward` is the version-2 baseline (a table shorter than that is
  * refused); a slot past it (`sample`, `last_error`, `sample_profiles`,
- * `sample_ex`, `forward_trace`, and any added later) is
+ * `sample_ex`, `forward_trace`, `model_paths`, and any added later) is
  * read only after GF_OPS_HAS(ops, slot) says the backend's table holds it and
  * it is set. A table longer than the one this genfence was built with comes
  * from a newer genfence's headers and is refused (its extra slots would be

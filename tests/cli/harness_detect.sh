@@ -47,8 +47,10 @@ for f in ref_nan ref_bad_length ref_oom ref_bf16_as_fp32 ref_noop_reset ref_bad_
   [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_faulty_$f.so")
 done
-# the mechanism probes' faults (cases/detect/probes.yaml): patches 47-49, 81; the refusal 82 (faulty.c)
-for f in ref_attn_no_max ref_rope_off_by_one ref_rms_eps_outside ref_head_dim_80 faulty_ref_refuse_dh80; do
+# the mechanism probes' faults (cases/detect/probes.yaml): patches 47-49, 81; the refusal 82 (faulty.c); the
+# silent fallback 212 (faulty_path.c). (210, 211 share detect.trace.cache.llama with ref-bad-cache: trace_faults runs them)
+for f in ref_attn_no_max ref_rope_off_by_one ref_rms_eps_outside ref_head_dim_80 faulty_ref_refuse_dh80 \
+         faulty_ref_fallback_dh80; do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done

@@ -5,7 +5,11 @@
 # console (one line per probe x shape) and the grid on the HTML page; each
 # probe fault of tests/backends fails exactly the probes of its mechanism,
 # the line naming the probe and the shape, and passes the rest; a declared
-# probe the backend refuses fails; a failing probe replays from its
+# probe the backend refuses fails; a declared probe whose calls ran a kernel
+# path the backend does not declare (the model_paths slot against
+# info.cpu_path: a silent fallback) fails with ref's numbers, and the same
+# paths declared pass; onednn's calls run the path it declares; a failing
+# probe replays from its
 # reproduce line (its seed is in the case) with the same NMSE; llamacpp runs
 # them where it is built (its verdicts are not asserted: a third-party
 # engine's numbers on this CPU).
@@ -81,6 +85,58 @@ gf_grepq -qE '^  attention +llama silu D64 H2/2 dh80 .* ref-head-dim-80 .* FAIL'
   || fail "ref-head-dim-80: the table line does not name the probe and shape"
 gf_grepq -q "declared (info.probes: all) but the backend refused it at model_load" <"$tmp/faulty_ref_refuse_dh80.out" \
   || fail "ref-refuse-dh80: the refusal of a declared probe is not named"
+check_fault faulty_ref_fallback_dh80 'probe\.head_dim\.80(\.cached)?'
+gf_grepq -q "the calls ran path 'scalar', which the backend does not declare (cpu_path tiled): a silent fallback" \
+  <"$tmp/faulty_ref_fallback_dh80.out" || fail "ref-fallback-dh80: the silent fallback is not named"
+"$PY" - "$tmp/rep_faulty_ref_fallback_dh80/run.json" <<'PY' || fail "ref-fallback-dh80: the NMSE is not what failed"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    if r["verdict"] == "fail":
+        names = {c["name"]: c["passed"] for c in r["checks"]}
+        assert names == {"declared path ran": False, "NMSE against ref": True}, (r["id"], names)
+        assert r["metrics"]["kernel_paths"] == "scalar", r["metrics"]
+PY
+rc=0
+"$GENFENCE" run "$GF_SRC/cases/probes" --backend "$B/libgenfence_test_faulty_ref_path_honest.so" --no-triangulate \
+  --report-dir "$tmp/rep_honest_path" >"$tmp/honest_path.out" 2>&1 || rc=$?
+[[ $rc == 0 ]] || { cat "$tmp/honest_path.out"; fail "ref-path-honest: exit $rc, expected 0 (its fallback path is declared)"; }
+echo "ok   ref-path-honest: the same paths, declared: every probe passes"
+# over the protocol: echo_ref declares its probes in the info reply (hello
+# feature bit 3, docs/protocol.md): GPT-2's pass, the Llama micro-models skip
+# naming its declaration
+ECHO="$GF_BUILD/tools/echo_ref"
+if [[ -x "$ECHO" ]]; then
+  rc=0
+  "$GENFENCE" run "$GF_SRC/cases/probes" --backend "exec:$ECHO" --no-triangulate --report-dir "$tmp/rep_echo" \
+    >"$tmp/echo.out" 2>&1 || rc=$?
+  [[ $rc == 0 ]] || { cat "$tmp/echo.out"; fail "exec:echo_ref: exit $rc on cases/probes, expected 0"; }
+  "$PY" - "$tmp/rep_echo/run.json" <<'PY' || fail "exec:echo_ref: its declaration"
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+for r in res:
+    if r["verdict"] == "skip":
+        assert "for this case: it leaves out -llama (info.probes: all,-llama)" in r["reason"], r["reason"]
+    else:
+        assert r["verdict"] == "pass" and r["metrics"]["shape"].startswith("gpt2 "), (r["id"], r["verdict"])
+n = sum(r["verdict"] == "pass" for r in res)
+assert n >= 10, n
+print(f"ok   exec:echo_ref: {n} GPT-2 probes pass over the protocol, {len(res) - n} Llama ones skip (info.probes: all,-llama)")
+PY
+else
+  fail "$ECHO not built"
+fi
+for name in onednn; do
+  [[ -f "$tmp/rep_$name/run.json" ]] || continue
+  "$PY" - "$tmp/rep_$name/run.json" <<'PY' || fail "$name: model_paths"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+decl = [b for b in doc["backends"] if b.get("name") == "onednn"][0].get("cpu_path")
+for r in doc["results"]:
+    p = r["metrics"].get("kernel_paths")
+    assert p and p == decl, (r["id"], p, decl)
+print(f"ok   onednn: every probe's calls ran its declared path ({decl})")
+PY
+done
 
 # 3. a failing probe replays from its reproduce line with the same NMSE
 rep=$("$PY" - "$tmp/rep_ref_head_dim_80/run.json" <<'PY'

@@ -6,6 +6,11 @@
 # fail with a distinct first divergent layer and sublayer, read from the
 # console line and run.json (every earlier point below its bound), and the
 # printed `genfence trace ...` line replays one alone with the same reading.
+# Issue 28's bugs 1 and 2 (ref-kv-at-zero: K/V written at [0, T) instead of
+# after the cache; ref-mask-no-offset: the causal mask not offset by the cache
+# length) break the same sublayer at the same position of the same call: the
+# key reach tells them apart (the first does not depend on cache position 0,
+# the second not on the last cached position, where ref depends on both).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 . "$GF_SRC/tests/support/test_lib.sh"
@@ -14,7 +19,8 @@ PY=${GF_PYTHON:-python3}
 [[ -x "$PY" ]] || PY=python3
 B="$GF_BUILD/tests/backends"
 declare -A so=([ref-bad-cache]=ref_bad_cache [ref-no-mask]=ref_no_mask [ref-rope-chunk-pos]=faulty_ref_rope_chunk_pos
-               [ref-gqa-map]=faulty_ref_gqa_map [ref-mlp-norm]=faulty_ref_mlp_norm [ref-final-norm]=faulty_ref_final_norm)
+               [ref-gqa-map]=faulty_ref_gqa_map [ref-mlp-norm]=faulty_ref_mlp_norm [ref-final-norm]=faulty_ref_final_norm
+               [ref-kv-at-zero]=ref_kv_at_zero [ref-mask-no-offset]=ref_mask_no_offset)
 args=()
 for n in "${!so[@]}"; do
   f="$B/libgenfence_test_${so[$n]}.so"
@@ -48,6 +54,16 @@ expect detect.trace.mask.llama ref-no-mask \
   'localized: first divergence at layer 0 attention output, positions >= [0-9]+, rows 0, 1, uncached call'
 expect detect.trace.cache.llama ref-bad-cache 'localized: first divergence at layer 0 attention output, positions >= 1, cached call'
 expect detect.trace.cache.llama ref-rope-chunk-pos 'localized: first divergence at layer 0 attention output, position 5, cached call'
+reach0='localized: first divergence at layer 0 attention output, position 5, cached call \(forward call #2, B 1, T 1, cache length 5\): .*'
+expect golden.greedy.sherlock.llama ref-kv-at-zero "${reach0}there the backend does not depend on cache position 0 \(ref does\)$"
+expect golden.greedy.sherlock.llama ref-mask-no-offset "${reach0}there the backend does not depend on cache position 4 \(ref does\)$"
+expect detect.trace.cache.llama ref-kv-at-zero 'cached call.*there the backend does not depend on cache position 0 \(ref does\)'
+expect detect.trace.cache.llama ref-mask-no-offset 'cached call.*there the backend does not depend on cache position [1-9][0-9]* \(ref does\)'
+# the faults whose keys are right carry no key-reach clause
+for be in ref-rope-chunk-pos ref-gqa-map; do
+  ! awk -v c="golden.greedy.sherlock.llama [$be]" 'index($0, c) && /^FAIL/ {on = 1; next} on && /^[^ ]/ {exit} on && /localized/ {print}' "$tmp/out" |
+    grep -q 'depend on cache position' || fail "$be: a key-reach clause where the keys are right"
+done
 # a passing run (ref-no-mask on the one-row golden: no padding to leak) is not localized
 after=$(awk '/^pass .*golden\.greedy\.sherlock\.llama \[ref-no-mask\]/ {on = 1; getline; print; exit}' "$tmp/out")
 gf_grepq -Eq '^pass .*golden\.greedy\.sherlock\.llama \[ref-no-mask\]' <"$tmp/out" || fail "ref-no-mask did not pass the one-row golden"
@@ -56,6 +72,10 @@ gf_grepq -Eq '^pass .*golden\.greedy\.sherlock\.llama \[ref-no-mask\]' <"$tmp/ou
 # the readings are pairwise distinct (point, positions, rows and call)
 n=$(grep -o 'localized: first divergence at [^:]*' "$tmp/out" | sed 's/(forward call #[^)]*)//' | sort -u | wc -l)
 [[ $n -ge 6 ]] || fail "only $n distinct localizations"
+# with the key reach, every fault of the golden case reads differently
+n=$(awk '/^FAIL .*golden\.greedy\.sherlock\.llama \[/ {on = 1; next} on && /^[^ ]/ {on = 0} on && /^    localized: / {print}' "$tmp/out" |
+  sed -e 's/: NMSE [^;]*; worst [^;]*;//' -e 's/ [0-9]* earlier point[^;]*//' | sort -u | wc -l)
+[[ $n -eq 7 ]] || fail "$n distinct readings of the golden case's 7 faults, want 7"
 
 # run.json: the same, with every earlier point below its bound and the trace line
 "$PY" - "$tmp/rep/run.json" <<'PY' || fail "run.json's localization"
@@ -80,7 +100,16 @@ want = {"ref-bad-cache": ("layer 0 attention output", "positions >= 1", 0),
         "ref-rope-chunk-pos": ("layer 0 attention output", "position 5", 5),
         "ref-gqa-map": ("layer 0 attention output", "all positions", 0),
         "ref-mlp-norm": ("layer 0 MLP output", "all positions", 0),
-        "ref-final-norm": ("final norm", "all positions", 0)}
+        "ref-final-norm": ("final norm", "all positions", 0),
+        "ref-kv-at-zero": ("layer 0 attention output", "position 5", 5),
+        "ref-mask-no-offset": ("layer 0 attention output", "position 5", 5)}
+reach = {}
+for r in doc["results"]:
+    if r["id"] == "golden.greedy.sherlock.llama" and r.get("localization"):
+        reach[r["backend"]] = {(k["cache_position"], k.get("backend"), k.get("ref")) for k in r["localization"].get("key_reach", [])}
+assert reach["ref-kv-at-zero"] == {(0, False, True), (4, True, True)}, reach["ref-kv-at-zero"]
+assert reach["ref-mask-no-offset"] == {(0, True, True), (4, False, True)}, reach["ref-mask-no-offset"]
+assert reach["ref-rope-chunk-pos"] == {(0, True, True), (4, True, True)}, reach["ref-rope-chunk-pos"]
 for be, w in want.items():
     assert seen[("golden.greedy.sherlock.llama", be)] == w, (be, seen.get(("golden.greedy.sherlock.llama", be)))
 print("ok   run.json: %d localizations, earlier points below their bounds" % len(seen))

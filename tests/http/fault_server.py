@@ -7,7 +7,12 @@ Serves models/holmes-gpt (GPT-2) through tools/backends/numpy_gpt2.py's
 forward (numpy, an opinion independent of ref) on 127.0.0.1, a free port
 (written to FILE), in llama.cpp's llama-server layout: POST /v1/completions
 takes the prompt as token ids and answers choices[0].logprobs.content with
-ids; GET /v1/models. Python's standard library and numpy only.
+ids; GET /v1/models; POST /detokenize ({"tokens"} -> {"content"}); POST
+/v1/chat/completions (messages, logprobs: true, top_logprobs: k) with a
+template that passes the messages' text through. This server has no BPE
+encoder: a message's text is turned back into the ids it was detokenized
+from (a text it never detokenized is refused, HTTP 400). Python's standard
+library and numpy only.
 
 Every path may start with /fault/NAME (the http backend's URL is then
 http://127.0.0.1:PORT/fault/NAME): that prefix's replies carry the fault,
@@ -47,6 +52,8 @@ FAULTS = {
     "droplastbyte": "a streamed reply without the last byte of its text",
     "ignoreseed": "sampling ignores seed",
     "badfinish": "finish_reason 'stop' for a token that is not EOS",
+    "tempered": "every log-probability that of logits / 1.5 (consistent, the same argmax: a flatter distribution)",
+    "chattemplate": "chat: a template that puts the EOS token before the message (usage.prompt_tokens says n + 1)",
 }
 
 
@@ -81,6 +88,7 @@ class Engine:
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.lock = threading.Lock()
         self.memo = {}
+        self.detok = {}  # text -> the ids /detokenize made it from (the chat route's "tokenizer")
 
     def piece(self, i):
         """a token's bytes; b"" for a special token outside the BPE vocabulary (EOS)"""
@@ -148,7 +156,10 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(n)
         if fault and fault not in FAULTS:
             return self.error(404, f"unknown fault '{fault}' (faults: {', '.join(FAULTS)})")
-        if path != "/v1/completions":
+        if path == "/detokenize":
+            return self.detokenize(raw)
+        chat = path == "/v1/chat/completions"
+        if path != "/v1/completions" and not chat:
             return self.error(404, f"no route {path}")
         if fault == "hang":
             STOP.wait(3600)
@@ -166,6 +177,19 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(raw)
         except ValueError as e:
             return self.error(400, f"the request is not JSON: {e}")
+        if chat:
+            msgs = req.get("messages")
+            if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+                return self.error(400, "'messages' must be a non-empty list of messages")
+            text = "".join(str(m.get("content", "")) for m in msgs)  # the pass-through template
+            with ENGINE.lock:
+                ids = ENGINE.detok.get(text)
+            if ids is None:
+                return self.error(400, "this test server tokenizes only texts it detokenized (POST /detokenize first)")
+            req["prompt"] = ([ENGINE.eos] if fault == "chattemplate" else []) + list(ids)
+            req["logprobs"] = int(req.get("top_logprobs") or 0) if req.get("logprobs") else 0
+            if req.get("echo"):
+                return self.error(400, "chat completions have no echo")
         prompt = req.get("prompt")
         if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
             return self.error(400, "this server takes the prompt as a non-empty list of token ids")
@@ -193,6 +217,9 @@ class Handler(BaseHTTPRequestHandler):
                 tok = int(rng.choice(len(p), p=p / p.sum()))
             if fault == "late" and len(ids) > 1:
                 lp = ENGINE.logprobs(ids[:-1])  # the right token, the logprobs of one position earlier
+            if fault == "tempered":
+                x = lp / 1.5
+                lp = x - (x.max() + math.log(np.exp(x - x.max()).sum()))
             order = np.argsort(-lp, kind="stable")[:k]
             top = [(int(i), float(lp[i])) for i in order]
             if fault == "wronglogprobs" and len(top) > 1:
@@ -211,10 +238,14 @@ class Handler(BaseHTTPRequestHandler):
             finish = "stop"
         s = text.decode("utf-8", "replace")
         if req.get("stream"):
-            return self.stream(fault, s, finish, len(prompt), len(steps))
-        body = {"id": "cmpl-fault", "object": "text_completion", "created": int(time.time()), "model": ENGINE.name,
-                "choices": [{"text": s, "index": 0, "logprobs": {"content": steps} if k else None,
-                             "finish_reason": finish}],
+            return self.stream(fault, s, finish, len(prompt), len(steps), chat)
+        choice = {"index": 0, "logprobs": {"content": steps} if k else None, "finish_reason": finish}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": s}
+        else:
+            choice["text"] = s
+        body = {"id": "cmpl-fault", "object": "chat.completion" if chat else "text_completion",
+                "created": int(time.time()), "model": ENGINE.name, "choices": [choice],
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(steps),
                           "total_tokens": len(prompt) + len(steps)}}
         data = json.dumps(body).encode()
@@ -222,12 +253,32 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, raw=data[: len(data) // 2])
         self.send(200, raw=data)
 
-    def stream(self, fault, text, finish, n_prompt, n_gen):
+    def detokenize(self, raw):
+        try:
+            ids = json.loads(raw).get("tokens")
+        except (ValueError, AttributeError) as e:
+            return self.error(400, f"the request is not a JSON object: {e}")
+        if not isinstance(ids, list) or not all(isinstance(t, int) and 0 <= t < ENGINE.model.head.shape[0] for t in ids):
+            return self.error(400, "'tokens' must be a list of token ids inside the vocabulary")
+        data = b"".join(ENGINE.piece(t) for t in ids)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", "replace")
+        with ENGINE.lock:
+            ENGINE.detok.setdefault(text, list(ids))
+        self.send(200, {"content": text})
+
+    def stream(self, fault, text, finish, n_prompt, n_gen, chat=False):
         if fault == "droplastbyte":
             text = text.encode()[:-1].decode("utf-8", "ignore")
+
+        def piece(ch):
+            return {"delta": {"content": ch}} if chat else {"text": ch}
+
         # the text in chunks of 1 character (UTF-8 bytes of one character stay together, as JSON strings must)
-        events = [{"choices": [{"text": ch, "index": 0, "finish_reason": None}]} for ch in text]
-        events.append({"choices": [{"text": "", "index": 0, "finish_reason": finish}],
+        events = [{"choices": [dict(piece(ch), index=0, finish_reason=None)]} for ch in text]
+        events.append({"choices": [dict(piece(""), index=0, finish_reason=finish)],
                        "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen}})
         out = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
         if fault == "afterdone":

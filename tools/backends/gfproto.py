@@ -37,6 +37,7 @@ ABI_VERSION = 2
 FEATURE_SAMPLE = 1
 FEATURE_TRACE = 2  # forward_trace (12): the trace slot
 FEATURE_INVARIANCE = 4  # info's reply ends with str invariance (docs/backends.md)
+FEATURE_PROBES = 8  # then the mechanism probes it runs (Backend.probes)
 
 # ops
 HELLO, PROBE, INFO, MODEL_LOAD = 1, 2, 3, 4
@@ -79,6 +80,7 @@ class Backend:
     has_trace = False  # True: forward_trace below is implemented (hello feature bit 1)
     # the invariance it declares, e.g. "all=bitwise,batch=gated" (hello feature bit 2; None: not said)
     invariance = None
+    probes = None  # the mechanism probes run on its own kernels ("all", "all,-llama"; docs/cases.md): feature bit 3
 
     def probe(self):
         """Raise unavailable(reason) if the engine cannot run here."""
@@ -177,6 +179,7 @@ class _Server:
                 raise Error(E_ABI, f"hello magic 0x{magic:08x} is not genfence's")
             feats = (FEATURE_SAMPLE if b.has_sample else 0) | (FEATURE_TRACE if b.has_trace else 0)
             feats |= FEATURE_INVARIANCE if b.invariance is not None else 0
+            feats |= FEATURE_PROBES if b.probes is not None else 0
             return (struct.pack("<3I", MAGIC, PROTOCOL_VERSION, feats) +
                     _str(b.name.encode()) + _str(b.description.encode()))
         if op == PROBE:
@@ -186,7 +189,8 @@ class _Server:
             (threads,) = struct.unpack_from("<i", body)
             dtype, used, lib, detail = b.info(threads)
             reply = struct.pack("<Ii", DTYPES[dtype], used) + _str(lib.encode()) + _str(detail.encode())
-            return reply + (_str(b.invariance.encode()) if b.invariance is not None else b"")
+            reply += _str(b.invariance.encode()) if b.invariance is not None else b""
+            return reply + (_str(b.probes.encode()) if b.probes is not None else b"")
         if op == MODEL_LOAD:
             if self.model is not None:
                 raise invalid_arg("a model is already loaded (one model per process)")

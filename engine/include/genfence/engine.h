@@ -148,6 +148,9 @@ int gf_backend_has_trace(const gf_backend_ops *ops);
 /* gf_engine_forward through the trace slot: the same checks and guards, and
  * req->out / req->given filled by the backend (given zeroed first).
  * GF_E_UNSUPPORTED without the slot. */
+/* The kernel paths the model's calls ran (the optional model_paths slot):
+ * GF_OK with buf filled, GF_E_UNSUPPORTED without the slot. */
+gf_status gf_engine_model_paths(gf_engine *e, char *buf, size_t len);
 gf_status gf_engine_forward_trace(gf_engine *e, void *cache, const gf_batch *in, float *logits_out,
                                   const gf_trace_request *req);
 

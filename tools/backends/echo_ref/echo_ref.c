@@ -14,7 +14,9 @@
  *
  * It reads model.safetensors (F32 tensors) from the directory model_load
  * names and takes the hyperparameters from the model_load request (genfence's
- * reading of config.json). GPT-2 only; no sampler (hello features 0). */
+ * reading of config.json). GPT-2 only (a tied or untied LM head); no
+ * sampler. Hello feature 8 (beside 2 and 4): the mechanism probes it runs at
+ * the end of its info reply ("all,-llama": GPT-2's). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -76,6 +78,7 @@ static struct {
     float eps;
     uint8_t *file;                      /* model.safetensors, whole */
     const float *wte, *wpe, *lnf_w, *lnf_b;
+    const float *head; /* (V, D): wte when tied, else lm_head.weight */
     layer *ly;
 } M;
 
@@ -145,10 +148,11 @@ static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errle
     const uint8_t *c = body + 8 + n;    /* the 80-byte config block */
     int32_t cfg[20];
     memcpy(cfg, c, sizeof cfg);
-    if (cfg[0] != 1 || !cfg[16]) {
-        snprintf(err, errlen, "echo_ref runs GPT-2 with a tied LM head only (arch %d, tied %d)", cfg[0], cfg[16]);
+    if (cfg[0] != 1) {
+        snprintf(err, errlen, "echo_ref runs GPT-2 only (arch %d)", cfg[0]);
         return E_UNSUPPORTED;
     }
+    const int tied = cfg[16];
     M.act = cfg[1], M.V = cfg[4], M.P = cfg[5], M.D = cfg[6], M.L = cfg[7], M.H = cfg[8];
     M.dh = cfg[10], M.F = cfg[11];
     memcpy(&M.eps, c + 48, 4);
@@ -174,7 +178,8 @@ static int model_load(const uint8_t *body, uint32_t len, char *err, size_t errle
     M.ly = calloc((size_t)M.L, sizeof *M.ly);
     int ok = (M.wte = tensor("wte.weight", (size_t)M.V * D, err, errlen)) &&
              (M.wpe = tensor("wpe.weight", (size_t)M.P * D, err, errlen)) &&
-             (M.lnf_w = tensor("ln_f.weight", D, err, errlen)) && (M.lnf_b = tensor("ln_f.bias", D, err, errlen));
+             (M.lnf_w = tensor("ln_f.weight", D, err, errlen)) && (M.lnf_b = tensor("ln_f.bias", D, err, errlen)) &&
+             (M.head = tied ? M.wte : tensor("lm_head.weight", (size_t)M.V * D, err, errlen));
     for (int32_t l = 0; ok && l < M.L; l++) {
         layer *y = &M.ly[l];
         char nm[64];
@@ -306,7 +311,7 @@ static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const in
         }
     }
     c->len = Tk;
-    for (int32_t i = 0, row = 0; i < B * T; i++) { /* logits = LN_f(x) wte^T */
+    for (int32_t i = 0, row = 0; i < B * T; i++) { /* logits = LN_f(x) head^T (head: wte when tied) */
         if (tr) /* the final norm at every position */
             layernorm(TRACE_AT(4 * M.L + 1, i), X + (size_t)i * D, M.lnf_w, M.lnf_b);
         if (last && i % T != T - 1)
@@ -315,7 +320,7 @@ static void forward(cache *c, int32_t B, int32_t T, const int32_t *tok, const in
         for (int32_t v = 0; v < M.V; v++) {
             double s = 0;
             for (int32_t d = 0; d < D; d++)
-                s += (double)x[d] * M.wte[(size_t)v * D + d];
+                s += (double)x[d] * M.head[(size_t)v * D + d];
             out[(size_t)row * M.V + v] = (float)s;
         }
         row++;
@@ -358,10 +363,10 @@ int main(void)
             return 1;
         cache *c;
         switch (op) {
-        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance), name, description */
+        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance, 8: and probes), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 2 | 4, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -371,16 +376,20 @@ int main(void)
         }
         case 2: reply(0, NULL, 0); break; /* probe: runs anywhere */
         case 3: { /* info: f32, 1 thread, library, detail, invariance (hello feature 4): measured
-                   * bitwise on every axis (cases/invariance.yaml): one thread, every sum in one order */
-            const char lib[] = "echo_ref (C, libm)", inv[] = "all=bitwise";
-            uint8_t out[12 + sizeof lib + 4 + 4 + sizeof inv];
+                   * bitwise on every axis (cases/invariance.yaml): one thread, every sum in one order;
+                   * then (feature 8) the mechanism probes it runs: GPT-2's */
+            const char lib[] = "echo_ref (C, libm)", inv[] = "all=bitwise", probes[] = "all,-llama";
+            uint8_t out[12 + sizeof lib + 4 + 4 + sizeof inv + 4 + sizeof probes];
             uint32_t w[3] = {1, 1, (uint32_t)strlen(lib)}, z = 0, il = (uint32_t)strlen(inv);
+            uint32_t pl = (uint32_t)strlen(probes);
             memcpy(out, w, 12);
             memcpy(out + 12, lib, strlen(lib));
             memcpy(out + 12 + strlen(lib), &z, 4);
             memcpy(out + 16 + strlen(lib), &il, 4);
             memcpy(out + 20 + strlen(lib), inv, il);
-            reply(0, out, (uint32_t)(20 + strlen(lib) + il));
+            memcpy(out + 20 + strlen(lib) + il, &pl, 4);
+            memcpy(out + 24 + strlen(lib) + il, probes, pl);
+            reply(0, out, (uint32_t)(24 + strlen(lib) + il + pl));
             break;
         }
         case 4: { /* model_load */
