@@ -32,6 +32,9 @@ static gf_status load(const gf_model_desc *desc, const gf_backend_options *opts,
 {
     g_rotary = desc->config.pos == GF_POS_ROPE;
     gf_model_desc d = *desc;
+    /* the faulty weights are freed below: ref must copy, not keep views */
+    if (gf_model_desc_has(&d, weights_persist))
+        d.weights_persist = 0;
     const gf_model_config *g = &desc->config;
     const int32_t L = g->n_layer, D = g->n_embd;
     (void)D;
