@@ -49,7 +49,7 @@ static inline float gfv_expf(float x)
     const float shift = 12582912.0f;
     const float t = x * 1.44269504088896341f + shift;
     const float kf = t - shift;
-    int32_t tb;
+    uint32_t tb; /* unsigned: a NaN's bits wrap instead of overflowing */
     memcpy(&tb, &t, sizeof tb);
     float r = x - kf * 0.693145751953125f;   /* ln2's high part: 16 bits, kf * it is exact */
     r = r - kf * 1.42860682030941723212e-6f; /* ln2 - the high part */
@@ -61,7 +61,9 @@ static inline float gfv_expf(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits = (tb - 0x4B400000 + 127) * (1 << 23); /* 2^k: k = tb - bits(shift), in [-126, 127] */
+    /* 2^k: k = tb - bits(shift), in [-126, 127] for any number; for a
+     * NaN the bits are garbage and p is NaN already */
+    const uint32_t bits = (tb - 0x4B400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return under ? 0.0f : p * scale;
