@@ -19,7 +19,8 @@ static void usage(FILE *f)
                "\n"
                "Writes a baseline of known findings (for genfence run --baseline) from a run report: one\n"
                "entry per result that failed (fail, stale, crash, timeout; error is bad input, not a\n"
-               "finding, and is left out), or that the report's own baseline called known. Each entry is\n"
+               "finding, and is left out; so is a must-fail case that got the verdict it declares), or that\n"
+               "the report's own baseline called known. Each entry is\n"
                "the case id (anchored), the backend as requested, the verdict, and a reason pattern: the\n"
                "reason with every number a number class, so the same finding with other figures is still\n"
                "known and another finding is not.\n"
@@ -166,6 +167,8 @@ int gf_cmd_baseline(int argc, char **argv)
         gf_verdict vv;
         if (!gf_verdict_parse(v, &vv) || gf_verdict_exit(vv, 0) != 1 || gf_verdict_of_baseline(vv))
             continue; /* a pass, skip or error (bad input) is no finding; fixed is none any more */
+        if (json_is_true(json_object_get(r, "as_declared")))
+            continue; /* a must-fail case that got the verdict it declares passed: no finding */
         if (json_is_null(json_object_get(r, "backend")) || !wanted_backend(r, backends, n_backends))
             continue;
         const char *req = jstr(r, "backend_requested");

@@ -163,4 +163,16 @@ set -e
 "$GENFENCE" baseline "$tmp/known/run.json" -o "$tmp/again.yaml" >/dev/null
 [[ $(grep -c "^  - case: " "$tmp/again.yaml") -eq 4 ]] || fail "known results are written again"
 echo "ok   genfence baseline: exit 1 with nothing to write, 2 on a bad report"
+# a must-fail case that got the verdict it declares passed: it is no finding
+# (golden.declared.stale: stale as declared, exit 0; before, genfence baseline
+# wrote it as a stale entry with this checkout's absolute golden path in it)
+"$GENFENCE" run cases/paths.yaml --filter '^golden\.declared\.stale$' --backend ref --report-dir "$tmp/decl" >"$tmp/decl.out" 2>&1 ||
+    { cat "$tmp/decl.out"; fail "golden.declared.stale on ref: want exit 0 (stale as declared)"; }
+grep -q '"as_declared": true' "$tmp/decl/run.json" || fail "golden.declared.stale: run.json has no as_declared true"
+set +e
+"$GENFENCE" baseline "$tmp/decl/run.json" -o "$tmp/decl.yaml" >"$tmp/decl_w.out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 && ! -e "$tmp/decl.yaml" ]] || { cat "$tmp/decl_w.out" "$tmp/decl.yaml" 2>/dev/null; fail "a result as declared was written as a finding (exit $rc)"; }
+echo "ok   genfence baseline leaves out a must-fail case that failed as declared"
 echo "baseline: all passed"
