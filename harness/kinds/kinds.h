@@ -18,6 +18,7 @@
     X(sampling_distribution)  \
     X(seeded_reproducibility) \
     X(cache_equals_recompute) \
+    X(speculative)            \
     X(left_padding_positions) \
     X(toy_attention_cache)    \
     X(batch_consistency)      \

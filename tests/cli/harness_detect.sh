@@ -64,6 +64,11 @@ for f in batch position mixed threads split process prefix; do
   [[ -f "$B/libgenfence_test_ref_inv_$f.so" ]] || fail "test backend $B/libgenfence_test_ref_inv_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_ref_inv_$f.so")
 done
+# the speculative kind's twins (cases/detect/speculative.yaml): faulty_spec.c's drift and argmax faults
+for f in ref_spec_late_drift ref_spec_top_down; do
+  [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_$f.so")
+done
 # a backend sample slot with one bug each (cases/detect/sample_slot.yaml, tests/backends/faulty_sample.c)
 for f in top_p_gt tie_high no_max topk_ties temp_late; do
   [[ -f "$B/libgenfence_test_sample_$f.so" ]] || fail "test backend $B/libgenfence_test_sample_$f.so not built"
