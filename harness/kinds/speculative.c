@@ -12,7 +12,8 @@
  * backend's own greedy continuation (what an accepting draft feeds) and the
  * same with every other token replaced (what a rejecting draft feeds).
  *
- * Part 2, the scripted loop (`steps` > 0). The engine's reference
+ * Part 2, the scripted loop (`steps` > 0; part 1 then runs only where the
+ * case names `cache_lengths`). The engine's reference
  * speculative loop runs greedily on the backend's forward: each round
  * verifies a draft built from the backend's own plain greedy output with
  * the tokens at the generation steps in `reject_at` replaced, accepts while
@@ -584,7 +585,8 @@ static void run_spec(const gf_case *c, gf_krun *k)
     char decl[256];
     gf_inv_level split = split_level(k, decl, sizeof decl);
     gf_k_metric_json(k, "split_declared", json_string(gf_inv_level_word(split)));
-    run_verify(k, e, prompt, n, s, split);
+    if (s->lens || s->steps == 0) /* a loop case runs the verify pass only where it names cache lengths */
+        run_verify(k, e, prompt, n, s, split);
     if (s->steps > 0 && k->verdict != GF_V_ERROR)
         run_loop(k, e, prompt, n, s);
     free(prompt);
