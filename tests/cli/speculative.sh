@@ -24,9 +24,15 @@ so() { # the test backend of fault NUM
 n_cases=$("$GENFENCE" list cases/speculative.yaml --json | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)))')
 [ "$n_cases" -ge 9 ] || fail "cases/speculative.yaml has $n_cases cases"
 
+# Under ASan (make test-asan) the kind's memory handling is what is checked: the vendor
+# backends and seven of the ten harmless variants run in the Release stage only.
+sanitized=0
+grep -q 'GENFENCE_SANITIZE:BOOL=ON' "$GF_BUILD/CMakeCache.txt" 2>/dev/null && sanitized=1
+
 # 1. the honest backends pass every case
 backs=(--backend ref --backend "$(so 83)" --backend "$(so 151)")
-for b in openblas onednn; do
+[ $sanitized = 1 ] && echo "note: sanitized build: openblas and onednn not run here (the Release stage runs them)"
+for b in $([ $sanitized = 1 ] || echo openblas onednn); do
     if "$GENFENCE" backends 2>/dev/null | grep -Eq "^ *$b +available"; then backs+=(--backend "$b"); fi
 done
 "$GENFENCE" run cases/speculative.yaml "${backs[@]}" -j 2 --no-triangulate --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 ||
@@ -73,10 +79,14 @@ PY
 
 # 2. the harmless variants of the invariance tier (140-149) pass the verify pass and the loop
 harmless=()
-for n in $(seq 140 149); do harmless+=(--backend "$(so $n)"); done
+variants=$(seq 140 149)
+[ $sanitized = 1 ] && variants="140 143 149"
+for n in $variants; do harmless+=(--backend "$(so $n)"); done
+n_harmless=$(($(echo $variants | wc -w) * 2))
 "$GENFENCE" run cases/speculative.yaml --filter '^spec\.(verify|loop\.reject_each_position)$' "${harmless[@]}" -j 2 \
     --no-triangulate --no-report >"$tmp/harmless.out" 2>&1 || { cat "$tmp/harmless.out"; fail "a harmless variant failed"; }
-gf_grepq -q '^total: 20 passed, 0 failed, 0 skipped' <"$tmp/harmless.out" || { cat "$tmp/harmless.out"; fail "harmless: not 20 passed"; }
+gf_grepq -q "^total: $n_harmless passed, 0 failed, 0 skipped" <"$tmp/harmless.out" ||
+    { cat "$tmp/harmless.out"; fail "harmless: not $n_harmless passed"; }
 
 # 3. the must-fail twins, as declared, each naming where
 set +e
