@@ -86,7 +86,7 @@ has "a plain Hugging Face model directory" "list --model names the layout"
 has "goldens: 0 of 3 in $tmp/cache/genfence/goldens" "list --model counts the cached goldens"
 has '^model\.golden\.greedy +golden_generation' "list --model lists the golden cases"
 has '^model\.context\.limit +context_limit' "holmes-llama (256 positions) keeps the context case"
-has '^16 cases$' "list --model: 16 cases"
+has '^18 cases$' "list --model: 18 cases"
 
 # ---- no golden yet: an error naming the command ----
 g run --model "$M" --backend ref --filter '^model\.golden\.greedy$' --no-report
@@ -119,7 +119,7 @@ g run --model "$M" --backend "$BE" --make-goldens --report-dir "$tmp/r1"
 want 0 "the model suite on $BE"
 printf '%s\n' "$out" | gf_grepq -q 'making' && fail "the second run remade its goldens"
 [[ $(stat -c %Y "${made[@]}" | tr '\n' ' ') == "$before" ]] || fail "the cached goldens were rewritten"
-has '^total: 16 passed, 0 failed, 0 skipped$' "the model suite passes on $BE"
+has '^total: 18 passed, 0 failed, 0 skipped$' "the model suite passes on $BE"
 "$PY" - "$tmp/r1/run.json" <<'PY' || fail "run.json lacks the KV cache's shape and bytes"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -205,7 +205,7 @@ grep -q "end ids \[[0-9]*, 282\] from generation_config.json" "$suite" || fail "
 g run --model "$H" --backend ref --make-goldens --limit 1 --report-dir "$tmp/r2"
 want 0 "the model suite on the hub layout"
 has "golden.py: wrote" "the hub layout's goldens are made (transformers reads the shards; golden.py checks the sharded model hash against genfence's)"
-has '^total: 9 passed, 0 failed, 0 skipped$' "the model suite (--limit 1) passes on the hub layout"
+has '^total: 10 passed, 0 failed, 0 skipped$' "the model suite (--limit 1) passes on the hub layout"
 echo "ok   a Hugging Face cache folder (refs/main, snapshot links, two shards, generation_config.json) end to end"
 
 # ---- without torch: the command says how to get it and offers ref ----
