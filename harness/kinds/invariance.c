@@ -99,19 +99,6 @@ static int parse_inv(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     return 0;
 }
 
-/* The declaration of the backend behind session ss (threads): *d, and its
- * text into text ("" not said). 0, or -1 with why in err. */
-static int declared(gf_session *ss, int32_t threads, gf_inv_decl *d, char *text, size_t cap, char *err, size_t err_len)
-{
-    gf_backend_options bo = gf_registry_options(&ss->backend, threads);
-    gf_backend_info bi;
-    gf_backend_describe(ss->backend.ops, &bo, &bi);
-    const char *t =
-        bi.struct_size >= offsetof(gf_backend_info, invariance) + sizeof bi.invariance ? bi.invariance : NULL;
-    snprintf(text, cap, "%s", t ? t : "");
-    return gf_inv_decl_parse(t, d, err, err_len);
-}
-
 /* The tokens every measurement shares: the probe, and (mixed) the others. */
 typedef struct inv_tokens {
     int32_t *probe, n_probe;
@@ -266,7 +253,7 @@ static void run_control(const gf_case *c, gf_krun *k, const inv_spec *s, const i
     }
     gf_inv_decl d;
     char text[256], err[512];
-    if (declared(&cs, k->threads, &d, text, sizeof text, err, sizeof err) < 0) {
+    if (gf_inv_declared(&cs, k->threads, &d, text, sizeof text, err, sizeof err) < 0) {
         gf_k_fail(k, "negative control %s: %s", s->control, err);
         gf_session_close(&cs);
         return;
@@ -326,7 +313,7 @@ static void run_inv(const gf_case *c, gf_krun *k)
     gf_k_metric_int(k, "prompt_tokens", tk.n_probe);
     gf_inv_decl d;
     char text[256], err[512];
-    if (declared(k->session, k->threads, &d, text, sizeof text, err, sizeof err) < 0) {
+    if (gf_inv_declared(k->session, k->threads, &d, text, sizeof text, err, sizeof err) < 0) {
         gf_k_fail(k, "the backend's info.invariance: %s", err); /* its own text: the backend's fault */
         tokens_free(&tk);
         return;

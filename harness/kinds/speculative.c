@@ -35,7 +35,6 @@
 #include "genfence/engine.h"
 #include "invariance_decl.h"
 #include "keys.h"
-#include "registry.h"
 
 #define SPEC_MAX_K 64
 
@@ -125,16 +124,9 @@ static const char *spec_served_skip(const gf_case *c)
  * pass's atol 0. *text gets the declaration ("" when none). */
 static gf_inv_level split_level(gf_krun *k, char *text, size_t cap)
 {
-    gf_session *ss = k->session;
-    gf_backend_options bo = gf_registry_options(&ss->backend, k->threads);
-    gf_backend_info bi;
-    gf_backend_describe(ss->backend.ops, &bo, &bi);
-    const char *t =
-        bi.struct_size >= offsetof(gf_backend_info, invariance) + sizeof bi.invariance ? bi.invariance : NULL;
-    snprintf(text, cap, "%s", t ? t : "");
     gf_inv_decl d;
     char err[256];
-    if (gf_inv_decl_parse(t, &d, err, sizeof err) < 0)
+    if (gf_inv_declared(k->session, k->threads, &d, text, cap, err, sizeof err) < 0)
         return GF_INV_LEVEL_GATED; /* the invariance kind fails an unreadable declaration */
     return d.level[GF_INV_split];
 }

@@ -1,8 +1,11 @@
 /* The invariance a backend declares (invariance_decl.h). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "invariance_decl.h"
+#include "registry.h"
+#include "session.h"
 
 static const char *const k_axis_name[] = {
 #define GF_INV_AXIS_NAME(name, what) #name,
@@ -94,4 +97,16 @@ int gf_inv_decl_parse(const char *text, gf_inv_decl *d, char *err, size_t err_le
             p++;
     }
     return 0;
+}
+
+int gf_inv_declared(struct gf_session *ss, int32_t threads, gf_inv_decl *d, char *text, size_t cap, char *err,
+                    size_t err_len)
+{
+    gf_backend_options bo = gf_registry_options(&ss->backend, threads);
+    gf_backend_info bi;
+    gf_backend_describe(ss->backend.ops, &bo, &bi);
+    const char *t =
+        bi.struct_size >= offsetof(gf_backend_info, invariance) + sizeof bi.invariance ? bi.invariance : NULL;
+    snprintf(text, cap, "%s", t ? t : "");
+    return gf_inv_decl_parse(t, d, err, err_len);
 }

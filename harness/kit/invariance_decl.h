@@ -5,6 +5,7 @@
 #define GENFENCE_HARNESS_KIT_INVARIANCE_DECL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The axes, in documentation order: name, what varies against the reference
  * call. */
@@ -54,5 +55,12 @@ typedef struct gf_inv_decl {
 /* Read text ("all=bitwise,threads=gated"; NULL or "": nothing said, every
  * axis gated) into *d. 0 ok; -1 with a message naming the entry in err. */
 int gf_inv_decl_parse(const char *text, gf_inv_decl *d, char *err, size_t err_len);
+
+/* What the backend behind session ss declares (its info at this thread
+ * count): *d, and the declaration's text into text ("" when none said). 0,
+ * or -1 with why in err (the text cannot be read). */
+struct gf_session;
+int gf_inv_declared(struct gf_session *ss, int32_t threads, gf_inv_decl *d, char *text, size_t cap, char *err,
+                    size_t err_len);
 
 #endif
