@@ -259,6 +259,46 @@ static inline void gf_trace_put(const struct gf_trace_request *req, int32_t p, c
             gf_trace_put_row(req, p, b, t, x + ((size_t)b * (size_t)T + (size_t)t) * (size_t)req->n_embd);
 }
 
+/* ---- the speculate slot: a backend's own rejection sampler ----
+ *
+ * One round of speculative decoding after the verify pass: the target's
+ * logits for K + 1 positions (row i judges draft[i]; row K gives the bonus
+ * token when all K are accepted), the K draft tokens and the draft's
+ * probabilities, the target's sampler and the round's uniforms. The target
+ * distribution p_i of row i is the filtered, renormalised distribution of
+ * params (plain: temperature -> top-k -> top-p, ext NULL; gf_sampler_probs;
+ * temperature 0 puts all mass on the argmax, lowest index on ties). Every
+ * draw from a distribution w (p_i, or a residual) is the inverse CDF of one
+ * uniform u in index order: total = sum of w_j (j ascending, in double), the
+ * token is the smallest j with w_j > 0 whose running sum exceeds u * total
+ * (the last j with w_j > 0 if rounding leaves none). The rule says how a
+ * draft token x = draft[i] is judged (docs/speculative.md):
+ *   GF_PROFILE_SEED, GF_PROFILE_HF  Leviathan et al. / Chen et al. (HF's
+ *       assisted decoding): accept if u_accept[i] * q_i(x) <= p_i(x)
+ *       (q_i(x) = 0 accepts iff p_i(x) > 0); on the first rejection the
+ *       next token is a draw from the residual max(0, p_i - q_i) with
+ *       u_draw[i] (from p_i if the residual has no mass);
+ *   GF_PROFILE_VLLM  vLLM's rejection sampler: as above, but q_i(x) = 0
+ *       rejects;
+ *   GF_PROFILE_LLAMACPP  llama.cpp's common_sampler_sample_and_accept_n:
+ *       the target's own draw y from p_i with u_draw[i]; accept iff y == x,
+ *       else y is the next token (q and u_accept are not read).
+ * When all K are accepted the next token is the bonus: a draw from p_K with
+ * u_draw[K]. A deterministic draft (an n-gram, a greedy draft) has
+ * draft_probs NULL: q_i is one-hot at draft[i]. */
+typedef struct gf_spec_request {
+    uint32_t struct_size;
+    int32_t K;                       /* draft tokens, >= 1 */
+    int32_t V;                       /* entries per row */
+    int32_t rule;                    /* a gf_sampler_profile (above) */
+    const float *target_logits;      /* (K + 1, V) */
+    const int32_t *draft;            /* (K), each in [0, V) */
+    const double *draft_probs;       /* (K, V) q, rows of weights >= 0 summing to 1; NULL: one-hot */
+    const gf_sampler_params *params; /* the target's sampler, plain (ext NULL), validated */
+    const double *u_accept;          /* (K), each in (0, 1) */
+    const double *u_draw;            /* (K + 1), each in (0, 1) */
+} gf_spec_request;
+
 typedef struct gf_backend_ops {
     uint32_t abi_version;    /* GF_BACKEND_ABI_VERSION */
     uint32_t struct_size;    /* sizeof(gf_backend_ops) the backend was built with */
@@ -357,6 +397,14 @@ typedef struct gf_backend_ops {
      * fallback, a finding: its NMSE judged the fallback, not the declared
      * kernel). A backend without it is not asked (the probe says so). */
     gf_status (*model_paths)(void *model, char *buf, size_t len);
+
+    /* (optional) the backend's rejection sampler for one speculative round
+     * (gf_spec_request): writes *accepted_out, the draft tokens accepted
+     * (0 .. K), and *next_out, the token that follows them (the residual
+     * draw at the first rejected position, or the bonus token). Exactly the
+     * engine's gf_spec_round for the same request. model may be NULL (as for
+     * `sample`: genfence's sampler kinds call it with no model loaded). */
+    gf_status (*speculate)(void *model, const gf_spec_request *req, int32_t *accepted_out, int32_t *next_out);
 } gf_backend_ops;
 
 /* ---- table versions ----
@@ -365,7 +413,8 @@ typedef struct gf_backend_ops {
  * struct_size says how much of it a backend was built with. Every slot
  * through `forward` is the version-2 baseline (a table shorter than that is
  * refused); a slot past it (`sample`, `last_error`, `sample_profiles`,
- * `sample_ex`, `forward_trace`, `model_paths`, and any added later) is
+ * `sample_ex`, `forward_trace`, `model_paths`, `speculate`, and any added
+ * later) is
  * read only after GF_OPS_HAS(ops, slot) says the backend's table holds it and
  * it is set. A table longer than the one this genfence was built with comes
  * from a newer genfence's headers and is refused (its extra slots would be

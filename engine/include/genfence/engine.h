@@ -65,6 +65,31 @@ const char *gf_backend_last_error(const gf_backend_ops *ops, void *model);
 gf_status gf_backend_sample(const gf_backend_ops *ops, void *model, const float *logits, int32_t B, int32_t V,
                             const gf_sampler_params *p, const uint64_t *seq_ids, uint64_t step, int32_t *ids_out);
 
+/* ---- speculative decoding: one round of the rejection sampler ----
+ * (backend.h, gf_spec_request; engine/spec_round.c; docs/speculative.md) */
+
+/* The engine's reference for one round: validates req (GF_E_INVALID_ARG
+ * naming the field) and writes the draft tokens accepted and the next token,
+ * exactly as the request's rule says. */
+gf_status gf_spec_round(const gf_spec_request *req, int32_t *accepted_out, int32_t *next_out);
+/* The inverse-CDF draw of gf_spec_request from weights w (V, >= 0) with
+ * uniform u: the smallest j with w_j > 0 whose running sum exceeds u times
+ * the total; -1 when no weight is > 0. */
+int32_t gf_spec_draw(const double *w, int32_t V, double u);
+/* The probability that rule accepts a draft token x drawn with draft
+ * probability q = q(x) where the target has p = p(x): min(1, p / q) (seed,
+ * hf; q 0 accepts iff p > 0), the same with q 0 rejecting (vllm), p
+ * (llamacpp: the target's own draw equals x). */
+double gf_spec_accept_prob(int rule, double p, double q);
+/* Does the table hold a set speculate slot? */
+int gf_backend_has_speculate(const gf_backend_ops *ops);
+/* One round through the backend's speculate slot (model NULL for
+ * sampler-only use): validates req as gf_spec_round does, checks what the
+ * slot returns (accepted in [0, K], next in [0, V)); GF_E_UNSUPPORTED
+ * without the slot; errors carry the backend's name and last_error. */
+gf_status gf_backend_speculate(const gf_backend_ops *ops, void *model, const gf_spec_request *req,
+                               int32_t *accepted_out, int32_t *next_out);
+
 /* ---- call trace: the context of a crash or a timeout ----
  * Before every backend call made through these wrappers the engine writes
  * what it is about to call into the trace set here (process-wide; NULL, the
