@@ -7,6 +7,7 @@
 
 #include "genfence/engine.h"
 #include "genfence/sampler.h"
+#include "chi2.h"
 #include "keys.h"
 #include "slot.h"
 
@@ -77,43 +78,6 @@ static int parse_dist(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     return bad ? -1 : 0;
 }
 
-/* Q(a, x): the regularised upper incomplete gamma (chi-square p-value with
- * a = df / 2, x = chi2 / 2). Series for x < a + 1, continued fraction otherwise. */
-static double gamma_q(double a, double x)
-{
-    if (x <= 0)
-        return 1.0;
-    double gln = lgamma(a);
-    if (x < a + 1) {
-        double ap = a, sum = 1.0 / a, del = sum;
-        for (int n = 0; n < 10000; n++) {
-            ap += 1;
-            del *= x / ap;
-            sum += del;
-            if (fabs(del) < fabs(sum) * 1e-15)
-                break;
-        }
-        return 1.0 - sum * exp(-x + a * log(x) - gln);
-    }
-    double b = x + 1 - a, cc = 1.0 / 1e-300, d = 1.0 / b, h = d;
-    for (int i = 1; i < 10000; i++) {
-        double an = -i * (i - a);
-        b += 2;
-        d = an * d + b;
-        if (fabs(d) < 1e-300)
-            d = 1e-300;
-        cc = b + an / cc;
-        if (fabs(cc) < 1e-300)
-            cc = 1e-300;
-        d = 1.0 / d;
-        double del = d * cc;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-15)
-            break;
-    }
-    return exp(-x + a * log(x) - gln) * h;
-}
-
 static void run_dist(const gf_case *c, gf_krun *k)
 {
     const dist_spec *s = c->spec;
@@ -181,7 +145,7 @@ static void run_dist(const gf_case *c, gf_krun *k)
         bins++;
     }
     int df = bins - 1;
-    double pval = df > 0 ? gamma_q(df / 2.0, chi2 / 2.0) : 1.0;
+    double pval = df > 0 ? gf_chi2_sf(df, chi2) : 1.0;
     gf_k_check(k, pval >= s->alpha, "chi-square goodness of fit", "chi2 %.4g, df %d, p-value %.4g (alpha %g)", chi2, df,
                pval, s->alpha);
     gf_k_metric(k, "chi2", chi2);
