@@ -150,12 +150,16 @@ typedef enum gf_kind_needs {
  * cache_*, forward; the child opens model + backend, gf_session_open, and the
  * sample slot when the backend has one). `genfence run` runs a kind on a
  * backend only where the backend has what it reaches; the rest runs once, on
- * the engine. A kind that calls a slot it does not declare fails
+ * the engine (the speculate slot likewise: GF_KIND_REACHES_SPECULATE).
+ * A kind that calls a slot it does not declare fails
  * tests/unit/test_kind_reach.c. */
 typedef enum gf_kind_reach {
     GF_KIND_REACHES_NONE = 0,
     GF_KIND_REACHES_SAMPLE,
     GF_KIND_REACHES_MODEL,
+    /* only the speculate slot (speculative_sampling), model NULL: like
+     * SAMPLE, on a backend with the slot, else once on the engine */
+    GF_KIND_REACHES_SPECULATE,
 } gf_kind_reach;
 
 struct gf_kind_def {

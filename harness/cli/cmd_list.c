@@ -239,9 +239,10 @@ int gf_cmd_list(int argc, char **argv)
              * one) or "none" (the engine alone); cmake/GenfenceSuite.cmake labels the engine's cases by it */
             gf_kind_reach reach = k->kind->reaches;
             json_object_set_new(o, "reaches",
-                                json_string(reach == GF_KIND_REACHES_MODEL    ? "model"
-                                            : reach == GF_KIND_REACHES_SAMPLE ? "sample"
-                                                                              : "none"));
+                                json_string(reach == GF_KIND_REACHES_MODEL       ? "model"
+                                            : reach == GF_KIND_REACHES_SAMPLE    ? "sample"
+                                            : reach == GF_KIND_REACHES_SPECULATE ? "speculate"
+                                                                                 : "none"));
             if (k->model) {
                 json_object_set_new(o, "model_dir", json_string(k->model));
                 const char *mh = model_hash_cached(&mh_cache, k->model);

@@ -19,6 +19,7 @@
     X(seeded_reproducibility) \
     X(cache_equals_recompute) \
     X(speculative)            \
+    X(speculative_sampling)   \
     X(left_padding_positions) \
     X(toy_attention_cache)    \
     X(batch_consistency)      \

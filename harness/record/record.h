@@ -28,6 +28,9 @@ struct gf_krun {
      * runner opens it in the child; else NULL). Every sampling call of the
      * case then also goes through the slot (model NULL), tallied below. */
     const gf_backend_ops *sample_ops;
+    /* The speculate slot's kind (GF_KIND_REACHES_SPECULATE) on a backend
+     * with the slot: its table, opened by the runner in the child; else NULL. */
+    const gf_backend_ops *spec_ops;
     int sampler_noted; /* gf_k_note_sampler ran */
     long long slot_calls, slot_rows, slot_mismatches, slot_errors;
     long long slot_unsupported; /* calls the slot declined (GF_E_UNSUPPORTED: parameters it does not take) */

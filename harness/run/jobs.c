@@ -91,7 +91,26 @@ static json_t *job_child(const void *arg)
             k.session = NULL;
             gf_session_close(&s);
         }
-    } else if (k.backend_has_sample) {
+    } else if (c->kind->reaches == GF_KIND_REACHES_SPECULATE && j->backend->has_speculate) {
+        /* the rejection sampler's kind: every round also through the slot */
+        gf_backend_handle h;
+        gf_status st = gf_registry_open(k.backend, &h);
+        if (st == GF_OK) {
+            gf_backend_options bo = gf_registry_options(&h, k.threads);
+            gf_backend_info bi;
+            gf_backend_describe(h.ops, &bo, &bi);
+        }
+        if (st != GF_OK || !gf_backend_has_speculate(h.ops)) {
+            gf_k_fail(&k, "opening backend '%s' for its speculate slot: %s", k.backend,
+                      st != GF_OK ? gf_error_msg() : "it has no speculate slot");
+        } else {
+            k.spec_ops = h.ops;
+            c->kind->run(c, &k);
+            k.spec_ops = NULL;
+        }
+        if (st == GF_OK)
+            gf_registry_close(&h);
+    } else if (c->kind->reaches == GF_KIND_REACHES_SAMPLE && k.backend_has_sample) {
         /* sampler-only kind, backend with its own sampler: the kind also runs
          * every sampling call through the slot (model NULL) */
         gf_backend_handle h;

@@ -280,7 +280,8 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
         int on_engine = 0, dropped = 0;
         for (size_t b = 0; b < n_bs; b++) {
             if (bs[b].available && !bs[b].unusable && reach != GF_KIND_REACHES_MODEL &&
-                !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample)) {
+                !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample) &&
+                !(reach == GF_KIND_REACHES_SPECULATE && bs[b].has_speculate)) {
                 if (gf_case_backend_allowed(c, bs[b].requested, bs[b].name))
                     on_engine = 1; /* nothing of this backend is tested: the engine run stands for it */
                 continue;

@@ -81,6 +81,7 @@ static json_t *probe_child(const void *arg)
     /* after describe: a protocol client's sample slot is known once it has
      * answered (backends/exec) */
     json_object_set_new(r, "has_sample", json_boolean(gf_backend_has_sample(ops)));
+    json_object_set_new(r, "has_speculate", json_boolean(gf_backend_has_speculate(ops)));
     gf_registry_close(&h);
     return r;
 }
@@ -154,6 +155,7 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
             copy_str(p->kv_cache, sizeof p->kv_cache, r, "kv_cache");
             copy_str(p->cpu_path, sizeof p->cpu_path, r, "cpu_path");
             p->has_sample = json_is_true(json_object_get(r, "has_sample"));
+            p->has_speculate = json_is_true(json_object_get(r, "has_speculate"));
             json_int_t dt = json_integer_value(json_object_get(r, "dtype"));
             if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_TF32)
                 p->dtype = (gf_compute_dtype)dt;

@@ -51,8 +51,9 @@ typedef struct gf_backend_probe {
     char why[512];          /* why unavailable */
     gf_compute_dtype dtype; /* declared compute dtype (fp32 if undeclared) */
     int32_t threads;
-    int has_sample; /* has its own sampler slot */
-    int engine_;    /* the pseudo-backend "engine": kinds that reach no slot of the
+    int has_sample;    /* has its own sampler slot */
+    int has_speculate; /* has its own rejection sampler (the speculate slot) */
+    int engine_;       /* the pseudo-backend "engine": kinds that reach no slot of the
                        run's backends run once on it (never opened) */
     char library[256], detail[256], source[512], description[256];
     char weights[32], kv_cache[32]; /* gf_backend_info's weight and KV types; "" = as given / compute dtype */

@@ -17,7 +17,8 @@
 #include "kinds.h"
 #include "slot.h"
 
-static long g_calls; /* calls of the recording slots */
+static long g_calls;      /* calls of the recording sample slots */
+static long g_spec_calls; /* ... and of its speculate slot */
 
 static gf_status rec_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *p,
                             const gf_rng_draws *d, int32_t *ids)
@@ -31,6 +32,15 @@ static gf_status rec_sample(void *model, const float *logits, int32_t B, const g
 
 static uint32_t rec_profiles(void) { return 0xffffffffu; }
 
+static gf_status rec_speculate(void *model, const gf_spec_request *rq, int32_t *accepted, int32_t *next)
+{
+    (void)model, (void)rq;
+    g_spec_calls++;
+    *accepted = 0;
+    *next = 0;
+    return GF_OK;
+}
+
 static gf_backend_ops recording_ops(void)
 {
     gf_backend_ops o;
@@ -41,12 +51,16 @@ static gf_backend_ops recording_ops(void)
     o.sample = rec_sample;
     o.sample_profiles = rec_profiles;
     o.sample_ex = rec_sample;
+    o.speculate = rec_speculate;
     return o;
 }
 
 static const char *reach_name(gf_kind_reach r)
 {
-    return r == GF_KIND_REACHES_MODEL ? "the model slots" : r == GF_KIND_REACHES_SAMPLE ? "the sample slot" : "no slot";
+    return r == GF_KIND_REACHES_MODEL       ? "the model slots"
+           : r == GF_KIND_REACHES_SAMPLE    ? "the sample slot"
+           : r == GF_KIND_REACHES_SPECULATE ? "the speculate slot"
+                                            : "no slot";
 }
 
 Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
@@ -69,9 +83,9 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
                          "%s makes its own model (opens_sessions) but asks for the case's\n", k->name);
             continue;
         }
-        long calls = 0;
+        long calls = 0, spec_calls = 0;
         size_t n_cases = 0;
-        const char *first = NULL;
+        const char *first = NULL, *spec_first = NULL;
         for (size_t i = 0; i < set.n; i++) {
             const gf_case *c = &set.cases[i];
             if (c->kind != k)
@@ -83,12 +97,16 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
             kr.threads = 1;
             kr.backend_has_sample = 1;
             kr.sample_ops = &ops; /* as the runner gives it a slot backend (run/jobs.c) */
-            long before = g_calls;
+            kr.spec_ops = &ops;
+            long before = g_calls, spec_before = g_spec_calls;
             k->run(c, &kr);
             gf_k_slot_finish(&kr);
             if (g_calls > before && !first)
                 first = c->id;
+            if (g_spec_calls > spec_before && !spec_first)
+                spec_first = c->id;
             calls += g_calls - before;
+            spec_calls += g_spec_calls - spec_before;
             gf_krun_clear(&kr);
         }
         if (!n_cases)
@@ -98,6 +116,14 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
                      "%s declares it reaches %s, but it called the sample slot %ld times (first on case %s): "
                      "declare .reaches = GF_KIND_REACHES_SAMPLE, or genfence run tests it on the engine alone\n",
                      k->name, reach_name(k->reaches), calls, first);
+        if (spec_calls && k->reaches != GF_KIND_REACHES_SPECULATE)
+            snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                     "%s declares it reaches %s, but it called the speculate slot %ld times (first on case %s)\n",
+                     k->name, reach_name(k->reaches), spec_calls, spec_first);
+        if (!spec_calls && k->reaches == GF_KIND_REACHES_SPECULATE)
+            snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                     "%s declares it reaches the speculate slot, but none of its %zu cases called it\n", k->name,
+                     n_cases);
         if (!calls && k->reaches == GF_KIND_REACHES_SAMPLE)
             snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
                      "%s declares it reaches the sample slot, but none of its %zu cases called it\n", k->name, n_cases);
