@@ -586,9 +586,11 @@ static int ex_cmp_zi(const void *a, const void *b) /* z descending, then index a
     return (x->i > y->i) - (x->i < y->i);
 }
 
-/* One row; scratch: z (V), sorted (V), pairs (V). Returns the token. */
-static int32_t ex_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const double *u, double *z,
-                             double *sorted, ex_zi *pairs)
+/* Steps 1-3 of one row into z (V): temperature, top-k, top-p, -inf where
+ * dropped. Greedy (temperature 0) returns the argmax (lowest index on ties)
+ * and leaves z alone; otherwise -1. Scratch: sorted (V), pairs (V). */
+static int32_t ex_filter_row(const float *logits, int32_t V, const gf_sampler_params *p, double *z, double *sorted,
+                             ex_zi *pairs)
 {
     if (p->temperature == 0.0) { /* greedy: argmax, lowest index on ties */
         int32_t best = 0;
@@ -622,6 +624,16 @@ static int32_t ex_sample_row(const float *logits, int32_t V, const gf_sampler_pa
             before += exp(pairs[j].z - pairs[0].z) / total;
         }
     }
+    return -1;
+}
+
+/* One row; scratch: z (V), sorted (V), pairs (V). Returns the token. */
+static int32_t ex_sample_row(const float *logits, int32_t V, const gf_sampler_params *p, const double *u, double *z,
+                             double *sorted, ex_zi *pairs)
+{
+    const int32_t greedy = ex_filter_row(logits, V, p, z, sorted, pairs);
+    if (greedy >= 0)
+        return greedy;
     /* the race: argmax z_i - log(-log(u_i)) over kept tokens, lowest index on ties */
     int32_t best = -1, second = -1;
     double bs = -INFINITY, ss = -INFINITY;
@@ -668,6 +680,120 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
     free(z);
     free(sorted);
     free(pairs);
+    return GF_OK;
+}
+
+/* ---- the speculate slot: our own rejection sampler (backend.h,
+ * gf_spec_request; docs/speculative.md) ----
+ * p_i is our own filter's kept set, softmax in double; every draw the inverse
+ * CDF of one uniform in index order. Rules: seed / hf accept x when
+ * u q(x) <= p(x) (q(x) 0: when p(x) > 0), vllm the same with q(x) 0
+ * rejecting, llamacpp draws y from p_i and accepts when y == x. A rejection
+ * draws from max(0, p - q) (from p if that has no mass); K accepted draws
+ * the bonus from p_K. Built with -DGF_PLUGIN_BUG_SPEC_BONUS it draws the
+ * bonus from row K - 1 (a deliberately wrong sampler, tests/cli). */
+
+static void ex_probs_row(const float *logits, int32_t V, const gf_sampler_params *p, double *w, double *sorted,
+                         ex_zi *pairs)
+{
+    const int32_t greedy = ex_filter_row(logits, V, p, w, sorted, pairs);
+    if (greedy >= 0) {
+        for (int32_t i = 0; i < V; i++)
+            w[i] = i == greedy ? 1.0 : 0.0;
+        return;
+    }
+    double top = -INFINITY, total = 0.0;
+    for (int32_t i = 0; i < V; i++)
+        top = w[i] > top ? w[i] : top;
+    for (int32_t i = 0; i < V; i++) {
+        w[i] = w[i] == -INFINITY ? 0.0 : exp(w[i] - top);
+        total += w[i];
+    }
+    for (int32_t i = 0; i < V; i++)
+        w[i] = total > 0 ? w[i] / total : 0.0;
+}
+
+static int32_t ex_inverse_cdf(const double *w, int32_t V, double u)
+{
+    double total = 0.0, run = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < V; i++)
+        total += w[i] > 0 ? w[i] : 0.0;
+    for (int32_t i = 0; i < V; i++) {
+        if (!(w[i] > 0))
+            continue;
+        last = i;
+        run += w[i];
+        if (run > u * total)
+            break;
+    }
+    return last;
+}
+
+static gf_status ex_speculate(void *model, const gf_spec_request *rq, int32_t *accepted_out, int32_t *next_out)
+{
+    (void)model;
+    g_err[0] = '\0';
+    if (!rq || rq->struct_size < sizeof *rq || !accepted_out || !next_out || rq->K < 1 || rq->V < 1)
+        return fail(GF_E_INVALID_ARG, "example plugin: speculate: bad arguments");
+    const int32_t K = rq->K, V = rq->V;
+    double *w = malloc((size_t)V * sizeof *w), *sorted = malloc((size_t)V * sizeof *sorted);
+    ex_zi *pairs = malloc((size_t)V * sizeof *pairs);
+    if (!w || !sorted || !pairs) {
+        free(w);
+        free(sorted);
+        free(pairs);
+        return fail(GF_E_NOMEM, "example plugin: speculate: out of memory for %d logits", V);
+    }
+    int32_t i = 0, next = -1;
+    for (; i < K; i++) {
+        ex_probs_row(rq->target_logits + (size_t)i * V, V, rq->params, w, sorted, pairs);
+        const int32_t x = rq->draft[i];
+        if (rq->rule == GF_PROFILE_LLAMACPP) { /* the target's own draw, kept while it equals the draft */
+            const int32_t y = ex_inverse_cdf(w, V, rq->u_draw[i]);
+            if (y != x) {
+                next = y;
+                break;
+            }
+            continue;
+        }
+        const double *q = rq->draft_probs ? rq->draft_probs + (size_t)i * V : NULL;
+        const double qx = q ? q[x] : 1.0;
+        int take;
+        if (qx > 0)
+            take = rq->u_accept[i] * qx <= w[x];
+        else
+            take = rq->rule != GF_PROFILE_VLLM && w[x] > 0;
+        if (take)
+            continue;
+        double mass = 0.0;
+        for (int32_t j = 0; j < V; j++) {
+            const double d = w[j] - (q ? q[j] : (double)(j == x));
+            mass += d > 0 ? d : 0.0;
+        }
+        if (mass > 0)
+            for (int32_t j = 0; j < V; j++) {
+                const double d = w[j] - (q ? q[j] : (double)(j == x));
+                w[j] = d > 0 ? d : 0.0;
+            }
+        next = ex_inverse_cdf(w, V, rq->u_draw[i]);
+        break;
+    }
+    if (next < 0) { /* all K accepted: the bonus token */
+#ifdef GF_PLUGIN_BUG_SPEC_BONUS
+        ex_probs_row(rq->target_logits + (size_t)(K - 1) * V, V, rq->params, w, sorted, pairs);
+#else
+        ex_probs_row(rq->target_logits + (size_t)K * V, V, rq->params, w, sorted, pairs);
+#endif
+        next = ex_inverse_cdf(w, V, rq->u_draw[K]);
+    }
+    free(w);
+    free(sorted);
+    free(pairs);
+    if (next < 0)
+        return fail(GF_E_INVALID_ARG, "example plugin: speculate: no token has mass");
+    *accepted_out = i;
+    *next_out = next;
     return GF_OK;
 }
 
@@ -740,6 +866,7 @@ static const gf_backend_ops k_ops = {
     .sample_profiles = ex_sample_profiles,
     .sample_ex = ex_sample_ex,
     .forward_trace = ex_forward_traced,
+    .speculate = ex_speculate,
 };
 
 EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_ops; }
