@@ -339,6 +339,12 @@ typedef struct spec_loop {
     int32_t n_out;
     spec_round *rounds; /* (steps) at most one per output token */
     int32_t n_rounds;
+    /* the backend's speculate slot, where it has one: it judges every
+     * round's draft (greedy, rule seed, a deterministic draft); the engine's
+     * argmax acceptance is its reference, round for round */
+    const gf_backend_ops *slot;
+    int32_t slot_rounds, slot_differ;
+    char slot_first[320];
 } spec_loop;
 
 /* One greedy speculative generation of at most steps tokens with drafts of
@@ -401,6 +407,35 @@ static gf_status loop_run(gf_engine *e, void *cache, const int32_t *prompt, int3
                               committed - 1 + a);
             goto done;
         }
+        if (L->slot && kr > 0) { /* the backend's rejection sampler decides the round */
+            const gf_sampler_params greedy = gf_sampler_greedy();
+            double ua[SPEC_MAX_K], ud[SPEC_MAX_K + 1];
+            for (int32_t j = 0; j <= kr; j++) { /* greedy reads none of them; any in (0, 1) */
+                ud[j] = gf_rng_uniform(0, 0x5350ec00u, (uint64_t)L->n_rounds, (uint32_t)j);
+                if (j < kr)
+                    ua[j] = ud[j];
+            }
+            gf_spec_request rq = {.struct_size = sizeof rq,
+                                  .K = kr,
+                                  .V = V,
+                                  .rule = GF_PROFILE_SEED,
+                                  .target_logits = rows,
+                                  .draft = draft,
+                                  .params = &greedy,
+                                  .u_accept = ua,
+                                  .u_draw = ud};
+            int32_t sa = -1, sn = -1;
+            if ((st = gf_backend_speculate(L->slot, NULL, &rq, &sa, &sn)) != GF_OK)
+                goto done;
+            L->slot_rounds++;
+            if ((sa != a || sn != next) && !L->slot_differ++)
+                snprintf(L->slot_first, sizeof L->slot_first,
+                         "the round at output step %d (cache length %d, %d draft tokens): the slot accepted %d and "
+                         "gave %d, the verify pass's argmax accepts %d and gives %d",
+                         L->n_out, committed - 1, kr, sa, sn, a, next);
+            a = sa;
+            next = sn;
+        }
         spec_round *r = &L->rounds[L->n_rounds++];
         *r = (spec_round){.at = L->n_out, .k = kr, .accepted = a, .expected = expected, .at_limit = at_limit};
         for (int32_t j = 0; j <= a && !ended && L->n_out < steps; j++) {
@@ -439,7 +474,12 @@ static void run_loop(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n,
     int32_t *pos = malloc((size_t)(n + steps) * sizeof *pos);
     double *margin = malloc((size_t)steps * sizeof *margin), *top1 = malloc((size_t)steps * sizeof *top1);
     uint8_t *replaced = calloc((size_t)steps, 1);
-    spec_loop L = {.out = malloc((size_t)steps * sizeof *L.out), .rounds = malloc((size_t)steps * sizeof *L.rounds)};
+    spec_loop L = {.out = malloc((size_t)steps * sizeof *L.out),
+                   .rounds = malloc((size_t)steps * sizeof *L.rounds),
+                   .slot = gf_backend_has_speculate(gf_engine_ops(e)) ? gf_engine_ops(e) : NULL};
+    gf_k_metric_json(k, "loop_acceptance",
+                     json_string(L.slot ? "the backend's speculate slot (checked against the verify pass's argmax)"
+                                        : "the engine's reference loop (the backend has no speculate slot)"));
     void *cache = NULL;
     gf_status st = seq && pos && margin && top1 && replaced && L.out && L.rounds
                        ? GF_OK
@@ -473,6 +513,8 @@ static void run_loop(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n,
     for (size_t ki = 0; ki < s->n_ks; ki++) {
         const int32_t K = s->ks[ki];
         L.n_out = L.n_rounds = 0;
+        L.slot_rounds = L.slot_differ = 0;
+        L.slot_first[0] = '\0';
         st = loop_run(e, cache, prompt, n, plain, replaced, steps, eos, K, &L);
         if (st != GF_OK) {
             char what[64];
@@ -517,6 +559,11 @@ static void run_loop(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n,
                 k, 1, name,
                 "%d rounds, %d of %d draft tokens accepted, %d bonus tokens, %d drafts clipped at the context limit",
                 L.n_rounds, accepted, drafted, bonus, clipped);
+        if (L.slot) {
+            snprintf(name, sizeof name, "K %d: the backend's speculate slot judges every round as the argmax does", K);
+            gf_k_check(k, L.slot_differ == 0, name, "%d of %d rounds differ; first: %s", L.slot_differ, L.slot_rounds,
+                       L.slot_first);
+        }
         if (gf_cmp_verdict(&cmp, NULL, 0) == GF_V_FAIL) { /* name the round that emitted the divergent token */
             const int32_t d = cmp.first_failing < 0 ? diverged : cmp.first_failing;
             const spec_round *r = NULL;
