@@ -64,8 +64,10 @@ for f in batch position mixed threads split process prefix; do
   [[ -f "$B/libgenfence_test_ref_inv_$f.so" ]] || fail "test backend $B/libgenfence_test_ref_inv_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_ref_inv_$f.so")
 done
-# the speculative kind's twins (cases/detect/speculative.yaml): faulty_spec.c's drift and argmax faults
-for f in ref_spec_late_drift ref_spec_top_down; do
+# the speculative kinds' twins (cases/detect/speculative.yaml, speculative_sampling.yaml): faulty_spec.c's
+# drift and argmax faults, faulty_spec_slot.c's rejection samplers
+for f in ref_spec_late_drift ref_spec_top_down ref_spec_draft0_unverified ref_spec_bonus_row ref_spec_no_renorm \
+         ref_spec_ratio_inverted; do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
