@@ -14,7 +14,8 @@
  * distribution printed. And per position, each draft token x is accepted
  * with probability min(1, p_j(x) / q_j(x)) (the rule's gf_spec_accept_prob):
  * exactly never or always where that is 0 or 1, a binomial dispersion test
- * otherwise. The tests share the case's alpha (Bonferroni), printed. */
+ * otherwise. The tests share the case's alpha (default 1e-4, Bonferroni),
+ * printed with each test's power. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,11 @@ static int parse_ss(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     s->p = gf_sampler_greedy();
     s->p.temperature = 1.0;
     s->draws = 20000;
-    s->alpha = 1e-3;
+    /* the family alpha of one case: a decade under the 1e-3 false-failure
+     * rate issue 30 allows per case run, so the measured rate holds with
+     * margin (tools/spec_false_failures.py: 1 of 800 honest case runs failed
+     * at 1e-3); every must-fail twin's p-value is 0 */
+    s->alpha = 1e-4;
     s->draft = DRAFT_GOOD;
     s->rule = GF_PROFILE_SEED;
     int bad = 0;
