@@ -50,6 +50,7 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
                            const gf_rng_draws *draws, int32_t *ids_out);
 static gf_status ex_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
                                   const gf_trace_request *req);
+static gf_status ex_speculate(void *model, const gf_spec_request *req, int32_t *accepted_out, int32_t *next_out);
 
 /* A bounds-checked reader over a reply body. */
 typedef struct rd {
@@ -151,26 +152,65 @@ static gf_status ex_start(const char *config, gx_conn *c, uint32_t *features, ch
     return GF_OK;
 }
 
-/* The model-less sample slot's client: the last command handshaken in this
- * process that offers a sampler (set by info and model_load). */
-static char *g_sample_config;
-static gx_conn g_sample_conn = {.sock = -1, .err_fd = -1};
-static uint32_t g_sample_features;
+/* A model-less slot's client (sample, speculate: genfence calls them with
+ * model NULL): the last command handshaken in this process that offers the
+ * slot's feature (set by info and model_load), started on first use. */
+typedef struct ml_client {
+    char *config;
+    gx_conn conn;
+    uint32_t features;
+} ml_client;
+
+static ml_client g_sample_client = {.conn = {.sock = -1, .err_fd = -1}};
+static ml_client g_spec_client = {.conn = {.sock = -1, .err_fd = -1}};
+
+static void ml_note(ml_client *mc, const char *config)
+{
+    if (mc->config && !strcmp(mc->config, config))
+        return;
+    free(mc->config);
+    mc->config = strdup(config);
+    gx_close(&mc->conn, 1.0);
+    mc->conn = (gx_conn){.sock = -1, .err_fd = -1};
+    mc->features = 0;
+}
+
+/* The connection a slot call goes to: the model's, or with model NULL the
+ * slot's model-less client (started here on first use). GF_E_UNSUPPORTED
+ * when the client does not announce feature (what names the slot). */
+static gf_status ml_conn(ex_model *m, ml_client *mc, uint32_t feature, const char *what, gx_conn **x_out)
+{
+    gx_conn *x = m ? &m->conn : &mc->conn;
+    uint32_t features = m ? m->features : mc->features;
+    *x_out = x;
+    if (!m && x->pid <= 0 && !x->dead) {
+        if (!mc->config)
+            return gf_error_set(GF_E_UNSUPPORTED, "exec: no client offering a %s was started in this process", what);
+        char name[128];
+        gf_status st = ex_start(mc->config, x, &mc->features, name, sizeof name);
+        if (st != GF_OK)
+            return st;
+        features = mc->features;
+    }
+    if (!(features & feature))
+        return gf_error_set(GF_E_UNSUPPORTED, "exec client '%s' has no %s (hello features 0x%x)", x->prog, what,
+                            features);
+    return GF_OK;
+}
 
 static void note_features(const char *config, uint32_t features)
 {
     if (features & GX_FEATURE_TRACE) /* the trace slot: a client that offers forward_trace (12) */
         k_exec_ops.forward_trace = ex_forward_trace;
-    if (!(features & GX_FEATURE_SAMPLE))
-        return;
-    if (!g_sample_config || strcmp(g_sample_config, config)) {
-        free(g_sample_config);
-        g_sample_config = strdup(config);
-        gx_close(&g_sample_conn, 1.0);
-        g_sample_conn = (gx_conn){.sock = -1, .err_fd = -1};
+    /* a model-less slot exists once a client that offers it is known (docs/protocol.md) */
+    if (features & GX_FEATURE_SAMPLE) {
+        ml_note(&g_sample_client, config);
+        k_exec_ops.sample = ex_sample;
     }
-    /* the slot exists once a client that offers it is known (docs/protocol.md) */
-    k_exec_ops.sample = ex_sample;
+    if (features & GX_FEATURE_SPECULATE) { /* speculate (13) */
+        ml_note(&g_spec_client, config);
+        k_exec_ops.speculate = ex_speculate;
+    }
 }
 
 static gf_status ex_probe(char *why, size_t why_len)
@@ -509,24 +549,13 @@ static gf_status ex_forward_trace(void *model, void *cache, const gf_batch *in, 
 static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *sp,
                            const gf_rng_draws *draws, int32_t *ids_out)
 {
-    ex_model *m = model;
-    gx_conn *x = m ? &m->conn : &g_sample_conn;
-    uint32_t features = m ? m->features : g_sample_features;
     gf_error_clear();
     if (!logits || !sp || !draws || !draws->u || !ids_out || B < 1 || draws->V < 1)
         return gf_error_set(GF_E_INVALID_ARG, "exec: sample needs logits, params, draws (V >= 1) and ids_out");
-    if (!m && x->pid <= 0 && !x->dead) {
-        if (!g_sample_config)
-            return gf_error_set(GF_E_UNSUPPORTED, "exec: no client offering a sampler was started in this process");
-        char name[128];
-        gf_status st = ex_start(g_sample_config, x, &g_sample_features, name, sizeof name);
-        if (st != GF_OK)
-            return st;
-        features = g_sample_features;
-    }
-    if (!(features & GX_FEATURE_SAMPLE))
-        return gf_error_set(GF_E_UNSUPPORTED, "exec client '%s' has no sampler (hello features 0x%x)", x->prog,
-                            features);
+    gx_conn *x;
+    gf_status st = ml_conn(model, &g_sample_client, GX_FEATURE_SAMPLE, "sampler", &x);
+    if (st != GF_OK)
+        return st;
     const int32_t V = draws->V;
     const size_t BV = (size_t)B * (size_t)V;
     uint8_t *body = gx_body(x, 48 + 12 * BV), *p = body;
@@ -546,11 +575,72 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
     memcpy(p, draws->u, 8 * BV); /* (B, V) f64 LE */
     p += 8 * BV;
     rd r;
-    gf_status st = read_reply(x, GX_SAMPLE, body, (size_t)(p - body), 4L * B, &r);
+    st = read_reply(x, GX_SAMPLE, body, (size_t)(p - body), 4L * B, &r);
     if (st != GF_OK)
         return st;
     for (int32_t b = 0; b < B; b++)
         ids_out[b] = (int32_t)rd_u32(&r);
+    return GF_OK;
+}
+
+/* The speculate slot over the wire (13): one round of the rejection sampler
+ * (gf_spec_request) on the model's client, or (model NULL, as genfence's
+ * speculative kinds call it) a client started from the last command that
+ * offered it. The request's values arrive validated (gf_backend_speculate);
+ * a reply out of range is a protocol failure. */
+static gf_status ex_speculate(void *model, const gf_spec_request *rq, int32_t *accepted_out, int32_t *next_out)
+{
+    gf_error_clear();
+    if (!rq || rq->struct_size < sizeof *rq || rq->K < 1 || rq->V < 1 || !rq->target_logits || !rq->draft ||
+        !rq->params || !rq->u_accept || !rq->u_draw || !accepted_out || !next_out)
+        return gf_error_set(GF_E_INVALID_ARG, "exec: speculate needs a request (K, V >= 1, target_logits, draft, "
+                                              "params, u_accept, u_draw) and both outputs");
+    gx_conn *x;
+    gf_status st = ml_conn(model, &g_spec_client, GX_FEATURE_SPECULATE, "speculate", &x);
+    if (st != GF_OK)
+        return st;
+    const gf_sampler_params *sp = rq->params;
+    const int32_t K = rq->K, V = rq->V;
+    const size_t KV = (size_t)K * (size_t)V, K1V = KV + (size_t)V;
+    const size_t n =
+        56 + 4 * K1V + 4 * (size_t)K + (rq->draft_probs ? 8 * KV : 0) + 8 * (size_t)K + 8 * ((size_t)K + 1);
+    uint8_t *body = gx_body(x, n), *p = body;
+    if (!body)
+        return GF_E_NOMEM;
+    gx_put_u32(&p, (uint32_t)K);
+    gx_put_u32(&p, (uint32_t)V);
+    gx_put_u32(&p, (uint32_t)rq->rule);
+    gx_put_u32(&p, rq->draft_probs ? 1u : 0u);
+    gx_put_f64(&p, sp->temperature);
+    gx_put_u32(&p, (uint32_t)sp->use_top_k);
+    gx_put_u32(&p, (uint32_t)sp->top_k);
+    gx_put_u32(&p, (uint32_t)sp->use_top_p);
+    gx_put_u32(&p, 0); /* padding, as in sample */
+    gx_put_f64(&p, sp->top_p);
+    gx_put_u64(&p, sp->seed);
+    memcpy(p, rq->target_logits, 4 * K1V); /* (K + 1, V) f32 LE */
+    p += 4 * K1V;
+    memcpy(p, rq->draft, 4 * (size_t)K); /* (K) i32 LE */
+    p += 4 * (size_t)K;
+    if (rq->draft_probs) {
+        memcpy(p, rq->draft_probs, 8 * KV); /* (K, V) f64 LE */
+        p += 8 * KV;
+    }
+    memcpy(p, rq->u_accept, 8 * (size_t)K); /* (K) f64 LE */
+    p += 8 * (size_t)K;
+    memcpy(p, rq->u_draw, 8 * ((size_t)K + 1)); /* (K + 1) f64 LE */
+    p += 8 * ((size_t)K + 1);
+    rd r;
+    st = read_reply(x, GX_SPECULATE, body, (size_t)(p - body), 8, &r);
+    if (st != GF_OK)
+        return st;
+    const int32_t acc = (int32_t)rd_u32(&r), next = (int32_t)rd_u32(&r);
+    if (acc < 0 || acc > K)
+        return gx_fail(x, "speculate: the client accepted %d of K %d draft tokens (out of range: 0 .. K)", acc, K);
+    if (next < 0 || next >= V)
+        return gx_fail(x, "speculate: the client's next token %d is outside [0, V %d)", next, V);
+    *accepted_out = acc;
+    *next_out = next;
     return GF_OK;
 }
 
@@ -561,8 +651,9 @@ static const char *ex_last_error(void *model)
     return gf_error_msg();
 }
 
-/* Not const: the sample slot is filled in once a client that offers one has
- * been handshaken in this process (note_features). */
+/* Not const: the sample, forward_trace and speculate slots are filled in once
+ * a client that offers one has been handshaken in this process
+ * (note_features). */
 static gf_backend_ops k_exec_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),

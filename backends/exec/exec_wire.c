@@ -375,8 +375,8 @@ static gf_status recv_all(gx_conn *c, void *dst, size_t n, double deadline, cons
 static const char *op_name(uint32_t op)
 {
     static const char *const names[] = {
-        "?",           "hello",      "probe",        "info",        "model_load", "cache_create",
-        "cache_reset", "cache_free", "cache_length", "cache_bytes", "forward",    "sample"};
+        "?",          "hello",        "probe",       "info",    "model_load", "cache_create",  "cache_reset",
+        "cache_free", "cache_length", "cache_bytes", "forward", "sample",     "forward_trace", "speculate"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 

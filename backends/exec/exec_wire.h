@@ -37,6 +37,7 @@ enum {
     GX_FEATURE_TRACE = 2u,      /* forward_trace (12): the trace slot (docs/protocol.md) */
     GX_FEATURE_INVARIANCE = 4u, /* info's reply ends with str invariance (gf_backend_info.invariance) */
     GX_FEATURE_PROBES = 8u,     /* then str probes (gf_backend_info.probes) */
+    GX_FEATURE_SPECULATE = 16u, /* speculate (13): the speculate slot (docs/protocol.md) */
 };
 
 /* request ops (docs/protocol.md, "Messages") */
@@ -53,6 +54,7 @@ typedef enum gx_op {
     GX_FORWARD = 10,
     GX_SAMPLE = 11,
     GX_FORWARD_TRACE = 12,
+    GX_SPECULATE = 13,
 } gx_op;
 
 typedef struct gx_conn {

@@ -38,11 +38,15 @@ FEATURE_SAMPLE = 1
 FEATURE_TRACE = 2  # forward_trace (12): the trace slot
 FEATURE_INVARIANCE = 4  # info's reply ends with str invariance (docs/backends.md)
 FEATURE_PROBES = 8  # then the mechanism probes it runs (Backend.probes)
+FEATURE_SPECULATE = 16  # speculate (13): the speculate slot (docs/speculative.md)
 
 # ops
 HELLO, PROBE, INFO, MODEL_LOAD = 1, 2, 3, 4
 CACHE_CREATE, CACHE_RESET, CACHE_FREE, CACHE_LENGTH, CACHE_BYTES = 5, 6, 7, 8, 9
-FORWARD, SAMPLE, FORWARD_TRACE = 10, 11, 12
+FORWARD, SAMPLE, FORWARD_TRACE, SPECULATE = 10, 11, 12, 13
+
+# the speculate rules (gf_sampler_profile, include/genfence/sampler.h)
+RULE_SEED, RULE_HF, RULE_LLAMACPP, RULE_VLLM = 0, 1, 2, 3
 
 # gf_status codes (include/genfence/status.h)
 OK, E_INVALID_ARG, E_NOMEM, E_IO, E_FORMAT, E_UNSUPPORTED = 0, 1, 2, 3, 4, 5
@@ -78,6 +82,7 @@ class Backend:
     description = ""
     has_sample = False
     has_trace = False  # True: forward_trace below is implemented (hello feature bit 1)
+    has_speculate = False  # True: speculate below is implemented (hello feature bit 4)
     # the invariance it declares, e.g. "all=bitwise,batch=gated" (hello feature bit 2; None: not said)
     invariance = None
     probes = None  # the mechanism probes run on its own kernels ("all", "all,-llama"; docs/cases.md): feature bit 3
@@ -125,6 +130,15 @@ class Backend:
         """logits float32 (B, V), u float64 (B, V), params a dict
         (temperature, use_top_k, top_k, use_top_p, top_p, seed): int ids (B)."""
         raise unsupported("sample is not implemented")
+
+    def speculate(self, K, V, rule, params, target_logits, draft, draft_probs, u_accept, u_draw):
+        """One round of the rejection sampler (docs/speculative.md): rule a
+        RULE_* (0 seed, 1 hf, 2 llamacpp, 3 vllm), params as for sample,
+        target_logits float32 (K + 1, V), draft int32 (K), draft_probs float64
+        (K, V) or None (a deterministic draft: one-hot), u_accept float64 (K),
+        u_draw float64 (K + 1). Return (accepted, next): the draft tokens
+        accepted (0 .. K) and the token after them."""
+        raise unsupported("speculate is not implemented")
 
 
 class _Cache:
@@ -180,6 +194,7 @@ class _Server:
             feats = (FEATURE_SAMPLE if b.has_sample else 0) | (FEATURE_TRACE if b.has_trace else 0)
             feats |= FEATURE_INVARIANCE if b.invariance is not None else 0
             feats |= FEATURE_PROBES if b.probes is not None else 0
+            feats |= FEATURE_SPECULATE if b.has_speculate else 0
             return (struct.pack("<3I", MAGIC, PROTOCOL_VERSION, feats) +
                     _str(b.name.encode()) + _str(b.description.encode()))
         if op == PROBE:
@@ -237,7 +252,33 @@ class _Server:
             params = dict(temperature=temp, use_top_k=use_k, top_k=k, use_top_p=use_p, top_p=top_p, seed=seed)
             ids = np.asarray(b.sample(logits, params, u), dtype="<i4").reshape(B)
             return ids.tobytes()
+        if op == SPECULATE:
+            if not b.has_speculate:
+                raise unsupported("this client has no speculate")
+            return self.speculate(body)
         raise unsupported(f"unknown op {op}")
+
+    def speculate(self, body):
+        K, V, rule, has_q, temp, use_k, k, use_p, _pad, top_p, seed = struct.unpack_from("<iiiidiiiidQ", body)
+        if K < 1 or V < 1:
+            raise invalid_arg(f"speculate: K {K} and V {V} must be >= 1")
+        off = 56
+        need = off + 4 * (K + 1) * V + 4 * K + (8 * K * V if has_q else 0) + 8 * K + 8 * (K + 1)
+        if len(body) != need:
+            raise invalid_arg(f"speculate: a {len(body)}-byte request, K {K} and V {V} need {need}")
+        target = np.frombuffer(body, "<f4", (K + 1) * V, off).reshape(K + 1, V)
+        off += 4 * (K + 1) * V
+        draft = np.frombuffer(body, "<i4", K, off)
+        off += 4 * K
+        q = None
+        if has_q:
+            q = np.frombuffer(body, "<f8", K * V, off).reshape(K, V)
+            off += 8 * K * V
+        u_accept = np.frombuffer(body, "<f8", K, off)
+        u_draw = np.frombuffer(body, "<f8", K + 1, off + 8 * K)
+        params = dict(temperature=temp, use_top_k=use_k, top_k=k, use_top_p=use_p, top_p=top_p, seed=seed)
+        acc, nxt = self.b.speculate(K, V, rule, params, target, draft, q, u_accept, u_draw)
+        return struct.pack("<ii", int(acc), int(nxt))
 
     def forward(self, body, trace=False):
         self.need_model()

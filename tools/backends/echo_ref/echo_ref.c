@@ -16,7 +16,9 @@
  * names and takes the hyperparameters from the model_load request (genfence's
  * reading of config.json). GPT-2 only (a tied or untied LM head); no
  * sampler. Hello feature 8 (beside 2 and 4): the mechanism probes it runs at
- * the end of its info reply ("all,-llama": GPT-2's). */
+ * the end of its info reply ("all,-llama": GPT-2's). Feature 16: speculate
+ * (op 13), its own rejection sampler for one speculative round
+ * (docs/speculative.md): its own filter and softmax, inverse-CDF draws. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -346,6 +348,158 @@ static void free_cache(cache *c)
     if (c) { free(c->k); free(c->v); free(c); }
 }
 
+/* ---- speculate (13): one round of the rejection sampler (docs/speculative.md) ---- */
+
+typedef struct zi { double z; int32_t i; } zi;
+
+static int desc_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+static int desc_zi(const void *a, const void *b) /* z descending, then index ascending */
+{
+    const zi *x = a, *y = b;
+    return x->z > y->z ? -1 : x->z < y->z ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+typedef struct sparams { double T, top_p; int32_t use_k, k, use_p; } sparams;
+
+/* w (V): the target's distribution of one row: temperature -> top-k (keep z >=
+ * the k-th largest, ties kept) -> top-p (drop a token once the mass before it,
+ * in descending order, reached p) -> softmax in double; temperature 0 one-hot
+ * at the argmax (lowest index on ties). Scratch: tmp (V), pr (V). */
+static void spec_probs(const float *lg, int32_t V, const sparams *sp, double *w, double *tmp, zi *pr)
+{
+    if (sp->T == 0.0) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (lg[i] > lg[best])
+                best = i;
+        for (int32_t i = 0; i < V; i++)
+            w[i] = i == best;
+        return;
+    }
+    for (int32_t i = 0; i < V; i++)
+        w[i] = (double)lg[i] / sp->T;
+    if (sp->use_k && sp->k < V) {
+        memcpy(tmp, w, sizeof(double) * (size_t)V);
+        qsort(tmp, (size_t)V, sizeof *tmp, desc_d);
+        for (int32_t i = 0; i < V; i++)
+            if (w[i] < tmp[sp->k - 1])
+                w[i] = -INFINITY;
+    }
+    if (sp->use_p) {
+        int32_t n = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (w[i] != -INFINITY)
+                pr[n].z = w[i], pr[n++].i = i;
+        qsort(pr, (size_t)n, sizeof *pr, desc_zi);
+        double total = 0, before = 0;
+        for (int32_t j = 0; j < n; j++)
+            total += exp(pr[j].z - pr[0].z);
+        for (int32_t j = 0; j < n; j++) {
+            if (j > 0 && before >= sp->top_p)
+                w[pr[j].i] = -INFINITY;
+            before += exp(pr[j].z - pr[0].z) / total;
+        }
+    }
+    double top = -INFINITY, total = 0;
+    for (int32_t i = 0; i < V; i++)
+        top = w[i] > top ? w[i] : top;
+    for (int32_t i = 0; i < V; i++)
+        total += w[i] = w[i] == -INFINITY ? 0 : exp(w[i] - top);
+    for (int32_t i = 0; i < V; i++)
+        w[i] = total > 0 ? w[i] / total : 0;
+}
+
+/* the inverse CDF of u over weights w in index order: the smallest j with
+ * w_j > 0 whose running sum exceeds u * total (the last such j if none does) */
+static int32_t spec_draw(const double *w, int32_t V, double u)
+{
+    double total = 0, run = 0;
+    int32_t last = -1;
+    for (int32_t j = 0; j < V; j++)
+        total += w[j] > 0 ? w[j] : 0;
+    for (int32_t j = 0; j < V; j++) {
+        if (!(w[j] > 0))
+            continue;
+        run += w[j];
+        last = j;
+        if (run > u * total)
+            return j;
+    }
+    return last;
+}
+
+static double getf64(const uint8_t *p) { double v; memcpy(&v, p, 8); return v; }
+
+/* body: i32 K, V, rule, has_draft_probs, f64 temperature, i32 use_top_k, top_k, use_top_p, u32 pad,
+ * f64 top_p, u64 seed, f32 target[(K+1) V], i32 draft[K], f64 q[K V] (if has_draft_probs),
+ * f64 u_accept[K], f64 u_draw[K+1]. Writes out = {accepted, next}; 0 or an error status with err. */
+static int speculate(const uint8_t *b, uint32_t len, int32_t out[2], char *err, size_t errlen)
+{
+    enum { SEED = 0, HF = 1, LLAMACPP = 2, VLLM = 3 };
+    if (len < 56) { snprintf(err, errlen, "speculate: a %u-byte request", len); return E_INVALID_ARG; }
+    int32_t K = (int32_t)get32(b), V = (int32_t)get32(b + 4), rule = (int32_t)get32(b + 8), hq = (int32_t)get32(b + 12);
+    sparams sp = {getf64(b + 16), getf64(b + 40), (int32_t)get32(b + 24), (int32_t)get32(b + 28), (int32_t)get32(b + 32)};
+    if (K < 1 || V < 1 || (uint32_t)K > len || (uint32_t)V > len || rule < SEED || rule > VLLM) {
+        snprintf(err, errlen, "speculate: K %d, V %d, rule %d", K, V, rule);
+        return E_INVALID_ARG;
+    }
+    const uint64_t KV = (uint64_t)K * V, need = 56 + 4 * (KV + V) + 4 * (uint64_t)K + (hq ? 8 * KV : 0) + 8 * (2 * (uint64_t)K + 1);
+    if (need != len) {
+        snprintf(err, errlen, "speculate: a %u-byte request; K %d and V %d need %llu", len, K, V, (unsigned long long)need);
+        return E_INVALID_ARG;
+    }
+    const float *tg = (const float *)(b + 56);                    /* (K + 1, V), 4-aligned */
+    const int32_t *draft = (const int32_t *)(b + 56 + 4 * (KV + V)); /* (K) */
+    const uint8_t *qb = (const uint8_t *)(draft + K), *ua = qb + (hq ? 8 * KV : 0), *ud = ua + 8 * (size_t)K;
+    for (int32_t i = 0; i < K; i++)
+        if (draft[i] < 0 || draft[i] >= V) {
+            snprintf(err, errlen, "speculate: draft[%d] = %d outside [0, %d)", i, draft[i], V);
+            return E_INVALID_ARG;
+        }
+    double *w = malloc(sizeof(double) * (size_t)V), *q = malloc(sizeof(double) * (size_t)V);
+    double *tmp = malloc(sizeof(double) * (size_t)V);
+    zi *pr = malloc(sizeof(zi) * (size_t)V);
+    if (!w || !q || !tmp || !pr) {
+        free(w); free(q); free(tmp); free(pr);
+        snprintf(err, errlen, "speculate: out of memory for V %d", V);
+        return E_NOMEM;
+    }
+    int32_t i = 0, next = -1;
+    for (; i < K && next < 0; i++) {
+        const int32_t x = draft[i];
+        spec_probs(tg + (size_t)i * V, V, &sp, w, tmp, pr);
+        if (rule == LLAMACPP) { /* the target's own draw, accepted while it is the draft token */
+            int32_t y = spec_draw(w, V, getf64(ud + 8 * (size_t)i));
+            if (y != x)
+                next = y;
+            continue;
+        }
+        for (int32_t j = 0; j < V; j++)
+            q[j] = hq ? getf64(qb + 8 * ((size_t)i * V + j)) : j == x;
+        int take = q[x] > 0 ? getf64(ua + 8 * (size_t)i) * q[x] <= w[x] : rule != VLLM && w[x] > 0;
+        if (take)
+            continue;
+        double mass = 0; /* the residual max(0, p - q), or p when it has no mass */
+        for (int32_t j = 0; j < V; j++)
+            mass += tmp[j] = w[j] > q[j] ? w[j] - q[j] : 0;
+        next = spec_draw(mass > 0 ? tmp : w, V, getf64(ud + 8 * (size_t)i));
+    }
+    int32_t acc = next < 0 ? K : i - 1; /* the loop stepped past the rejected position */
+    if (next < 0) { /* all K accepted: the bonus token from row K */
+        spec_probs(tg + (size_t)K * V, V, &sp, w, tmp, pr);
+        next = spec_draw(w, V, getf64(ud + 8 * (size_t)K));
+    }
+    free(w); free(q); free(tmp); free(pr);
+    if (next < 0) { snprintf(err, errlen, "speculate: no token has mass"); return E_INVALID_ARG; }
+    out[0] = acc, out[1] = next;
+    return 0;
+}
+
 static cache *find(const uint8_t *body)
 {
     uint32_t id = get32(body);
@@ -363,10 +517,11 @@ int main(void)
             return 1;
         cache *c;
         switch (op) {
-        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance, 8: and probes), name, description */
+        case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance, 8: and probes,
+                   * 16: speculate), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8 | 16, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -459,6 +614,12 @@ int main(void)
             free(out);
             free(tmp.k);
             free(tmp.v);
+            break;
+        }
+        case 13: { /* speculate: accepted, next */
+            int32_t out[2];
+            int st = speculate(body, len, out, err, sizeof err);
+            if (st) reply_err((uint32_t)st, err); else reply(0, out, 8);
             break;
         }
         default: reply_err(E_UNSUPPORTED, "echo_ref does not implement this request");
