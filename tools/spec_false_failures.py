@@ -9,7 +9,7 @@ which must equal the engine's). A correct rejection sampler fails a case
 with probability at most the case's alpha (1e-3, split among its tests), so
 the rate printed is the false-failure rate of those checks.
 
-  tools/spec_false_failures.py [--seeds N] [--genfence build/genfence] [--backend X]...
+  tools/spec_false_failures.py [--seeds N] [--alpha A] [--genfence build/genfence] [--backend X]...
 """
 import argparse, json, os, re, subprocess, sys, tempfile
 
@@ -18,6 +18,7 @@ ap.add_argument("--seeds", type=int, default=100)
 ap.add_argument("--genfence", default="build/genfence")
 ap.add_argument("--cases", default="cases/speculative_sampling.yaml")
 ap.add_argument("--backend", action="append", default=[])
+ap.add_argument("--alpha", type=float, default=None, help="each case's alpha (default: the case's own, else the kind's)")
 a = ap.parse_args()
 
 text = open(a.cases).read()
@@ -32,6 +33,8 @@ for s in range(1, a.seeds + 1):
             b2 = re.sub(r"^    seed: (\d+)", lambda m: "    seed: %d" % (int(m.group(1)) + 1000 * s), b2, flags=re.M)
         else:
             b2 += "\n    seed: %d" % (1000 * s)
+        if a.alpha is not None:
+            b2 = re.sub(r"^    alpha: .*\n?", "", b2, flags=re.M).rstrip("\n") + "\n    alpha: %g" % a.alpha
         out.append(b2)
 with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "spec_seeds.yaml")
