@@ -29,11 +29,11 @@ def first_max(scores):
     return best, second
 
 
-def sample_row(logits, p, u, bad):
+def filter_z(logits, p):
+    """Steps 1-3 of docs/sampler.md for a sampled row (temperature > 0): the
+    scaled logits z with -inf where top-k or top-p dropped them (also
+    spec_client.py's target distribution)."""
     V = len(logits)
-    if p["temperature"] == 0.0:
-        best, second = first_max(logits)
-        return second if bad and second >= 0 else best
     z = [x / p["temperature"] for x in logits]
     if p["use_top_k"] and p["top_k"] < V:
         kth = sorted(z, reverse=True)[p["top_k"] - 1]
@@ -50,6 +50,14 @@ def sample_row(logits, p, u, bad):
             if j > 0 and prefix >= p["top_p"]:
                 z[i] = -math.inf
             prefix += pj
+    return z
+
+
+def sample_row(logits, p, u, bad):
+    if p["temperature"] == 0.0:
+        best, second = first_max(logits)
+        return second if bad and second >= 0 else best
+    z = filter_z(logits, p)
     scores = [zi - math.log(-math.log(ui)) if zi != -math.inf else -math.inf for zi, ui in zip(z, u)]
     best, second = first_max(scores)
     return second if bad and second >= 0 else best

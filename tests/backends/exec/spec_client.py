@@ -22,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "backends"))
 import gfproto  # noqa: E402
+from sampler_client import filter_z  # noqa: E402  (the same directory: the sampler's steps 1-3)
 
 
 def probs(logits, p):
@@ -33,22 +34,7 @@ def probs(logits, p):
             if logits[i] > logits[best]:
                 best = i
         return [1.0 if i == best else 0.0 for i in range(V)]
-    z = [x / p["temperature"] for x in logits]
-    if p["use_top_k"] and p["top_k"] < V:
-        kth = sorted(z, reverse=True)[p["top_k"] - 1]
-        z = [v if v >= kth else -math.inf for v in z]
-    if p["use_top_p"]:
-        order = sorted((i for i in range(V) if z[i] != -math.inf), key=lambda i: (-z[i], i))
-        zmax = z[order[0]]
-        total = 0.0
-        for i in order:
-            total += math.exp(z[i] - zmax)
-        before = 0.0
-        for j, i in enumerate(order):
-            pj = math.exp(z[i] - zmax) / total
-            if j > 0 and before >= p["top_p"]:
-                z[i] = -math.inf
-            before += pj
+    z = filter_z(logits, p)
     top = max(z)
     w = [0.0 if v == -math.inf else math.exp(v - top) for v in z]
     total = 0.0
