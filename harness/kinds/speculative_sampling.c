@@ -104,7 +104,22 @@ static int parse_ss(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     free(t);
     bad |= gf_y_enum(ctx, m, "draft", 0, k_drafts, &s->draft) < 0;
     bad |= gf_y_enum(ctx, m, "rule", 0, k_rules, &s->rule) < 0;
-    bad |= gf_y_sampler(ctx, m, &s->p) < 0;
+    /* the profile keys: refused (the slot's target sampler is plain), and
+     * so left out of the kind's keys */
+    int refused = 0;
+    static const char *const k_eos[] = {"eos_id", NULL}; /* read beside a profile key */
+    for (int list = 0; list < 2; list++)
+        for (const char *const *key = list ? k_eos : gf_sampler_ext_keys(); *key; key++) {
+            const gf_ynode *kn = gf_y_refuse(ctx, m, *key);
+            if (kn) {
+                gf_y_error(ctx, kn,
+                           "'%s' is no key of speculative_sampling: the target's sampler is plain (temperature, top_k, "
+                           "top_p, seed), and 'rule' names the peer",
+                           *key);
+                refused = 1;
+            }
+        }
+    bad |= refused || gf_y_sampler(ctx, m, &s->p) < 0;
     bad |= gf_y_int(ctx, m, "draws", 0, 100, 100000000LL, &s->draws) < 0;
     bad |= gf_y_double(ctx, m, "alpha", 0, &s->alpha) < 0;
     if (!(s->alpha > 0 && s->alpha < 1)) {

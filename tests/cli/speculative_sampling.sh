@@ -127,7 +127,7 @@ bad token_range "$T
     draft: deterministic
     draft_tokens: [3]" "outside \[0, V 3)"
 bad profile_filter "$T
-    min_p: 0.1" "must be plain"
+    min_p: 0.1" "'min_p' is no key of speculative_sampling"
 bad alpha "$T
     alpha: 1.5" "'alpha' must lie in"
 bad rule "$T
