@@ -209,11 +209,16 @@ static gf_status ob_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->cpu_path = path;
     info->model_features = GFV_MODEL_FEATURES;
     info->probes = "all"; /* every dense product through sgemm, whatever the shape */
-    /* measured (cases/invariance.yaml, docs/backends.md): a single row goes
+    /* what OpenBLAS guarantees on every core type, not what one core
+     * measured (cases/invariance.yaml, docs/backends.md): a single row goes
      * through sgemv, several through sgemm, and sgemm's threads split its
      * sums, so the batch size, the prefill's chunks and the thread count
-     * move logits within the gate; a row's place and its neighbours do not */
-    info->invariance = "all=bitwise,batch=gated,split=gated,threads=gated";
+     * move logits within the gate; and a row's place in a multi-row sgemm
+     * (position, mixed) picks its micro-kernel by where the M blocking
+     * leaves it: bitwise on the Cooperlake kernels, 9.5e-6 apart on the
+     * Haswell ones (OPENBLAS_CORETYPE=Haswell on an AMD EPYC). Gated there,
+     * and the kind reports how far from bitwise a core is. */
+    info->invariance = "all=bitwise,batch=gated,split=gated,threads=gated,position=gated,mixed=gated";
     return gf_backend_info_put(info_out, info);
 }
 
