@@ -191,7 +191,17 @@ static void run_slide(const gf_case *c, gf_krun *k)
     }
     gf_k_metric_int(k, "prompt_tokens", n);
     run_evict(s, k, ids, n);
-    if (s->slide_prompt_tokens)
+    /* part (2) fills the model's whole context; over the completions API a
+     * request needs room for the token it generates (llama-server refuses
+     * n_prompt >= n_ctx), so a served backend cannot be asked for it: the
+     * record says so (context_limit's served_skip, for the same reason) */
+    const int served = k->weights && !strcmp(k->weights, GF_WEIGHTS_SERVED);
+    if (s->slide_prompt_tokens && served)
+        gf_k_metric_json(k, "slide_by_recompute",
+                         json_string("not run: it fills the model's whole context, and a completion request needs "
+                                     "room for the token it generates (a server refuses a prompt of the full "
+                                     "context: llama-server n_prompt >= n_ctx)"));
+    else if (s->slide_prompt_tokens)
         run_recompute_slide(s, k, ids, n);
     free(ids);
 }
