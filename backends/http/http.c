@@ -322,6 +322,17 @@ static gf_status hb_forward(void *model, void *cache, const gf_batch *in, float 
             int32_t tok = j < L0 ? c->tokens[(size_t)b * c->max_len + j] : in->tokens[(size_t)b * T + (j - L0)];
             int real = j < L0 ? c->real[(size_t)b * c->max_len + j]
                               : (!in->key_mask || in->key_mask[(size_t)b * Tk + j] || j >= L0 + T);
+            if (j < L0 && real && in->key_mask && !in->key_mask[(size_t)b * Tk + j]) {
+                /* a mask that drops a real key of the history (an evicting
+                 * cache): the server keeps its whole history, so asking would
+                 * silently answer another question */
+                st = gf_error_set(GF_E_UNSUPPORTED,
+                                  "http: row %d: the key mask drops key %d, a real token of the cache's history: a "
+                                  "server keeps its whole history and numbers positions itself (an evicting cache "
+                                  "cannot be asked for over the API)",
+                                  b, j);
+                break;
+            }
             if (tok < 0 || tok >= V) {
                 st = gf_error_set(GF_E_INVALID_ARG, "http: token %d at row %d position %d outside [0, %d)", tok, b, j,
                                   V);

@@ -191,19 +191,23 @@ static void run_slide(const gf_case *c, gf_krun *k)
     }
     gf_k_metric_int(k, "prompt_tokens", n);
     run_evict(s, k, ids, n);
-    /* part (2) fills the model's whole context; over the completions API a
-     * request needs room for the token it generates (llama-server refuses
-     * n_prompt >= n_ctx), so a served backend cannot be asked for it: the
-     * record says so (context_limit's served_skip, for the same reason) */
-    const int served = k->weights && !strcmp(k->weights, GF_WEIGHTS_SERVED);
-    if (s->slide_prompt_tokens && served)
-        gf_k_metric_json(k, "slide_by_recompute",
-                         json_string("not run: it fills the model's whole context, and a completion request needs "
-                                     "room for the token it generates (a server refuses a prompt of the full "
-                                     "context: llama-server n_prompt >= n_ctx)"));
-    else if (s->slide_prompt_tokens)
+    if (s->slide_prompt_tokens)
         run_recompute_slide(s, k, ids, n);
     free(ids);
+}
+
+/* served_skip (case.h): neither part can be asked of a server. The evicting
+ * cache masks the oldest keys of the history and keeps the stale rotary
+ * positions of the rest, and a server numbers the positions itself and
+ * keeps its whole history (backends/http refuses such a mask); the slide by
+ * recompute fills the whole context, and a completion needs room for the
+ * token it generates (context_limit's reason). */
+static const char *slide_served_skip(const gf_case *c)
+{
+    (void)c;
+    return "the evicting cache masks the oldest keys of the history and keeps the stale rotary positions of the "
+           "rest, but a server numbers the positions itself and keeps its whole history; and the slide by recompute "
+           "fills the whole context, where a completion request has no room for the token it generates";
 }
 
 const gf_kind_def gf_kind_sliding_window = {
@@ -212,6 +216,7 @@ const gf_kind_def gf_kind_sliding_window = {
                "within a declared tolerance); sliding by recompute equals the uncached loop",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .served_skip = slide_served_skip,
     .parse = parse_slide,
     .free_spec = slide_free,
     .run = run_slide,

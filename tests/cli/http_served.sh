@@ -56,7 +56,11 @@ done
 gf_grepq -qF "sampled golden (temperature > 0) needs full logits" < "$tmp/plan.txt" || fail "the sampled golden's reason"
 gf_grepq -qF "needs full logits, and a server reports its top-k log-probabilities only" < "$tmp/plan.txt" \
     || fail "the full-row KL's reason"
-echo "ok   --plan: the sampled golden and the full-row KL skip on the served backend, saying why; the rest runs"
+"$GENFENCE" run "$GF_SRC/cases/sliding_llama.yaml" --backend "http:$base$plain" --plan > "$tmp/plan_sl.txt" 2>&1 \
+    || { cat "$tmp/plan_sl.txt"; fail "run --plan (sliding) exit $?"; }
+gf_grepq -qE "^plan: skip +sliding\.window64\.llama +\[http:[^]]*\] +served backend: the evicting cache masks" \
+    < "$tmp/plan_sl.txt" || { cat "$tmp/plan_sl.txt"; fail "--plan does not skip the sliding window on the served backend"; }
+echo "ok   --plan: the sampled golden and the full-row KL skip on the served backend, saying why (the sliding window too); the rest runs"
 
 # 1 + 2 + 3: one run. Rows: label, the fault (- for none), extra options, the
 # text the reason of golden.greedy.sherlock must hold (- pass), the same for
