@@ -9,6 +9,7 @@
 #include "kv_cache.h"
 #include "genfence/engine.h"
 #include "keys.h"
+#include "stat_thresholds.h"
 
 typedef struct cache_spec {
     gf_prompt_spec prompt;
@@ -65,10 +66,28 @@ static int pick_failing(void *user, const gf_step_summary *s)
     return failed || s->step == 0;
 }
 
+/* Bytes per element of a KV-cache type (issue 31: f32 4, f16 2, q8_0 34/32,
+ * q4_0 18/32, ...); 0 for a type not in the table. */
+static double kv_bytes_per(const char *t)
+{
+    static const struct {
+        const char *name;
+        double bytes;
+    } k_types[] = {{"f32", 4},          {"f16", 2},           {"bf16", 2},         {"f64", 8},
+                   {"q8_0", 34.0 / 32}, {"q4_0", 18.0 / 32},  {"q4_1", 20.0 / 32}, {"q5_0", 22.0 / 32},
+                   {"q5_1", 24.0 / 32}, {"iq4_nl", 18.0 / 32}};
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (!strcmp(t, k_types[i].name))
+            return k_types[i].bytes;
+    return 0;
+}
+
 /* The slots no comparison reaches (issue 11): a cache reused after
  * cache_reset gives the first prefill's logits again, cache_length is 0
- * after the reset, and cache_bytes holds at least one byte per element of the
- * (2 for k and v, L, 1, H_kv, n_positions, d_head) layout. One check each. */
+ * after the reset, and cache_bytes holds at least the (2 for k and v, L, 1,
+ * H_kv, length held, d_head) layout at the bytes per element of the KV type
+ * the backend declares (info.kv_cache, else its compute dtype; one byte for a
+ * type not in kv_bytes_per's table, saying so). One check each. */
 static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t n, double atol)
 {
     const gf_model_config *cfg = gf_engine_config(e);
@@ -81,6 +100,7 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
         pos[i] = i;
     if (st == GF_OK)
         st = gf_engine_cache_create(e, 1, cfg->n_positions, &cache);
+    const size_t bytes0 = st == GF_OK ? gf_engine_cache_bytes(e, cache) : 0; /* before any position is held */
     gf_batch in = {.B = 1, .T = n, .tokens = prompt, .position_ids = pos, .logits_mode = GF_LOGITS_LAST};
     if (st == GF_OK)
         st = gf_engine_forward(e, cache, &in, first);
@@ -94,10 +114,21 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
         goto done;
     }
     /* a dynamic cache (docs/protocol.md) holds only the positions so far:
-     * the layout up to the current length is the floor */
-    int32_t held = gf_engine_cache_length(e, cache);
+     * the layout up to the current length is the floor; a cache allocated
+     * whole (the same bytes, > 0, before the prefill and after) holds all
+     * of max_len, the floor its layout */
+    const size_t bytes_now = gf_engine_cache_bytes(e, cache);
+    const int whole = bytes0 > 0 && bytes0 == bytes_now;
+    int32_t held = whole ? cfg->n_positions : gf_engine_cache_length(e, cache);
+    gf_k_metric_json(k, "cache_allocation", json_string(whole ? "whole (max_len)" : "grows with its length"));
     double elems = 2.0 * cfg->n_layer * cfg->n_kv_head * (double)held * cfg->d_head;
-    size_t bytes = gf_engine_cache_bytes(e, cache);
+    char wt[32], kvt[32];
+    gf_stat_backend_types(k, wt, sizeof wt, kvt, sizeof kvt);
+    double per = kv_bytes_per(kvt);
+    gf_k_metric_json(k, "kv_bytes_per_element",
+                     per > 0 ? json_real(per) : json_string("unknown type: one byte per element assumed"));
+    per = per > 0 ? per : 1.0;
+    size_t bytes = bytes_now;
     gf_k_metric_int(k, "cache_bytes", (long long)bytes);
     gf_k_metric_json(k, "kv_cache", gf_kv_cache_json(cfg, 1, cfg->n_positions, bytes));
     if (k->weights &&
@@ -106,9 +137,11 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
                          json_string("not judged: a served backend's cache holds the token history it resends, the "
                                      "K/V is the server's (docs/http.md)"));
     else
-        gf_k_check(k, (double)bytes >= elems, "cache_bytes covers the layout",
-                   "cache_bytes %zu for (2, L %d, B 1, H_kv %d, length %d, d_head %d) = %.0f elements", bytes,
-                   cfg->n_layer, cfg->n_kv_head, held, cfg->d_head, elems);
+        gf_k_check(k, (double)bytes >= elems * per, "cache_bytes covers the layout",
+                   "cache_bytes %zu for (2, L %d, B 1, H_kv %d, %s %d, d_head %d) = %.0f elements of kv %s at "
+                   "%g bytes: %.0f bytes",
+                   bytes, cfg->n_layer, cfg->n_kv_head, whole ? "max_len" : "length", held, cfg->d_head, elems, kvt,
+                   per, elems * per);
     gf_error_clear();
     st = gf_engine_cache_reset(e, cache);
     if (st != GF_OK) {

@@ -354,6 +354,8 @@ static size_t faulty_cache_bytes(const void *cache)
 #if GF_FAULT == 10
     (void)cache;
     return 64;
+#elif GF_FAULT == 12
+    return gf_backend_ref()->cache_bytes(cache) / 2; /* an f32 cache counted as f16 */
 #else
     return gf_backend_ref()->cache_bytes(cache);
 #endif

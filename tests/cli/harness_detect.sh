@@ -42,7 +42,7 @@ backends=(--backend ref --backend "$B/libgenfence_test_ref_bad_cache.so" --backe
           --backend "$B/libgenfence_test_ref_short_window.so" --backend "$B/libgenfence_test_ref_row_mix.so")
 # the one fault model (cases/detect/faults.yaml) and the declared dtype
 # (cases/detect/dtype.yaml), tests/backends/faulty.c
-for f in ref_nan ref_bad_length ref_oom ref_bf16_as_fp32 ref_noop_reset ref_bad_bytes ref_no_own_key \
+for f in ref_nan ref_bad_length ref_oom ref_bf16_as_fp32 ref_noop_reset ref_bad_bytes ref_half_bytes ref_no_own_key \
          ref_write_past ref_write_before ref_write_page ref_write_tokens ref_sample_past ref_sample_ex_history ref_write_desc; do # + guards.yaml (faulty_write.c)
   [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_faulty_$f.so")

@@ -19,7 +19,7 @@ set +e
 "$GENFENCE" run --raw-verdicts cases/detect/faults.yaml --backend "$T/libgenfence_test_faulty_ref_nan.so" \
     --backend "$T/libgenfence_test_faulty_ref_bad_length.so" --backend "$T/libgenfence_test_faulty_ref_oom.so" \
     --backend "$T/libgenfence_test_faulty_ref_noop_reset.so" --backend "$T/libgenfence_test_faulty_ref_bad_bytes.so" \
-    --backend "$T/libgenfence_test_faulty_ref_no_own_key.so" \
+    --backend "$T/libgenfence_test_faulty_ref_no_own_key.so" --backend "$T/libgenfence_test_faulty_ref_half_bytes.so" \
     --no-report --no-triangulate -j 2 --oversubscribe >"$tmp/out" 2>&1
 rc=$?
 set -e
@@ -44,8 +44,10 @@ for id in oom.cache oom.batch; do
 done
 reason detect.fault.noop_reset | gf_grepq -Eq "cache_reset returned GF_OK but cache_length is [1-9][0-9]* after it; the contract says 0" \
     || fail "noop_reset: $(reason detect.fault.noop_reset)"
-reason detect.fault.bad_bytes | gf_grepq -Eq "cache_bytes covers the layout: cache_bytes 64 for \(2, L [0-9]+, B 1, H_kv [0-9]+, length [1-9]" \
+reason detect.fault.bad_bytes | gf_grepq -Eq "cache_bytes covers the layout: cache_bytes 64 for \(2, L [0-9]+, B 1, H_kv [0-9]+, (length|max_len) [1-9]" \
     || fail "bad_bytes: $(reason detect.fault.bad_bytes)"
+reason detect.fault.half_bytes | gf_grepq -Eq "cache_bytes covers the layout: cache_bytes [0-9]+ for .* elements of kv f32 at 4 bytes" \
+    || fail "half_bytes: $(reason detect.fault.half_bytes)"
 reason detect.fault.no_own_key | gf_grepq -Eq "own key: a fully padded query row: .*forward call #[0-9]+ \(B 2, T [0-9]+, uncached.*logit \(row 1, .* is NaN" \
     || fail "no_own_key: $(reason detect.fault.no_own_key)"
 echo "ok   one fault model: $n backend faults, all fail, exit 1"
