@@ -30,6 +30,40 @@ static void stem_for(char *buf, size_t cap, const gf_job *j)
             *p = '_';
 }
 
+/* A sampler-only kind on a backend with the slot it reaches (the sample
+ * slot, or the speculate slot): open the backend in the child (a protocol
+ * client's slots are known once it answered info), hand the kind the table
+ * (model NULL), and run it. */
+static void run_on_slot(const gf_case *c, gf_krun *k)
+{
+    const int spec = c->kind->reaches == GF_KIND_REACHES_SPECULATE;
+    const char *slot = spec ? "speculate" : "sample";
+    gf_backend_handle h;
+    gf_status st = gf_registry_open(k->backend, &h);
+    if (st == GF_OK) {
+        gf_backend_options bo = gf_registry_options(&h, k->threads);
+        gf_backend_info bi;
+        gf_backend_describe(h.ops, &bo, &bi);
+    }
+    if (st != GF_OK || !(spec ? gf_backend_has_speculate(h.ops) : gf_backend_has_sample(h.ops))) {
+        gf_k_fail(k, "opening backend '%s' for its %s slot: %s", k->backend, slot,
+                  st != GF_OK ? gf_error_msg()
+                  : spec      ? "it has no speculate slot"
+                              : "it has no sample slot");
+    } else if (spec) {
+        k->spec_ops = h.ops; /* every round also through the slot */
+        c->kind->run(c, k);
+        k->spec_ops = NULL;
+    } else {
+        k->sample_ops = h.ops; /* every sampling call also through the slot */
+        c->kind->run(c, k);
+        gf_k_slot_finish(k);
+        k->sample_ops = NULL;
+    }
+    if (st == GF_OK)
+        gf_registry_close(&h);
+}
+
 static json_t *job_child(const void *arg)
 {
     const job_arg *a = arg;
@@ -91,46 +125,9 @@ static json_t *job_child(const void *arg)
             k.session = NULL;
             gf_session_close(&s);
         }
-    } else if (c->kind->reaches == GF_KIND_REACHES_SPECULATE && j->backend->has_speculate) {
-        /* the rejection sampler's kind: every round also through the slot */
-        gf_backend_handle h;
-        gf_status st = gf_registry_open(k.backend, &h);
-        if (st == GF_OK) {
-            gf_backend_options bo = gf_registry_options(&h, k.threads);
-            gf_backend_info bi;
-            gf_backend_describe(h.ops, &bo, &bi);
-        }
-        if (st != GF_OK || !gf_backend_has_speculate(h.ops)) {
-            gf_k_fail(&k, "opening backend '%s' for its speculate slot: %s", k.backend,
-                      st != GF_OK ? gf_error_msg() : "it has no speculate slot");
-        } else {
-            k.spec_ops = h.ops;
-            c->kind->run(c, &k);
-            k.spec_ops = NULL;
-        }
-        if (st == GF_OK)
-            gf_registry_close(&h);
-    } else if (c->kind->reaches == GF_KIND_REACHES_SAMPLE && k.backend_has_sample) {
-        /* sampler-only kind, backend with its own sampler: the kind also runs
-         * every sampling call through the slot (model NULL) */
-        gf_backend_handle h;
-        gf_status st = gf_registry_open(k.backend, &h);
-        if (st == GF_OK) { /* a protocol client's sample slot is known once it answered info */
-            gf_backend_options bo = gf_registry_options(&h, k.threads);
-            gf_backend_info bi;
-            gf_backend_describe(h.ops, &bo, &bi);
-        }
-        if (st != GF_OK || !gf_backend_has_sample(h.ops)) {
-            gf_k_fail(&k, "opening backend '%s' for its sample slot: %s", k.backend,
-                      st != GF_OK ? gf_error_msg() : "it has no sample slot");
-        } else {
-            k.sample_ops = h.ops;
-            c->kind->run(c, &k);
-            gf_k_slot_finish(&k);
-            k.sample_ops = NULL;
-        }
-        if (st == GF_OK)
-            gf_registry_close(&h);
+    } else if ((c->kind->reaches == GF_KIND_REACHES_SPECULATE && j->backend->has_speculate) ||
+               (c->kind->reaches == GF_KIND_REACHES_SAMPLE && k.backend_has_sample)) {
+        run_on_slot(c, &k); /* a sampler-only kind beside the backend's own slot */
     } else {
         c->kind->run(c, &k);
     }
