@@ -600,6 +600,8 @@ gf_status gf_engine_forward_trace(gf_engine *e, void *cache, const gf_batch *in,
     if (!gf_backend_has_trace(e->ops))
         return gf_error_set(GF_E_UNSUPPORTED, "backend '%s' has no trace slot", e->ops->name);
     memset(req->given, 0, (size_t)GF_TRACE_POINTS(req->n_layer));
+    if (gf_trace_wants_kv(req))
+        memset(req->kv_given, 0, (size_t)req->n_layer);
     return engine_forward(e, cache, in, logits_out, req);
 }
 

@@ -602,6 +602,7 @@ gf_status gfv_forward_trace(gfv_model *m, gfv_cache *cache, const gf_batch *in, 
                     memcpy(K + off, row + Q + hh * dh, dh * sizeof(float));
                     memcpy(Vc + off, row + Q + KVd + hh * dh, dh * sizeof(float));
                 }
+        gf_trace_put_kv(tr, l, K, Vc, B, Hkv, S, dh); /* the keys and values attention reads */
         attention(m, c, l, in, start);
         /* x += att W_o (+ b) */
         if ((st = m->linear(m, GFV_LIN_ID(l, GFV_PROJ), m->att, tmp, (int32_t)BT)) != GF_OK)

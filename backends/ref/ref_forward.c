@@ -373,6 +373,7 @@ static gf_status llama_forward(const ref_model *m, ref_cache *c, const gf_batch 
                     memcpy(K + off, s.k + row, dh * sizeof(float));
                     memcpy(Vc + off, s.v + row, dh * sizeof(float));
                 }
+        gf_trace_put_kv(tr, l, K, Vc, B, Hkv, S, dh); /* the keys and values attention reads */
         /* grouped-query attention (attn_chunk) */
         attn_task at = {.in = in,
                         .q = s.q,
@@ -514,6 +515,7 @@ gf_status gf_ref_forward_trace(void *model, void *cache, const gf_batch *in, flo
                     memcpy(K + off, row + D + hh * dh, dh * sizeof(float));
                     memcpy(Vc + off, row + 2 * D + hh * dh, dh * sizeof(float));
                 }
+        gf_trace_put_kv(tr, l, K, Vc, B, H, S, dh); /* the keys and values attention reads */
         /* attention (attn_chunk): q from the qkv rows, one kv head per head */
         attn_task at = {.in = in,
                         .q = s.qkv,

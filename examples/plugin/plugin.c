@@ -486,6 +486,7 @@ static gf_status ex_forward_traced(void *model, void *cache, const gf_batch *in,
                     memcpy(K + off, row + Q + hh * dh, dh * sizeof(float));
                     memcpy(Vc + off, row + Q + KV + hh * dh, dh * sizeof(float));
                 }
+        gf_trace_put_kv(tr, l, K, Vc, B, Hkv, S, dh); /* the trace slot: the keys and values attention reads */
         for (int32_t b = 0; b < B; b++)
             for (int32_t t = 0; t < T; t++)
                 for (int32_t hh = 0; hh < H; hh++) {

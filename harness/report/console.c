@@ -124,6 +124,9 @@ static void print_localization(const gf_run_info *r, const gf_job *j, int all)
             printf("%s %s", i ? "," : "", json_string_value(json_array_get(ng, i)));
         printf("%s\n", json_array_size(ng) > 12 ? ", ..." : "");
     }
+    const char *kv = json_string_value(json_object_get(loc, "keys_and_values"));
+    if (kv && strcmp(kv, "compared at every block"))
+        printf("    keys and values: %s\n", kv);
     json_t *pts = json_object_get(loc, "points");
     for (size_t i = 0; all && i < json_array_size(pts); i++) {
         json_t *p = json_array_get(pts, i);

@@ -57,6 +57,8 @@ typedef struct side {
     float *logits; /* (B, T, V) */
     float *out;    /* (P, B, T, D) */
     uint8_t *given;
+    float *kv;         /* (L, 2, B, Tk, H_kv d_head): each block's keys and values; NULL when not asked */
+    uint8_t *kv_given; /* (L) */
 } side;
 
 /* is (b, t) a real position (its own key not padding)? */
@@ -92,15 +94,153 @@ static void describe_positions(char *buf, size_t cap, const int32_t *S, int32_t 
     }
 }
 
-/* the comparison of one call: json points; the first over its bound in *first (-1: none) */
-static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *rs, int32_t L, int32_t D,
-                            const double *bound, int32_t *first, json_t **first_out)
+/* One point of one call to compare: n positions of B rows, each C floats
+ * in `planes` planes of B n C (a plane per stream; the keys and values are
+ * two), position i labelled label0 + i; a (row, position) counts when
+ * real(c, b, i) says so. */
+typedef struct cmp_point {
+    const char *name, *sub, *pos_word; /* "layer 0 attention output", "attention output", "position" */
+    int32_t layer, n, C, planes, label0;
+    int32_t group; /* > 0: channels per head (the keys and values: d_head), the heads past the bound named */
+    const float *xb, *xr;
+    double bound;
+    int (*real)(const gf_call_entry *c, int32_t b, int32_t i);
+} cmp_point;
+
+/* is cache position j of row b a real key after the call (not padding)? */
+static int real_key(const gf_call_entry *c, int32_t b, int32_t j)
 {
-    const int32_t B = c->in.B, T = c->in.T, P = GF_TRACE_POINTS(L);
+    if (!c->in.key_mask)
+        return 1;
+    return c->in.key_mask[(size_t)b * (c->cache_length + c->in.T) + j] != 0;
+}
+
+/* NMSE of one point into o; when it is past its bound, the first-divergence
+ * object (rows and positions past it, the worst entry) into *first_out */
+static double compare_point(const gf_call_entry *c, const cmp_point *q, double *pos_err, json_t *o, json_t **first_out)
+{
+    const int32_t B = c->in.B, n = q->n, C = q->C;
+    const size_t plane = (size_t)B * n * C;
+    double num = 0, den = 0, worst = -1;
+    int32_t wb = 0, wt = 0, wc = 0, n_real = 0;
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < n; t++) {
+            pos_err[(size_t)b * n + t] = -1;
+            if (!q->real(c, b, t))
+                continue;
+            n_real++;
+            double pn = 0;
+            for (int32_t k = 0; k < q->planes; k++)
+                for (int32_t d = 0; d < C; d++) {
+                    size_t i = k * plane + ((size_t)b * n + t) * C + d;
+                    double dd = (double)q->xb[i] - (double)q->xr[i];
+                    if (!isfinite(dd))
+                        dd = INFINITY;
+                    pn += dd * dd;
+                    den += (double)q->xr[i] * (double)q->xr[i];
+                    if (fabs(dd) > worst) {
+                        worst = fabs(dd);
+                        wb = b, wt = t, wc = k * C + d;
+                    }
+                }
+            pos_err[(size_t)b * n + t] = pn;
+            num += pn;
+        }
+    double nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0);
+    json_object_set_new(o, "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"));
+    if (!first_out || !(nmse > q->bound))
+        return nmse;
+    /* past its bound: which (row, position) are past it, each judged by its
+     * share: its squared error over the mean energy */
+    double mean_den = n_real ? den / n_real : 0;
+    int32_t *S = malloc((size_t)n * sizeof *S), nS = 0;
+    json_t *rows = json_array();
+    for (int32_t b = 0; b < B; b++) {
+        int row_hit = 0;
+        for (int32_t t = 0; t < n; t++) {
+            double e = pos_err[(size_t)b * n + t];
+            row_hit |= e >= 0 && (mean_den > 0 ? e / mean_den : e) > q->bound;
+        }
+        if (row_hit)
+            json_array_append_new(rows, json_integer(b));
+    }
+    for (int32_t t = 0; S && t < n; t++) {
+        int hit = 0;
+        for (int32_t b = 0; b < B; b++) {
+            double e = pos_err[(size_t)b * n + t];
+            hit |= e >= 0 && (mean_den > 0 ? e / mean_den : e) > q->bound;
+        }
+        if (hit)
+            S[nS++] = q->label0 + t;
+    }
+    char where[160] = "", rw[96] = "";
+    if (nS) {
+        char pos[120];
+        describe_positions(pos, sizeof pos, S, nS, q->label0, q->label0 + n - 1);
+        if (q->pos_word[0] == 'p')
+            snprintf(where, sizeof where, "%s", pos);
+        else if (!strncmp(pos, "all ", 4)) /* "all cache positions", "cache positions 0, 5" */
+            snprintf(where, sizeof where, "all cache %s", pos + 4);
+        else
+            snprintf(where, sizeof where, "cache %s", pos);
+    }
+    if (q->group > 0 && C % q->group == 0 && C / q->group > 1) { /* the heads past the bound, by their share */
+        const int32_t nh = C / q->group;
+        double *he = calloc((size_t)nh, sizeof *he); /* (heads) squared error over rows, positions, planes */
+        int32_t *HS = malloc((size_t)nh * sizeof *HS), nH = 0;
+        for (int32_t b = 0; he && HS && b < B; b++)
+            for (int32_t t = 0; t < n; t++) {
+                if (!q->real(c, b, t))
+                    continue;
+                for (int32_t k = 0; k < q->planes; k++)
+                    for (int32_t d = 0; d < C; d++) {
+                        size_t i = k * plane + ((size_t)b * n + t) * C + d;
+                        double dd = (double)q->xb[i] - (double)q->xr[i];
+                        he[d / q->group] += isfinite(dd) ? dd * dd : INFINITY;
+                    }
+            }
+        for (int32_t h = 0; he && HS && h < nh; h++)
+            if (den > 0 ? he[h] / (den / nh) > q->bound : he[h] > 0)
+                HS[nH++] = h;
+        if (nH && nH < nh) {
+            char hs[96];
+            describe_positions(hs, sizeof hs, HS, nH, 0, nh - 1);
+            size_t u = strlen(where);
+            snprintf(where + u, sizeof where - u, "%skv head%s", u ? ", " : "", hs + strlen("position"));
+        }
+        free(he);
+        free(HS);
+    }
+    if (B > 1 && json_array_size(rows) < (size_t)B) {
+        size_t u = (size_t)snprintf(rw, sizeof rw, "row%s", json_array_size(rows) > 1 ? "s" : "");
+        for (size_t i = 0; i < json_array_size(rows) && i < 8 && u < sizeof rw; i++)
+            u += (size_t)snprintf(rw + u, sizeof rw - u, "%s %lld", i ? "," : "",
+                                  (long long)json_integer_value(json_array_get(rows, i)));
+    }
+    free(S);
+    const size_t wk = (size_t)(wc / C), wi = wk * plane + ((size_t)wb * n + wt) * C + (size_t)(wc % C);
+    *first_out = json_pack("{s:s, s:s, s:i, s:o, s:f, s:s, s:s, s:o, s:{s:i, s:s, s:i, s:i, s:f, s:f}}", "point",
+                           q->name, "sublayer", q->sub, "layer", q->layer,
+                           "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"), "bound", q->bound,
+                           "positions", where[0] ? where : "(spread: no single position past the bound)", "rows_text",
+                           rw, "rows", rows, "worst", "row", wb, "position_kind", q->pos_word, "position",
+                           q->label0 + wt, "channel", wc, "backend", (double)q->xb[wi], "ref", (double)q->xr[wi]);
+    return nmse;
+}
+
+/* the comparison of one call: json points, in the forward's order (block
+ * l's keys and values, where both sides gave them, before its attention
+ * output); the first over its bound at index *first of them (-1: none),
+ * its trace point in *first_point (-1: a keys-and-values point) */
+static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *rs, int32_t L, int32_t D,
+                            int32_t KVd, int32_t g_dh, const double *bound, int32_t *first, int32_t *first_point,
+                            json_t **first_out)
+{
+    const int32_t B = c->in.B, T = c->in.T, P = GF_TRACE_POINTS(L), Tk = c->cache_length + T;
     json_t *pts = json_array();
-    *first = -1;
+    *first = *first_point = -1;
     *first_out = NULL;
-    double *pos_err = malloc((size_t)B * T * sizeof *pos_err); /* (B, T) */
+    double *pos_err = malloc((size_t)B * (Tk > T ? Tk : T) * sizeof *pos_err); /* (B, max(T, Tk)) */
     if (!pos_err)
         return pts;
     for (int32_t p = 0; p < P; p++) {
@@ -108,6 +248,21 @@ static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *
         int32_t layer;
         const char *sub;
         point_name(name, sizeof name, L, p, &layer, &sub);
+        if (layer >= 0 && p == gf_trace_index(L, GF_TRACE_ATTN_OUT, layer) && bs->kv_given && bs->kv_given[layer] &&
+            rs->kv_given[layer]) { /* block l's keys and values, as its attention reads them */
+            char kvn[64];
+            snprintf(kvn, sizeof kvn, "layer %d keys and values", layer);
+            const size_t off = 2 * (size_t)layer * B * Tk * KVd;
+            cmp_point q = {.name = kvn, .sub = "keys and values", .pos_word = "cache position", .layer = layer,
+                           .n = Tk, .C = KVd, .planes = 2, .label0 = 0, .group = g_dh, .xb = bs->kv + off, .xr = rs->kv + off,
+                           .bound = bound[p], .real = real_key};
+            json_t *o = json_pack("{s:s, s:s, s:i, s:f}", "point", kvn, "sublayer", q.sub, "layer", layer, "bound",
+                                  bound[p]);
+            compare_point(c, &q, pos_err, o, *first >= 0 ? NULL : first_out);
+            json_array_append_new(pts, o);
+            if (*first < 0 && *first_out)
+                *first = (int32_t)json_array_size(pts) - 1;
+        }
         json_t *o =
             json_pack("{s:s, s:s, s:i, s:f}", "point", name, "sublayer", sub, "layer", layer, "bound", bound[p]);
         if (!bs->given[p] || !rs->given[p]) {
@@ -116,77 +271,15 @@ static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *
             json_array_append_new(pts, o);
             continue;
         }
-        const float *xb = bs->out + (size_t)p * B * T * D, *xr = rs->out + (size_t)p * B * T * D;
-        double num = 0, den = 0, worst = -1;
-        int32_t wb = 0, wt = 0, wc = 0, n_real = 0;
-        for (int32_t b = 0; b < B; b++)
-            for (int32_t t = 0; t < T; t++) {
-                pos_err[(size_t)b * T + t] = -1;
-                if (!real_pos(c, b, t))
-                    continue;
-                n_real++;
-                double pn = 0;
-                for (int32_t d = 0; d < D; d++) {
-                    size_t i = ((size_t)b * T + t) * D + d;
-                    double dd = (double)xb[i] - (double)xr[i];
-                    if (!isfinite(dd))
-                        dd = INFINITY;
-                    pn += dd * dd;
-                    den += (double)xr[i] * (double)xr[i];
-                    if (fabs(dd) > worst) {
-                        worst = fabs(dd);
-                        wb = b, wt = t, wc = d;
-                    }
-                }
-                pos_err[(size_t)b * T + t] = pn;
-                num += pn;
-            }
-        double nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0);
-        json_object_set_new(o, "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"));
+        cmp_point q = {.name = name, .sub = sub, .pos_word = "position", .layer = layer, .n = T, .C = D,
+                       .planes = 1, .label0 = c->cache_length, .xb = bs->out + (size_t)p * B * T * D,
+                       .xr = rs->out + (size_t)p * B * T * D, .bound = bound[p], .real = real_pos};
+        compare_point(c, &q, pos_err, o, *first >= 0 ? NULL : first_out);
         json_array_append_new(pts, o);
-        if (*first >= 0 || !(nmse > bound[p]))
-            continue;
-        /* the first point over its bound: which (row, position) are past it,
-         * each judged by its share: its squared error over the mean energy */
-        *first = p;
-        double mean_den = n_real ? den / n_real : 0;
-        int32_t *S = malloc((size_t)T * sizeof *S), nS = 0;
-        json_t *rows = json_array();
-        for (int32_t b = 0; b < B; b++) {
-            int row_hit = 0;
-            for (int32_t t = 0; t < T; t++) {
-                double e = pos_err[(size_t)b * T + t];
-                row_hit |= e >= 0 && (mean_den > 0 ? e / mean_den : e) > bound[p];
-            }
-            if (row_hit)
-                json_array_append_new(rows, json_integer(b));
+        if (*first < 0 && *first_out) {
+            *first = (int32_t)json_array_size(pts) - 1;
+            *first_point = p;
         }
-        for (int32_t t = 0; S && t < T; t++) {
-            int hit = 0;
-            for (int32_t b = 0; b < B; b++) {
-                double e = pos_err[(size_t)b * T + t];
-                hit |= e >= 0 && (mean_den > 0 ? e / mean_den : e) > bound[p];
-            }
-            if (hit)
-                S[nS++] = c->cache_length + t;
-        }
-        char where[160] = "", rw[96] = "";
-        if (nS)
-            describe_positions(where, sizeof where, S, nS, c->cache_length, c->cache_length + T - 1);
-        if (B > 1 && json_array_size(rows) < (size_t)B) {
-            size_t u = (size_t)snprintf(rw, sizeof rw, "row%s", json_array_size(rows) > 1 ? "s" : "");
-            for (size_t i = 0; i < json_array_size(rows) && i < 8 && u < sizeof rw; i++)
-                u += (size_t)snprintf(rw + u, sizeof rw - u, "%s %lld", i ? "," : "",
-                                      (long long)json_integer_value(json_array_get(rows, i)));
-        }
-        free(S);
-        size_t wi = ((size_t)wb * T + wt) * D + wc;
-        *first_out =
-            json_pack("{s:s, s:s, s:i, s:o, s:f, s:s, s:s, s:o, s:{s:i, s:i, s:i, s:f, s:f}}", "point", name,
-                      "sublayer", sub, "layer", layer, "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"),
-                      "bound", bound[p], "positions", where[0] ? where : "(spread: no single position past the bound)",
-                      "rows_text", rw, "rows", rows, "worst", "row", wb, "position", c->cache_length + wt, "channel",
-                      wc, "backend", (double)xb[wi], "ref", (double)xr[wi]);
     }
     free(pos_err);
     return pts;
@@ -249,6 +342,8 @@ static void side_free(side *s, int32_t n_caches)
     free(s->logits);
     free(s->out);
     free(s->given);
+    free(s->kv);
+    free(s->kv_given);
 }
 
 json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir, int threads, double u,
@@ -261,6 +356,7 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
     gf_engine_log_to(s->engine, NULL); /* the replay is not logged */
     const gf_model_config *g = gf_engine_config(s->engine);
     const int32_t L = g->n_layer, D = g->n_embd, V = g->vocab_size, P = GF_TRACE_POINTS(L);
+    const int32_t KVd = (g->n_kv_head > 0 ? g->n_kv_head : g->n_head) * g->d_head;
     int32_t W = g->n_embd > g->d_ff ? g->n_embd : g->d_ff;
     if (g->n_head * g->d_head > W)
         W = g->n_head * g->d_head;
@@ -293,7 +389,9 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
     rs.caches = calloc((size_t)log->n_caches + 1, sizeof *rs.caches);
     bs.given = malloc((size_t)P);
     rs.given = malloc((size_t)P);
-    if (!bs.caches || !rs.caches || !bs.given || !rs.given) {
+    bs.kv_given = calloc((size_t)L, 1);
+    rs.kv_given = calloc((size_t)L, 1);
+    if (!bs.caches || !rs.caches || !bs.given || !rs.given || !bs.kv_given || !rs.kv_given) {
         snprintf(msg, sizeof msg, "out of memory");
         goto done;
     }
@@ -332,13 +430,18 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
             goto done;
         }
         const int32_t B = c->in.B, T = c->in.T, rows_t = c->in.logits_mode == GF_LOGITS_LAST ? 1 : T;
-        size_t nl = (size_t)B * rows_t * V, no = (size_t)P * B * T * D;
+        const int32_t Tk = c->cache_length + T;
+        size_t nl = (size_t)B * rows_t * V, no = (size_t)P * B * T * D, nkv = 2 * (size_t)L * B * Tk * KVd;
+        const int want_kv = nkv <= GF_TRACE_KV_MAX_FLOATS; /* past it the keys and values are not asked for */
         for (int k = 0; k < 2; k++) {
             free(sd[k]->logits);
             free(sd[k]->out);
+            free(sd[k]->kv);
             sd[k]->logits = malloc(nl * sizeof(float));
             sd[k]->out = calloc(no, sizeof(float));
-            if (!sd[k]->logits || !sd[k]->out) {
+            sd[k]->kv = want_kv ? calloc(nkv, sizeof(float)) : NULL;
+            memset(sd[k]->kv_given, 0, (size_t)L);
+            if (!sd[k]->logits || !sd[k]->out || (want_kv && !sd[k]->kv)) {
                 snprintf(msg, sizeof msg, "out of memory for a (%d, %d, %d, %d) trace", P, B, T, D);
                 goto done;
             }
@@ -350,7 +453,11 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
                                     .pos0 = 0,
                                     .positions = T,
                                     .out = sd[k]->out,
-                                    .given = sd[k]->given};
+                                    .given = sd[k]->given,
+                                    .kv_dim = KVd,
+                                    .kv_positions = Tk,
+                                    .kv_out = sd[k]->kv,
+                                    .kv_given = sd[k]->kv_given};
             void *cache = c->cache >= 0 ? sd[k]->caches[c->cache] : NULL;
             if (c->cache >= 0 && !cache) {
                 snprintf(msg, sizeof msg, "the log's call %lld used a cache the replay does not hold", replayed + 1);
@@ -374,17 +481,27 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
                     json_array_append_new(not_given, json_string(name));
                 }
             json_object_set_new(res, "not_given", not_given);
+            int kv_all = 1;
+            for (int32_t l = 0; l < L; l++)
+                kv_all &= bs.kv_given[l] != 0;
+            json_object_set_new(res, "keys_and_values",
+                                json_string(!want_kv ? "not asked (the call's cache is too large to copy)"
+                                            : kv_all ? "compared at every block"
+                                                     : "not given by the backend for every block (those not "
+                                                       "compared)"));
         }
-        int32_t first;
+        int32_t first, first_point;
         json_t *fo;
-        json_t *pts = compare_call(c, &bs, &rs, L, D, bound, &first, &fo);
+        json_t *pts = compare_call(c, &bs, &rs, L, D, KVd, g->d_head, bound, &first, &first_point, &fo);
         if (first < 0) {
             if (!peak) {
                 peak = pts;
                 continue;
             }
-            for (size_t q = 0; q < json_array_size(pts); q++) {
+            for (size_t q = 0; q < json_array_size(pts) && q < json_array_size(peak); q++) {
                 json_t *a = json_array_get(peak, q), *b = json_array_get(pts, q);
+                if (strcmp(json_string_value(json_object_get(a, "point")), json_string_value(json_object_get(b, "point"))))
+                    continue; /* a call that gave other points (keys and values) */
                 json_t *na = json_object_get(a, "nmse"), *nb = json_object_get(b, "nmse");
                 if (json_is_real(nb) && (!json_is_real(na) || json_real_value(nb) > json_real_value(na)))
                     json_object_set(a, "nmse", nb);
@@ -424,15 +541,18 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
         if (n_earlier > 4 && eu < sizeof earlier)
             snprintf(earlier + eu, sizeof earlier - eu, ", ...");
         char reach[400] = "";
-        key_reach_of(s->engine, rs.e, log, i, c, first, bound[first], &bs, &rs, D, fo, res, reach, sizeof reach);
+        if (first_point >= 0) /* the keys and values were right (or not given): which keys it reads */
+            key_reach_of(s->engine, rs.e, log, i, c, first_point, bound[first_point], &bs, &rs, D, fo, res, reach,
+                         sizeof reach);
         json_t *nm = json_object_get(fo, "nmse");
         snprintf(msg, sizeof msg,
-                 "first divergence at %s, %s%s%s, %s: NMSE %.2e > bound %.2e; worst row %lld position %lld channel "
+                 "first divergence at %s, %s%s%s, %s: NMSE %.2e > bound %.2e; worst row %lld %s %lld channel "
                  "%lld (backend %.6g, ref %.6g); %d earlier point%s below %s%s%s%s%s",
                  json_string_value(json_object_get(fo, "point")), json_string_value(json_object_get(fo, "positions")),
                  rows_text && rows_text[0] ? ", " : "", rows_text ? rows_text : "", call,
                  json_is_real(nm) ? json_real_value(nm) : INFINITY, json_real_value(json_object_get(fo, "bound")),
                  (long long)json_integer_value(json_object_get(w, "row")),
+                 json_string_value(json_object_get(w, "position_kind")),
                  (long long)json_integer_value(json_object_get(w, "position")),
                  (long long)json_integer_value(json_object_get(w, "channel")),
                  json_real_value(json_object_get(w, "backend")), json_real_value(json_object_get(w, "ref")), n_earlier,
@@ -480,6 +600,7 @@ done:
     } else {
         free(rs.caches);
         free(rs.given);
+        free(rs.kv_given);
     }
     free(bound);
     return res;

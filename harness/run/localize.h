@@ -6,7 +6,9 @@
  * backend and on ref, call by call in order, and compares the hidden state at
  * every trace point (backend.h: the embedding, each block's attention output
  * before and after its residual add, its MLP output before and after its
- * add, the final norm) by NMSE = sum (b - r)^2 / sum r^2 over the call's
+ * add, the final norm), and each block's keys and values as its attention
+ * reads them (backend.h, kv_out: where a cache written at the wrong
+ * positions first shows), by NMSE = sum (b - r)^2 / sum r^2 over the call's
  * rows, real positions and channels. The first call and point whose NMSE
  * exceeds its bound is the localization: its layer and sublayer, the rows
  * and positions past the bound there, the worst (row, position, channel),
@@ -32,6 +34,10 @@
 #include "session.h"
 
 #define GF_TRACE_SAFETY 64.0
+
+/* The most floats of keys and values (L 2 B Tk H_kv d_head) one replayed
+ * call copies per side (128 MiB); past it they are not asked for. */
+#define GF_TRACE_KV_MAX_FLOATS ((size_t)32 << 20)
 
 /* The unit roundoff a backend is judged with: its compute dtype's, or its
  * weights' or KV cache's when those are coarser ("f16", "bf16", "q8_0",

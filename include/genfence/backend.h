@@ -232,7 +232,63 @@ typedef struct gf_trace_request {
     int32_t pos0, positions; /* 0 <= pos0, pos0 + positions <= T */
     float *out;              /* (4 L + 2, rows, positions, D): point p at out + p rows positions D */
     uint8_t *given;          /* (4 L + 2): the backend writes 1 for each point it wrote, else 0 */
+    /* Block l's keys and values as its attention reads them once the call
+     * has written its own (keys after RoPE, a quantized cache's rows
+     * dequantized), at cache positions [0, kv_positions) of the same rows:
+     * the point between block l - 1's output and block l's attention output,
+     * where a cache written at the wrong positions first shows. Read only
+     * when struct_size covers kv_given and kv_out is set (a caller built
+     * before these fields asks for none; a backend built before them writes
+     * none, and kv_given stays as the caller zeroed it). */
+    int32_t kv_dim;       /* H_kv d_head (n_head d_head for GPT-2) */
+    int32_t kv_positions; /* the cache length after the call (T for an uncached call) */
+    float *kv_out;        /* (L, 2, rows, kv_positions, kv_dim): block l's keys at (2 l), its values at (2 l + 1) */
+    uint8_t *kv_given;    /* (L): the backend writes 1 for each block whose keys and values it wrote */
 } gf_trace_request;
+
+/* Whether req asks for keys and values (the fields exist on the caller's
+ * side and it passed a buffer). */
+static inline int gf_trace_wants_kv(const struct gf_trace_request *req)
+{
+    return req && req->struct_size >= offsetof(struct gf_trace_request, kv_given) + sizeof req->kv_given &&
+           req->kv_out && req->kv_given && req->kv_positions > 0 && req->kv_dim > 0;
+}
+
+/* For a trace slot: store block l's key row k and value row v (kv_dim floats
+ * each, heads concatenated) of (batch row b, cache position j), if req asks
+ * for that row and position. */
+static inline void gf_trace_put_kv_row(const struct gf_trace_request *req, int32_t l, int32_t b, int32_t j,
+                                       const float *k, const float *v)
+{
+    if (!gf_trace_wants_kv(req) || l < 0 || l >= req->n_layer || b < req->row0 || b >= req->row0 + req->rows ||
+        j < 0 || j >= req->kv_positions)
+        return;
+    size_t plane = (size_t)req->rows * (size_t)req->kv_positions * (size_t)req->kv_dim;
+    size_t off = ((size_t)(b - req->row0) * (size_t)req->kv_positions + (size_t)j) * (size_t)req->kv_dim;
+    memcpy(req->kv_out + 2 * (size_t)l * plane + off, k, (size_t)req->kv_dim * sizeof *k);
+    memcpy(req->kv_out + (2 * (size_t)l + 1) * plane + off, v, (size_t)req->kv_dim * sizeof *v);
+    req->kv_given[l] = 1;
+}
+
+/* For a trace slot whose cache holds block l's keys and values as K and V,
+ * (B, H_kv, S, dh) each (S the cache's capacity): store every asked-for
+ * row's positions [0, kv_positions) (kv_dim = H_kv dh). */
+static inline void gf_trace_put_kv(const struct gf_trace_request *req, int32_t l, const float *K, const float *V,
+                                   int32_t B, int32_t Hkv, int32_t S, int32_t dh)
+{
+    if (!gf_trace_wants_kv(req) || req->kv_dim != Hkv * dh || req->kv_positions > S)
+        return;
+    size_t plane = (size_t)req->rows * (size_t)req->kv_positions * (size_t)req->kv_dim;
+    for (int32_t b = req->row0; b < req->row0 + req->rows && b < B; b++)
+        for (int32_t j = 0; j < req->kv_positions; j++)
+            for (int32_t h = 0; h < Hkv; h++) {
+                size_t src = (((size_t)b * Hkv + h) * S + j) * dh;
+                size_t off = ((size_t)(b - req->row0) * req->kv_positions + j) * req->kv_dim + (size_t)h * dh;
+                memcpy(req->kv_out + 2 * (size_t)l * plane + off, K + src, (size_t)dh * sizeof *K);
+                memcpy(req->kv_out + (2 * (size_t)l + 1) * plane + off, V + src, (size_t)dh * sizeof *V);
+            }
+    req->kv_given[l] = 1;
+}
 
 /* For a trace slot: store the D floats y of (batch row b, new position t) as
  * point p, if req asks for that row and position. */

@@ -58,7 +58,7 @@ svgs=$(grep -o '<svg' "$tmp/dom.html" | wc -l)
 # plus the per-layer trace plot of the bad backend's two failures (their localization, docs/backends.md)
 [ "$svgs" = 10 ] || fail "$svgs <svg> plots in the rendered page, expected 10"
 [ "$(grep -o 'NMSE over its bound per trace point' "$tmp/dom.html" | wc -l)" = 2 ] || fail "not one trace plot per localized failure"
-grep -q 'localized: first divergence at layer 0 attention output' "$tmp/dom.html" || fail "the localization is not on the page"
+grep -q 'localized: first divergence at layer 0 keys and values, cache position 1' "$tmp/dom.html" || fail "the localization is not on the page"
 grep -q 'class="gate"' "$tmp/dom.html" || fail "no gate line drawn"
 grep -q 'class="first-divergence"\|class="failing-step"' "$tmp/dom.html" || fail "the failing step of the bad backend is not highlighted"
 grep -q 'class="reproduce">[^<]*genfence run .*--backend' "$tmp/dom.html" || fail "no reproduce line in the failure list"

@@ -8,9 +8,11 @@
 # printed `genfence trace ...` line replays one alone with the same reading.
 # Issue 28's bugs 1 and 2 (ref-kv-at-zero: K/V written at [0, T) instead of
 # after the cache; ref-mask-no-offset: the causal mask not offset by the cache
-# length) break the same sublayer at the same position of the same call: the
-# key reach tells them apart (the first does not depend on cache position 0,
-# the second not on the last cached position, where ref depends on both).
+# length) diverge at different sublayers of the same call: the first at layer
+# 0's keys and values (cache positions 0 and 5: the new key overwrote 0, 5
+# holds none), the second, whose cache is right, at layer 0's attention
+# output, where the key reach adds that it does not read the last cached
+# position (ref does).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 . "$GF_SRC/tests/support/test_lib.sh"
@@ -44,23 +46,26 @@ expect() { # CASE BACKEND REGEX
   echo "ok   $2: ${line#*first divergence at }" | cut -c1-160
 }
 expect golden.greedy.sherlock.llama ref-bad-cache \
-  'localized: first divergence at layer 0 attention output, positions >= 1, cached call \(forward call #1, B 1, T 5, cache length 0\)'
+  'localized: first divergence at layer 0 keys and values, cache position 1, kv head 0, cached call \(forward call #1, B 1, T 5, cache length 0\)'
 expect golden.greedy.sherlock.llama ref-rope-chunk-pos \
-  'localized: first divergence at layer 0 attention output, position 5, cached call \(forward call #2, B 1, T 1, cache length 5\)'
-expect golden.greedy.sherlock.llama ref-gqa-map 'localized: first divergence at layer 0 attention output, all positions, cached call'
+  'localized: first divergence at layer 0 keys and values, cache position 5, cached call \(forward call #2, B 1, T 1, cache length 5\)'
+expect golden.greedy.sherlock.llama ref-gqa-map 'localized: first divergence at layer 0 keys and values, all cache positions, cached call'
 expect golden.greedy.sherlock.llama ref-mlp-norm 'localized: first divergence at layer 0 MLP output, all positions'
 expect golden.greedy.sherlock.llama ref-final-norm 'localized: first divergence at final norm, all positions'
 expect detect.trace.mask.llama ref-no-mask \
   'localized: first divergence at layer 0 attention output, positions >= [0-9]+, rows 0, 1, uncached call'
-expect detect.trace.cache.llama ref-bad-cache 'localized: first divergence at layer 0 attention output, positions >= 1, cached call'
-expect detect.trace.cache.llama ref-rope-chunk-pos 'localized: first divergence at layer 0 attention output, position 5, cached call'
+expect detect.trace.cache.llama ref-bad-cache 'localized: first divergence at layer 0 keys and values, cache position 1, kv head 0, cached call'
+expect detect.trace.cache.llama ref-rope-chunk-pos 'localized: first divergence at layer 0 keys and values, cache position 5, cached call'
+expect golden.greedy.sherlock.llama ref-kv-at-zero \
+  'localized: first divergence at layer 0 keys and values, cache positions 0, 5, cached call \(forward call #2, B 1, T 1, cache length 5\): '
 reach0='localized: first divergence at layer 0 attention output, position 5, cached call \(forward call #2, B 1, T 1, cache length 5\): .*'
-expect golden.greedy.sherlock.llama ref-kv-at-zero "${reach0}there the backend does not depend on cache position 0 \(ref does\)$"
 expect golden.greedy.sherlock.llama ref-mask-no-offset "${reach0}there the backend does not depend on cache position 4 \(ref does\)$"
-expect detect.trace.cache.llama ref-kv-at-zero 'cached call.*there the backend does not depend on cache position 0 \(ref does\)'
-expect detect.trace.cache.llama ref-mask-no-offset 'cached call.*there the backend does not depend on cache position [1-9][0-9]* \(ref does\)'
-# the faults whose keys are right carry no key-reach clause
-for be in ref-rope-chunk-pos ref-gqa-map; do
+expect detect.trace.cache.llama ref-kv-at-zero 'localized: first divergence at layer 0 keys and values, cache positions 0, [0-9]+, cached call'
+expect detect.trace.cache.llama ref-mask-no-offset \
+  'localized: first divergence at layer 0 attention output, .*cached call.*there the backend does not depend on cache position [1-9][0-9]* \(ref does\)'
+# a divergence in the keys and values carries no key-reach clause (the reach
+# is asked only where the cache was right)
+for be in ref-rope-chunk-pos ref-gqa-map ref-kv-at-zero; do
   ! awk -v c="golden.greedy.sherlock.llama [$be]" 'index($0, c) && /^FAIL/ {on = 1; next} on && /^[^ ]/ {exit} on && /localized/ {print}' "$tmp/out" |
     grep -q 'depend on cache position' || fail "$be: a key-reach clause where the keys are right"
 done
@@ -96,20 +101,29 @@ for r in doc["results"]:
     assert {"row", "position", "channel", "backend", "ref"} <= set(f["worst"]), f
     assert " trace " in r["trace_command"] and "--filter" in r["trace_command"], r.get("trace_command")
     seen[(r["id"], r["backend"])] = (f["point"], f["positions"], loc["call"]["cache_length"])
-want = {"ref-bad-cache": ("layer 0 attention output", "positions >= 1", 0),
-        "ref-rope-chunk-pos": ("layer 0 attention output", "position 5", 5),
-        "ref-gqa-map": ("layer 0 attention output", "all positions", 0),
+want = {"ref-bad-cache": ("layer 0 keys and values", "cache position 1, kv head 0", 0),
+        "ref-rope-chunk-pos": ("layer 0 keys and values", "cache position 5", 5),
+        "ref-gqa-map": ("layer 0 keys and values", "all cache positions", 0),
         "ref-mlp-norm": ("layer 0 MLP output", "all positions", 0),
         "ref-final-norm": ("final norm", "all positions", 0),
-        "ref-kv-at-zero": ("layer 0 attention output", "position 5", 5),
+        "ref-kv-at-zero": ("layer 0 keys and values", "cache positions 0, 5", 5),
         "ref-mask-no-offset": ("layer 0 attention output", "position 5", 5)}
+# bugs 1 and 2: a distinct first divergent sublayer
+assert want["ref-kv-at-zero"][0] != want["ref-mask-no-offset"][0]
 reach = {}
 for r in doc["results"]:
     if r["id"] == "golden.greedy.sherlock.llama" and r.get("localization"):
         reach[r["backend"]] = {(k["cache_position"], k.get("backend"), k.get("ref")) for k in r["localization"].get("key_reach", [])}
-assert reach["ref-kv-at-zero"] == {(0, False, True), (4, True, True)}, reach["ref-kv-at-zero"]
 assert reach["ref-mask-no-offset"] == {(0, True, True), (4, False, True)}, reach["ref-mask-no-offset"]
-assert reach["ref-rope-chunk-pos"] == {(0, True, True), (4, True, True)}, reach["ref-rope-chunk-pos"]
+for be in ("ref-kv-at-zero", "ref-rope-chunk-pos", "ref-gqa-map", "ref-bad-cache"):
+    assert not reach.get(be), (be, reach.get(be))  # diverged at the keys and values: no reach asked
+# every point before the first, keys and values included, was compared and is below its bound
+for r in doc["results"]:
+    loc = r.get("localization")
+    if r["id"] == "golden.greedy.sherlock.llama" and loc:
+        assert loc["keys_and_values"] == "compared at every block", loc["keys_and_values"]
+        kv = [p for p in loc["points"] if p["sublayer"] == "keys and values"]
+        assert kv and all(p["nmse"] is not None for p in kv), (r["backend"], kv)
 for be, w in want.items():
     assert seen[("golden.greedy.sherlock.llama", be)] == w, (be, seen.get(("golden.greedy.sherlock.llama", be)))
 print("ok   run.json: %d localizations, earlier points below their bounds" % len(seen))
@@ -122,9 +136,9 @@ line=${line/--report-dir */--no-report}
 rc=0
 eval "$line --no-triangulate" >"$tmp/alone" 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || { cat "$tmp/alone"; fail "the trace line exited $rc, not 1"; }
-gf_grepq -q 'localized: first divergence at layer 0 attention output, all positions' <"$tmp/alone" ||
+gf_grepq -q 'localized: first divergence at layer 0 keys and values, all cache positions' <"$tmp/alone" ||
   fail "the trace line read otherwise: $(grep localized "$tmp/alone")"
-gf_grepq -Eq '^ +layer 0 attention output +NMSE .* OVER$' <"$tmp/alone" || fail "genfence trace printed no point table"
+gf_grepq -Eq '^ +layer 0 keys and values +NMSE .* OVER$' <"$tmp/alone" || fail "genfence trace printed no point table"
 gf_grepq -Eq '^ +embedding +NMSE +0.00e\+00 .* ok$' <"$tmp/alone" || fail "genfence trace: the embedding is not below its bound"
 echo "ok   genfence trace replays ref-gqa-map alone"
 

@@ -58,7 +58,8 @@ static void trace_vs_ref(const char *name)
     uint8_t gw[64], gg[64];
     cr_assert(P <= 64);
     /* (a) uncached, every point, every position */
-    gf_trace_request rw = {sizeof rw, L, D, 0, 1, 0, T, tw, gw}, rg = {sizeof rg, L, D, 0, 1, 0, T, tg, gg};
+    gf_trace_request rw = {sizeof rw, L, D, 0, 1, 0, T, tw, gw, 0, 0, NULL, NULL},
+                     rg = {sizeof rg, L, D, 0, 1, 0, T, tg, gg, 0, 0, NULL, NULL};
     memset(gw, 0, sizeof gw);
     memset(gg, 0, sizeof gg);
     gf_batch in = {.B = 1, .T = T, .tokens = tok, .position_ids = pos};
@@ -85,7 +86,8 @@ static void trace_vs_ref(const char *name)
         int32_t p0 = n > 1 ? 1 : 0;
         for (size_t i = 0; i < (size_t)P * T * D; i++) /* (P, 1, 1, D) asked for; the rest must stay NaN */
             tg[i] = tw[i] = NAN;
-        gf_trace_request qw = {sizeof qw, L, D, 0, 1, p0, 1, tw, gw}, qg = {sizeof qg, L, D, 0, 1, p0, 1, tg, gg};
+        gf_trace_request qw = {sizeof qw, L, D, 0, 1, p0, 1, tw, gw, 0, 0, NULL, NULL},
+                         qg = {sizeof qg, L, D, 0, 1, p0, 1, tg, gg, 0, 0, NULL, NULL};
         cr_assert_eq(ref->forward_trace(rm, rc, &ci, lw, &qw), GF_OK);
         cr_assert_eq(gfc_forward_trace(m, c, &ci, lg, &qg), GF_OK, "%s", gf_error_msg());
         for (int32_t p = 0; p < P; p++) {
