@@ -482,7 +482,11 @@ static gf_status ex_forward_traced(void *model, void *cache, const gf_batch *in,
             for (int32_t t = 0; t < T; t++)
                 for (int32_t hh = 0; hh < Hkv; hh++) {
                     const float *row = qkv + ((size_t)b * T + t) * W;
+#ifdef GF_PLUGIN_BUG_KV_AT_ZERO /* a test build: issue 28's bug 1, K/V written at [0, T) */
+                    size_t off = (((size_t)b * Hkv + hh) * S + t) * dh;
+#else
                     size_t off = (((size_t)b * Hkv + hh) * S + start + t) * dh;
+#endif
                     memcpy(K + off, row + Q + hh * dh, dh * sizeof(float));
                     memcpy(Vc + off, row + Q + KV + hh * dh, dh * sizeof(float));
                 }
@@ -493,7 +497,11 @@ static gf_status ex_forward_traced(void *model, void *cache, const gf_batch *in,
                     const float *q = qkv + ((size_t)b * T + t) * W + hh * dh;
                     const size_t kvh = (size_t)b * Hkv + hh / rep; /* this query head's key/value head */
                     const float *Kh = K + kvh * S * dh, *Vh = Vc + kvh * S * dh;
+#ifdef GF_PLUGIN_BUG_MASK_NO_OFFSET /* a test build: issue 28's bug 2, the mask not offset by the cache */
+                    const int32_t qpos = t;
+#else
                     const int32_t qpos = start + t;
+#endif
                     float mx = -INFINITY, sum = 0.0f;
                     for (int32_t j = 0; j <= qpos; j++) {
                         int ok = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];

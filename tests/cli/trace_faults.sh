@@ -22,7 +22,8 @@ PY=${GF_PYTHON:-python3}
 B="$GF_BUILD/tests/backends"
 declare -A so=([ref-bad-cache]=ref_bad_cache [ref-no-mask]=ref_no_mask [ref-rope-chunk-pos]=faulty_ref_rope_chunk_pos
                [ref-gqa-map]=faulty_ref_gqa_map [ref-mlp-norm]=faulty_ref_mlp_norm [ref-final-norm]=faulty_ref_final_norm
-               [ref-kv-at-zero]=ref_kv_at_zero [ref-mask-no-offset]=ref_mask_no_offset)
+               [ref-kv-at-zero]=ref_kv_at_zero [ref-mask-no-offset]=ref_mask_no_offset
+               [example-kv-at-zero]=example_kv_at_zero [example-mask-no-offset]=example_mask_no_offset)
 args=()
 for n in "${!so[@]}"; do
   f="$B/libgenfence_test_${so[$n]}.so"
@@ -60,6 +61,10 @@ expect golden.greedy.sherlock.llama ref-kv-at-zero \
   'localized: first divergence at layer 0 keys and values, cache positions 0, 5, cached call \(forward call #2, B 1, T 1, cache length 5\): '
 reach0='localized: first divergence at layer 0 attention output, position 5, cached call \(forward call #2, B 1, T 1, cache length 5\): .*'
 expect golden.greedy.sherlock.llama ref-mask-no-offset "${reach0}there the backend does not depend on cache position 4 \(ref does\)$"
+# the same two bugs planted in the example plugin (an out-of-tree plugin's forward, its own trace slot)
+expect golden.greedy.sherlock.llama example-kv-at-zero \
+  'localized: first divergence at layer 0 keys and values, cache positions 0, 5, cached call \(forward call #2, B 1, T 1, cache length 5\): '
+expect golden.greedy.sherlock.llama example-mask-no-offset "${reach0}there the backend does not depend on cache position 4 \(ref does\)$"
 expect detect.trace.cache.llama ref-kv-at-zero 'localized: first divergence at layer 0 keys and values, cache positions 0, [0-9]+, cached call'
 expect detect.trace.cache.llama ref-mask-no-offset \
   'localized: first divergence at layer 0 attention output, .*cached call.*there the backend does not depend on cache position [1-9][0-9]* \(ref does\)'
@@ -80,7 +85,8 @@ n=$(grep -o 'localized: first divergence at [^:]*' "$tmp/out" | sed 's/(forward 
 # with the key reach, every fault of the golden case reads differently
 n=$(awk '/^FAIL .*golden\.greedy\.sherlock\.llama \[/ {on = 1; next} on && /^[^ ]/ {on = 0} on && /^    localized: / {print}' "$tmp/out" |
   sed -e 's/: NMSE [^;]*; worst [^;]*;//' -e 's/ [0-9]* earlier point[^;]*//' | sort -u | wc -l)
-[[ $n -eq 7 ]] || fail "$n distinct readings of the golden case's 7 faults, want 7"
+# (the plugin's bugs 1 and 2 read as ref's: 9 faults, 7 readings)
+[[ $n -eq 7 ]] || fail "$n distinct readings of the golden case's 9 faults, want 7"
 
 # run.json: the same, with every earlier point below its bound and the trace line
 "$PY" - "$tmp/rep/run.json" <<'PY' || fail "run.json's localization"
@@ -101,7 +107,9 @@ for r in doc["results"]:
     assert {"row", "position", "channel", "backend", "ref"} <= set(f["worst"]), f
     assert " trace " in r["trace_command"] and "--filter" in r["trace_command"], r.get("trace_command")
     seen[(r["id"], r["backend"])] = (f["point"], f["positions"], loc["call"]["cache_length"])
-want = {"ref-bad-cache": ("layer 0 keys and values", "cache position 1, kv head 0", 0),
+want = {"example-kv-at-zero": ("layer 0 keys and values", "cache positions 0, 5", 5),
+        "example-mask-no-offset": ("layer 0 attention output", "position 5", 5),
+        "ref-bad-cache": ("layer 0 keys and values", "cache position 1, kv head 0", 0),
         "ref-rope-chunk-pos": ("layer 0 keys and values", "cache position 5", 5),
         "ref-gqa-map": ("layer 0 keys and values", "all cache positions", 0),
         "ref-mlp-norm": ("layer 0 MLP output", "all positions", 0),
@@ -115,7 +123,8 @@ for r in doc["results"]:
     if r["id"] == "golden.greedy.sherlock.llama" and r.get("localization"):
         reach[r["backend"]] = {(k["cache_position"], k.get("backend"), k.get("ref")) for k in r["localization"].get("key_reach", [])}
 assert reach["ref-mask-no-offset"] == {(0, True, True), (4, False, True)}, reach["ref-mask-no-offset"]
-for be in ("ref-kv-at-zero", "ref-rope-chunk-pos", "ref-gqa-map", "ref-bad-cache"):
+assert reach["example-mask-no-offset"] == {(0, True, True), (4, False, True)}, reach["example-mask-no-offset"]
+for be in ("ref-kv-at-zero", "example-kv-at-zero", "ref-rope-chunk-pos", "ref-gqa-map", "ref-bad-cache"):
     assert not reach.get(be), (be, reach.get(be))  # diverged at the keys and values: no reach asked
 # every point before the first, keys and values included, was compared and is below its bound
 for r in doc["results"]:
