@@ -1,6 +1,6 @@
 /* The call log (genfence/engine.h): the engine's record of a case's cache and
  * forward calls, replayed traced on a backend and on ref to say where a
- * failing case first diverges (harness/run/localize.c). */
+ * failing case first diverges (harness/kit/localize.c). */
 #include "call_log.h"
 
 #include <stdlib.h>

@@ -622,3 +622,4 @@ gf_status gf_engine_model_paths(gf_engine *e, char *buf, size_t len)
 }
 
 void gf_engine_log_to(gf_engine *e, gf_call_log *log) { e->log = log; }
+gf_call_log *gf_engine_log(const gf_engine *e) { return e->log; }

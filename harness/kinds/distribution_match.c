@@ -23,6 +23,7 @@
  * KL is computed beside it and the bound checked to be at most it. Without
  * `topk` a served backend is skipped (served_skip: no full logits). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,7 @@ static int dm_judges_weights(const gf_case *c, const char *weights)
 
 typedef struct dm_acc {
     double *kl, *dp;       /* (n) per position */
+    int32_t *pos, *step;   /* (n) the position of the row computing it, its step in its sequence (0: the first) */
     int32_t topk;          /* 0: full rows; else the top-k bound (topk_step) */
     int served;            /* the backend's rows are a served engine's (listed ids above one fill) */
     int32_t *order;        /* (V) scratch: ids by the backend's log-probability */
@@ -187,7 +189,7 @@ static void topk_step(dm_acc *a, const float *test, int32_t V, int32_t next, dou
 }
 
 /* One position: ref and test logits (V), next the token the sequence takes. */
-static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, int32_t next)
+static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, int32_t next, int32_t pos, int32_t step)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? 2 * a->cap : 1024;
@@ -197,10 +199,18 @@ static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, i
         double *dp = realloc(a->dp, cap * sizeof *dp);
         if (dp)
             a->dp = dp;
-        if (!kl || !dp)
+        int32_t *ps = realloc(a->pos, cap * sizeof *ps);
+        if (ps)
+            a->pos = ps;
+        int32_t *sp = realloc(a->step, cap * sizeof *sp);
+        if (sp)
+            a->step = sp;
+        if (!kl || !dp || !ps || !sp)
             return -1;
         a->cap = cap;
     }
+    a->pos[a->n] = pos;
+    a->step[a->n] = step;
     log_softmax(ref, V, a->lr);
     log_softmax(test, V, a->lb);
     double kl = 0, dp = -1, delta = -1;
@@ -394,8 +404,8 @@ static int run_goldens(const gf_case *c, gf_krun *k, const dm_spec *s, dm_acc *a
                 return -1;
             }
             for (int32_t t = 0; t < r->steps; t++)
-                if (acc_step(a, r->logits + (size_t)t * V, cap.logits + (size_t)t * V, V,
-                             r->tokens[r->prompt_len + t]) < 0) {
+                if (acc_step(a, r->logits + (size_t)t * V, cap.logits + (size_t)t * V, V, r->tokens[r->prompt_len + t],
+                             r->prompt_len - 1 + t, t) < 0) {
                     gf_k_fail(k, "out of memory");
                     cap_free(&cap);
                     gf_golden_free(g);
@@ -449,7 +459,8 @@ static int run_prompts(const gf_case *c, gf_krun *k, const dm_spec *s, dm_acc *a
             rc = -1;
         }
         for (int32_t t = 0; !rc && t < N; t++)
-            if (acc_step(a, rc_.logits + (size_t)t * V, bc.logits + (size_t)t * V, V, rc_.tokens[t]) < 0) {
+            if (acc_step(a, rc_.logits + (size_t)t * V, bc.logits + (size_t)t * V, V, rc_.tokens[t], P - 1 + t, t) <
+                0) {
                 gf_k_fail(k, "out of memory");
                 rc = -1;
             }
@@ -467,6 +478,74 @@ static int run_prompts(const gf_case *c, gf_krun *k, const dm_spec *s, dm_acc *a
 }
 
 /* ---- the run ---- */
+
+/* KL binned by context position (GF_DM_BIN positions a bin): mean, max and
+ * count per non-empty bin, so growth with length shows. */
+enum { GF_DM_BIN = 16, GF_DM_EARLY_STEPS = 8 };
+static json_t *kl_by_position(const dm_acc *a)
+{
+    int32_t hi = -1;
+    for (size_t i = 0; i < a->n; i++)
+        hi = a->pos[i] > hi ? a->pos[i] : hi;
+    json_t *bins = json_array();
+    for (int32_t lo = 0; lo <= hi; lo += GF_DM_BIN) {
+        double sum = 0, mx = -INFINITY;
+        size_t n = 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (a->pos[i] >= lo && a->pos[i] < lo + GF_DM_BIN) {
+                sum += a->kl[i];
+                mx = a->kl[i] > mx ? a->kl[i] : mx;
+                n++;
+            }
+        if (n)
+            json_array_append_new(bins, json_pack("{s:i, s:i, s:I, s:f, s:f}", "from", lo, "to", lo + GF_DM_BIN - 1,
+                                                  "positions", (json_int_t)n, "kld_mean", sum / (double)n, "kld_max",
+                                                  isfinite(mx) ? mx : -1.0));
+    }
+    return bins;
+}
+
+/* The early-garbage guard: a KL at one of the first GF_DM_EARLY_STEPS steps
+ * of a sequence far above the type's band, past max(10 kld_mean, 0.25 nats),
+ * is a broken kernel (a quantized cache's wrong scale, a garbled first
+ * decode), its own check ahead of the band's, not a quality drift. 0.25 nats
+ * is 4x the largest single-position KL measured on an honest q8_0 backend
+ * (llamacpp:q8_0 on holmes-gpt, 6.6e-2) and 1500x an honest q8_0 cache's
+ * (ref-kv-q8, 1.7e-4 in its first steps); a K scale 16x off reads 0.63 at
+ * the first step (ref-kv-q8-bad-k-scale). */
+static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, const char *key)
+{
+    if (!(kld_mean > 0) || !a->n)
+        return;
+    const double bound = 10 * kld_mean > 0.25 ? 10 * kld_mean : 0.25;
+    size_t at = SIZE_MAX;
+    double worst = -1;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->step[i] < GF_DM_EARLY_STEPS && a->kl[i] > worst) {
+            worst = a->kl[i];
+            at = i;
+        }
+    size_t first = SIZE_MAX;
+    for (size_t i = 0; i < a->n && first == SIZE_MAX; i++)
+        if (a->step[i] < GF_DM_EARLY_STEPS && a->kl[i] > bound)
+            first = i;
+    gf_k_metric_json(k, "early_garbage",
+                     json_pack("{s:i, s:f, s:f, s:s}", "steps", GF_DM_EARLY_STEPS, "bound", bound, "kld_max_early",
+                               worst, "rule", "max(10 x the band's kld_mean, 0.25 nats) at each of the first steps"));
+    if (at == SIZE_MAX)
+        return;
+    if (first == SIZE_MAX)
+        gf_k_check(
+            k, 1, "no garbage in the first steps (a broken kernel)",
+            "KL at most %.3g in the first %d steps of every sequence (bound %.3g: 10 x the %s thresholds' kld_mean "
+            "%.3g, at least 0.25)",
+            worst, GF_DM_EARLY_STEPS, bound, key, kld_mean);
+    else
+        gf_k_check(k, 0, "no garbage in the first steps (a broken kernel)",
+                   "a broken kernel, not a quality drift: KL %.3g at step %d (position %d) of its sequence, past %.3g "
+                   "(10 x the %s thresholds' kld_mean %.3g, at least 0.25); the worst in the first %d steps %.3g",
+                   a->kl[first], a->step[first] + 1, a->pos[first], bound, key, kld_mean, GF_DM_EARLY_STEPS, worst);
+}
 
 static const char *const dm_served_why =
     "the KL over full distributions needs full logits, and a server reports its top-k log-probabilities only (a case "
@@ -572,9 +651,11 @@ static void run_dm(const gf_case *c, gf_krun *k)
     k->summary = a.cmp;
     k->has_summary = 1;
 
+    gf_k_metric_json(k, "kld_by_position", kl_by_position(&a));
     char extra[256];
     snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds%s", a.n, w, kv, key,
              s->topk ? ", top-k bound" : "");
+    early_garbage(k, &a, thr.kld_mean, key);
     judge(k, "kld_mean", kl_mean, thr.kld_mean, 0, extra);
     judge(k, "kld_p99", kl_p99, thr.kld_p99, 0, extra);
     judge(k, "kld_max", kl_max, thr.kld_max, 0, extra);
@@ -589,6 +670,8 @@ static void run_dm(const gf_case *c, gf_krun *k)
 done:
     free(a.kl);
     free(a.dp);
+    free(a.pos);
+    free(a.step);
     free(a.lr);
     free(a.lb);
     free(a.order);

@@ -31,6 +31,7 @@
     X(stop_strings)           \
     X(golden_generation)      \
     X(distribution_match)     \
+    X(precision)              \
     X(probe)
 
 #define GF_KIND_DECLARE(name) extern const gf_kind_def gf_kind_##name;

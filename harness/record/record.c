@@ -31,6 +31,7 @@ void gf_krun_clear(gf_krun *k)
     json_decref(k->metrics);
     json_decref(k->seeds);
     json_decref(k->artifacts);
+    json_decref(k->localization);
     memset(k, 0, sizeof *k);
 }
 

@@ -53,6 +53,11 @@ struct gf_krun {
     char failed_call[128]; /* what gf_k_status failed on (the record's failed_call; "" none) */
     gf_cmp summary;        /* every comparison merged */
     int has_summary;
+    /* A kind that replays its calls traced itself (precision) sets localized;
+     * localization is its reading to put in the record (NULL: none worth
+     * printing, as for a stored-finer finding). The runner then runs none. */
+    int localized;
+    json_t *localization;
 };
 
 void gf_krun_init(gf_krun *k);

@@ -108,7 +108,7 @@ void gf_console_header(const gf_run_info *r)
     fflush(stdout);
 }
 
-/* The localization (harness/run/localize.h): its summary; under genfence
+/* The localization (harness/kit/localize.h): its summary; under genfence
  * trace (all) also every point of the divergent call, bars of log10 NMSE
  * over bound. */
 static void print_localization(const gf_run_info *r, const gf_job *j, int all)

@@ -1,4 +1,4 @@
-/* The localization of a result on the HTML page (harness/run/localize.h): its
+/* The localization of a result on the HTML page (harness/kit/localize.h): its
  * summary and a per-layer plot, one bar per trace point of the divergent call
  * (or each point's largest NMSE over the calls of a matched trace), its
  * height log10(NMSE / bound): below the zero line is below the bound. */

@@ -265,7 +265,7 @@ static json_t *job_json(const gf_run_info *r, const gf_job *j)
         json_t *cs = json_object_get(j->record, "child_seconds");
         if (cs)
             json_object_set(o, "child_seconds", cs);
-        json_t *loc = json_object_get(j->record, "localization"); /* harness/run/localize.h */
+        json_t *loc = json_object_get(j->record, "localization"); /* harness/kit/localize.h */
         if (loc)
             json_object_set(o, "localization", loc);
         json_t *fc = json_object_get(j->record, "failed_call"); /* a fail from a call, not a check (krun) */

@@ -114,7 +114,10 @@ static json_t *job_child(const void *arg)
             c->kind->run(c, &k);
             /* a fail from a failed call (a dead client, an error status) has no
              * hidden state to compare: only a fail of the numbers is replayed */
-            if (tracing && ((k.verdict == GF_V_FAIL && !k.failed_call[0]) || a->o->trace > 0)) {
+            if (k.localized) { /* the kind replayed its calls itself (precision) */
+                loc = k.localization;
+                k.localization = NULL;
+            } else if (tracing && ((k.verdict == GF_V_FAIL && !k.failed_call[0]) || a->o->trace > 0)) {
                 double left = a->o->timeout_s - (gf_now_s() - t0);
                 loc = gf_localize(&s, &clog, c->model, k.threads,
                                   gf_trace_unit(j->backend->dtype, j->backend->weights, j->backend->kv_cache),

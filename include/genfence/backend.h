@@ -260,8 +260,8 @@ static inline int gf_trace_wants_kv(const struct gf_trace_request *req)
 static inline void gf_trace_put_kv_row(const struct gf_trace_request *req, int32_t l, int32_t b, int32_t j,
                                        const float *k, const float *v)
 {
-    if (!gf_trace_wants_kv(req) || l < 0 || l >= req->n_layer || b < req->row0 || b >= req->row0 + req->rows ||
-        j < 0 || j >= req->kv_positions)
+    if (!gf_trace_wants_kv(req) || l < 0 || l >= req->n_layer || b < req->row0 || b >= req->row0 + req->rows || j < 0 ||
+        j >= req->kv_positions)
         return;
     size_t plane = (size_t)req->rows * (size_t)req->kv_positions * (size_t)req->kv_dim;
     size_t off = ((size_t)(b - req->row0) * (size_t)req->kv_positions + (size_t)j) * (size_t)req->kv_dim;

@@ -207,6 +207,10 @@ static gf_status faulty_info(const gf_backend_options *opts, gf_backend_info *in
 #if GF_FAULT == 6
     if (st == GF_OK)
         info_out->dtype = GF_COMPUTE_BF16;
+#elif GF_FAULT == 241 || GF_FAULT == 242 || GF_FAULT == 243
+    if (st ==
+        GF_OK) /* 241: ref's f32 cache declared q8_0; 242: its patch stores q8_0 (honest); 243: with a bad K scale */
+        info_out->kv_cache = "q8_0";
 #endif
     return st;
 }

@@ -84,6 +84,13 @@ for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias famil
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
 
+# the precision fingerprint's twins (cases/detect/precision.yaml, faults 240-241) and the early-garbage
+# guard's (detect.statistical.kv_bad_k_scale, fault 243)
+for f in ref_gelu_f16 faulty_ref_kv_declared_q8 ref_kv_q8_bad_k_scale; do
+  [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_$f.so")
+done
+
 # the example plugin's sampler with one filter bug each (cases/detect/sampler_mutants.yaml, faults 250-263)
 for f in $(grep -o '^gf_test_fault(2[56][0-9] example_mut_[a-z_0-9]*' "$GF_SRC/tests/backends/CMakeLists.txt" | awk '{print $2}'); do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"

@@ -30,7 +30,7 @@ WANT='killed by signal 11 (SIGSEGV, Segmentation fault) in forward call #1 (step
 
 # 1. the crash, attributed and named
 rc=0
-"$GENFENCE" run cases/statistical.yaml --filter holmes-llama --backend "$A" --report-dir "$tmp/a" >"$tmp/a.out" 2>&1 || rc=$?
+"$GENFENCE" run cases/statistical.yaml --filter '^statistical\.holmes-llama$' --backend "$A" --report-dir "$tmp/a" >"$tmp/a.out" 2>&1 || rc=$?
 cat "$tmp/a.out"
 [[ $rc == 1 ]] || fail "the crashing run exited $rc, want 1"
 grep -Eq '^CRASH +statistical\.holmes-llama \[ref-amx-crash\]' "$tmp/a.out" || fail "no CRASH line for ref-amx-crash"
@@ -69,7 +69,7 @@ for how in repack fixed; do
     [[ $how == repack ]] && be="$A:repack=off"
     [[ $how == fixed ]] && env=(GENFENCE_TEST_AMX_FIXED=1)
     rc=0
-    env "${env[@]}" "$GENFENCE" run -q cases/statistical.yaml --filter holmes-llama --backend "$be" \
+    env "${env[@]}" "$GENFENCE" run -q cases/statistical.yaml --filter '^statistical\.holmes-llama$' --backend "$be" \
         --report-dir "$tmp/$how" >"$tmp/$how.out" 2>&1 || rc=$?
     v=$("$PY" -c 'import json, sys; print(*[(r["backend"], r["verdict"]) for r in json.load(open(sys.argv[1]))["results"]])' \
         "$tmp/$how/run.json" 2>/dev/null || true)
@@ -92,7 +92,7 @@ rc=0
 [[ $rc == 0 && -s "$tmp/base.yaml" ]] || { cat "$tmp/base.out"; fail "genfence baseline exited $rc"; }
 cat "$tmp/base.yaml"
 rc=0
-"$GENFENCE" run cases/statistical.yaml --filter holmes-llama --backend "$A" --baseline "$tmp/base.yaml" \
+"$GENFENCE" run cases/statistical.yaml --filter '^statistical\.holmes-llama$' --backend "$A" --baseline "$tmp/base.yaml" \
     --report-dir "$tmp/k" >"$tmp/k.out" 2>&1 || rc=$?
 cat "$tmp/k.out"
 [[ $rc == 0 ]] || fail "the known crash exited $rc, want 0"
@@ -103,7 +103,7 @@ assert len(r) == 1 and r[0]["backend"] == "ref-amx-crash" and r[0]["verdict"] ==
 assert "signal 11" in r[0]["reason"], r[0]["reason"]
 EOF
 rc=0
-GENFENCE_TEST_AMX_FIXED=1 "$GENFENCE" run cases/statistical.yaml --filter holmes-llama --backend "$A" \
+GENFENCE_TEST_AMX_FIXED=1 "$GENFENCE" run cases/statistical.yaml --filter '^statistical\.holmes-llama$' --backend "$A" \
     --baseline "$tmp/base.yaml" --report-dir "$tmp/fx" >"$tmp/fx.out" 2>&1 || rc=$?
 cat "$tmp/fx.out"
 [[ $rc == 1 ]] || fail "the fixed crash exited $rc, want 1 (fixed without --baseline-allow-fixed)"

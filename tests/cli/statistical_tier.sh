@@ -57,7 +57,11 @@ for m in ("holmes-gpt", "holmes-llama"):
     assert x["metrics"]["threshold_key"] == "f32" and x["metrics"]["thresholds"]["from"] == "defaults", x["metrics"]
     src = x["metrics"]["sources"]
     assert len(src) == 9 and sum(e["positions"] for e in src) == s["positions"] == 576, src
-    assert [c["name"] for c in x["checks"]] == ["kld_mean", "kld_p99", "kld_max", "top1_min", "dp_max"], x["checks"]
+    assert [c["name"] for c in x["checks"]] == ["no garbage in the first steps (a broken kernel)", "kld_mean", "kld_p99",
+                                                "kld_max", "top1_min", "dp_max"], x["checks"]
+    bins = x["metrics"]["kld_by_position"]  # every position in one 16-wide bin, in order
+    assert sum(b["positions"] for b in bins) == 576 and all(b["to"] - b["from"] == 15 for b in bins), bins
+    assert [b["from"] for b in bins] == sorted(b["from"] for b in bins) and all(b["kld_max"] < 1e-9 for b in bins), bins
     assert "max_abs_delta" in x["metrics"]["summary"] and x["metrics"]["summary"]["steps"] == 576
 x = r[("statistical.holmes-gpt", "ref-noise")]
 assert x["verdict"] == "fail" and x["reason"].startswith("kld_mean: measured ") and "> 5e-11 (safety " in x["reason"], x["reason"]
@@ -77,6 +81,37 @@ for g in ("golden.greedy.sherlock", "golden.greedy.sherlock.llama"):
     assert r[(g, "ref-noise")]["verdict"] == "fail"
 '
 echo "ok   1-3: ref passes at fp32 noise, ref-noise fails f32, ref-noise-q8_0 fails q8_0 and skips its goldens"
+
+# 6. the KV-cache tier (issue 31 item 3): an honest q8_0 cache (ref-kv-q8,
+#    its K/V stored through q8_0 blocks) passes the q8_0 thresholds up to the
+#    context limit, with its KL binned by position; one whose keys are read
+#    back with 16x their scale (ref-kv-q8-bad-k-scale) fails as a broken
+#    kernel within the first 3 steps, ahead of the band's checks
+KQ="$B/libgenfence_test_ref_kv_q8.so" KB="$B/libgenfence_test_ref_kv_q8_bad_k_scale.so"
+for f in "$KQ" "$KB"; do [[ -f $f ]] || fail "test backend $f not built"; done
+set +e
+"$GENFENCE" run -q cases/statistical.yaml --filter '^statistical\.holmes-llama(\.long)?$' --backend "$KQ" --backend "$KB" \
+  --no-triangulate --report-dir "$tmp/kv" >"$tmp/kv.out" 2>&1
+rc=$?
+set -e
+[[ $rc == 1 ]] || { cat "$tmp/kv.out"; fail "kv run exited $rc, expected 1"; }
+check "$tmp/kv/run.json" '
+import re
+for c in ("statistical.holmes-llama", "statistical.holmes-llama.long"):
+    x = r[(c, "ref-kv-q8")]
+    m = x["metrics"]
+    assert x["verdict"] == "pass" and (m["kv_cache"], m["threshold_key"]) == ("q8_0", "q8_0"), (x["verdict"], x["reason"], m)
+    assert x["checks"][0]["name"].startswith("no garbage") and x["checks"][0]["passed"], x["checks"][0]
+    bins = m["kld_by_position"]
+    assert sum(b["positions"] for b in bins) == m["statistical"]["positions"], bins
+    x = r[(c, "ref-kv-q8-bad-k-scale")]
+    assert x["verdict"] == "fail" and x["reason"].startswith("no garbage in the first steps (a broken kernel): a broken kernel"), x["reason"]
+    step = int(re.search(r"at step (\d+) ", x["reason"]).group(1))
+    assert step <= 3 and "q8_0 thresholds" in x["reason"], x["reason"]
+long = r[("statistical.holmes-llama.long", "ref-kv-q8")]["metrics"]["kld_by_position"]
+assert long[-1]["to"] >= 255 and len(long) == 16, long  # up to the context limit (256 positions)
+'
+echo "ok   6: q8_0 cache honest passes (KL by position to the limit); a bad K scale is a broken kernel by step 3"
 
 # 4. overrides, missing thresholds, schema errors
 mkdir -p "$tmp/root/cases" && ln -s "$GF_SRC/models" "$tmp/root/models" && ln -s "$GF_SRC/golden" "$tmp/root/golden"

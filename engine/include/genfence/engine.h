@@ -208,6 +208,7 @@ typedef struct gf_call_log {
     int32_t n_caches;
 } gf_call_log;
 void gf_engine_log_to(gf_engine *e, gf_call_log *log); /* NULL: off */
+gf_call_log *gf_engine_log(const gf_engine *e);        /* the log set, or NULL */
 void gf_call_log_clear(gf_call_log *log);
 
 /* ---- generation ---- */

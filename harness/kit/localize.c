@@ -219,12 +219,12 @@ static double compare_point(const gf_call_entry *c, const cmp_point *q, double *
     }
     free(S);
     const size_t wk = (size_t)(wc / C), wi = wk * plane + ((size_t)wb * n + wt) * C + (size_t)(wc % C);
-    *first_out = json_pack("{s:s, s:s, s:i, s:o, s:f, s:s, s:s, s:o, s:{s:i, s:s, s:i, s:i, s:f, s:f}}", "point",
-                           q->name, "sublayer", q->sub, "layer", q->layer,
-                           "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"), "bound", q->bound,
-                           "positions", where[0] ? where : "(spread: no single position past the bound)", "rows_text",
-                           rw, "rows", rows, "worst", "row", wb, "position_kind", q->pos_word, "position",
-                           q->label0 + wt, "channel", wc, "backend", (double)q->xb[wi], "ref", (double)q->xr[wi]);
+    *first_out =
+        json_pack("{s:s, s:s, s:i, s:o, s:f, s:s, s:s, s:o, s:{s:i, s:s, s:i, s:i, s:f, s:f}}", "point", q->name,
+                  "sublayer", q->sub, "layer", q->layer, "nmse", isfinite(nmse) ? json_real(nmse) : json_string("inf"),
+                  "bound", q->bound, "positions", where[0] ? where : "(spread: no single position past the bound)",
+                  "rows_text", rw, "rows", rows, "worst", "row", wb, "position_kind", q->pos_word, "position",
+                  q->label0 + wt, "channel", wc, "backend", (double)q->xb[wi], "ref", (double)q->xr[wi]);
     return nmse;
 }
 
@@ -232,9 +232,8 @@ static double compare_point(const gf_call_entry *c, const cmp_point *q, double *
  * l's keys and values, where both sides gave them, before its attention
  * output); the first over its bound at index *first of them (-1: none),
  * its trace point in *first_point (-1: a keys-and-values point) */
-static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *rs, int32_t L, int32_t D,
-                            int32_t KVd, int32_t g_dh, const double *bound, int32_t *first, int32_t *first_point,
-                            json_t **first_out)
+static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *rs, int32_t L, int32_t D, int32_t KVd,
+                            int32_t g_dh, const double *bound, int32_t *first, int32_t *first_point, json_t **first_out)
 {
     const int32_t B = c->in.B, T = c->in.T, P = GF_TRACE_POINTS(L), Tk = c->cache_length + T;
     json_t *pts = json_array();
@@ -253,11 +252,21 @@ static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *
             char kvn[64];
             snprintf(kvn, sizeof kvn, "layer %d keys and values", layer);
             const size_t off = 2 * (size_t)layer * B * Tk * KVd;
-            cmp_point q = {.name = kvn, .sub = "keys and values", .pos_word = "cache position", .layer = layer,
-                           .n = Tk, .C = KVd, .planes = 2, .label0 = 0, .group = g_dh, .xb = bs->kv + off, .xr = rs->kv + off,
-                           .bound = bound[p], .real = real_key};
-            json_t *o = json_pack("{s:s, s:s, s:i, s:f}", "point", kvn, "sublayer", q.sub, "layer", layer, "bound",
-                                  bound[p]);
+            cmp_point q = {.name = kvn,
+                           .sub = "keys and values",
+                           .pos_word = "cache position",
+                           .layer = layer,
+                           .n = Tk,
+                           .C = KVd,
+                           .planes = 2,
+                           .label0 = 0,
+                           .group = g_dh,
+                           .xb = bs->kv + off,
+                           .xr = rs->kv + off,
+                           .bound = bound[p],
+                           .real = real_key};
+            json_t *o =
+                json_pack("{s:s, s:s, s:i, s:f}", "point", kvn, "sublayer", q.sub, "layer", layer, "bound", bound[p]);
             compare_point(c, &q, pos_err, o, *first >= 0 ? NULL : first_out);
             json_array_append_new(pts, o);
             if (*first < 0 && *first_out)
@@ -271,9 +280,18 @@ static json_t *compare_call(const gf_call_entry *c, const side *bs, const side *
             json_array_append_new(pts, o);
             continue;
         }
-        cmp_point q = {.name = name, .sub = sub, .pos_word = "position", .layer = layer, .n = T, .C = D,
-                       .planes = 1, .label0 = c->cache_length, .xb = bs->out + (size_t)p * B * T * D,
-                       .xr = rs->out + (size_t)p * B * T * D, .bound = bound[p], .real = real_pos};
+        cmp_point q = {.name = name,
+                       .sub = sub,
+                       .pos_word = "position",
+                       .layer = layer,
+                       .n = T,
+                       .C = D,
+                       .planes = 1,
+                       .label0 = c->cache_length,
+                       .xb = bs->out + (size_t)p * B * T * D,
+                       .xr = rs->out + (size_t)p * B * T * D,
+                       .bound = bound[p],
+                       .real = real_pos};
         compare_point(c, &q, pos_err, o, *first >= 0 ? NULL : first_out);
         json_array_append_new(pts, o);
         if (*first < 0 && *first_out) {
@@ -500,7 +518,8 @@ json_t *gf_localize(gf_session *s, const gf_call_log *log, const char *model_dir
             }
             for (size_t q = 0; q < json_array_size(pts) && q < json_array_size(peak); q++) {
                 json_t *a = json_array_get(peak, q), *b = json_array_get(pts, q);
-                if (strcmp(json_string_value(json_object_get(a, "point")), json_string_value(json_object_get(b, "point"))))
+                if (strcmp(json_string_value(json_object_get(a, "point")),
+                           json_string_value(json_object_get(b, "point"))))
                     continue; /* a call that gave other points (keys and values) */
                 json_t *na = json_object_get(a, "nmse"), *nb = json_object_get(b, "nmse");
                 if (json_is_real(nb) && (!json_is_real(na) || json_real_value(nb) > json_real_value(na)))
