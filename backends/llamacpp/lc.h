@@ -11,23 +11,31 @@
 /* Weight types (the part of the config before any ','). */
 typedef enum lc_wtype { LC_W_F32 = 0, LC_W_F16 = 1, LC_W_Q8_0 = 2 } lc_wtype;
 
+/* KV cache types (kv=T for both, k=T and v=T apart). */
+typedef enum lc_kvtype { LC_KV_F32 = 0, LC_KV_F16 = 1, LC_KV_Q8_0 = 2, LC_KV_Q4_0 = 3 } lc_kvtype;
+
 typedef struct lc_config {
     lc_wtype wtype;
-    int kv_f16;       /* 1: K and V cache in F16, 0: F32 */
+    int kv_k, kv_v;   /* lc_kvtype of the K and the V cache; -1 while unset (then the weights' default) */
     int flash_attn;   /* 1: llama.cpp's flash attention, 0: off */
     int extra_bufts;  /* 1: ggml's extra buffer types (AMX, repacked kernels), 0: off (repack=off) */
     int32_t n_batch;  /* batch=N: the most tokens one llama_decode takes (a forward of more is several); 0: all */
     int32_t n_ubatch; /* ubatch=N: llama.cpp's micro-batch, the tokens computed together; 0: 512 */
 } lc_config;
 
-/* Parse opts->config ("f32", "q8_0,kv=f16", "f16,fa=on", "q8_0,repack=off"
- * ...; NULL = "f32"). Defaults: kv=f32 for f32 weights, kv=f16 (llama.cpp's
- * own default) for f16 and q8_0; fa=off; repack=on (llama.cpp's default:
+/* Parse opts->config ("f32", "q8_0,kv=f16", "f32,k=q8_0,v=f16", "f16,fa=on",
+ * "q8_0,repack=off" ...; NULL = "f32"). kv=T sets the K and V cache types,
+ * k=T and v=T one each (f32, f16, q8_0, q4_0; a quantized V needs fa=on in
+ * llama.cpp, which then refuses the context and genfence says so). Defaults:
+ * kv=f32 for f32 weights, kv=f16 (llama.cpp's own default) for f16 and q8_0; fa=off; repack=on (llama.cpp's default:
  * model params use_extra_bufts); batch=N (llama.cpp's n_batch: a forward of
  * more real tokens is decoded N at a time) and ubatch=N (its n_ubatch, at
  * most n_batch), both >= 1, default every token in one decode and 512. */
 gf_status lc_config_parse(const char *config, lc_config *out);
 const char *lc_wtype_name(lc_wtype w);
+const char *lc_kvtype_name(int t);
+/* info.kv_cache: "f16" when K and V agree, else "k=q8_0,v=f16" (buf: at least 32 bytes) */
+const char *lc_kv_desc(const lc_config *c, char *buf, size_t len);
 
 /* Can llama.cpp run this description? GF_OK or the error, recorded. */
 gf_status lc_check_desc(const gf_model_desc *desc);

@@ -80,9 +80,39 @@ static void lc_init_once(void)
 
 const char *lc_wtype_name(lc_wtype w) { return w == LC_W_F16 ? "f16" : w == LC_W_Q8_0 ? "q8_0" : "f32"; }
 
+static const char *const k_kv_names[] = {"f32", "f16", "q8_0", "q4_0"}; /* by lc_kvtype */
+
+const char *lc_kvtype_name(int t) { return t >= 0 && t <= LC_KV_Q4_0 ? k_kv_names[t] : "f32"; }
+
+const char *lc_kv_desc(const lc_config *c, char *buf, size_t len)
+{
+    if (c->kv_k == c->kv_v)
+        snprintf(buf, len, "%s", lc_kvtype_name(c->kv_k));
+    else
+        snprintf(buf, len, "k=%s,v=%s", lc_kvtype_name(c->kv_k), lc_kvtype_name(c->kv_v));
+    return buf;
+}
+
+/* "f32" .. "q4_0" as an lc_kvtype, or -1 */
+static int kv_parse(const char *v)
+{
+    for (int t = 0; t <= LC_KV_Q4_0; t++)
+        if (!strcmp(v, k_kv_names[t]))
+            return t;
+    return -1;
+}
+
+static enum ggml_type kv_ggml(int t)
+{
+    return t == LC_KV_F16    ? GGML_TYPE_F16
+           : t == LC_KV_Q8_0 ? GGML_TYPE_Q8_0
+           : t == LC_KV_Q4_0 ? GGML_TYPE_Q4_0
+                             : GGML_TYPE_F32;
+}
+
 gf_status lc_config_parse(const char *config, lc_config *out)
 {
-    lc_config c = {.wtype = LC_W_F32, .kv_f16 = -1, .flash_attn = 0, .extra_bufts = 1};
+    lc_config c = {.wtype = LC_W_F32, .kv_k = -1, .kv_v = -1, .flash_attn = 0, .extra_bufts = 1};
     char buf[128];
     if (config && strlen(config) >= sizeof buf)
         return gf_error_set(GF_E_INVALID_ARG, "llamacpp: options '%.32s...' too long", config);
@@ -95,11 +125,18 @@ gf_status lc_config_parse(const char *config, lc_config *out)
             c.wtype = LC_W_F16;
         else if (!strcmp(t, "q8_0") && first)
             c.wtype = LC_W_Q8_0;
-        else if (!strcmp(t, "kv=f32"))
-            c.kv_f16 = 0;
-        else if (!strcmp(t, "kv=f16"))
-            c.kv_f16 = 1;
-        else if (!strcmp(t, "fa=on"))
+        else if (!strncmp(t, "kv=", 3) || !strncmp(t, "k=", 2) || !strncmp(t, "v=", 2)) {
+            const char *v = strchr(t, '=') + 1;
+            int ty = kv_parse(v);
+            if (ty < 0)
+                return gf_error_set(GF_E_INVALID_ARG,
+                                    "llamacpp: '%s' in 'llamacpp:%s': a KV cache type is f32, f16, q8_0 or q4_0", t,
+                                    config);
+            if (t[0] != 'v')
+                c.kv_k = ty;
+            if (t[0] != 'k' || t[1] == 'v')
+                c.kv_v = ty;
+        } else if (!strcmp(t, "fa=on"))
             c.flash_attn = 1;
         else if (!strcmp(t, "fa=off"))
             c.flash_attn = 0;
@@ -117,11 +154,20 @@ gf_status lc_config_parse(const char *config, lc_config *out)
         } else
             return gf_error_set(GF_E_INVALID_ARG,
                                 "llamacpp: unknown option '%s' in 'llamacpp:%s' (weights f32|f16|q8_0 first, "
-                                "then kv=f32|f16, fa=on|off, repack=on|off, batch=N, ubatch=N)",
+                                "then kv=T, k=T, v=T (T: f32|f16|q8_0|q4_0), fa=on|off, repack=on|off, batch=N, "
+                                "ubatch=N)",
                                 t, config);
     }
-    if (c.kv_f16 < 0)
-        c.kv_f16 = c.wtype != LC_W_F32;
+    const int kv_default = c.wtype != LC_W_F32 ? LC_KV_F16 : LC_KV_F32;
+    if (c.kv_k < 0)
+        c.kv_k = kv_default;
+    if (c.kv_v < 0)
+        c.kv_v = kv_default;
+    if (c.kv_v >= LC_KV_Q8_0 && !c.flash_attn) /* llama_init_from_model would refuse every context */
+        return gf_error_set(GF_E_INVALID_ARG,
+                            "llamacpp: a %s V cache in 'llamacpp:%s' needs fa=on (llama.cpp: quantized V cache "
+                            "requires flash_attn)",
+                            lc_kvtype_name(c.kv_v), config);
     if (c.n_batch && c.n_ubatch > c.n_batch)
         return gf_error_set(GF_E_INVALID_ARG, "llamacpp: ubatch=%d in 'llamacpp:%s' is more than batch=%d", c.n_ubatch,
                             config, c.n_batch);
@@ -216,11 +262,12 @@ static void cpu_path_of(const lc_config *c, char *path, size_t path_len, char *b
 static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_out)
 {
     gf_backend_info mine, *info = &mine; /* a whole struct of this header; info_out gets at most its size */
-    static char library[256], detail[768], path[96], bufts[160];
+    static char library[256], detail[768], path[96], bufts[160], kv[32];
     lc_config c;
     gf_status st = lc_config_parse(opts ? opts->config : NULL, &c);
     if (st != GF_OK)
         return st;
+    lc_kv_desc(&c, kv, sizeof kv);
     pthread_once(&g_once, lc_init_once);
     snprintf(library, sizeof library, "%s; ggml %s", GF_LLAMACPP_PROVENANCE, ggml_version());
     cpu_path_of(&c, path, sizeof path, bufts, sizeof bufts);
@@ -231,7 +278,7 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
         snprintf(nub, sizeof nub, "%d", c.n_ubatch);
     snprintf(detail, sizeof detail,
              "weights %s, kv %s, flash attention %s, batch %s, ubatch %s; kernel path %s, extra buffer types %s; %s",
-             lc_wtype_name(c.wtype), c.kv_f16 ? "f16" : "f32", c.flash_attn ? "on" : "off", nb, nub, path,
+             lc_wtype_name(c.wtype), kv, c.flash_attn ? "on" : "off", nb, nub, path,
              !c.extra_bufts ? "off (repack=off)"
              : bufts[0]     ? bufts
                             : "none here",
@@ -239,13 +286,13 @@ static gf_status lc_info(const gf_backend_options *opts, gf_backend_info *info_o
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
     /* F32 only when nothing is stored in a narrower type */
-    info->dtype = c.wtype == LC_W_F32 && !c.kv_f16 ? GF_COMPUTE_F32 : GF_COMPUTE_F16;
+    info->dtype = c.wtype == LC_W_F32 && c.kv_k == LC_KV_F32 && c.kv_v == LC_KV_F32 ? GF_COMPUTE_F32 : GF_COMPUTE_F16;
     info->threads = clamp_threads(opts);
     info->library = library;
     info->detail = detail;
     /* what the statistical tier keys its thresholds on (docs/cases.md) */
     info->weights = lc_wtype_name(c.wtype);
-    info->kv_cache = c.kv_f16 ? "f16" : "f32";
+    info->kv_cache = kv;
     info->cpu_path = path;
     /* every mechanism through the GGUF it converts to, but the MLPs its gpt2
      * graph lacks (it hard-codes the tanh GELU: lc_check_desc refuses erf
@@ -357,8 +404,8 @@ static gf_status context_new(lc_model *m, int32_t rows, int32_t len, struct llam
     cp.n_seq_max = (uint32_t)rows + 1;
     cp.n_threads = m->threads;
     cp.n_threads_batch = m->threads;
-    cp.type_k = m->conf.kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-    cp.type_v = cp.type_k;
+    cp.type_k = kv_ggml(m->conf.kv_k);
+    cp.type_v = kv_ggml(m->conf.kv_v);
     cp.flash_attn_type = m->conf.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.kv_unified = true;
     cp.no_perf = true;
@@ -446,10 +493,11 @@ static size_t lc_cache_bytes(const void *cache)
 {
     const lc_cache *c = cache;
     const gf_model_config *g = &c->m->cfg;
-    size_t elt = c->m->conf.kv_f16 ? 2 : 4;
-    /* llama.cpp's K and V: n_ctx cells (padded to 256) of H_kv d_head each, per layer */
+    /* llama.cpp's K and V: n_ctx cells (padded to 256) of H_kv d_head each, per layer, in their ggml type's row size */
     size_t kv_dim = g->arch == GF_ARCH_LLAMA ? (size_t)g->n_kv_head * g->d_head : (size_t)g->n_embd;
-    return 2 * (size_t)g->n_layer * llama_n_ctx(c->ctx) * kv_dim * elt;
+    size_t per_cell = ggml_row_size(kv_ggml(c->m->conf.kv_k), (int64_t)kv_dim) +
+                      ggml_row_size(kv_ggml(c->m->conf.kv_v), (int64_t)kv_dim);
+    return (size_t)g->n_layer * llama_n_ctx(c->ctx) * per_cell;
 }
 
 /* ---- forward ---- */

@@ -124,7 +124,9 @@ static void check_reuse(gf_krun *k, gf_engine *e, const int32_t *prompt, int32_t
     double elems = 2.0 * cfg->n_layer * cfg->n_kv_head * (double)held * cfg->d_head;
     char wt[32], kvt[32];
     gf_stat_backend_types(k, wt, sizeof wt, kvt, sizeof kvt);
-    double per = kv_bytes_per(kvt);
+    char kt[32], vt[32]; /* K and V of different types (k=q8_0,v=f16): their mean */
+    gf_kv_split(kvt, kt, sizeof kt, vt, sizeof vt);
+    double per = kv_bytes_per(kt) > 0 && kv_bytes_per(vt) > 0 ? (kv_bytes_per(kt) + kv_bytes_per(vt)) / 2 : 0;
     gf_k_metric_json(k, "kv_bytes_per_element",
                      per > 0 ? json_real(per) : json_string("unknown type: one byte per element assumed"));
     per = per > 0 ? per : 1.0;

@@ -31,6 +31,7 @@
 
 #include "genfence/engine.h"
 #include "keys.h"
+#include "kv_cache.h"
 #include "localize.h"
 #include "stat_thresholds.h"
 
@@ -135,7 +136,11 @@ static gf_status decode(gf_engine *e, const int32_t *prompt, int32_t n, int32_t 
 /* the second rule: a declared coarse KV cache shows its storage's error */
 static void judge_kv_floor(gf_krun *k, const json_t *loc, const char *kvt)
 {
-    const double ukv = gf_trace_unit(GF_COMPUTE_F32, NULL, kvt);
+    /* K and V of different types: the finer one's floor (the points hold both) */
+    char kt[32], vt[32];
+    gf_kv_split(kvt, kt, sizeof kt, vt, sizeof vt);
+    const double uk = gf_trace_unit(GF_COMPUTE_F32, NULL, kt), uvv = gf_trace_unit(GF_COMPUTE_F32, NULL, vt);
+    const double ukv = uk < uvv ? uk : uvv;
     if (ukv <= 0x1p-24) {
         gf_k_metric_json(k, "kv_floor", json_string("not judged: the KV cache is declared f32 (no storage floor)"));
         return;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "genfence/engine.h"
+#include "kv_cache.h"
+#include "localize.h"
 #include "json.h"
 #include "stat_thresholds.h"
 
@@ -131,8 +133,22 @@ void gf_stat_backend_types(const gf_krun *k, char *weights, size_t wcap, char *k
 }
 
 /* The thresholds' key: the weight type, or the KV cache's type when the
- * weights are f32 and the cache is narrower (f32 weights, kv f16 -> "f16"). */
-const char *gf_stat_thr_key(const char *w, const char *kv) { return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w; }
+ * weights are f32 and the cache is narrower (f32 weights, kv f16 -> "f16").
+ * A K and V cache of different types ("k=q8_0,v=f16") is judged by the
+ * coarser one's thresholds: an upper bound, the finer half can only lower
+ * the error. */
+const char *gf_stat_thr_key(const char *w, const char *kv)
+{
+    static char coarser[32];
+    char kt[32], vt[32];
+    gf_kv_split(kv, kt, sizeof kt, vt, sizeof vt);
+    if (strcmp(kt, vt)) {
+        double uk = gf_trace_unit(GF_COMPUTE_F32, NULL, kt), uv = gf_trace_unit(GF_COMPUTE_F32, NULL, vt);
+        snprintf(coarser, sizeof coarser, "%s", uk >= uv ? kt : vt);
+        kv = coarser;
+    }
+    return !strcmp(w, "f32") && strcmp(kv, "f32") ? kv : w;
+}
 
 json_t *gf_stat_thr_json(const gf_stat_thr *t, int from_case)
 {

@@ -16,4 +16,9 @@
  * of max_len positions. New reference. */
 json_t *gf_kv_cache_json(const gf_model_config *cfg, int32_t B, int32_t max_len, size_t bytes);
 
+/* A declared KV type ("f16", or "k=q8_0,v=f16" where the K and V caches
+ * differ: llamacpp's k= / v=) as its K and V types (the same for the first
+ * form; "" for NULL). */
+void gf_kv_split(const char *kv, char *k, size_t kcap, char *v, size_t vcap);
+
 #endif

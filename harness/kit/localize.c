@@ -6,10 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_cache.h"
 #include "sys.h"
 
 double gf_trace_unit(gf_compute_dtype dtype, const char *weights, const char *kv_cache)
 {
+    char kt[32], vt[32]; /* a K and V cache of different types: the coarser */
+    gf_kv_split(kv_cache, kt, sizeof kt, vt, sizeof vt);
+    if (strcmp(kt, vt)) {
+        double uk = gf_trace_unit(dtype, weights, kt), uv = gf_trace_unit(dtype, weights, vt);
+        return uk > uv ? uk : uv;
+    }
     double u = dtype == GF_COMPUTE_F64                               ? 0x1p-53
                : dtype == GF_COMPUTE_F16 || dtype == GF_COMPUTE_TF32 ? 0x1p-11
                : dtype == GF_COMPUTE_BF16                            ? 0x1p-8

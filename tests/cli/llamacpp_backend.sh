@@ -60,6 +60,41 @@ rc=0
 grep -q "q3_bogus" "$tmp/bad.out" || fail "the refusal does not name the option: $(cat "$tmp/bad.out")"
 echo "ok   llamacpp:q3_bogus refused (exit $rc): $(head -n 1 "$tmp/bad.out")"
 
+# 2b. the K and V cache types apart (k=T, v=T; issue 31): `backends` names
+# them, a bad type and a quantized V without fa=on are refused naming why,
+# and a run's record carries the declared pair and the thresholds it was
+# keyed by (the coarser of the two); what llama.cpp computes is not asserted
+for spec in "f32,k=q8_0:k=q8_0,v=f32" "f32,k=f16,v=q4_0,fa=on:k=f16,v=q4_0" "f32,kv=q8_0,fa=on:q8_0"; do
+  be=llamacpp:${spec%%:*} want=${spec##*:}
+  "$GENFENCE" backends --json --backend "$be" | "$GF_PYTHON" -c '
+import json, sys
+e = [x for x in json.load(sys.stdin) if x["name"].startswith("llamacpp:")][0]
+assert e["available"] and e["kv_cache"] == sys.argv[1], (e.get("kv_cache"), sys.argv[1])' "$want" ||
+    fail "$be: backends does not declare kv $want"
+done
+for bad in "f32,k=q9:a KV cache type is f32, f16, q8_0 or q4_0" "f32,v=q8_0:needs fa=on"; do
+  rc=0
+  "$GENFENCE" backends --backend "llamacpp:${bad%%:*}" >"$tmp/kvbad.out" 2>&1 || rc=$?
+  [[ $rc == 2 ]] && grep -qF "${bad##*:}" "$tmp/kvbad.out" || { cat "$tmp/kvbad.out"; fail "llamacpp:${bad%%:*}: exit $rc"; }
+done
+rc=0
+"$GENFENCE" run -q "$GF_SRC/cases/statistical.yaml" --filter '^statistical\.holmes-llama\.long$' --backend llamacpp:f32,k=q8_0 \
+  --no-triangulate --report-dir "$tmp/kv" >"$tmp/kv.out" 2>&1 || rc=$?
+[[ $rc -le 1 ]] || { cat "$tmp/kv.out"; fail "k=q8_0 run exited $rc"; }
+"$GF_PYTHON" - "$tmp/kv/run.json" <<'EOF2' || fail "k=q8_0: the record"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+if r["verdict"] in ("pass", "fail"):
+    m = r["metrics"]
+    assert (m["kv_cache"], m["threshold_key"]) == ("k=q8_0,v=f32", "q8_0"), (m["kv_cache"], m["threshold_key"])
+    s = m["statistical"]
+    print("note: llamacpp:f32,k=q8_0 on holmes-llama to 256 positions (this CPU): %s, KL mean %.2e, bins %s"
+          % (r["verdict"], s["kld_mean"], " ".join("%.1e" % b["kld_mean"] for b in m["kld_by_position"][::4])))
+else:
+    print("note: llamacpp:f32,k=q8_0 on this CPU: %s: %s" % (r["verdict"], r["reason"]))
+EOF2
+echo "ok   k= / v= declared apart, refused where llama.cpp cannot, keyed by the coarser"
+
 # 3. forward: genfence's output contract; the engine's drift is a note
 "$GF_PYTHON" - "$GENFENCE" "$model" "$tmp" <<'EOF'
 import subprocess, sys
