@@ -8,8 +8,21 @@
 
 #include "genfence/backend.h"
 
-/* Weight types (the part of the config before any ','). */
-typedef enum lc_wtype { LC_W_F32 = 0, LC_W_F16 = 1, LC_W_Q8_0 = 2 } lc_wtype;
+/* Weight types (the part of the config before any ','): f32, then what
+ * llama_model_quantize makes of the F32 GGUF, as llama-quantize would. A
+ * k-quant needs rows of 256: a tensor whose rows are not a multiple of 256
+ * is quantized to llama.cpp's fallback type (q5_0 / q8_0 ...), as llama.cpp
+ * itself does, so on the tiny models the k-quants are a mix (docs/llamacpp.md). */
+typedef enum lc_wtype {
+    LC_W_F32 = 0,
+    LC_W_F16,
+    LC_W_Q8_0,
+    LC_W_Q6_K,
+    LC_W_Q5_K_M,
+    LC_W_Q4_K_M,
+    LC_W_Q4_0,
+    LC_W_COUNT
+} lc_wtype;
 
 /* KV cache types (kv=T for both, k=T and v=T apart). */
 typedef enum lc_kvtype { LC_KV_F32 = 0, LC_KV_F16 = 1, LC_KV_Q8_0 = 2, LC_KV_Q4_0 = 3 } lc_kvtype;

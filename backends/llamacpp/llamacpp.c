@@ -78,7 +78,20 @@ static void lc_init_once(void)
 
 /* ---- options ---- */
 
-const char *lc_wtype_name(lc_wtype w) { return w == LC_W_F16 ? "f16" : w == LC_W_Q8_0 ? "q8_0" : "f32"; }
+static const struct {
+    const char *name;
+    enum llama_ftype ftype;
+} k_wtypes[LC_W_COUNT] = {
+    [LC_W_F32] = {"f32", LLAMA_FTYPE_ALL_F32},
+    [LC_W_F16] = {"f16", LLAMA_FTYPE_MOSTLY_F16},
+    [LC_W_Q8_0] = {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    [LC_W_Q6_K] = {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K},
+    [LC_W_Q5_K_M] = {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+    [LC_W_Q4_K_M] = {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M},
+    [LC_W_Q4_0] = {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
+};
+
+const char *lc_wtype_name(lc_wtype w) { return w >= 0 && w < LC_W_COUNT ? k_wtypes[w].name : "f32"; }
 
 static const char *const k_kv_names[] = {"f32", "f16", "q8_0", "q4_0"}; /* by lc_kvtype */
 
@@ -119,12 +132,12 @@ gf_status lc_config_parse(const char *config, lc_config *out)
     snprintf(buf, sizeof buf, "%s", config ? config : "");
     int first = 1;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), first = 0) {
-        if (!strcmp(t, "f32") && first)
-            c.wtype = LC_W_F32;
-        else if (!strcmp(t, "f16") && first)
-            c.wtype = LC_W_F16;
-        else if (!strcmp(t, "q8_0") && first)
-            c.wtype = LC_W_Q8_0;
+        int w = -1;
+        for (int i = 0; first && i < LC_W_COUNT; i++)
+            if (!strcmp(t, k_wtypes[i].name))
+                w = i;
+        if (w >= 0)
+            c.wtype = (lc_wtype)w;
         else if (!strncmp(t, "kv=", 3) || !strncmp(t, "k=", 2) || !strncmp(t, "v=", 2)) {
             const char *v = strchr(t, '=') + 1;
             int ty = kv_parse(v);
@@ -152,11 +165,12 @@ gf_status lc_config_parse(const char *config, lc_config *out)
                 return gf_error_set(GF_E_INVALID_ARG, "llamacpp: '%s' in 'llamacpp:%s': a count 1..1048576", t, config);
             *(t[0] == 'b' ? &c.n_batch : &c.n_ubatch) = (int32_t)n;
         } else
-            return gf_error_set(GF_E_INVALID_ARG,
-                                "llamacpp: unknown option '%s' in 'llamacpp:%s' (weights f32|f16|q8_0 first, "
-                                "then kv=T, k=T, v=T (T: f32|f16|q8_0|q4_0), fa=on|off, repack=on|off, batch=N, "
-                                "ubatch=N)",
-                                t, config);
+            return gf_error_set(
+                GF_E_INVALID_ARG,
+                "llamacpp: unknown option '%s' in 'llamacpp:%s' (weights f32|f16|q8_0|q6_k|q5_k_m|q4_k_m|q4_0 first, "
+                "then kv=T, k=T, v=T (T: f32|f16|q8_0|q4_0), fa=on|off, repack=on|off, batch=N, "
+                "ubatch=N)",
+                t, config);
     }
     const int kv_default = c.wtype != LC_W_F32 ? LC_KV_F16 : LC_KV_F32;
     if (c.kv_k < 0)
@@ -356,7 +370,7 @@ static gf_status lc_model_load(const gf_model_desc *desc, const gf_backend_optio
         if (st == GF_OK) {
             struct llama_model_quantize_params qp = llama_model_quantize_default_params();
             qp.nthread = m->threads;
-            qp.ftype = conf.wtype == LC_W_F16 ? LLAMA_FTYPE_MOSTLY_F16 : LLAMA_FTYPE_MOSTLY_Q8_0;
+            qp.ftype = k_wtypes[conf.wtype].ftype;
             t_llama_err[0] = '\0';
             if (llama_model_quantize(f32_path, q_path, &qp) != 0)
                 st = gf_error_set(GF_E_BACKEND, "llamacpp: llama_model_quantize to %s failed: %s",
