@@ -440,7 +440,39 @@ static size_t ex_cache_bytes(const void *cache)
 }
 
 /* forward (10), or with req forward_trace (12): the same request, and after
- * the logits the reply holds i32 P, i32 D, u8 given[P], f32 trace[P, B, T, D] */
+ * the logits the reply holds i32 P, i32 D, u8 given[P], f32 trace[P, B, T, D];
+ * from a client with GX_FEATURE_TRACE_KV then i32 L, i32 KVd, i32 Tk,
+ * u8 kv_given[L], f32 kv[L, 2, B, Tk, KVd] (docs/protocol.md) */
+/* the keys and values after a trace (GX_FEATURE_TRACE_KV): i32 L, i32 KVd,
+ * i32 Tk, u8 kv_given[L], f32 kv[L, 2, B, Tk, KVd], into req */
+static gf_status read_kv(gx_conn *x, const gf_trace_request *req, int32_t L, int32_t KVd, int32_t B, int32_t Tk)
+{
+    const size_t n = 12 + (size_t)L + 4 * 2 * (size_t)L * (size_t)B * (size_t)Tk * (size_t)KVd;
+    uint8_t *t = malloc(n);
+    float *kr = malloc(2 * (size_t)KVd * sizeof *kr); /* (2, KVd): one key row, one value row */
+    gf_status st =
+        t && kr ? gx_read_into(x, t, n) : gx_fail(x, "forward_trace: out of memory for %zu bytes of keys", n);
+    const uint8_t *h = t;
+    int32_t gl = st == GF_OK ? (int32_t)gx_get_u32(&h) : 0, gk = st == GF_OK ? (int32_t)gx_get_u32(&h) : 0;
+    int32_t gt = st == GF_OK ? (int32_t)gx_get_u32(&h) : 0;
+    if (st == GF_OK && (gl != L || gk != KVd || gt != Tk))
+        st = gx_fail(x,
+                     "forward_trace: keys and values of (L %d, KVd %d, Tk %d), the call has (%d, %d, %d) (wrong shape)",
+                     gl, gk, gt, L, KVd, Tk);
+    const uint8_t *kg = h, *kv = h + L;
+    for (int32_t l = 0; st == GF_OK && l < L; l++)
+        for (int32_t b = 0; kg[l] && b < B; b++)
+            for (int32_t j = 0; j < Tk; j++) {
+                for (int w = 0; w < 2; w++)
+                    memcpy(kr + (size_t)w * KVd, kv + 4 * ((((size_t)(2 * l + w) * B + b) * Tk + j) * (size_t)KVd),
+                           (size_t)KVd * sizeof *kr);
+                gf_trace_put_kv_row(req, l, b, j, kr, kr + KVd);
+            }
+    free(t);
+    free(kr);
+    return st;
+}
+
 static gf_status ex_forward_any(void *model, void *cache, const gf_batch *in, float *logits_out,
                                 const gf_trace_request *req)
 {
@@ -477,7 +509,10 @@ static gf_status ex_forward_any(void *model, void *cache, const gf_batch *in, fl
     const size_t rows = in->logits_mode == GF_LOGITS_LAST ? (size_t)B : BT;
     const int32_t L = m->cfg.n_layer, D = m->cfg.n_embd, P = GF_TRACE_POINTS(L);
     const size_t trace_n = req ? 8 + (size_t)P + 4 * (size_t)P * BT * (size_t)D : 0; /* the trace after the logits */
-    const size_t want = 12 + 4 * rows * (size_t)V + trace_n;
+    const int kvx = req && (m->features & GX_FEATURE_TRACE_KV);
+    const int32_t KVd = (m->cfg.n_kv_head > 0 ? m->cfg.n_kv_head : m->cfg.n_head) * m->cfg.d_head;
+    const size_t kv_n = kvx ? 12 + (size_t)L + 4 * 2 * (size_t)L * (size_t)B * (size_t)Tk * (size_t)KVd : 0;
+    const size_t want = 12 + 4 * rows * (size_t)V + trace_n + kv_n;
     uint8_t head[12];
     if (n < 12)
         return gx_fail(x, "forward: reply of %u bytes, the protocol says %zu (wrong length)", n, want);
@@ -521,6 +556,8 @@ static gf_status ex_forward_any(void *model, void *cache, const gf_batch *in, fl
         free(row);
         free(t);
     }
+    if (kvx && (st = read_kv(x, req, L, KVd, B, Tk)) != GF_OK)
+        return st;
     if (c) {
         int32_t expect = c->length + T;
         c->length = expect;

@@ -38,6 +38,7 @@ enum {
     GX_FEATURE_INVARIANCE = 4u, /* info's reply ends with str invariance (gf_backend_info.invariance) */
     GX_FEATURE_PROBES = 8u,     /* then str probes (gf_backend_info.probes) */
     GX_FEATURE_SPECULATE = 16u, /* speculate (13): the speculate slot (docs/protocol.md) */
+    GX_FEATURE_TRACE_KV = 32u,  /* forward_trace's reply ends with each block's keys and values */
 };
 
 /* request ops (docs/protocol.md, "Messages") */

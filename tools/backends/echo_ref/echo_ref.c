@@ -518,10 +518,10 @@ int main(void)
         cache *c;
         switch (op) {
         case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance, 8: and probes,
-                   * 16: speculate), name, description */
+                   * 16: speculate, 32: the trace's keys and values), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8 | 16, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8 | 16 | 32, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -597,7 +597,9 @@ int main(void)
             }
             int32_t rows = last ? B : B * T, P = 4 * M.L + 2;
             size_t nl = 12 + (size_t)rows * M.V * 4, nt = op == 12 ? 8 + (size_t)P + (size_t)P * B * T * M.D * 4 : 0;
-            uint8_t *out = malloc(nl + nt + 4); /* logits, then i32 P, i32 D, u8 given[P], f32 (P, B, T, D) */
+            /* then i32 L, i32 KVd, i32 Tk, u8 kv_given[L], f32 kv[L, 2, B, Tk, KVd] (KVd = H dh = D) */
+            size_t nk = op == 12 ? 12 + (size_t)M.L + 4 * 2 * (size_t)M.L * B * Tk * M.D : 0;
+            uint8_t *out = malloc(nl + nt + nk + 4); /* logits, then i32 P, i32 D, u8 given[P], f32 (P, B, T, D) */
             float *tr = op == 12 ? malloc(sizeof(float) * (size_t)P * B * T * M.D) : NULL;
             forward(use ? use : &tmp, B, T, tok, pos, has_mask ? (const uint8_t *)(pos + (size_t)B * T) : NULL,
                     last, (float *)(out + 12), tr);
@@ -609,8 +611,26 @@ int main(void)
                 memset(out + nl + 8, 1, (size_t)P);
                 memcpy(out + nl + 8 + P, tr, (size_t)P * B * T * M.D * 4);
                 free(tr);
+                /* every block's keys and values as attention read them: the cache, (B, H, S, dh) per layer */
+                const cache *kc = use ? use : &tmp;
+                uint8_t *k = out + nl + nt;
+                int32_t kd[3] = {M.L, M.D, Tk};
+                memcpy(k, kd, 12);
+                memset(k + 12, 1, (size_t)M.L);
+                float *kv = (float *)(k + 12 + M.L); /* (L, 2, B, Tk, D): memcpy'd per row, alignment aside */
+                for (int32_t l = 0; l < M.L; l++)
+                    for (int32_t w2 = 0; w2 < 2; w2++)
+                        for (int32_t b = 0; b < B; b++)
+                            for (int32_t j = 0; j < Tk; j++)
+                                for (int32_t hh = 0; hh < M.H; hh++) {
+                                    const float *src = (w2 ? kc->v : kc->k) +
+                                                       ((((size_t)l * B + b) * M.H + hh) * kc->S + j) * M.dh;
+                                    memcpy((uint8_t *)kv + 4 * (((((size_t)l * 2 + w2) * B + b) * Tk + j) * M.D +
+                                                                (size_t)hh * M.dh),
+                                           src, sizeof(float) * M.dh);
+                                }
             }
-            reply(0, out, (uint32_t)(nl + nt));
+            reply(0, out, (uint32_t)(nl + nt + nk));
             free(out);
             free(tmp.k);
             free(tmp.v);
