@@ -30,6 +30,7 @@
     X(stream_decode)          \
     X(stop_strings)           \
     X(golden_generation)      \
+    X(beam_search)            \
     X(distribution_match)     \
     X(probe)
 
