@@ -17,6 +17,7 @@
     X(logprobs)               \
     X(sampling_distribution)  \
     X(seeded_reproducibility) \
+    X(multi_sample)           \
     X(cache_equals_recompute) \
     X(speculative)            \
     X(speculative_sampling)   \
