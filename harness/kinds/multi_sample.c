@@ -286,6 +286,25 @@ static void run_ms(const gf_case *c, gf_krun *k)
                               pick >= 0 ? (json_int_t)s->seq_ids[pick] : -1, "score", k_scores[s->score], "gap",
                               isfinite(gap) ? gap : 0.0, "tolerance", tol);
         gf_k_metric_json(k, "best_of", o);
+        /* the scores best_of compares: the batch's are the alone runs' (atol per scored token) */
+        int32_t worst = 0;
+        double wd = 0, wt = 0;
+        for (int32_t i = 0; i < M; i++) {
+            const int32_t ni = acount[i] > 0 ? acount[i] : 1;
+            const double ti = s->atol * (s->score == 0 ? ni : 1), d = fabs(bscore[i] - ascore[i]);
+            if (!(d <= ti) && (wd <= wt || d / ti > wd / wt)) {
+                worst = i;
+                wd = d;
+                wt = ti;
+            }
+        }
+        if (wd <= wt)
+            gf_k_check(k, 1, "best_of scores: batch equals alone", "every sample's %s within atol per scored token",
+                       k_scores[s->score]);
+        else
+            gf_k_check(k, 0, "best_of scores: batch equals alone",
+                       "sample %d: %s %.9g in the batch, %.9g alone: |delta| %.3g > %.3g", worst, k_scores[s->score],
+                       bscore[worst], ascore[worst], wd, wt);
         gf_k_check(k, ok, "best_of returns the highest score",
                    "returned sample %d (seq id %llu) of %d: %s %.6g on the batch; alone the highest is sample %d "
                    "with %.6g%s, next sample %d with %.6g (gap %.3g, tolerance %.3g)",
