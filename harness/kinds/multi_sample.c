@@ -359,12 +359,23 @@ done:
     free(acount);
 }
 
+/* served_skip (case.h): the samples are genfence's draws over the rows, and a
+ * served backend's rows are its top-k log-probabilities plus an even remainder,
+ * not the model's distribution (golden_generation's sampled goldens likewise). */
+static const char *ms_served_skip(const gf_case *c)
+{
+    (void)c;
+    return "n > 1 and best_of draw with genfence's sampler over full logits: a served backend reports only its "
+           "top-k log-probabilities and an even remainder, not the model's distribution";
+}
+
 const gf_kind_def gf_kind_multi_sample = {
     .name = "multi_sample",
     .summary = "n > 1 and best_of: n seeded samples of one prompt on their sequence ids' streams, a batch equal to "
                "each alone, best_of's pick by the declared score",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .served_skip = ms_served_skip,
     .parse = parse_ms,
     .free_spec = ms_free,
     .run = run_ms,
