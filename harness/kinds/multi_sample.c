@@ -162,9 +162,9 @@ static gf_status scored_run(gf_krun *k, int32_t B, int32_t *const *prompts, cons
     return gf_generate(k->session->engine, B, (const int32_t *const *)prompts, lens, &gp, out);
 }
 
-/* order[0..M): the samples by score, highest first, the lowest index on equal
- * scores: best_of's pick (gf_best_of), then its pick among the rest, ... */
-static void rank_best(const double *score, int32_t M, int32_t *order)
+/* order[0..M): what best_of returns, best first: the engine's pick
+ * (gf_best_of), then its pick among the rest, ... */
+static void rank_engine(const double *score, int32_t M, int32_t *order)
 {
     double left[64];
     memcpy(left, score, (size_t)M * sizeof *left);
@@ -173,6 +173,27 @@ static void rank_best(const double *score, int32_t M, int32_t *order)
         if (order[j] >= 0)
             left[order[j]] = NAN;
     }
+}
+
+/* The same order worked out here, apart from the engine (a sort by score
+ * descending, the lower sample index first on equal scores), so that a wrong
+ * pick in gf_best_of cannot judge itself. */
+static const double *g_rank_scores;
+static int rank_cmp(const void *a, const void *b)
+{
+    const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    const double x = g_rank_scores[i], y = g_rank_scores[j];
+    if (x != y)
+        return x > y ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static void rank_reference(const double *score, int32_t M, int32_t *order)
+{
+    for (int32_t i = 0; i < M; i++)
+        order[i] = i;
+    g_rank_scores = score; /* the child runs one case at a time */
+    qsort(order, (size_t)M, sizeof *order, rank_cmp);
 }
 
 static int same_row(const gf_generation *a, int32_t ra, const gf_generation *b, int32_t rb)
@@ -285,12 +306,12 @@ static void run_ms(const gf_case *c, gf_krun *k)
                    MS_SAME_CHANCE, dup_ids == M - 1 ? "; every sample has sample 0's sequence id" : "");
     }
     if (s->best_of) {
-        /* (c) best_of returns the n highest declared scores (gf_best_of again and again: the highest, the
-         * lowest index on equal scores); the batch's picks equal the alone runs' */
+        /* (c) best_of returns the n highest declared scores: the engine's picks on the batch (gf_best_of
+         * again and again) against the alone runs' scores ranked apart from the engine */
         const int32_t N = (int32_t)s->n;
         int32_t pick[64], ref[64];
-        rank_best(bscore, M, pick);
-        rank_best(ascore, M, ref);
+        rank_engine(bscore, M, pick);
+        rank_reference(ascore, M, ref);
         int ok = 1, bad_j = -1;
         double tol_j = 0;
         for (int32_t j = 0; j < N && ok; j++) {
