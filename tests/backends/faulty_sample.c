@@ -149,7 +149,13 @@ static gf_status fs_sample(void *model, const float *logits, int32_t B, const gf
     zi *s = malloc((size_t)V * sizeof *s);
     gf_status st = z && s ? GF_OK : GF_E_NOMEM;
     for (int32_t b = 0; b < B && st == GF_OK; b++)
+#if GF_FAULT == 56
+        /* the bug: every row races on row 0's uniforms, one stream for the
+         * batch (a device sampler that broadcasts its first random buffer) */
+        st = sample_row(logits + (size_t)b * V, V, p, d->u, z, s, &ids[b]);
+#else
         st = sample_row(logits + (size_t)b * V, V, p, d->u + (size_t)b * V, z, s, &ids[b]);
+#endif
     free(z);
     free(s);
     return st;

@@ -71,8 +71,9 @@ for f in ref_spec_late_drift ref_spec_top_down ref_spec_draft0_unverified ref_sp
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
-# a backend sample slot with one bug each (cases/detect/sample_slot.yaml, tests/backends/faulty_sample.c)
-for f in top_p_gt tie_high no_max topk_ties temp_late; do
+# a backend sample slot with one bug each (cases/detect/sample_slot.yaml, multi_sample.yaml: one_stream;
+# tests/backends/faulty_sample.c)
+for f in top_p_gt tie_high no_max topk_ties temp_late one_stream; do
   [[ -f "$B/libgenfence_test_sample_$f.so" ]] || fail "test backend $B/libgenfence_test_sample_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_sample_$f.so")
 done
