@@ -40,3 +40,17 @@ void gf_golden_make_hint(const gf_case *c, const char *dir, char *buf, size_t ca
         "or without Python `genfence bless --backend NAME --filter '%s'%s %s`",
         re, out, c->file, dir ? "" : " (`make goldens` remakes those of cases/golden.yaml)", re, out, c->file);
 }
+
+char *gf_golden_path_resolve(const gf_cctx *ctx, const char *arg, const char *dir, const char *id)
+{
+    if (arg && arg[0] == '/')
+        return strdup(arg);
+    char *root = gf_case_root_for(ctx->root, ctx->file), rel[1024];
+    if (arg)
+        snprintf(rel, sizeof rel, "%s", arg);
+    else
+        snprintf(rel, sizeof rel, "%s/%s.safetensors", dir, id);
+    char *path = root ? gf_path_join(root, rel) : NULL;
+    free(root);
+    return path;
+}

@@ -24,6 +24,12 @@
 int gf_golden_boundary_excuse(const float *logits, int32_t V, const gf_sampler_params *sp, uint64_t seq_id,
                               uint64_t step, int32_t test_token, double thr, double *margin_out);
 
+/* Where a case's golden lives: `golden:` as written (arg) when absolute, else
+ * under the case's root (ctx: its file's root), and without one
+ * <root>/<dir>/<id>.safetensors (dir "golden", "golden/beam"). Malloc'd;
+ * NULL when there is no root or no memory. */
+char *gf_golden_path_resolve(const gf_cctx *ctx, const char *arg, const char *dir, const char *id);
+
 /* The golden_generation kind's keys (parsed in harness/kinds/golden_generation.c). */
 typedef struct gf_golden_spec {
     gf_prompt_spec *prompts;

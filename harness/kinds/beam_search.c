@@ -98,17 +98,7 @@ static int parse_beam(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad = 1;
     }
     if (!bad && c->id) {
-        char *root = gf_case_root_for(ctx->root, ctx->file), rel[1024];
-        if (s->golden_arg && s->golden_arg[0] == '/')
-            s->golden = strdup(s->golden_arg);
-        else {
-            if (s->golden_arg)
-                snprintf(rel, sizeof rel, "%s", s->golden_arg);
-            else
-                snprintf(rel, sizeof rel, "golden/beam/%s.safetensors", c->id);
-            s->golden = root ? gf_path_join(root, rel) : NULL;
-        }
-        free(root);
+        s->golden = gf_golden_path_resolve(ctx, s->golden_arg, "golden/beam", c->id);
         if (!s->golden)
             bad = 1;
     }

@@ -188,24 +188,24 @@ static void topk_step(dm_acc *a, const float *test, int32_t V, int32_t next, dou
     *delta = d;
 }
 
+/* *p grown to cap elements of elt bytes (kept as it was when that fails): 0 or -1 */
+static int grow(void **p, size_t cap, size_t elt)
+{
+    void *q = realloc(*p, cap * elt);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
 /* One position: ref and test logits (V), next the token the sequence takes. */
 static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, int32_t next, int32_t pos, int32_t step)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? 2 * a->cap : 1024;
-        double *kl = realloc(a->kl, cap * sizeof *kl);
-        if (kl)
-            a->kl = kl;
-        double *dp = realloc(a->dp, cap * sizeof *dp);
-        if (dp)
-            a->dp = dp;
-        int32_t *ps = realloc(a->pos, cap * sizeof *ps);
-        if (ps)
-            a->pos = ps;
-        int32_t *sp = realloc(a->step, cap * sizeof *sp);
-        if (sp)
-            a->step = sp;
-        if (!kl || !dp || !ps || !sp)
+        int bad = grow((void **)&a->kl, cap, sizeof *a->kl) | grow((void **)&a->dp, cap, sizeof *a->dp);
+        bad |= grow((void **)&a->pos, cap, sizeof *a->pos) | grow((void **)&a->step, cap, sizeof *a->step);
+        if (bad)
             return -1;
         a->cap = cap;
     }
