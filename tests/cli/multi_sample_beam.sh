@@ -33,8 +33,10 @@ grep -q 'GENFENCE_SANITIZE:BOOL=ON' "$GF_BUILD/CMakeCache.txt" 2>/dev/null && sa
 for b in $([ $sanitized = 1 ] || echo openblas onednn); do
     if "$GENFENCE" backends 2>/dev/null | grep -Eq "^ *$b +available"; then backs+=(--backend "$b"); fi
 done
-"$GENFENCE" run cases/multi_sample.yaml cases/beam_search.yaml "${backs[@]}" -j 2 --no-triangulate \
-    --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 || { cat "$tmp/ok.out"; fail "honest run: exit $?, want 0 on ${backs[*]}"; }
+rc=0
+"$GENFENCE" run cases/multi_sample.yaml cases/beam_search.yaml "${backs[@]}" --no-triangulate \
+    --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/ok.out"; fail "honest run: exit $rc, want 0 on ${backs[*]}"; }
 "$PY" - "$tmp/ok/run.json" <<'PY' || fail "the honest run's records"
 import json, sys
 res = json.load(open(sys.argv[1]))["results"]
@@ -93,8 +95,10 @@ for x in json.load(open(sys.argv[1]))["results"]:
 assert seen == set(want), set(want) - seen
 print("twins: %d fail as declared" % len(seen))
 PY
+rc=0
 "$GENFENCE" run cases/detect/multi_sample.yaml cases/detect/beam_search.yaml "${twins[@]}" --no-triangulate \
-    --no-report >"$tmp/decl.out" 2>&1 || { cat "$tmp/decl.out"; fail "twins judged by expect_verdict: exit $?, want 0"; }
+    --no-report >"$tmp/decl.out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/decl.out"; fail "twins judged by expect_verdict: exit $rc, want 0"; }
 # the plus-one golden says what it is
 "$PY" tools/reference/beam_golden.py --verify golden/beam/*.safetensors >"$tmp/verify.out" 2>&1 ||
     { cat "$tmp/verify.out"; fail "a committed beam golden does not verify"; }
