@@ -61,7 +61,7 @@ PY
 
 # 1. echo_ref and the Python client pass every case on the exec backend
 for client in "$ECHO" "$SC"; do
-    "$GENFENCE" run cases/speculative_sampling.yaml --backend "exec:$client" -j 2 --report-dir "$tmp/ok" \
+    "$GENFENCE" run cases/speculative_sampling.yaml --backend "exec:$client" --report-dir "$tmp/ok" \
         >"$tmp/ok.out" 2>&1 || { cat "$tmp/ok.out"; fail "$client: exit $?, want 0"; }
     gf_grepq -q "^exec: $n_cases passed, 0 failed, 0 skipped\$" <"$tmp/ok.out" ||
         { cat "$tmp/ok.out"; fail "$client: not $n_cases passed on exec"; }
@@ -70,7 +70,7 @@ done
 
 # 2. the bonus from row K-1: caught round for round
 set +e
-"$GENFENCE" run cases/speculative_sampling.yaml --backend "exec:$SC --bad-bonus" -j 2 --report-dir "$tmp/bad" \
+"$GENFENCE" run cases/speculative_sampling.yaml --backend "exec:$SC --bad-bonus" --report-dir "$tmp/bad" \
     >"$tmp/bad.out" 2>&1
 rc=$?
 set -e
@@ -114,7 +114,7 @@ if [ "$model" != "$GF_SRC/models/holmes-gpt" ]; then
 fi
 loops='^spec\.loop\.(all_accepted|none_accepted|reject_each_position|eos_in_draft|context_limit)$'
 (cd "$root" && GENFENCE_ROOT="$root" "$GENFENCE" run cases/speculative.yaml --filter "$loops" \
-    --backend "exec:$ECHO" -j 2 --no-triangulate --report-dir "$tmp/loop") >"$tmp/loop.out" 2>&1 ||
+    --backend "exec:$ECHO" --no-triangulate --report-dir "$tmp/loop") >"$tmp/loop.out" 2>&1 ||
     { cat "$tmp/loop.out"; fail "loops on echo_ref: exit $?, want 0"; }
 "$PY" - "$tmp/loop/run.json" <<'PY' || { cat "$tmp/loop.out"; fail "loops on echo_ref: the run's records"; }
 import json, re, sys

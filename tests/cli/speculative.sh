@@ -35,7 +35,7 @@ backs=(--backend ref --backend "$(so 83)" --backend "$(so 151)")
 for b in $([ $sanitized = 1 ] || echo openblas onednn); do
     if "$GENFENCE" backends 2>/dev/null | grep -Eq "^ *$b +available"; then backs+=(--backend "$b"); fi
 done
-"$GENFENCE" run cases/speculative.yaml "${backs[@]}" -j 2 --no-triangulate --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 ||
+"$GENFENCE" run cases/speculative.yaml "${backs[@]}" --no-triangulate --report-dir "$tmp/ok" >"$tmp/ok.out" 2>&1 ||
     { cat "$tmp/ok.out"; fail "cases/speculative.yaml: exit $?, want 0 on ${backs[*]}"; }
 "$PY" - "$tmp/ok/run.json" "$n_cases" <<'PY' || fail "the honest run's records"
 import json, sys
@@ -83,7 +83,7 @@ variants=$(seq 140 149)
 [ $sanitized = 1 ] && variants="140 143 149"
 for n in $variants; do harmless+=(--backend "$(so $n)"); done
 n_harmless=$(($(echo $variants | wc -w) * 2))
-"$GENFENCE" run cases/speculative.yaml --filter '^spec\.(verify|loop\.reject_each_position)$' "${harmless[@]}" -j 2 \
+"$GENFENCE" run cases/speculative.yaml --filter '^spec\.(verify|loop\.reject_each_position)$' "${harmless[@]}" \
     --no-triangulate --no-report >"$tmp/harmless.out" 2>&1 || { cat "$tmp/harmless.out"; fail "a harmless variant failed"; }
 gf_grepq -q "^total: $n_harmless passed, 0 failed, 0 skipped" <"$tmp/harmless.out" ||
     { cat "$tmp/harmless.out"; fail "harmless: not $n_harmless passed"; }
@@ -103,7 +103,7 @@ cat cases/detect/speculative.yaml - >"$tmp/detect.yaml" <<'YAML'
     k: [1, 8]
 YAML
 "$GENFENCE" run "$tmp/detect.yaml" --backend "$(so 150)" --backend "$(so 152)" --backend "$(so 133)" \
-    --backend "$(so 211)" -j 2 --no-triangulate --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
+    --backend "$(so 211)" --no-triangulate --report-dir "$tmp/bad" >"$tmp/bad.out" 2>&1
 rc=$?
 set -e
 [ $rc -eq 0 ] || { cat "$tmp/bad.out"; fail "detect: exit $rc, want 0 (as declared)"; }
