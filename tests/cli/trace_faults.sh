@@ -173,3 +173,21 @@ rc=0
 gf_grepq -Eq '^    localized: first divergence at layer 0 attention output, positions >= [0-9]+, rows 0, 1, ' <"$tmp/ex" ||
   { cat "$tmp/ex"; fail "exec: the dropped mask is not localized over the protocol"; }
 echo "ok   exec: the dropped mask localized over the protocol (forward_trace)"
+
+# the keys and values over the protocol (hello bit 5) are compared, not just
+# carried: a relay that zeroes block 0's key at cache position 0 in every
+# forward_trace reply (the logits right, the case passes) is localized there
+# under `genfence trace`; one that sends the wrong block count is a protocol
+# failure named "(wrong shape)"
+rc=0
+"$GENFENCE" trace cases/golden.yaml --filter '^golden\.greedy\.sherlock$' \
+  --backend "exec:$PY $tmp/tests/backends/exec/faulty_client.py kvzero $ECHO" --no-triangulate --no-report >"$tmp/kz" 2>&1 || rc=$?
+gf_grepq -Eq '^pass +golden\.greedy\.sherlock \[exec\]' <"$tmp/kz" || { cat "$tmp/kz"; fail "kvzero: the case itself did not pass"; }
+gf_grepq -Eq '^    localized: first divergence at layer 0 keys and values, cache position 0, ' <"$tmp/kz" ||
+  { cat "$tmp/kz"; fail "kvzero: the zeroed key is not localized over the protocol"; }
+rc=0
+"$GENFENCE" trace cases/golden.yaml --filter '^golden\.greedy\.sherlock$' \
+  --backend "exec:$PY $tmp/tests/backends/exec/faulty_client.py kvshape $ECHO" --no-triangulate --no-report >"$tmp/ks" 2>&1 || rc=$?
+gf_grepq -Eq 'forward_trace: keys and values of \(L 5, KVd [0-9]+, Tk [0-9]+\), the call has \(4, .*\(wrong shape\)' <"$tmp/ks" ||
+  { cat "$tmp/ks"; fail "kvshape: the wrong block count is not a named protocol failure"; }
+echo "ok   exec: the keys and values over the protocol are compared (kvzero localized), their shape checked (kvshape)"

@@ -16,6 +16,9 @@ request and reply between it and genfence unchanged, except for one fault:
   version  hello: claims protocol version 99
   banner   prints a line on stdout before any reply (a chatty engine)
   nomask   drops the key mask from every forward request (the client never sees padding)
+  kvzero   every forward_trace reply with keys and values (hello bit 5): block 0's key at cache
+           position 0 of row 0 zeroed (the trace lies, the logits are right)
+  kvshape  every forward_trace reply with keys and values: their L one more than the model's
 
 Uncached forwards, cache calls and everything else pass through, so only
 the cases that run a cached forward should fail (version and banner: every
@@ -71,10 +74,26 @@ def main():
         cached_forward = op in (gfproto.FORWARD, gfproto.FORWARD_TRACE) and struct.unpack_from("<I", body)[0] != 0
         if fault == "version" and op == gfproto.HELLO and status == 0:
             rbody = rbody[:4] + struct.pack("<I", 99) + rbody[8:]
+        elif fault in ("kvzero", "kvshape") and op == gfproto.FORWARD_TRACE and status == 0:
+            rbody = bytearray(rbody)
+            cid, B, T, Tk, mode, has_mask = struct.unpack_from("<I5i", body)
+            rows, V, _ = struct.unpack_from("<3i", rbody)
+            off = 12 + 4 * rows * V
+            P, D = struct.unpack_from("<2i", rbody, off)
+            off += 8 + P + 4 * P * B * T * D
+            if off + 12 <= len(rbody):  # the keys and values follow (the client set hello bit 5)
+                L, KVd, Tk2 = struct.unpack_from("<3i", rbody, off)
+                if fault == "kvshape":
+                    struct.pack_into("<i", rbody, off, L + 1)
+                else:  # (L, 2, B, Tk, KVd): block 0, keys, row 0, position 0
+                    at = off + 12 + L
+                    rbody[at:at + 4 * KVd] = bytes(4 * KVd)
+            rbody = bytes(rbody)
         elif fault == "length" and cached_forward and status == 0:
             rows, V, length = struct.unpack_from("<3i", rbody)
             rbody = struct.pack("<3i", rows, V, length + 1) + rbody[12:]
-        elif cached_forward and not fired and status == 0 and fault not in ("version", "banner", "length", "nomask"):
+        elif cached_forward and not fired and status == 0 and fault not in ("version", "banner", "length", "nomask",
+                                                                             "kvzero", "kvshape"):
             fired = True
             if fault == "crash":
                 os.kill(os.getpid(), signal.SIGSEGV)
