@@ -212,6 +212,46 @@ static const void *place_input(gf_guard *g, const void *src, int32_t n, size_t e
     return c ? c : src;
 }
 
+/* params with its extension and the arrays it points to in their guards
+ * (read-only inputs of the sampler slots): *gp the params to hand over, *gx
+ * the caller's extension as it was. 0 when a guard cannot be mapped. */
+static int place_params(const gf_sampler_params *p, gf_sampler_params *gp, gf_sampler_ext *gx)
+{
+    *gp = *p;
+    const gf_sampler_ext *x = p->ext;
+    int ok = 1;
+    if (x) {
+        *gx = *x;
+        gx->history = place_input(&g_sample_hist, x->history, x->n_history, sizeof *x->history, &ok);
+        gx->stop_ids = place_input(&g_sample_stop, x->stop_ids, x->n_stop_ids, sizeof *x->stop_ids, &ok);
+        gx->bias = place_input(&g_sample_bias, x->bias, x->n_bias, sizeof *x->bias, &ok);
+        if (ok)
+            ok = (gp->ext = gf_guard_place(&g_sample_ext, sizeof *gx, gx)) != NULL;
+    }
+    return ok;
+}
+
+/* After the call: the extension and its arrays unchanged (place_params). */
+static gf_status params_verdict(const gf_sampler_params *p, const gf_sampler_ext *gx, const char *where)
+{
+    const gf_sampler_ext *x = p->ext;
+    if (!x)
+        return GF_OK;
+    char shape[96];
+    snprintf(shape, sizeof shape, "(%zu bytes)", sizeof *gx);
+    gf_status gs = gf_guard_verdict(&g_sample_ext, where, "params->ext", shape, gx, 1, "byte");
+    snprintf(shape, sizeof shape, "((n_history) = (%d) int32)", x->n_history);
+    if (gs == GF_OK && gx->history != x->history)
+        gs = gf_guard_verdict(&g_sample_hist, where, "ext->history", shape, x->history, 4, "int32");
+    snprintf(shape, sizeof shape, "((n_stop_ids) = (%d) int32)", x->n_stop_ids);
+    if (gs == GF_OK && gx->stop_ids != x->stop_ids)
+        gs = gf_guard_verdict(&g_sample_stop, where, "ext->stop_ids", shape, x->stop_ids, 4, "int32");
+    snprintf(shape, sizeof shape, "((n_bias) = (%d) entries of %zu bytes)", x->n_bias, sizeof *x->bias);
+    if (gs == GF_OK && gx->bias != x->bias)
+        gs = gf_guard_verdict(&g_sample_bias, where, "ext->bias", shape, x->bias, 1, "byte");
+    return gs;
+}
+
 gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call)
 {
@@ -220,20 +260,9 @@ gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logi
     snprintf(where, sizeof where, "sample call #%lld (B %d, V %d)", call, B, d->V);
     const float *lg = gf_guard_place(&g_sample_logits, n * sizeof *logits, logits);
     int32_t *ids = lg ? gf_guard_place(&g_sample_ids, (size_t)B * sizeof *ids_out, ids_out) : NULL;
-    /* sample_ex's extension and the arrays it points to: read-only inputs too */
-    gf_sampler_params gp = *p;
-    const gf_sampler_ext *x = p->ext;
+    gf_sampler_params gp;
     gf_sampler_ext gx;
-    int ok = ids != NULL;
-    if (ok && x) {
-        gx = *x;
-        gx.history = place_input(&g_sample_hist, x->history, x->n_history, sizeof *x->history, &ok);
-        gx.stop_ids = place_input(&g_sample_stop, x->stop_ids, x->n_stop_ids, sizeof *x->stop_ids, &ok);
-        gx.bias = place_input(&g_sample_bias, x->bias, x->n_bias, sizeof *x->bias, &ok);
-        if (ok)
-            ok = (gp.ext = gf_guard_place(&g_sample_ext, sizeof gx, &gx)) != NULL;
-    }
-    if (!ok)
+    if (!ids || !place_params(p, &gp, &gx))
         return gf_error_prefix(GF_E_NOMEM, "%s", where);
     gf_status st = slot(model, lg, B, &gp, d, ids);
     snprintf(shape, sizeof shape, "((B, V) = (%d, %d) floats)", B, d->V);
@@ -241,22 +270,39 @@ gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logi
     snprintf(shape, sizeof shape, "((B) = (%d) int32)", B);
     if (gs == GF_OK)
         gs = gf_guard_verdict(&g_sample_ids, where, "ids_out", shape, NULL, 4, "int32");
-    if (gs == GF_OK && x) {
-        snprintf(shape, sizeof shape, "(%zu bytes)", sizeof gx);
-        gs = gf_guard_verdict(&g_sample_ext, where, "params->ext", shape, &gx, 1, "byte");
-        snprintf(shape, sizeof shape, "((n_history) = (%d) int32)", x->n_history);
-        if (gs == GF_OK && gx.history != x->history)
-            gs = gf_guard_verdict(&g_sample_hist, where, "ext->history", shape, x->history, 4, "int32");
-        snprintf(shape, sizeof shape, "((n_stop_ids) = (%d) int32)", x->n_stop_ids);
-        if (gs == GF_OK && gx.stop_ids != x->stop_ids)
-            gs = gf_guard_verdict(&g_sample_stop, where, "ext->stop_ids", shape, x->stop_ids, 4, "int32");
-        snprintf(shape, sizeof shape, "((n_bias) = (%d) entries of %zu bytes)", x->n_bias, sizeof *x->bias);
-        if (gs == GF_OK && gx.bias != x->bias)
-            gs = gf_guard_verdict(&g_sample_bias, where, "ext->bias", shape, x->bias, 1, "byte");
-    }
+    if (gs == GF_OK)
+        gs = params_verdict(p, &gx, where);
     if (gs != GF_OK)
         return gs;
     memcpy(ids_out, ids, (size_t)B * sizeof *ids_out);
+    return st;
+}
+
+static _Thread_local gf_guard g_lp_out;
+
+gf_status gf_guard_logprobs(gf_logprobs_slot_fn slot, void *model, const float *logits, int32_t B, int32_t V,
+                            const gf_sampler_params *p, int32_t mode, double *out, long long call)
+{
+    size_t n = (size_t)B * (size_t)V;
+    char where[96], shape[96];
+    snprintf(where, sizeof where, "logprobs call #%lld (B %d, V %d)", call, B, V);
+    const float *lg = gf_guard_place(&g_sample_logits, n * sizeof *logits, logits);
+    double *o = lg ? gf_guard_place(&g_lp_out, n * sizeof *out, out) : NULL;
+    gf_sampler_params gp;
+    gf_sampler_ext gx;
+    if (!o || !place_params(p, &gp, &gx))
+        return gf_error_prefix(GF_E_NOMEM, "%s", where);
+    gf_status st = slot(model, lg, B, V, &gp, mode, o);
+    snprintf(shape, sizeof shape, "((B, V) = (%d, %d) floats)", B, V);
+    gf_status gs = gf_guard_verdict(&g_sample_logits, where, "logits", shape, logits, 4, "float");
+    snprintf(shape, sizeof shape, "((B, V) = (%d, %d) doubles)", B, V);
+    if (gs == GF_OK)
+        gs = gf_guard_verdict(&g_lp_out, where, "out", shape, NULL, 8, "double");
+    if (gs == GF_OK)
+        gs = params_verdict(p, &gx, where);
+    if (gs != GF_OK)
+        return gs;
+    memcpy(out, o, n * sizeof *out);
     return st;
 }
 

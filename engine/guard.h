@@ -83,6 +83,13 @@ typedef gf_status (*gf_sample_slot_fn)(void *model, const float *logits, int32_t
 gf_status gf_guard_sample(gf_sample_slot_fn slot, void *model, const float *logits, int32_t B,
                           const gf_sampler_params *p, const gf_rng_draws *d, int32_t *ids_out, long long call);
 
+/* The logprobs slot likewise: logits and params->ext read-only, out (B, V)
+ * doubles guarded; out gets the slot's values only after a clean call. */
+typedef gf_status (*gf_logprobs_slot_fn)(void *model, const float *logits, int32_t B, int32_t V,
+                                         const gf_sampler_params *params, int32_t mode, double *out);
+gf_status gf_guard_logprobs(gf_logprobs_slot_fn slot, void *model, const float *logits, int32_t B, int32_t V,
+                            const gf_sampler_params *p, int32_t mode, double *out, long long call);
+
 /* model_load's descriptor (issue 12): the weights and the desc are the
  * caller's, read-only to the backend. gf_desc_guard_take, before the call,
  * keeps a copy of the desc and its layers array and two 64-bit sums per

@@ -850,6 +850,98 @@ static gf_status ex_sample_ex(void *model, const float *logits, int32_t B, const
     return st;
 }
 
+/* ---- the logprobs slot: what we report (backend.h; docs/sampler.md,
+ * "Logprobs"), in double: raw the log-softmax of the logits, raw_logits
+ * them, scaled the log-softmax of logits / T (hf at T 1 applies no warper),
+ * processed the log-softmax of our own filter's z (-inf where dropped),
+ * processed_logits that z. Built with -DGF_PLUGIN_BUG_LP_BEFORE_T,
+ * processed is taken before temperature (a deliberately wrong report,
+ * tests/backends: the logprobs cases must fail it). ---- */
+
+static void ex_log_softmax(double *x, int32_t V)
+{
+    double m = -INFINITY, sum = 0.0;
+    for (int32_t i = 0; i < V; i++)
+        if (x[i] > m)
+            m = x[i];
+    if (m == -INFINITY)
+        return; /* nothing kept: every value stays -inf */
+    for (int32_t i = 0; i < V; i++)
+        if (x[i] != -INFINITY)
+            sum += exp(x[i] - m);
+    const double lse = m + log(sum);
+    for (int32_t i = 0; i < V; i++)
+        if (x[i] != -INFINITY)
+            x[i] -= lse;
+}
+
+/* One row's processed z (V) into r->z: our filter for plain params or the
+ * profile's chain; 1 when the row is greedy, -2 on a refused rule. */
+static int ex_processed_row(px_row *r, const float *logits, double *sorted, ex_zi *pairs)
+{
+    if (!r->e)
+        return ex_filter_row(logits, r->V, r->p, r->z, sorted, pairs) >= 0;
+    return px_filter_row(r, logits);
+}
+
+static gf_status ex_logprobs(void *model, const float *logits, int32_t B, int32_t V, const gf_sampler_params *params,
+                             int32_t mode, double *out)
+{
+    (void)model; /* not needed: sampler-only calls pass NULL */
+    g_err[0] = '\0';
+    if (!logits || !params || !out || B < 1 || V < 1 || mode < 0 || mode > 4)
+        return fail(GF_E_INVALID_ARG, "example plugin: logprobs: bad arguments (B %d, V %d, mode %d)", B, V, mode);
+    gf_sampler_ext e;
+    if (params->ext && !px_ext_load(params->ext, &e))
+        return fail(GF_E_INVALID_ARG, "example plugin: logprobs: extension struct_size %u", params->ext->struct_size);
+    px_row r = {.p = params, .e = params->ext ? &e : NULL, .V = V};
+    r.z = malloc((size_t)V * sizeof *r.z);
+    r.pr = malloc((size_t)V * sizeof *r.pr);
+    r.s = malloc((size_t)V * sizeof *r.s);
+    r.t = malloc((size_t)V * sizeof *r.t);
+    r.cnt = malloc(2 * (size_t)V * sizeof *r.cnt);
+    double *sorted = malloc((size_t)V * sizeof *sorted);
+    ex_zi *pairs = malloc((size_t)V * sizeof *pairs);
+    gf_status st = GF_OK;
+    if (!r.z || !r.pr || !r.s || !r.t || !r.cnt || !sorted || !pairs)
+        st = fail(GF_E_NOMEM, "example plugin: logprobs: out of memory for %d logits", V);
+    const int hf = r.e && r.e->profile == GF_PROFILE_HF;
+    for (int32_t b = 0; b < B && st == GF_OK; b++) {
+        const float *L = logits + (size_t)b * V;
+        double *o = out + (size_t)b * V;
+        if (mode == 0 || mode == 1 || mode == 2) { /* raw, raw_logits, scaled */
+            const double T = mode == 2 && !(hf && params->temperature == 1.0) ? params->temperature : 1.0;
+            for (int32_t i = 0; i < V; i++)
+                o[i] = (double)L[i] / T;
+            if (mode != 1)
+                ex_log_softmax(o, V);
+            continue;
+        }
+#ifdef GF_PLUGIN_BUG_LP_BEFORE_T
+        gf_sampler_params one = *params; /* the bug: the filters' z at temperature 1 */
+        one.temperature = 1.0;
+        r.p = &one;
+#endif
+        const int g = ex_processed_row(&r, L, sorted, pairs);
+        if (g != 0) {
+            st = fail(GF_E_INVALID_ARG, "example plugin: logprobs: row %d is %s", b,
+                      g > 0 ? "greedy (no processed values)" : "refused by a token rule");
+            break;
+        }
+        memcpy(o, r.z, (size_t)V * sizeof *o);
+        if (mode == 3)
+            ex_log_softmax(o, V);
+    }
+    free(r.z);
+    free(r.pr);
+    free(r.s);
+    free(r.t);
+    free(r.cnt);
+    free(sorted);
+    free(pairs);
+    return st;
+}
+
 static gf_status ex_forward(void *model, void *cache, const gf_batch *in, float *logits)
 {
     return ex_forward_traced(model, cache, in, logits, NULL);
@@ -876,6 +968,7 @@ static const gf_backend_ops k_ops = {
     .sample_ex = ex_sample_ex,
     .forward_trace = ex_forward_traced,
     .speculate = ex_speculate,
+    .logprobs = ex_logprobs,
 };
 
 EXPORT const gf_backend_ops *genfence_backend_entry(void) { return &k_ops; }

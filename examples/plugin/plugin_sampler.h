@@ -578,29 +578,14 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     return 1;
 }
 
-/* One row under params with an extension; -1 when nothing is left (genfence
- * validated the row, so only vllm reaches the poisoned cases). */
-static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
+/* The row's filtered z under params with an extension, in r->z: the
+ * profile's chain. Returns 1 when the profile is greedy here (z then holds
+ * the first maximum alone), 0 when sampled, -2 when a token rule refused. */
+static int px_filter_row(px_row *r, const float *logits)
 {
     const gf_sampler_ext *e = r->e;
     const int pf = e->profile;
     const int32_t V = r->V;
-    if (pf == GF_PROFILE_VLLM) { /* torch.argmax's choice on NaN / +inf / all -inf rows */
-        int32_t nan_at = -1, inf_at = -1, finite = 0;
-        for (int32_t i = 0; i < V; i++) {
-            if (isnan(logits[i]) && nan_at < 0)
-                nan_at = i;
-            else if (isinf(logits[i]) && logits[i] > 0 && inf_at < 0)
-                inf_at = i;
-            finite += isfinite(logits[i]) != 0;
-        }
-        if (nan_at >= 0)
-            return nan_at;
-        if (inf_at >= 0)
-            return inf_at;
-        if (!finite)
-            return 0;
-    }
     for (int32_t i = 0; i < V; i++)
         r->z[i] = logits[i];
     if (px_token_rules(r, 1) < 0)
@@ -679,6 +664,34 @@ static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
         if (greedy && pf != GF_PROFILE_LLAMACPP)
             break;
     }
+    return greedy;
+}
+
+/* One row under params with an extension; -1 when nothing is left (genfence
+ * validated the row, so only vllm reaches the poisoned cases). */
+static int32_t px_sample_row(px_row *r, const float *logits, const double *u)
+{
+    const int pf = r->e->profile;
+    const int32_t V = r->V;
+    if (pf == GF_PROFILE_VLLM) { /* torch.argmax's choice on NaN / +inf / all -inf rows */
+        int32_t nan_at = -1, inf_at = -1, finite = 0;
+        for (int32_t i = 0; i < V; i++) {
+            if (isnan(logits[i]) && nan_at < 0)
+                nan_at = i;
+            else if (isinf(logits[i]) && logits[i] > 0 && inf_at < 0)
+                inf_at = i;
+            finite += isfinite(logits[i]) != 0;
+        }
+        if (nan_at >= 0)
+            return nan_at;
+        if (inf_at >= 0)
+            return inf_at;
+        if (!finite)
+            return 0;
+    }
+    const int greedy = px_filter_row(r, logits);
+    if (greedy < 0)
+        return -2;
     int32_t best = -1, second = -1;
     double bs = -INFINITY, ss = -INFINITY;
     for (int32_t i = 0; i < V; i++) {

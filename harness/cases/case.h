@@ -150,7 +150,8 @@ typedef enum gf_kind_needs {
  * cache_*, forward; the child opens model + backend, gf_session_open, and the
  * sample slot when the backend has one). `genfence run` runs a kind on a
  * backend only where the backend has what it reaches; the rest runs once, on
- * the engine (the speculate slot likewise: GF_KIND_REACHES_SPECULATE).
+ * the engine (the speculate and logprobs slots likewise: GF_KIND_REACHES_SPECULATE,
+ * GF_KIND_REACHES_LOGPROBS).
  * A kind that calls a slot it does not declare fails
  * tests/unit/test_kind_reach.c. */
 typedef enum gf_kind_reach {
@@ -160,6 +161,8 @@ typedef enum gf_kind_reach {
     /* only the speculate slot (speculative_sampling), model NULL: like
      * SAMPLE, on a backend with the slot, else once on the engine */
     GF_KIND_REACHES_SPECULATE,
+    /* only the logprobs slot (logprobs), model NULL: likewise */
+    GF_KIND_REACHES_LOGPROBS,
 } gf_kind_reach;
 
 struct gf_kind_def {

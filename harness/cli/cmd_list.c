@@ -242,6 +242,7 @@ int gf_cmd_list(int argc, char **argv)
                                 json_string(reach == GF_KIND_REACHES_MODEL       ? "model"
                                             : reach == GF_KIND_REACHES_SAMPLE    ? "sample"
                                             : reach == GF_KIND_REACHES_SPECULATE ? "speculate"
+                                            : reach == GF_KIND_REACHES_LOGPROBS  ? "logprobs"
                                                                                  : "none"));
             if (k->model) {
                 json_object_set_new(o, "model_dir", json_string(k->model));

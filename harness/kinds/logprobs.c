@@ -29,6 +29,7 @@ typedef struct lp_spec {
     float *logits; /* (V) */
     int32_t V;
     double atol;
+    double slot_atol; /* a backend's logprobs slot against the engine's values */
     lp_expect *ex;
     size_t n_ex;
 } lp_spec;
@@ -58,6 +59,7 @@ static int parse_lp(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         return -1;
     c->spec = s;
     s->atol = 1e-6;
+    s->slot_atol = 1e-5;
     int from_probs = 0;
     int bad = gf_y_probs_or_logits(ctx, m, GF_Y_ANY_LOGITS, &s->logits, &s->V, &from_probs) < 0;
     if (!bad && !s->logits) {
@@ -65,6 +67,11 @@ static int parse_lp(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         bad = 1;
     }
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
+    bad |= gf_y_double(ctx, m, "slot_atol", 0, &s->slot_atol) < 0;
+    if (!bad && !(s->slot_atol >= 0 && s->slot_atol < 1)) {
+        gf_y_error(ctx, gf_y_get(ctx, m, "slot_atol", 0), "'slot_atol' %g must be in [0, 1)", s->slot_atol);
+        bad = 1;
+    }
     const gf_ynode *ex = gf_y_get(ctx, m, "expect", bad ? 0 : GF_Y_REQUIRED);
     if (bad || !ex || !gf_y_node_is_seq(ctx, ex, "'expect'"))
         return -1;
@@ -118,6 +125,77 @@ static int cmp_desc(const void *a, const void *b)
     if (g_sort_v[x] != g_sort_v[y])
         return g_sort_v[x] > g_sort_v[y] ? -1 : 1;
     return (x > y) - (x < y);
+}
+
+/* The backend's own logprobs slot on two rows, the case's row and the same
+ * row reversed (a row stride or a row mixed up shows), against the engine's
+ * values for each: -inf exactly where the engine has it, else within
+ * slot_atol. A declined call (GF_E_UNSUPPORTED: a mode or profile the
+ * backend does not report) is said, not failed. */
+static void slot_entry(gf_krun *k, const lp_spec *s, const float *L, const lp_expect *x, const char *label,
+                       const double *v, json_t *row)
+{
+    const int32_t V = s->V;
+    float *rows = malloc(2 * (size_t)V * sizeof *rows); /* (2, V) the row, then reversed */
+    double *got = malloc(2 * (size_t)V * sizeof *got);  /* (2, V) the slot's values */
+    double *want = malloc((size_t)V * sizeof *want);    /* (V) the engine's for the reversed row */
+    char name[512];
+    snprintf(name, sizeof name, "%s backend logprobs slot equals the engine's", label);
+    if (!rows || !got || !want) {
+        gf_k_fail(k, "out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < V; i++) {
+        rows[i] = L[i];
+        rows[V + i] = L[V - 1 - i];
+    }
+    gf_error_clear();
+    if (gf_sampler_logprobs(rows + V, V, &x->p, x->mode, want) != GF_OK) {
+        gf_k_error(k, "%s: the reversed row: %s", label, gf_error_msg());
+        goto done;
+    }
+    gf_error_clear();
+    gf_status st = gf_backend_logprobs(k->lp_ops, NULL, rows, 2, V, &x->p, x->mode, got);
+    if (st == GF_E_UNSUPPORTED) {
+        k->slot_unsupported++;
+        if (!k->slot_declined[0])
+            snprintf(k->slot_declined, sizeof k->slot_declined, "%.120s: %.120s", label, gf_error_msg());
+        json_object_set_new(row, "slot", json_string("declined"));
+        goto done;
+    }
+    k->slot_calls++;
+    k->slot_rows += 2;
+    if (st != GF_OK) {
+        k->slot_errors++;
+        gf_k_check(k, 0, name, "%s", gf_error_msg());
+        json_object_set_new(row, "slot", json_string("error"));
+        goto done;
+    }
+    double err = 0;
+    int32_t wb = -1, wi = -1;
+    for (int32_t b = 0; b < 2; b++)
+        for (int32_t i = 0; i < V; i++) {
+            const double e = b ? want[i] : v[i], g = got[(size_t)b * V + i];
+            const double d = isinf(e) || isinf(g) ? (e == g ? 0.0 : INFINITY) : fabs(g - e);
+            if (!(d <= err)) {
+                err = d;
+                wb = b;
+                wi = i;
+            }
+        }
+    if (!(err <= s->slot_atol))
+        k->slot_mismatches++;
+    char at[160] = "";
+    if (wb >= 0)
+        snprintf(at, sizeof at, "; at %s token %d: slot %.9g, engine %.9g", wb ? "the reversed row's" : "the row's", wi,
+                 got[(size_t)wb * V + wi], wb ? want[wi] : v[wi]);
+    gf_k_check(k, err <= s->slot_atol, name, "max |slot - engine| %.3g (slot_atol %.3g)%s", err, s->slot_atol, at);
+    json_object_set_new(row, "slot", json_string(err <= s->slot_atol ? "equal" : "differs"));
+    json_object_set_new(row, "slot_max_abs_diff", json_real(isfinite(err) ? err : -1));
+done:
+    free(rows);
+    free(got);
+    free(want);
 }
 
 static void run_entry(gf_krun *k, const lp_spec *s, const float *L, size_t e, double *v, int32_t *order, json_t *per)
@@ -195,6 +273,8 @@ static void run_entry(gf_krun *k, const lp_spec *s, const float *L, size_t e, do
     }
     json_object_set_new(row, "top_ids", top);
     json_object_set_new(row, "top_values", vals);
+    if (k->lp_ops)
+        slot_entry(k, s, L, x, label, v, row);
     json_array_append_new(per, row);
 }
 
@@ -208,9 +288,21 @@ static void run_lp(const gf_case *c, gf_krun *k)
         gf_k_fail(k, "out of memory");
         goto done;
     }
+    gf_k_metric_json(k, "logprobs_source",
+                     json_string(k->lp_ops ? "engine + backend logprobs slot, row for row"
+                                           : "engine (the backend has no logprobs slot: the engine's values are "
+                                             "judged)"));
     for (size_t e = 0; e < s->n_ex; e++)
         run_entry(k, s, s->logits, e, v, order, per);
     gf_k_metric_int(k, "vocab", s->V);
+    if (k->lp_ops) {
+        gf_k_metric_int(k, "slot_calls", k->slot_calls);
+        gf_k_metric_int(k, "slot_declined", k->slot_unsupported);
+        if (k->slot_declined[0])
+            gf_k_metric_json(k, "slot_first_declined", json_string(k->slot_declined));
+        if (!k->slot_calls && k->slot_unsupported)
+            gf_k_skip(k, "the backend's logprobs slot declined every entry (%s)", k->slot_declined);
+    }
 done:
     gf_k_metric_json(k, "expectations", per);
     free(v);
@@ -222,7 +314,7 @@ const gf_kind_def gf_kind_logprobs = {
     .summary = "what a profile reports as log-probabilities: raw, raw_logits, scaled (after temperature), processed "
                "(after the filters), processed_logits; vectors at an atol and top-n ids",
     .needs = GF_KIND_NEEDS_NOTHING,
-    .reaches = GF_KIND_REACHES_NONE,
+    .reaches = GF_KIND_REACHES_LOGPROBS,
     .parse = parse_lp,
     .free_spec = lp_free,
     .run = run_lp,

@@ -31,6 +31,8 @@ struct gf_krun {
     /* The speculate slot's kind (GF_KIND_REACHES_SPECULATE) on a backend
      * with the slot: its table, opened by the runner in the child; else NULL. */
     const gf_backend_ops *spec_ops;
+    /* The logprobs slot's kind (GF_KIND_REACHES_LOGPROBS) likewise. */
+    const gf_backend_ops *lp_ops;
     int sampler_noted; /* gf_k_note_sampler ran */
     long long slot_calls, slot_rows, slot_mismatches, slot_errors;
     long long slot_unsupported; /* calls the slot declined (GF_E_UNSUPPORTED: parameters it does not take) */

@@ -226,6 +226,7 @@ static json_t *backend_json(const gf_backend_probe *b)
     json_object_set_new(o, "description", text(b->description));
     json_object_set_new(o, "sample_slot", json_boolean(b->has_sample));
     json_object_set_new(o, "speculate_slot", json_boolean(b->has_speculate));
+    json_object_set_new(o, "logprobs_slot", json_boolean(b->has_logprobs));
     return o;
 }
 

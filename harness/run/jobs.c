@@ -37,7 +37,8 @@ static void stem_for(char *buf, size_t cap, const gf_job *j)
 static void run_on_slot(const gf_case *c, gf_krun *k)
 {
     const int spec = c->kind->reaches == GF_KIND_REACHES_SPECULATE;
-    const char *slot = spec ? "speculate" : "sample";
+    const int lp = c->kind->reaches == GF_KIND_REACHES_LOGPROBS;
+    const char *slot = spec ? "speculate" : lp ? "logprobs" : "sample";
     gf_backend_handle h;
     gf_status st = gf_registry_open(k->backend, &h);
     if (st == GF_OK) {
@@ -45,15 +46,20 @@ static void run_on_slot(const gf_case *c, gf_krun *k)
         gf_backend_info bi;
         gf_backend_describe(h.ops, &bo, &bi);
     }
-    if (st != GF_OK || !(spec ? gf_backend_has_speculate(h.ops) : gf_backend_has_sample(h.ops))) {
+    const int has = st == GF_OK && (spec ? gf_backend_has_speculate(h.ops)
+                                    : lp ? gf_backend_has_logprobs(h.ops)
+                                         : gf_backend_has_sample(h.ops));
+    if (!has) {
         gf_k_fail(k, "opening backend '%s' for its %s slot: %s", k->backend, slot,
-                  st != GF_OK ? gf_error_msg()
-                  : spec      ? "it has no speculate slot"
-                              : "it has no sample slot");
+                  st != GF_OK ? gf_error_msg() : "it has no such slot");
     } else if (spec) {
         k->spec_ops = h.ops; /* every round also through the slot */
         c->kind->run(c, k);
         k->spec_ops = NULL;
+    } else if (lp) {
+        k->lp_ops = h.ops; /* every row also through the slot */
+        c->kind->run(c, k);
+        k->lp_ops = NULL;
     } else {
         k->sample_ops = h.ops; /* every sampling call also through the slot */
         c->kind->run(c, k);
@@ -129,6 +135,7 @@ static json_t *job_child(const void *arg)
             gf_session_close(&s);
         }
     } else if ((c->kind->reaches == GF_KIND_REACHES_SPECULATE && j->backend->has_speculate) ||
+               (c->kind->reaches == GF_KIND_REACHES_LOGPROBS && j->backend->has_logprobs) ||
                (c->kind->reaches == GF_KIND_REACHES_SAMPLE && k.backend_has_sample)) {
         run_on_slot(c, &k); /* a sampler-only kind beside the backend's own slot */
     } else {

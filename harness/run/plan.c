@@ -281,7 +281,8 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
         for (size_t b = 0; b < n_bs; b++) {
             if (bs[b].available && !bs[b].unusable && reach != GF_KIND_REACHES_MODEL &&
                 !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample) &&
-                !(reach == GF_KIND_REACHES_SPECULATE && bs[b].has_speculate)) {
+                !(reach == GF_KIND_REACHES_SPECULATE && bs[b].has_speculate) &&
+                !(reach == GF_KIND_REACHES_LOGPROBS && bs[b].has_logprobs)) {
                 if (gf_case_backend_allowed(c, bs[b].requested, bs[b].name))
                     on_engine = 1; /* nothing of this backend is tested: the engine run stands for it */
                 continue;

@@ -82,6 +82,7 @@ static json_t *probe_child(const void *arg)
      * answered (backends/exec) */
     json_object_set_new(r, "has_sample", json_boolean(gf_backend_has_sample(ops)));
     json_object_set_new(r, "has_speculate", json_boolean(gf_backend_has_speculate(ops)));
+    json_object_set_new(r, "has_logprobs", json_boolean(gf_backend_has_logprobs(ops)));
     gf_registry_close(&h);
     return r;
 }
@@ -156,6 +157,7 @@ void gf_runner_probe(gf_backend_probe *b, size_t n, const gf_run_opts *o)
             copy_str(p->cpu_path, sizeof p->cpu_path, r, "cpu_path");
             p->has_sample = json_is_true(json_object_get(r, "has_sample"));
             p->has_speculate = json_is_true(json_object_get(r, "has_speculate"));
+            p->has_logprobs = json_is_true(json_object_get(r, "has_logprobs"));
             json_int_t dt = json_integer_value(json_object_get(r, "dtype"));
             if (dt >= GF_COMPUTE_F32 && dt <= GF_COMPUTE_TF32)
                 p->dtype = (gf_compute_dtype)dt;

@@ -53,6 +53,7 @@ typedef struct gf_backend_probe {
     int32_t threads;
     int has_sample;    /* has its own sampler slot */
     int has_speculate; /* has its own rejection sampler (the speculate slot) */
+    int has_logprobs;  /* reports its own log-probabilities (the logprobs slot) */
     int engine_;       /* the pseudo-backend "engine": kinds that reach no slot of the
                        run's backends run once on it (never opened) */
     char library[256], detail[256], source[512], description[256];

@@ -461,6 +461,22 @@ typedef struct gf_backend_ops {
      * engine's gf_spec_round for the same request. model may be NULL (as for
      * `sample`: genfence's sampler kinds call it with no model loaded). */
     gf_status (*speculate)(void *model, const gf_spec_request *req, int32_t *accepted_out, int32_t *next_out);
+
+    /* (optional) what the backend reports as log-probabilities: for B rows
+     * of logits (B, V) under params (plain, or ext set for a profile
+     * sample_profiles declares), the V values of `mode`, a gf_logprob_mode
+     * (genfence/sampler.h, docs/sampler.md "Logprobs": 0 raw log-softmax of
+     * the raw logits, 1 the raw logits, 2 log-softmax after temperature
+     * alone, 3 log-softmax of the profile's filtered z, -inf where dropped,
+     * 4 that z itself), written into out (B, V), in double. Each row must
+     * equal gf_sampler_logprobs for that row within the case's slot_atol
+     * (float32 arithmetic is enough at the shipped 1e-5), with -inf exactly
+     * where it has -inf. The logits are what gf_sampler_logprobs accepts
+     * (validated, as for sample_ex); scaled / processed rows are never
+     * greedy. GF_E_UNSUPPORTED for a mode or profile the backend does not
+     * report (a declined call, tallied and said). model may be NULL. */
+    gf_status (*logprobs)(void *model, const float *logits, int32_t B, int32_t V, const gf_sampler_params *params,
+                          int32_t mode, double *out);
 } gf_backend_ops;
 
 /* ---- table versions ----
@@ -469,8 +485,8 @@ typedef struct gf_backend_ops {
  * struct_size says how much of it a backend was built with. Every slot
  * through `forward` is the version-2 baseline (a table shorter than that is
  * refused); a slot past it (`sample`, `last_error`, `sample_profiles`,
- * `sample_ex`, `forward_trace`, `model_paths`, `speculate`, and any added
- * later) is
+ * `sample_ex`, `forward_trace`, `model_paths`, `speculate`, `logprobs`,
+ * and any added later) is
  * read only after GF_OPS_HAS(ops, slot) says the backend's table holds it and
  * it is set. A table longer than the one this genfence was built with comes
  * from a newer genfence's headers and is refused (its extra slots would be

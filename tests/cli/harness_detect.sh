@@ -85,6 +85,12 @@ for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias famil
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
 
+# a backend logprobs slot reporting before temperature (cases/detect/logprobs.yaml, fault 264)
+for f in example_lp_before_t; do
+  [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
+  backends+=(--backend "$B/libgenfence_test_$f.so")
+done
+
 # the precision fingerprint's twins (cases/detect/precision.yaml, faults 240-241) and the early-garbage
 # guard's (detect.statistical.kv_bad_k_scale, fault 243)
 for f in ref_gelu_f16 faulty_ref_kv_declared_q8 ref_kv_q8_bad_k_scale; do

@@ -19,6 +19,7 @@
 
 static long g_calls;      /* calls of the recording sample slots */
 static long g_spec_calls; /* ... and of its speculate slot */
+static long g_lp_calls;   /* ... and of its logprobs slot */
 
 static gf_status rec_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *p,
                             const gf_rng_draws *d, int32_t *ids)
@@ -41,6 +42,16 @@ static gf_status rec_speculate(void *model, const gf_spec_request *rq, int32_t *
     return GF_OK;
 }
 
+static gf_status rec_logprobs(void *model, const float *logits, int32_t B, int32_t V, const gf_sampler_params *p,
+                              int32_t mode, double *out)
+{
+    (void)model, (void)logits, (void)p, (void)mode;
+    g_lp_calls++;
+    for (size_t i = 0; i < (size_t)B * (size_t)V; i++)
+        out[i] = 0; /* likewise */
+    return GF_OK;
+}
+
 static gf_backend_ops recording_ops(void)
 {
     gf_backend_ops o;
@@ -52,6 +63,7 @@ static gf_backend_ops recording_ops(void)
     o.sample_profiles = rec_profiles;
     o.sample_ex = rec_sample;
     o.speculate = rec_speculate;
+    o.logprobs = rec_logprobs;
     return o;
 }
 
@@ -60,6 +72,7 @@ static const char *reach_name(gf_kind_reach r)
     return r == GF_KIND_REACHES_MODEL       ? "the model slots"
            : r == GF_KIND_REACHES_SAMPLE    ? "the sample slot"
            : r == GF_KIND_REACHES_SPECULATE ? "the speculate slot"
+           : r == GF_KIND_REACHES_LOGPROBS  ? "the logprobs slot"
                                             : "no slot";
 }
 
@@ -83,9 +96,9 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
                          "%s makes its own model (opens_sessions) but asks for the case's\n", k->name);
             continue;
         }
-        long calls = 0, spec_calls = 0;
+        long calls = 0, spec_calls = 0, lp_calls = 0;
         size_t n_cases = 0;
-        const char *first = NULL, *spec_first = NULL;
+        const char *first = NULL, *spec_first = NULL, *lp_first = NULL;
         for (size_t i = 0; i < set.n; i++) {
             const gf_case *c = &set.cases[i];
             if (c->kind != k)
@@ -98,13 +111,17 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
             kr.backend_has_sample = 1;
             kr.sample_ops = &ops; /* as the runner gives it a slot backend (run/jobs.c) */
             kr.spec_ops = &ops;
-            long before = g_calls, spec_before = g_spec_calls;
+            kr.lp_ops = &ops;
+            long before = g_calls, spec_before = g_spec_calls, lp_before = g_lp_calls;
             k->run(c, &kr);
             gf_k_slot_finish(&kr);
             if (g_calls > before && !first)
                 first = c->id;
             if (g_spec_calls > spec_before && !spec_first)
                 spec_first = c->id;
+            if (g_lp_calls > lp_before && !lp_first)
+                lp_first = c->id;
+            lp_calls += g_lp_calls - lp_before;
             calls += g_calls - before;
             spec_calls += g_spec_calls - spec_before;
             gf_krun_clear(&kr);
@@ -123,6 +140,14 @@ Test(kinds, declared_reach_holds_on_a_recording_backend, .timeout = 280)
         if (!spec_calls && k->reaches == GF_KIND_REACHES_SPECULATE)
             snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
                      "%s declares it reaches the speculate slot, but none of its %zu cases called it\n", k->name,
+                     n_cases);
+        if (lp_calls && k->reaches != GF_KIND_REACHES_LOGPROBS)
+            snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                     "%s declares it reaches %s, but it called the logprobs slot %ld times (first on case %s)\n",
+                     k->name, reach_name(k->reaches), lp_calls, lp_first);
+        if (!lp_calls && k->reaches == GF_KIND_REACHES_LOGPROBS)
+            snprintf(errors + strlen(errors), sizeof errors - strlen(errors),
+                     "%s declares it reaches the logprobs slot, but none of its %zu cases called it\n", k->name,
                      n_cases);
         if (!calls && k->reaches == GF_KIND_REACHES_SAMPLE)
             snprintf(errors + strlen(errors), sizeof errors - strlen(errors),

@@ -90,6 +90,19 @@ int gf_backend_has_speculate(const gf_backend_ops *ops);
 gf_status gf_backend_speculate(const gf_backend_ops *ops, void *model, const gf_spec_request *req,
                                int32_t *accepted_out, int32_t *next_out);
 
+/* ---- a backend's reported log-probabilities (the logprobs slot) ---- */
+/* Does the table hold a set logprobs slot? */
+int gf_backend_has_logprobs(const gf_backend_ops *ops);
+/* B rows of logits (B, V) through the backend's logprobs slot (model NULL
+ * for sampler-only use): validates params, mode and every row as
+ * gf_sampler_logprobs does (GF_E_INVALID_ARG), hands the slot guarded
+ * copies (a write past out or into the logits is a GF_E_BACKEND naming
+ * it), and checks what it wrote: no NaN where the engine's row has none.
+ * out (B, V). GF_E_UNSUPPORTED without the slot, or the slot's own
+ * GF_E_UNSUPPORTED (a mode or profile it does not report). */
+gf_status gf_backend_logprobs(const gf_backend_ops *ops, void *model, const float *logits, int32_t B, int32_t V,
+                              const gf_sampler_params *p, int mode, double *out);
+
 /* ---- call trace: the context of a crash or a timeout ----
  * Before every backend call made through these wrappers the engine writes
  * what it is about to call into the trace set here (process-wide; NULL, the
