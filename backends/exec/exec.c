@@ -51,6 +51,8 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
 static gf_status ex_forward_trace(void *model, void *cache, const gf_batch *in, float *logits_out,
                                   const gf_trace_request *req);
 static gf_status ex_speculate(void *model, const gf_spec_request *req, int32_t *accepted_out, int32_t *next_out);
+static gf_status ex_logprobs(void *model, const float *logits, int32_t B, int32_t V, const gf_sampler_params *sp,
+                             int32_t mode, double *out);
 
 /* A bounds-checked reader over a reply body. */
 typedef struct rd {
@@ -163,6 +165,7 @@ typedef struct ml_client {
 
 static ml_client g_sample_client = {.conn = {.sock = -1, .err_fd = -1}};
 static ml_client g_spec_client = {.conn = {.sock = -1, .err_fd = -1}};
+static ml_client g_lp_client = {.conn = {.sock = -1, .err_fd = -1}};
 
 static void ml_note(ml_client *mc, const char *config)
 {
@@ -210,6 +213,10 @@ static void note_features(const char *config, uint32_t features)
     if (features & GX_FEATURE_SPECULATE) { /* speculate (13) */
         ml_note(&g_spec_client, config);
         k_exec_ops.speculate = ex_speculate;
+    }
+    if (features & GX_FEATURE_LOGPROBS) { /* logprobs (14) */
+        ml_note(&g_lp_client, config);
+        k_exec_ops.logprobs = ex_logprobs;
     }
 }
 
@@ -678,6 +685,48 @@ static gf_status ex_speculate(void *model, const gf_spec_request *rq, int32_t *a
         return gx_fail(x, "speculate: the client's next token %d is outside [0, V %d)", next, V);
     *accepted_out = acc;
     *next_out = next;
+    return GF_OK;
+}
+
+/* The logprobs slot over the wire (14): B rows of logits under plain
+ * params (temperature, top_k, top_p: what sample carries; a profile's
+ * call, params->ext set, is declined) and the mode; the reply is the
+ * (B, V) values in f64. The values arrive validated (gf_backend_logprobs);
+ * a reply of the wrong length is a protocol failure. */
+static gf_status ex_logprobs(void *model, const float *logits, int32_t B, int32_t V, const gf_sampler_params *sp,
+                             int32_t mode, double *out)
+{
+    gf_error_clear();
+    if (!logits || !sp || !out || B < 1 || V < 1)
+        return gf_error_set(GF_E_INVALID_ARG, "exec: logprobs needs logits, params, out and B, V >= 1");
+    if (sp->ext)
+        return gf_error_set(GF_E_UNSUPPORTED, "exec: the protocol's logprobs (14) carries plain sampler parameters "
+                                              "(temperature, top_k, top_p), not a profile's filters");
+    gx_conn *x;
+    gf_status st = ml_conn(model, &g_lp_client, GX_FEATURE_LOGPROBS, "logprobs", &x);
+    if (st != GF_OK)
+        return st;
+    const size_t BV = (size_t)B * (size_t)V;
+    uint8_t *body = gx_body(x, 48 + 4 * BV), *p = body;
+    if (!body)
+        return GF_E_NOMEM;
+    gx_put_u32(&p, (uint32_t)B);
+    gx_put_u32(&p, (uint32_t)V);
+    gx_put_u32(&p, (uint32_t)mode);
+    gx_put_u32(&p, 0); /* padding: keeps temperature 8-aligned in the body */
+    gx_put_f64(&p, sp->temperature);
+    gx_put_u32(&p, (uint32_t)sp->use_top_k);
+    gx_put_u32(&p, (uint32_t)sp->top_k);
+    gx_put_u32(&p, (uint32_t)sp->use_top_p);
+    gx_put_u32(&p, 0); /* padding, as in sample */
+    gx_put_f64(&p, sp->top_p);
+    memcpy(p, logits, 4 * BV); /* (B, V) f32 LE */
+    p += 4 * BV;
+    rd r = {0};
+    st = read_reply(x, GX_LOGPROBS, body, (size_t)(p - body), (long)(8 * BV), &r);
+    if (st != GF_OK)
+        return st;
+    memcpy(out, r.p, 8 * BV); /* (B, V) f64 LE: read_reply checked the length */
     return GF_OK;
 }
 

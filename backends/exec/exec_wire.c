@@ -376,7 +376,8 @@ static const char *op_name(uint32_t op)
 {
     static const char *const names[] = {
         "?",          "hello",        "probe",       "info",    "model_load", "cache_create",  "cache_reset",
-        "cache_free", "cache_length", "cache_bytes", "forward", "sample",     "forward_trace", "speculate"};
+        "cache_free", "cache_length", "cache_bytes", "forward", "sample",     "forward_trace", "speculate",
+        "logprobs"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 

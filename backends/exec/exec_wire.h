@@ -39,6 +39,7 @@ enum {
     GX_FEATURE_PROBES = 8u,     /* then str probes (gf_backend_info.probes) */
     GX_FEATURE_SPECULATE = 16u, /* speculate (13): the speculate slot (docs/protocol.md) */
     GX_FEATURE_TRACE_KV = 32u,  /* forward_trace's reply ends with each block's keys and values */
+    GX_FEATURE_LOGPROBS = 64u,  /* logprobs (14): the logprobs slot, plain sampler params (docs/protocol.md) */
 };
 
 /* request ops (docs/protocol.md, "Messages") */
@@ -56,6 +57,7 @@ typedef enum gx_op {
     GX_SAMPLE = 11,
     GX_FORWARD_TRACE = 12,
     GX_SPECULATE = 13,
+    GX_LOGPROBS = 14,
 } gx_op;
 
 typedef struct gx_conn {

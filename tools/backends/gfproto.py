@@ -39,11 +39,14 @@ FEATURE_TRACE = 2  # forward_trace (12): the trace slot
 FEATURE_INVARIANCE = 4  # info's reply ends with str invariance (docs/backends.md)
 FEATURE_PROBES = 8  # then the mechanism probes it runs (Backend.probes)
 FEATURE_SPECULATE = 16  # speculate (13): the speculate slot (docs/speculative.md)
+FEATURE_LOGPROBS = 64  # logprobs (14): the logprobs slot, plain sampler params (docs/sampler.md, "Logprobs")
 
 # ops
 HELLO, PROBE, INFO, MODEL_LOAD = 1, 2, 3, 4
 CACHE_CREATE, CACHE_RESET, CACHE_FREE, CACHE_LENGTH, CACHE_BYTES = 5, 6, 7, 8, 9
-FORWARD, SAMPLE, FORWARD_TRACE, SPECULATE = 10, 11, 12, 13
+FORWARD, SAMPLE, FORWARD_TRACE, SPECULATE, LOGPROBS = 10, 11, 12, 13, 14
+# the logprobs modes (gf_logprob_mode, include/genfence/sampler.h)
+LP_RAW, LP_RAW_LOGITS, LP_SCALED, LP_PROCESSED, LP_PROCESSED_LOGITS = 0, 1, 2, 3, 4
 
 # the speculate rules (gf_sampler_profile, include/genfence/sampler.h)
 RULE_SEED, RULE_HF, RULE_LLAMACPP, RULE_VLLM = 0, 1, 2, 3
@@ -83,6 +86,7 @@ class Backend:
     has_sample = False
     has_trace = False  # True: forward_trace below is implemented (hello feature bit 1)
     has_speculate = False  # True: speculate below is implemented (hello feature bit 4)
+    has_logprobs = False  # True: logprobs below is implemented (hello feature bit 6)
     # the invariance it declares, e.g. "all=bitwise,batch=gated" (hello feature bit 2; None: not said)
     invariance = None
     probes = None  # the mechanism probes run on its own kernels ("all", "all,-llama"; docs/cases.md): feature bit 3
@@ -140,6 +144,15 @@ class Backend:
         accepted (0 .. K) and the token after them."""
         raise unsupported("speculate is not implemented")
 
+    def logprobs(self, logits, params, mode):
+        """What the client reports as log-probabilities (docs/sampler.md,
+        "Logprobs"): logits float32 (B, V), params as for sample (plain:
+        temperature, top_k, top_p; never greedy for modes 2-4), mode an LP_*.
+        Return float64 (B, V): raw the log-softmax of the logits, raw_logits
+        them, scaled the log-softmax of logits / T, processed the log-softmax
+        of the filtered z (-inf where dropped), processed_logits that z."""
+        raise unsupported("logprobs is not implemented")
+
 
 class _Cache:
     __slots__ = ("obj", "batch", "max_len", "length")
@@ -195,6 +208,7 @@ class _Server:
             feats |= FEATURE_INVARIANCE if b.invariance is not None else 0
             feats |= FEATURE_PROBES if b.probes is not None else 0
             feats |= FEATURE_SPECULATE if b.has_speculate else 0
+            feats |= FEATURE_LOGPROBS if b.has_logprobs else 0
             return (struct.pack("<3I", MAGIC, PROTOCOL_VERSION, feats) +
                     _str(b.name.encode()) + _str(b.description.encode()))
         if op == PROBE:
@@ -256,6 +270,16 @@ class _Server:
             if not b.has_speculate:
                 raise unsupported("this client has no speculate")
             return self.speculate(body)
+        if op == LOGPROBS:
+            if not b.has_logprobs:
+                raise unsupported("this client has no logprobs")
+            B, V, mode, _p0, temp, use_k, k, use_p, _p1, top_p = struct.unpack_from("<iiiidiiiid", body)
+            if B < 1 or V < 1 or len(body) != 48 + 4 * B * V:
+                raise invalid_arg(f"logprobs: B {B}, V {V} in a {len(body)}-byte request")
+            logits = np.frombuffer(body, "<f4", B * V, 48).reshape(B, V)
+            params = dict(temperature=temp, use_top_k=use_k, top_k=k, use_top_p=use_p, top_p=top_p, seed=0)
+            out = np.asarray(b.logprobs(logits, params, mode), dtype="<f8").reshape(B, V)
+            return out.tobytes()
         raise unsupported(f"unknown op {op}")
 
     def speculate(self, body):

@@ -19,6 +19,8 @@ request and reply between it and genfence unchanged, except for one fault:
   kvzero   every forward_trace reply with keys and values (hello bit 5): block 0's key at cache
            position 0 of row 0 zeroed (the trace lies, the logits are right)
   kvshape  every forward_trace reply with keys and values: their L one more than the model's
+  lpshort  every logprobs (14) reply one double short (wrong length)
+  lpshift  every logprobs (14) reply's row 0, token 0 moved by 1e-3 (a value the slot check must catch)
 
 Uncached forwards, cache calls and everything else pass through, so only
 the cases that run a cached forward should fail (version and banner: every
@@ -89,11 +91,17 @@ def main():
                     at = off + 12 + L
                     rbody[at:at + 4 * KVd] = bytes(4 * KVd)
             rbody = bytes(rbody)
+        elif fault == "lpshort" and op == gfproto.LOGPROBS and status == 0:
+            rbody = rbody[:-8]
+        elif fault == "lpshift" and op == gfproto.LOGPROBS and status == 0:
+            v = struct.unpack_from("<d", rbody)[0]
+            rbody = struct.pack("<d", v + 1e-3) + rbody[8:]
         elif fault == "length" and cached_forward and status == 0:
             rows, V, length = struct.unpack_from("<3i", rbody)
             rbody = struct.pack("<3i", rows, V, length + 1) + rbody[12:]
         elif cached_forward and not fired and status == 0 and fault not in ("version", "banner", "length", "nomask",
-                                                                             "kvzero", "kvshape"):
+                                                                             "kvzero", "kvshape", "lpshort",
+                                                                             "lpshift"):
             fired = True
             if fault == "crash":
                 os.kill(os.getpid(), signal.SIGSEGV)

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """A protocol client that is only a sampler, for tests/cli/exec_sample.sh.
 
-    sampler_client.py [--bad]
+    sampler_client.py [--bad] [--bad-logprobs]
 
 Announces the sample feature in hello and implements docs/sampler.md in
 plain Python doubles (math.exp / math.log, the C library's): temperature ->
 top-k -> top-p -> the exponential race over the uniforms genfence sends.
 It loads no model (the sample slot must not need one). --bad returns the
 race's runner-up instead of its winner, which the check must catch.
+Hello feature 64 too: logprobs (op 14), docs/sampler.md's "Logprobs" on
+the same filter; --bad-logprobs reports processed values before
+temperature (the filter at T 1), which the logprobs kind must catch.
 """
 import math
 import os
@@ -63,13 +66,38 @@ def sample_row(logits, p, u, bad):
     return second if bad and second >= 0 else best
 
 
+def log_softmax(z):
+    finite = [v for v in z if v != -math.inf]
+    if not finite:
+        return list(z)
+    m = max(finite)
+    lse = m + math.log(sum(math.exp(v - m) for v in finite))
+    return [v - lse if v != -math.inf else -math.inf for v in z]
+
+
 class Sampler(gfproto.Backend):
     name = "sampler-only"
     description = "docs/sampler.md in Python doubles"
     has_sample = True
+    has_logprobs = True
 
-    def __init__(self, bad):
+    def __init__(self, bad, bad_lp):
         self.bad = bad
+        self.bad_lp = bad_lp
+
+    def logprobs(self, logits, params, mode):
+        out = []
+        for row in logits:
+            x = [float(v) for v in row]
+            if mode in (gfproto.LP_RAW, gfproto.LP_RAW_LOGITS):
+                z = x
+            elif mode == gfproto.LP_SCALED:
+                z = [v / params["temperature"] for v in x]
+            else:
+                p = dict(params, temperature=1.0) if self.bad_lp else params
+                z = filter_z(x, p)
+            out.append(log_softmax(z) if mode in (gfproto.LP_RAW, gfproto.LP_SCALED, gfproto.LP_PROCESSED) else z)
+        return out
 
     def sample(self, logits, params, u):
         return [sample_row([float(x) for x in logits[b]], params, [float(x) for x in u[b]], self.bad)
@@ -77,4 +105,4 @@ class Sampler(gfproto.Backend):
 
 
 if __name__ == "__main__":
-    sys.exit(gfproto.serve(Sampler("--bad" in sys.argv[1:])))
+    sys.exit(gfproto.serve(Sampler("--bad" in sys.argv[1:], "--bad-logprobs" in sys.argv[1:])))

@@ -18,7 +18,9 @@
  * sampler. Hello feature 8 (beside 2 and 4): the mechanism probes it runs at
  * the end of its info reply ("all,-llama": GPT-2's). Feature 16: speculate
  * (op 13), its own rejection sampler for one speculative round
- * (docs/speculative.md): its own filter and softmax, inverse-CDF draws. */
+ * (docs/speculative.md): its own filter and softmax, inverse-CDF draws.
+ * Feature 64: logprobs (op 14), what it reports as log-probabilities for
+ * plain sampler parameters, on the same filter. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
@@ -370,6 +372,8 @@ typedef struct sparams { double T, top_p; int32_t use_k, k, use_p; } sparams;
  * the k-th largest, ties kept) -> top-p (drop a token once the mass before it,
  * in descending order, reached p) -> softmax in double; temperature 0 one-hot
  * at the argmax (lowest index on ties). Scratch: tmp (V), pr (V). */
+static void filter_z(const float *lg, int32_t V, const sparams *sp, double *w, double *tmp, zi *pr);
+
 static void spec_probs(const float *lg, int32_t V, const sparams *sp, double *w, double *tmp, zi *pr)
 {
     if (sp->T == 0.0) {
@@ -381,6 +385,19 @@ static void spec_probs(const float *lg, int32_t V, const sparams *sp, double *w,
             w[i] = i == best;
         return;
     }
+    filter_z(lg, V, sp, w, tmp, pr);
+    double top = -INFINITY, total = 0;
+    for (int32_t i = 0; i < V; i++)
+        top = w[i] > top ? w[i] : top;
+    for (int32_t i = 0; i < V; i++)
+        total += w[i] = w[i] == -INFINITY ? 0 : exp(w[i] - top);
+    for (int32_t i = 0; i < V; i++)
+        w[i] = total > 0 ? w[i] / total : 0;
+}
+
+/* w (V): the row's filtered z, -inf where dropped (T > 0) */
+static void filter_z(const float *lg, int32_t V, const sparams *sp, double *w, double *tmp, zi *pr)
+{
     for (int32_t i = 0; i < V; i++)
         w[i] = (double)lg[i] / sp->T;
     if (sp->use_k && sp->k < V) {
@@ -405,13 +422,6 @@ static void spec_probs(const float *lg, int32_t V, const sparams *sp, double *w,
             before += exp(pr[j].z - pr[0].z) / total;
         }
     }
-    double top = -INFINITY, total = 0;
-    for (int32_t i = 0; i < V; i++)
-        top = w[i] > top ? w[i] : top;
-    for (int32_t i = 0; i < V; i++)
-        total += w[i] = w[i] == -INFINITY ? 0 : exp(w[i] - top);
-    for (int32_t i = 0; i < V; i++)
-        w[i] = total > 0 ? w[i] / total : 0;
 }
 
 /* the inverse CDF of u over weights w in index order: the smallest j with
@@ -506,6 +516,62 @@ static cache *find(const uint8_t *body)
     return id >= 1 && id <= 256 ? caches[id - 1] : NULL;
 }
 
+/* ---- logprobs (14): what it reports as log-probabilities (docs/sampler.md, "Logprobs") ----
+ * body: i32 B, V, mode, u32 pad, f64 temperature, i32 use_top_k, top_k, use_top_p, u32 pad, f64 top_p
+ * (48 bytes), f32 logits[B V]; reply f64 values[B V]. Modes: 0 raw (log-softmax of the logits), 1 raw_logits, 2 scaled
+ * (log-softmax of logits / T), 3 processed (log-softmax of the filtered z, -inf where dropped), 4 processed_logits
+ * (that z). Plain parameters only: temperature -> top-k -> top-p. */
+static void log_softmax(double *x, int32_t V)
+{
+    double m = -INFINITY, sum = 0;
+    for (int32_t i = 0; i < V; i++)
+        m = x[i] > m ? x[i] : m;
+    if (m == -INFINITY)
+        return;
+    for (int32_t i = 0; i < V; i++)
+        sum += x[i] == -INFINITY ? 0 : exp(x[i] - m);
+    for (int32_t i = 0; i < V; i++)
+        x[i] -= x[i] == -INFINITY ? 0 : m + log(sum);
+}
+
+static int logprobs(const uint8_t *b, uint32_t len, double **out, size_t *n_out, char *err, size_t errlen)
+{
+    if (len < 48) { snprintf(err, errlen, "logprobs: a %u-byte request", len); return E_INVALID_ARG; }
+    int32_t B = (int32_t)get32(b), V = (int32_t)get32(b + 4), mode = (int32_t)get32(b + 8);
+    sparams sp = {getf64(b + 16), getf64(b + 40), (int32_t)get32(b + 24), (int32_t)get32(b + 28), (int32_t)get32(b + 32)};
+    if (B < 1 || V < 1 || mode < 0 || mode > 4 || (uint64_t)len != 48 + 4ull * B * V) {
+        snprintf(err, errlen, "logprobs: B %d, V %d, mode %d in a %u-byte request", B, V, mode, len);
+        return E_INVALID_ARG;
+    }
+    if (mode >= 2 && !(sp.T > 0)) {
+        snprintf(err, errlen, "logprobs: mode %d of a greedy row (temperature %g)", mode, sp.T);
+        return E_INVALID_ARG;
+    }
+    double *o = malloc(sizeof(double) * (size_t)B * V), *tmp = malloc(sizeof(double) * (size_t)V);
+    zi *pr = malloc(sizeof(zi) * (size_t)V);
+    float *row = malloc(sizeof(float) * (size_t)V);
+    if (!o || !tmp || !pr || !row) {
+        free(o), free(tmp), free(pr), free(row);
+        snprintf(err, errlen, "logprobs: out of memory for V %d", V);
+        return E_INVALID_ARG;
+    }
+    for (int32_t r = 0; r < B; r++) {
+        double *w = o + (size_t)r * V;
+        memcpy(row, b + 48 + 4 * (size_t)r * V, sizeof(float) * (size_t)V);
+        if (mode <= 2)
+            for (int32_t i = 0; i < V; i++)
+                w[i] = mode == 2 ? (double)row[i] / sp.T : (double)row[i];
+        else
+            filter_z(row, V, &sp, w, tmp, pr);
+        if (mode == 0 || mode == 2 || mode == 3)
+            log_softmax(w, V);
+    }
+    free(tmp), free(pr), free(row);
+    *out = o;
+    *n_out = (size_t)B * V;
+    return 0;
+}
+
 int main(void)
 {
     uint8_t hdr[8];
@@ -518,10 +584,10 @@ int main(void)
         cache *c;
         switch (op) {
         case 1: { /* hello: magic, version 1, features (2: forward_trace, 4: info declares invariance, 8: and probes,
-                   * 16: speculate, 32: the trace's keys and values), name, description */
+                   * 16: speculate, 32: the trace's keys and values, 64: logprobs), name, description */
             const char name[] = "echo_ref", desc[] = "plain C GPT-2, double accumulation";
             uint8_t out[12 + 4 + sizeof name + 4 + sizeof desc];
-            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8 | 16 | 32, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
+            uint32_t w[4] = {0x50434647u, 1, 2 | 4 | 8 | 16 | 32 | 64, (uint32_t)strlen(name)}, dl = (uint32_t)strlen(desc);
             memcpy(out, w, 16);
             memcpy(out + 16, name, strlen(name));
             memcpy(out + 16 + strlen(name), &dl, 4);
@@ -634,6 +700,14 @@ int main(void)
             free(out);
             free(tmp.k);
             free(tmp.v);
+            break;
+        }
+        case 14: { /* logprobs: f64 values (B, V) */
+            double *v = NULL;
+            size_t n = 0;
+            int st = logprobs(body, len, &v, &n, err, sizeof err);
+            if (st) reply_err((uint32_t)st, err); else reply(0, v, (uint32_t)(8 * n));
+            free(v);
             break;
         }
         case 13: { /* speculate: accepted, next */
