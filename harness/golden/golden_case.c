@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "golden_case.h"
 #include "hash.h"
 #include "sys.h"
@@ -53,4 +55,28 @@ char *gf_golden_path_resolve(const gf_cctx *ctx, const char *arg, const char *di
     char *path = root ? gf_path_join(root, rel) : NULL;
     free(root);
     return path;
+}
+
+double gf_golden_atol(const gf_golden *g, double case_atol, json_t **rule_out)
+{
+    const char *v = gf_golden_meta(g, "fp32_spread");
+    char *end = NULL;
+    double spread = v ? strtod(v, &end) : NAN;
+    int ok = v && end != v && *end == '\0' && isfinite(spread) && spread >= 0;
+    double atol = ok && GF_GOLDEN_SPREAD_K * spread > case_atol ? GF_GOLDEN_SPREAD_K * spread : case_atol;
+    if (rule_out) {
+        json_t *o = json_object();
+        json_object_set_new(o, "case_atol", json_real(case_atol));
+        json_object_set_new(o, "fp32_spread", ok ? json_real(spread) : json_null());
+        json_object_set_new(o, "spread_k", json_real(GF_GOLDEN_SPREAD_K));
+        json_object_set_new(o, "atol_fp32", json_real(atol));
+        json_object_set_new(o, "rule",
+                            json_string(!ok ? (v ? "the golden's fp32_spread is not a number >= 0: the case's atol"
+                                                 : "no fp32_spread in the golden: the case's atol")
+                                        : atol > case_atol
+                                            ? "spread_k x the golden's fp32_spread (above the case's atol)"
+                                            : "the case's atol (above spread_k x fp32_spread)"));
+        *rule_out = o;
+    }
+    return atol;
 }

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "golden.h"
 #include "keys.h"
 
@@ -14,6 +16,16 @@
  * golden's atol is max(the case's atol, GF_GOLDEN_SPREAD_K x the golden's
  * fp32_spread). */
 #define GF_GOLDEN_SPREAD_K 8.0
+
+/* The tolerance rule (docs/goldens.md): the case's atol is a floor; a golden
+ * that records its generator's own float32 rounding error on the model
+ * (fp32_spread: max |float32 - float64| logits of the same transformers
+ * class through the golden's tokens, tools/reference/golden.py) raises it to
+ * GF_GOLDEN_SPREAD_K times that spread. The result is the fp32 atol; the
+ * declared dtype scales it as every atol (gf_cmp_init). A golden without
+ * fp32_spread (made before the rule) keeps the case's atol. *rule_out (when
+ * rule_out is not NULL): the rule's figures and words as a JSON object. */
+double gf_golden_atol(const gf_golden *g, double case_atol, json_t **rule_out);
 
 /* A sampled step whose tokens differ, judged on the golden's logits with the
  * case's sampler (seed profile): 1 when adding the first token a top-k or

@@ -128,31 +128,12 @@ static double served_delta(const float *ref, const float *test, int32_t V)
     return worst;
 }
 
-/* The tolerance rule (docs/goldens.md): the case's atol is a floor; a golden
- * that records its generator's own float32 rounding error on the model
- * (fp32_spread: max |float32 - float64| logits of the same transformers
- * class through the golden's tokens, tools/reference/golden.py) raises it to
- * GF_GOLDEN_SPREAD_K times that spread. The result is the fp32 atol; the
- * declared dtype scales it as every atol (gf_cmp_init). A golden without
- * fp32_spread (made before the rule) keeps the case's atol. */
+/* The tolerance rule (gf_golden_atol), recorded as "atol_rule". */
 static double golden_atol(const gf_golden *g, double case_atol, gf_krun *k)
 {
-    const char *v = gf_golden_meta(g, "fp32_spread");
-    char *end = NULL;
-    double spread = v ? strtod(v, &end) : NAN;
-    int ok = v && end != v && *end == '\0' && isfinite(spread) && spread >= 0;
-    double atol = ok && GF_GOLDEN_SPREAD_K * spread > case_atol ? GF_GOLDEN_SPREAD_K * spread : case_atol;
-    json_t *o = json_object();
-    json_object_set_new(o, "case_atol", json_real(case_atol));
-    json_object_set_new(o, "fp32_spread", ok ? json_real(spread) : json_null());
-    json_object_set_new(o, "spread_k", json_real(GF_GOLDEN_SPREAD_K));
-    json_object_set_new(o, "atol_fp32", json_real(atol));
-    json_object_set_new(o, "rule",
-                        json_string(!ok ? (v ? "the golden's fp32_spread is not a number >= 0: the case's atol"
-                                             : "no fp32_spread in the golden: the case's atol")
-                                    : atol > case_atol ? "spread_k x the golden's fp32_spread (above the case's atol)"
-                                                       : "the case's atol (above spread_k x fp32_spread)"));
-    gf_k_metric_json(k, "atol_rule", o);
+    json_t *rule = NULL;
+    double atol = gf_golden_atol(g, case_atol, &rule);
+    gf_k_metric_json(k, "atol_rule", rule);
     return atol;
 }
 

@@ -32,6 +32,7 @@
     X(stop_strings)           \
     X(golden_generation)      \
     X(beam_search)            \
+    X(prompt_logprobs)        \
     X(distribution_match)     \
     X(precision)              \
     X(probe)

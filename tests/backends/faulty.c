@@ -284,6 +284,16 @@ static gf_status faulty_forward_any(void *model, void *cache, const gf_batch *in
     if (st == GF_OK && call == 2)
         logits_out[7] = NAN; /* row 0, token 7 */
 #endif
+#if GF_FAULT == 265
+    /* every position's logits of an uncached prefill one position late (position
+     * t reports t - 1's; 0 keeps its own): a prompt-logprobs bug that the last
+     * position alone never shows (GF_LOGITS_LAST and single steps are right) */
+    if (st == GF_OK && !cache && in->logits_mode == GF_LOGITS_ALL && in->T > 1)
+        for (int32_t b = 0; b < in->B; b++)
+            for (int32_t t = in->T - 1; t >= 1; t--)
+                memcpy(logits_out + ((size_t)b * in->T + t) * g_vocab,
+                       logits_out + ((size_t)b * in->T + t - 1) * g_vocab, g_vocab * sizeof *logits_out);
+#endif
 #if GF_FAULT == 11
     if (st == GF_OK && in->key_mask) {
         int32_t Tk = cache ? gf_backend_ref()->cache_length(cache) : in->T; /* length + T after the call */

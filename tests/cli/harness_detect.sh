@@ -85,8 +85,9 @@ for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias famil
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
 
-# a backend logprobs slot reporting before temperature (cases/detect/logprobs.yaml, fault 264)
-for f in example_lp_before_t; do
+# a backend logprobs slot reporting before temperature (cases/detect/logprobs.yaml, fault 264); an uncached
+# prefill's logits one position late (cases/detect/prompt_logprobs.yaml, fault 265)
+for f in example_lp_before_t faulty_ref_prefill_late; do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
