@@ -22,6 +22,7 @@ typedef gf_zi zi;
 #define GF_STAGE_MIROSTAT_ 100
 #define GF_STAGE_EPSILON_  101
 #define GF_STAGE_ETA_      102
+#define GF_STAGE_DECAY_    103 /* hf's exponential decay length penalty, after its repetition penalty */
 
 int gf_zi_cmp_desc(const void *a, const void *b)
 {
@@ -554,6 +555,23 @@ static gf_status stage_cutoff(chain_ctx *c, int eta, double *pr_buf, uint8_t *ke
     return GF_OK;
 }
 
+/* hf's ExponentialDecayLengthPenalty (transformers 4.47.1): with cur_len
+ * the history's length and regulation_start = start_index + the prompt's,
+ * once cur_len > regulation_start, z[eos] += |z[eos]| (factor^k - 1), k =
+ * cur_len - regulation_start. A banned EOS (-inf) stays banned: HF's own
+ * arithmetic gives -inf + inf = NaN there for a factor above 1. */
+static gf_status stage_decay(chain_ctx *c)
+{
+    const gf_sampler_ext *e = c->e;
+    if (e->exp_decay_start < 0 || e->eos_id < 0 || e->eos_id >= c->V)
+        return GF_OK;
+    const long long k = (long long)e->n_history - e->n_prompt - e->exp_decay_start;
+    double *z = &c->z[e->eos_id];
+    if (k > 0 && isfinite(*z))
+        *z += fabs(*z) * (pow(e->exp_decay_factor, (double)k) - 1.0);
+    return GF_OK;
+}
+
 /* Greedy over z (V): the argmax and its margin (genfence/rows.h). */
 static void greedy_pick_z(const double *z, int32_t V, gf_sample_result *out)
 {
@@ -603,8 +621,9 @@ static gf_status stage_temperature(chain_ctx *c, int *greedy, gf_sample_result *
 static const int32_t k_order_seed[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,     GF_STAGE_MIN_P,       GF_STAGE_TYPICAL_P};
 /* HF's warpers: the seed's order, then epsilon and eta (generate()'s list) */
-static const int32_t k_order_hf[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_TOP_K,    GF_STAGE_TOP_P,
-                                     GF_STAGE_MIN_P,     GF_STAGE_TYPICAL_P,   GF_STAGE_EPSILON_, GF_STAGE_ETA_};
+static const int32_t k_order_hf[] = {GF_STAGE_PENALTIES, GF_STAGE_DECAY_,   GF_STAGE_TEMPERATURE,
+                                     GF_STAGE_TOP_K,     GF_STAGE_TOP_P,    GF_STAGE_MIN_P,
+                                     GF_STAGE_TYPICAL_P, GF_STAGE_EPSILON_, GF_STAGE_ETA_};
 /* llama.cpp's common order (common/sampling.cpp) over the stages genfence has */
 static const int32_t k_order_llamacpp[] = {GF_STAGE_PENALTIES, GF_STAGE_DRY,       GF_STAGE_TOP_N_SIGMA,
                                            GF_STAGE_TOP_K,     GF_STAGE_TYPICAL_P, GF_STAGE_TOP_P,
@@ -725,6 +744,7 @@ static gf_status run_stages(chain_ctx *c, int *greedy, int *poisoned, gf_sample_
         case GF_STAGE_MIROSTAT_: st = stage_mirostat(c, pr_buf, keep); break;
         case GF_STAGE_EPSILON_: st = stage_cutoff(c, 0, pr_buf, keep); break;
         case GF_STAGE_ETA_: st = stage_cutoff(c, 1, pr_buf, keep); break;
+        case GF_STAGE_DECAY_: st = stage_decay(c); break;
         default: st = gf_error_set(GF_E_INTERNAL, "sampler: stage %d", (int)order[s]);
         }
         if (st != GF_OK)

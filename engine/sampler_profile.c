@@ -521,6 +521,10 @@ static const gf_profile_row k_rows[] = {
     ROW("forced_bos_token_id / forced_eos_token_id", "error (none)",
         "after 1 id / at max_length - 1 ids (max_length default 20): every other id -inf, the forced id 0",
         "error (none)", "error (none)"),
+    ROW("exponential_decay_start / exponential_decay_factor", "error (none)",
+        "exponential_decay_length_penalty (start, factor): after start generated ids eos_id's z += |z| (factor^k - 1), "
+        "k = generated - start; after the repetition penalty, before temperature; needs eos_id",
+        "error (none)", "error (none)"),
     ROW("allowed_token_ids", "error (none)", "error (prefix_allowed_tokens_fn, a callback)", "error (none)",
         "every other id -inf, first of all; an id outside the vocabulary: error"),
     ROW("structured_output_mask (given)", "error (none)", "error (none)", "error (none)",

@@ -442,6 +442,22 @@ static int px_token_rules(px_row *r, int before_bias)
     return 0;
 }
 
+/* hf's exponential_decay_length_penalty (start, factor), after its
+ * repetition penalty: past start generated ids, the EOS logit moves away
+ * from zero's side by |z| (factor^k - 1), k the generated ids past start.
+ * 266: k counted from the history's start (the prompt's length left out);
+ * 267 runs it before the penalty (px_filter_row). */
+static void px_decay(px_row *r)
+{
+    const gf_sampler_ext *e = r->e;
+    if (e->exp_decay_start < 0 || e->eos_id < 0 || e->eos_id >= r->V || isinf(r->z[e->eos_id]))
+        return;
+    const int32_t generated = e->n_history - (GF_PX_MUTANT == 266 ? 0 : e->n_prompt);
+    const int32_t k = generated - e->exp_decay_start;
+    if (k > 0)
+        r->z[e->eos_id] += fabs(r->z[e->eos_id]) * (pow(e->exp_decay_factor, k) - 1.0);
+}
+
 /* hf's epsilon (eta 0) and eta (1) cutoffs: generate() adds each for a value
  * in (0, 1); a token goes when its probability is under the cut and it is
  * not among the top min_tokens_to_keep (ties with the last of those stay). */
@@ -571,6 +587,8 @@ static int px_ext_load(const gf_sampler_ext *in, gf_sampler_ext *out)
     out->forced_bos_id = -1;
     out->forced_eos_id = -1;
     out->max_length = 20;
+    out->exp_decay_start = -1;
+    out->exp_decay_factor = 1.0;
     if (in->struct_size < 2 * sizeof(int32_t))
         return 0;
     memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
@@ -617,7 +635,8 @@ static int px_filter_row(px_row *r, const float *logits)
     static const int32_t vllm_order[] = {GF_STAGE_PENALTIES, GF_STAGE_TEMPERATURE, GF_STAGE_MIN_P, GF_STAGE_TOP_K,
                                          GF_STAGE_TOP_P};
     static const int32_t miro_order[] = {GF_STAGE_TEMPERATURE, -2};
-    static const int32_t hf_order[] = {GF_STAGE_PENALTIES,
+    static const int32_t hf_order[] = {GF_PX_MUTANT == 267 ? -5 : GF_STAGE_PENALTIES,
+                                       GF_PX_MUTANT == 267 ? GF_STAGE_PENALTIES : -5,
                                        GF_STAGE_TEMPERATURE,
                                        GF_STAGE_TOP_K,
                                        GF_STAGE_TOP_P,
@@ -642,7 +661,7 @@ static int px_filter_row(px_row *r, const float *logits)
 #endif
     } else if (pf == GF_PROFILE_HF) {
         order = hf_order;
-        n_order = 8;
+        n_order = 9;
     }
     int greedy = 0;
     for (int32_t s = 0; s < n_order && px_any_finite(r); s++) {
@@ -658,6 +677,7 @@ static int px_filter_row(px_row *r, const float *logits)
         case -2: px_mirostat(r); break;
         case -3: px_cutoff(r, 0); break;
         case -4: px_cutoff(r, 1); break;
+        case -5: px_decay(r); break;
         case GF_STAGE_TEMPERATURE: greedy = px_temperature(r); break;
         default: break;
         }

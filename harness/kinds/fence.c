@@ -63,7 +63,7 @@ static const char *const k_fence_not_keys[] = {
     "logit_bias", "history", "history_prompt", "min_new_tokens", "eos_id", "stop_token_ids",
     "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
     "no_repeat_ngram_size", "bad_words_ids", "sequence_bias", "min_length", "forced_bos_token_id",
-    "forced_eos_token_id", "max_length", NULL};
+    "forced_eos_token_id", "max_length", "exponential_decay_start", "exponential_decay_factor", NULL};
 /* clang-format on */
 
 /* temperature, profile and the truncation filters (chain, min_p, typical_p, xtc_*,

@@ -314,6 +314,12 @@ static ext_block *y_sampler_ext(gf_cctx *ctx, const gf_ynode *map, int *rc)
         gf_y_error(ctx, gf_y_get(ctx, map, "min_length", 0), "'min_length' needs 'eos_id' (the token it bans)");
         bad = 1;
     }
+    if (!bad && e->exp_decay_start >= 0 && e->eos_id < 0) {
+        gf_y_error(ctx, gf_y_get(ctx, map, "exponential_decay_start", 0),
+                   "'exponential_decay_start' needs 'eos_id' (the token whose logit it grows; HF's "
+                   "ExponentialDecayLengthPenalty takes eos_token_id)");
+        bad = 1;
+    }
     b->next = g_ext_blocks; /* kept (and reachable) even on error: the loader reports and exits */
     g_ext_blocks = b;
     *rc = bad ? -1 : 1;

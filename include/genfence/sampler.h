@@ -206,6 +206,13 @@ struct gf_sampler_ext {
      * nothing leaves an all -inf row (vllm's rule for it). */
     int32_t n_mask_ids;
     const int32_t *mask_ids; /* (n_mask_ids) */
+    /* hf's exponential_decay_length_penalty = (start_index, decay_factor):
+     * once more than start_index ids were generated (n_history - n_prompt
+     * > start), eos_id's z += |z| (factor^k - 1), k = generated - start,
+     * after the repetition penalty and before the warpers (generate()'s
+     * order). start -1: off. */
+    int32_t exp_decay_start; /* -1 */
+    double exp_decay_factor; /* 1 */
 };
 
 /* Seed profile, nothing further: repetition 1, penalties 0, penalty_last_n

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sampler mutants (issue 34): examples/plugin built with one deliberate
-# filter bug each (GF_PX_MUTANT, faults 250-263 of tests/backends) must fail
+# filter bug each (GF_PX_MUTANT, faults 250-263, 266-267 of tests/backends) must fail
 # cases/detect/sampler_mutants.yaml as declared, each on exactly the check
 # "backend sample slot equals engine sampler" with some of its 400 draws
 # differing (the engine's own checks pass); the same cases on the plugin as
@@ -15,14 +15,14 @@ gf_test_init sampler_mutants
 
 args=()
 n=0
-for num in $(seq 250 263); do
+for num in $(seq 250 263) 266 267; do
     stem=$(grep -o "^gf_test_fault($num [a-z_0-9]*" "$GF_SRC/tests/backends/CMakeLists.txt" | awk '{print $2}')
     so="$GF_BUILD/tests/backends/libgenfence_test_$stem.so"
     [ -f "$so" ] || fail "fault $num: test backend $so not built"
     args+=(--backend "$so")
     n=$((n + 1))
 done
-[ "$n" -eq 14 ] || fail "$n mutants, expected 14"
+[ "$n" -eq 16 ] || fail "$n mutants, expected 16"
 ok="$GF_BUILD/tests/backends/libgenfence_test_example_plugin.so"
 [ -f "$ok" ] || fail "test backend $ok not built"
 
@@ -32,7 +32,7 @@ set +e
 rc=$?
 set -e
 [ $rc -eq 0 ] || { cat "$tmp/bad.out"; fail "mutants: exit $rc, want 0 (every case failed as declared)"; }
-grep -q 'as declared: 14 of 14 runs' "$tmp/bad.out" || { cat "$tmp/bad.out"; fail "not 14 of 14 as declared"; }
+grep -q 'as declared: 16 of 16 runs' "$tmp/bad.out" || { cat "$tmp/bad.out"; fail "not 16 of 16 as declared"; }
 
 # the same cases on the plugin as it ships: every expectation dropped, its name
 sed -e '/expect_verdict: fail/d' -e 's/backends: \[example-mut-[a-z0-9-]*\]/backends: [example]/' \
@@ -47,8 +47,8 @@ bad = []
 for path, want in ((sys.argv[1], "fail"), (sys.argv[2], "pass")):
     doc = json.load(open(path))
     rs = doc["results"]
-    if len(rs) != 14:
-        bad.append(f"{path}: {len(rs)} results, want 14")
+    if len(rs) != 16:
+        bad.append(f"{path}: {len(rs)} results, want 16")
     for r in rs:
         s = r["metrics"].get("backend_sample_slot")
         failed = [c["name"] for c in r["checks"] if not c["passed"]]

@@ -312,6 +312,7 @@ Test(golden, sampler_json_ext)
                      "\"chain\":[\"min_p\",\"temperature\"],\"dry_allowed_length\":2,\"dry_base\":1.75,"
                      "\"dry_multiplier\":0.0,\"dry_penalty_last_n\":-1,\"dry_sequence_breakers\":[],"
                      "\"eos_id\":-1,\"epsilon_cutoff\":0.0,\"eta_cutoff\":0.0,"
+                     "\"exponential_decay_factor\":1.0,\"exponential_decay_start\":-1,"
                      "\"forced_bos_token_id\":-1,\"forced_eos_token_id\":-1,\"frequency_penalty\":0.0,"
                      "\"history\":[],\"history_prompt\":0,\"logit_bias\":{\"3\":-Infinity,\"5\":1.5},"
                      "\"max_length\":20,\"min_length\":0,"
