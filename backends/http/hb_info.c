@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,50 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     else
         at =
             put(e->detail, at, cap, "; seed: IGNORED (seed 1234 twice at temperature 1: different tokens)%s%s", "", "");
-    /* 5. whole-generation integrity (integrity=on: 16 more requests) */
+    /* 5. which logprobs the server reports (docs/sampler.md "Logprobs"): one
+     * step at temperature 0 and at 0.5 (seeded), its top-k values by id;
+     * equal: raw (vLLM's raw_logprobs, llama-server's n_probs), else after
+     * temperature (vLLM's processed_logprobs). genfence's forward asks at
+     * temperature 0, where the two agree; the finding is for the user. */
+    hb_completion lp[2] = {{0}};
+    int ok_lp = 1;
+    for (int i = 0; i < 2 && ok_lp; i++) {
+        st = ask(c, model, 0, 0, i ? 0.5 : 0.0, 1234, 1, &r);
+        ok_lp = st == GF_OK && r.status == 200 && hb_parse_completion(r.body, r.len, &lp[i]) == GF_OK &&
+                lp[i].n_steps >= 1;
+        hb_reply_free(&r);
+    }
+    if (!ok_lp) {
+        at = put(e->detail, at, cap, "; logprobs mode: not probed (a request failed)%s%s", "", "");
+    } else {
+        const hb_step *a = &lp[0].steps[0], *b = &lp[1].steps[0];
+        double worst = 0;
+        int32_t worst_id = -1, common = 0;
+        double va = 0, vb = 0;
+        for (int32_t x = 0; x < a->n_top; x++)
+            for (int32_t y = 0; y < b->n_top; y++)
+                if (a->top_id[x] == b->top_id[y]) {
+                    common++;
+                    double d = fabs(a->top_lp[x] - b->top_lp[y]);
+                    if (d > worst || worst_id < 0)
+                        worst = d, worst_id = a->top_id[x], va = a->top_lp[x], vb = b->top_lp[y];
+                }
+        if (!common)
+            snprintf(buf, sizeof buf, "; logprobs mode: not probed (no id in both top-k lists)");
+        else if (worst <= 1e-4)
+            snprintf(buf, sizeof buf,
+                     "; logprobs mode: raw (the top-k logprobs equal at temperature 0 and 0.5, %d ids, max |d| %.2g)",
+                     common, worst);
+        else
+            snprintf(buf, sizeof buf,
+                     "; logprobs mode: PROCESSED (after temperature: token %d %.6g at temperature 0, %.6g at 0.5; "
+                     "genfence's forward asks at temperature 0, where raw and processed agree)",
+                     worst_id, va, vb);
+        at = put(e->detail, at, cap, "%s%s", buf, "");
+    }
+    hb_completion_free(&lp[0]);
+    hb_completion_free(&lp[1]);
+    /* 6. whole-generation integrity (integrity=on: 16 more requests) */
     char summary[512];
     if (!c->integrity)
         at = put(e->detail, at, cap, "; integrity: not probed (integrity=on)%s%s", "", "");

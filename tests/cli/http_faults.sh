@@ -5,7 +5,8 @@
 # drives golden.greedy.sherlock through the correct URL and through every
 # fault at once:
 #   1. `genfence backends` shows what the server supports, probed: top-k
-#      logprobs by id, no echo, streaming, seed honoured, and with
+#      logprobs by id, no echo, streaming, seed honoured, raw logprobs (the
+#      processed fault: after temperature, shown PROCESSED), and with
 #      integrity=on whole-generation integrity ok; seed IGNORED for the
 #      ignoreseed fault, integrity FAIL for late;
 #   2. the correct URL passes (the server's top-k log-probabilities against
@@ -47,17 +48,19 @@ base="http://127.0.0.1:$port"
 # 1. the probe
 "$GENFENCE" backends --backend "http:$base" > "$tmp/be.txt" 2>&1 || { cat "$tmp/be.txt"; fail "backends exit $?"; }
 for want in "top-k logprobs by id: yes (20 of k=20 asked)" "prompt logprobs (echo): no" "streaming: yes" \
-    "seed: honoured" "full logits: absent"; do
+    "seed: honoured" "logprobs mode: raw (the top-k logprobs equal at temperature 0 and 0.5" "full logits: absent"; do
     gf_grepq -qF "$want" < "$tmp/be.txt" || { cat "$tmp/be.txt"; fail "genfence backends does not say '$want'"; }
 done
 "$GENFENCE" backends --backend "http:$base/fault/ignoreseed" 2>&1 | gf_grepq -qF "seed: IGNORED" \
     || fail "the ignoreseed fault is not shown as seed: IGNORED"
+"$GENFENCE" backends --backend "http:$base/fault/processed" 2>&1 | gf_grepq -qF "logprobs mode: PROCESSED (after temperature" \
+    || fail "the processed fault (logprobs after temperature) is not shown as logprobs mode: PROCESSED"
 "$GENFENCE" backends --backend "http:$base,integrity=on" 2>&1 \
     | gf_grepq -qF "integrity: ok (8 greedy tokens in one request == 8 one-step requests" \
     || fail "integrity=on: the probe does not say integrity ok"
 "$GENFENCE" backends --backend "http:$base/fault/late,integrity=on" 2>&1 \
     | gf_grepq -qF "integrity: FAIL: http: integrity: step 0" || fail "the late fault does not fail the probe's integrity"
-echo "ok   genfence backends shows the probed capabilities (seed IGNORED for ignoreseed, integrity FAIL for late)"
+echo "ok   genfence backends shows the probed capabilities (seed IGNORED for ignoreseed, logprobs PROCESSED for processed, integrity FAIL for late)"
 
 # 2 + 3. one run, every fault beside the correct server. Rows: label, the
 # fault (- for none), extra options, the text the reason must hold (- pass).

@@ -53,6 +53,7 @@ FAULTS = {
     "ignoreseed": "sampling ignores seed",
     "badfinish": "finish_reason 'stop' for a token that is not EOS",
     "tempered": "every log-probability that of logits / 1.5 (consistent, the same argmax: a flatter distribution)",
+    "processed": "log-probabilities after the request's temperature (vLLM's processed_logprobs; raw at temperature 0)",
     "chattemplate": "chat: a template that puts the EOS token before the message (usage.prompt_tokens says n + 1)",
 }
 
@@ -217,6 +218,9 @@ class Handler(BaseHTTPRequestHandler):
                 tok = int(rng.choice(len(p), p=p / p.sum()))
             if fault == "late" and len(ids) > 1:
                 lp = ENGINE.logprobs(ids[:-1])  # the right token, the logprobs of one position earlier
+            if fault == "processed" and temp > 0:
+                x = lp / temp
+                lp = x - (x.max() + math.log(np.exp(x - x.max()).sum()))
             if fault == "tempered":
                 x = lp / 1.5
                 lp = x - (x.max() + math.log(np.exp(x - x.max()).sum()))
