@@ -76,3 +76,15 @@ double gf_max_abs_delta(const float *a, const float *b, size_t n, size_t *where)
         *where = at;
     return m;
 }
+
+void gf_row_log_softmax(const float *x, int32_t V, double *out)
+{
+    double m = -INFINITY, sum = 0;
+    for (int32_t i = 0; i < V; i++)
+        m = x[i] > m ? x[i] : m;
+    for (int32_t i = 0; i < V; i++)
+        sum += exp((double)x[i] - m);
+    const double lse = m + log(sum);
+    for (int32_t i = 0; i < V; i++)
+        out[i] = (double)x[i] - lse;
+}

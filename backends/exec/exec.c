@@ -588,6 +588,19 @@ static gf_status ex_forward_trace(void *model, void *cache, const gf_batch *in, 
     return ex_forward_any(model, cache, in, logits_out, req);
 }
 
+/* The plain sampler's fields as sample, speculate and logprobs send them:
+ * f64 temperature, i32 use_top_k, top_k, use_top_p, u32 pad (keeps top_p
+ * 8-aligned in the body), f64 top_p. */
+static void put_plain(uint8_t **p, const gf_sampler_params *sp)
+{
+    gx_put_f64(p, sp->temperature);
+    gx_put_u32(p, (uint32_t)sp->use_top_k);
+    gx_put_u32(p, (uint32_t)sp->top_k);
+    gx_put_u32(p, (uint32_t)sp->use_top_p);
+    gx_put_u32(p, 0);
+    gx_put_f64(p, sp->top_p);
+}
+
 /* The sampler over the wire: the model's client, or (model NULL, sampler-only
  * use) a client started from the last command that offered a sampler. */
 static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf_sampler_params *sp,
@@ -607,12 +620,7 @@ static gf_status ex_sample(void *model, const float *logits, int32_t B, const gf
         return GF_E_NOMEM;
     gx_put_u32(&p, (uint32_t)B);
     gx_put_u32(&p, (uint32_t)V);
-    gx_put_f64(&p, sp->temperature);
-    gx_put_u32(&p, (uint32_t)sp->use_top_k);
-    gx_put_u32(&p, (uint32_t)sp->top_k);
-    gx_put_u32(&p, (uint32_t)sp->use_top_p);
-    gx_put_u32(&p, 0); /* padding: keeps top_p 8-aligned in the body */
-    gx_put_f64(&p, sp->top_p);
+    put_plain(&p, sp);
     gx_put_u64(&p, sp->seed);
     memcpy(p, logits, 4 * BV); /* (B, V) f32 LE */
     p += 4 * BV;
@@ -655,12 +663,7 @@ static gf_status ex_speculate(void *model, const gf_spec_request *rq, int32_t *a
     gx_put_u32(&p, (uint32_t)V);
     gx_put_u32(&p, (uint32_t)rq->rule);
     gx_put_u32(&p, rq->draft_probs ? 1u : 0u);
-    gx_put_f64(&p, sp->temperature);
-    gx_put_u32(&p, (uint32_t)sp->use_top_k);
-    gx_put_u32(&p, (uint32_t)sp->top_k);
-    gx_put_u32(&p, (uint32_t)sp->use_top_p);
-    gx_put_u32(&p, 0); /* padding, as in sample */
-    gx_put_f64(&p, sp->top_p);
+    put_plain(&p, sp);
     gx_put_u64(&p, sp->seed);
     memcpy(p, rq->target_logits, 4 * K1V); /* (K + 1, V) f32 LE */
     p += 4 * K1V;
@@ -714,12 +717,7 @@ static gf_status ex_logprobs(void *model, const float *logits, int32_t B, int32_
     gx_put_u32(&p, (uint32_t)V);
     gx_put_u32(&p, (uint32_t)mode);
     gx_put_u32(&p, 0); /* padding: keeps temperature 8-aligned in the body */
-    gx_put_f64(&p, sp->temperature);
-    gx_put_u32(&p, (uint32_t)sp->use_top_k);
-    gx_put_u32(&p, (uint32_t)sp->top_k);
-    gx_put_u32(&p, (uint32_t)sp->use_top_p);
-    gx_put_u32(&p, 0); /* padding, as in sample */
-    gx_put_f64(&p, sp->top_p);
+    put_plain(&p, sp);
     memcpy(p, logits, 4 * BV); /* (B, V) f32 LE */
     p += 4 * BV;
     rd r = {0};

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "genfence/engine.h"
+#include "genfence/rows.h"
 #include "golden_case.h"
 #include "hash.h"
 #include "keys.h"
@@ -69,19 +70,6 @@ static int parse_pl(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     if (!bad && s->golden_arg && !(s->golden = gf_golden_path_resolve(ctx, s->golden_arg, "golden", c->id)))
         bad = 1;
     return bad ? -1 : 0;
-}
-
-/* log-softmax of x (V) in double into out (V) */
-static void log_softmax(const float *x, int32_t V, double *out)
-{
-    double m = -INFINITY, sum = 0;
-    for (int32_t i = 0; i < V; i++)
-        m = x[i] > m ? x[i] : m;
-    for (int32_t i = 0; i < V; i++)
-        sum += exp((double)x[i] - m);
-    const double lse = m + log(sum);
-    for (int32_t i = 0; i < V; i++)
-        out[i] = (double)x[i] - lse;
 }
 
 /* the n largest of v (V) by value, ties by ascending id, into ids (n) */
@@ -146,8 +134,8 @@ static int run_row(gf_krun *k, const pl_spec *s, const gf_golden *g, int32_t b, 
         if (gf_cmp_logits(&cmp, j, ref, test, V))
             gf_k_write_logits(k, label, j, ref, "golden (transformers, teacher-forced)", test,
                               "backend, one prefill of the golden's sequence", V);
-        log_softmax(test, V, lb);
-        log_softmax(ref, V, lg);
+        gf_row_log_softmax(test, V, lb);
+        gf_row_log_softmax(ref, V, lg);
         const double d = fabs(lb[x] - lg[x]);
         a->judged++;
         if (!(d <= a->lp_max)) {

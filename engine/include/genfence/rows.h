@@ -53,6 +53,8 @@ int32_t gf_row_top(const float *x, int32_t V, double *top1, double *margin);
 /* max |a - b| over n entries (the rule above); *where (may be NULL): the
  * first index of the maximum (0 when every delta is 0). */
 double gf_max_abs_delta(const float *a, const float *b, size_t n, size_t *where);
+/* log-softmax of x (V) in double into out (V): x_i - (max + log sum exp(x_j - max)). */
+void gf_row_log_softmax(const float *x, int32_t V, double *out);
 
 #ifdef __cplusplus
 }
