@@ -559,8 +559,9 @@ static void add_echo_client(gf_backend_probe **bs, size_t *n_bs)
         free(p->name);
         p->name = strdup("exec"); /* as the module reports itself: its cases' filter names it */
         if (!have_exec)
-            snprintf(p->why, sizeof p->why, "the exec module is not built: the C echo client's cases (cases/exec.yaml) "
-                                            "do not run");
+            snprintf(p->why, sizeof p->why,
+                     "the exec module is not built: the C echo client's cases (cases/exec.yaml) "
+                     "do not run");
         else
             snprintf(p->why, sizeof p->why,
                      "the C echo client is not beside this genfence (%.300s/tools/echo_ref): its cases "

@@ -45,8 +45,8 @@ typedef struct dm_spec {
     long long steps;        /* greedy ref tokens after each prompt */
     gf_stat_thr_entry *thr; /* the case's (over the defaults, field by field) */
     size_t n_thr;
-    gf_gate gate;   /* for the near-tie count beside the figures */
-    long long topk; /* 0: the full distributions; N: the top-N bound (served engines) */
+    gf_gate gate;        /* for the near-tie count beside the figures */
+    long long topk;      /* 0: the full distributions; N: the top-N bound (served engines) */
     double *kl_p, *kl_q; /* (n_kl) kl_pair_p / kl_pair_q: two logit rows whose KL(p || q) is */
     size_t n_kl;         /* kl_pair_expect (0: no pair); the KL's own check (kl_pair_check) */
     double kl_expect;
@@ -88,8 +88,9 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= has_p < 0 || has_q < 0 || has_e < 0;
     if (!bad && (has_p || has_q || has_e) &&
         !(has_p && has_q && has_e && s->n_kl == n_q && isfinite(s->kl_expect) && s->kl_expect >= 0)) {
-        gf_y_error(ctx, m, "'kl_pair_p' and 'kl_pair_q' (two logit rows of one length) and 'kl_pair_expect' (their "
-                           "KL(p || q) in nats, >= 0) go together");
+        gf_y_error(ctx, m,
+                   "'kl_pair_p' and 'kl_pair_q' (two logit rows of one length) and 'kl_pair_expect' (their "
+                   "KL(p || q) in nats, >= 0) go together");
         bad = 1;
     }
     for (size_t i = 0; !bad && i < s->n_kl; i++)
