@@ -274,9 +274,6 @@ int gf_cases_load_text(const gf_kind_def *const *kinds, const char *text, size_t
  * requested name is `requested` and reported name `name`? */
 int gf_case_has_tag(const gf_case *c, const char *tag);
 int gf_case_backend_allowed(const gf_case *c, const char *requested, const char *name);
-/* Whether the case's `backends:` filter names this backend (a positive
- * entry equal to requested or name): the opt-in backends run only those. */
-int gf_case_backend_named(const gf_case *c, const char *requested, const char *name);
 
 /* The repository root: $GENFENCE_ROOT, else the nearest ancestor of dir that
  * holds .git or CMakeLists.txt beside a cases/ folder, else (an installed

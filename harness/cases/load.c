@@ -213,16 +213,6 @@ int gf_case_backend_allowed(const gf_case *c, const char *requested, const char 
     return positives == 0 || hit;
 }
 
-int gf_case_backend_named(const gf_case *c, const char *requested, const char *name)
-{
-    for (size_t i = 0; i < c->n_backends; i++) {
-        const char *e = c->backends[i];
-        if (e[0] != '!' && ((requested && !strcmp(e, requested)) || (name && !strcmp(e, name))))
-            return 1;
-    }
-    return 0;
-}
-
 static int add_case(gf_case_set *set, gf_case *c)
 {
     gf_case *grown = realloc(set->cases, (set->n + 1) * sizeof *grown);

@@ -532,8 +532,8 @@ static int select_cases(const run_cli *cli, gf_case_set *set, const gf_case ***s
 /* The default run's built-in protocol client: exec with the C echo client
  * the build makes beside genfence (<dir of genfence>/tools/echo_ref), so the
  * pipe's framing is judged on every default run. Opt-in: it runs only the
- * cases whose backends: filter names exec (cases/exec.yaml, a subset that
- * reaches every op echo_ref speaks). Without echo_ref there (an installed
+ * cases tagged exec (cases/exec.yaml, a subset that reaches every op
+ * echo_ref speaks; they run on the other backends as any case does). Without echo_ref there (an installed
  * genfence, GENFENCE_WITH_EXEC=OFF) it is unavailable, and the summary says
  * why. */
 static void add_echo_client(gf_backend_probe **bs, size_t *n_bs)

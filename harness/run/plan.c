@@ -279,8 +279,8 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
         gf_kind_reach reach = c->kind->reaches;
         int on_engine = 0, dropped = 0;
         for (size_t b = 0; b < n_bs; b++) {
-            if (bs[b].opt_in && !gf_case_backend_named(c, bs[b].requested, bs[b].name))
-                continue; /* the default run's echo client: only the cases that name it */
+            if (bs[b].opt_in && !gf_case_has_tag(c, "exec"))
+                continue; /* the default run's echo client: only the cases tagged exec */
             if (bs[b].available && !bs[b].unusable && reach != GF_KIND_REACHES_MODEL &&
                 !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample) &&
                 !(reach == GF_KIND_REACHES_SPECULATE && bs[b].has_speculate)) {
