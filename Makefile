@@ -11,7 +11,7 @@ JOBS       ?= $(shell nproc)
 CTEST_JOBS ?= $(shell n=$$(nproc); [ $$n -gt 16 ] && n=16; echo $$n)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-release build-asan test-asan test-valgrind fuzz goldens real-model clean
+.PHONY: all setup build run test test-release build-asan test-asan test-valgrind fuzz goldens real-model mutants clean
 
 all: build
 
@@ -26,6 +26,16 @@ build: setup
 # The default suite on every available backend.
 run: build
 	./$(BUILD)/genfence run
+
+# The project's own catalogue of planted bugs (tests/mutants/), each run
+# through the default suite: caught / missed / harmless-failing, a table and
+# a TSV (docs/harness.md, "The catalogue of planted bugs"). Slow (a rebuild
+# and a default suite per mutant, ten per harmless variant): not in `make
+# test`, run before a release. MUTANTS_ARGS: run.sh's options (--only GLOB,
+# --seeds N, --exitfirst, --work DIR).
+MUTANTS_ARGS ?=
+mutants: build
+	tests/mutants/run.sh $(MUTANTS_ARGS)
 
 # Every test (unit + CLI + fuzz corpus replay) once on the Release build,
 # then the tests labelled sanitize again under ASan + UBSan (test-asan).

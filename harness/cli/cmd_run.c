@@ -529,6 +529,47 @@ static int select_cases(const run_cli *cli, gf_case_set *set, const gf_case ***s
 
 /* The backends: as asked; else --rerun-failed's (the failing pairs' own,
  * required as they were); else every built-in name (kept when available). */
+/* The default run's built-in protocol client: exec with the C echo client
+ * the build makes beside genfence (<dir of genfence>/tools/echo_ref), so the
+ * pipe's framing is judged on every default run. Opt-in: it runs only the
+ * cases tagged exec (cases/exec.yaml, a subset that reaches every op
+ * echo_ref speaks; they run on the other backends as any case does). Without echo_ref there (an installed
+ * genfence, GENFENCE_WITH_EXEC=OFF) it is unavailable, and the summary says
+ * why. */
+static void add_echo_client(gf_backend_probe **bs, size_t *n_bs)
+{
+    int have_exec = 0;
+    for (const char *const *nm = gf_registry_names(); *nm; nm++)
+        have_exec |= !strcmp(*nm, "exec");
+    char exe[4096], spec[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(spec, sizeof spec, "exec:%s/tools/echo_ref", exe);
+    const int found = have_exec && n > 0 && slash && access(spec + 5, X_OK) == 0;
+    if (!add_backend(bs, n_bs, found ? spec : "exec:echo_ref", 0))
+        return;
+    gf_backend_probe *p = &(*bs)[*n_bs - 1];
+    p->explicit_ = 0;
+    p->opt_in = 1;
+    if (!found) {
+        p->absent = 1;
+        free(p->name);
+        p->name = strdup("exec"); /* as the module reports itself: its cases' filter names it */
+        if (!have_exec)
+            snprintf(p->why, sizeof p->why,
+                     "the exec module is not built: the C echo client's cases (cases/exec.yaml) "
+                     "do not run");
+        else
+            snprintf(p->why, sizeof p->why,
+                     "the C echo client is not beside this genfence (%.300s/tools/echo_ref): its cases "
+                     "(cases/exec.yaml) do not run",
+                     exe);
+    }
+}
+
 static void select_backends(const run_cli *cli, gf_backend_probe **bs, size_t *n_bs, int *default_backends)
 {
     for (size_t i = 0; i < cli->backends.n; i++)
@@ -539,13 +580,15 @@ static void select_backends(const run_cli *cli, gf_backend_probe **bs, size_t *n
         for (size_t i = 0; i < cli->rerun.n_backends; i++)
             add_backend(bs, n_bs, cli->rerun.backends[i], cli->rerun.required[i]);
     *default_backends = *n_bs == 0;
-    if (*default_backends)
+    if (*default_backends) {
         for (const char *const *nm = gf_registry_names(); *nm; nm++) {
             if (gf_registry_on_request(*nm))
                 continue; /* needs NAME:CONFIG (exec): only when named */
             add_backend(bs, n_bs, *nm, 0);
             (*bs)[*n_bs - 1].explicit_ = 0;
         }
+        add_echo_client(bs, n_bs);
+    }
 }
 
 /* Write the report (GF_REPORT_FORMAT_LIST) in the staging folder, then move it over

@@ -45,8 +45,11 @@ typedef struct dm_spec {
     long long steps;        /* greedy ref tokens after each prompt */
     gf_stat_thr_entry *thr; /* the case's (over the defaults, field by field) */
     size_t n_thr;
-    gf_gate gate;   /* for the near-tie count beside the figures */
-    long long topk; /* 0: the full distributions; N: the top-N bound (served engines) */
+    gf_gate gate;        /* for the near-tie count beside the figures */
+    long long topk;      /* 0: the full distributions; N: the top-N bound (served engines) */
+    double *kl_p, *kl_q; /* (n_kl) kl_pair_p / kl_pair_q: two logit rows whose KL(p || q) is */
+    size_t n_kl;         /* kl_pair_expect (0: no pair); the KL's own check (kl_pair_check) */
+    double kl_expect;
 } dm_spec;
 
 static void spec_free(void *p)
@@ -59,6 +62,8 @@ static void spec_free(void *p)
         free(s->golden_paths);
         gf_prompts_free(s->prompts, s->n_prompts);
         free(s->thr);
+        free(s->kl_p);
+        free(s->kl_q);
     }
     free(s);
 }
@@ -76,6 +81,25 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
     bad |= gf_y_int(ctx, m, "topk", 0, 1, 1 << 20, &s->topk) < 0;
     bad |= gf_stat_thr_parse(ctx, m, &s->thr, &s->n_thr) < 0;
+    size_t n_q = 0;
+    int has_p = gf_y_doubles(ctx, m, "kl_pair_p", 0, 2, &s->kl_p, &s->n_kl);
+    int has_q = gf_y_doubles(ctx, m, "kl_pair_q", 0, 2, &s->kl_q, &n_q);
+    int has_e = gf_y_double(ctx, m, "kl_pair_expect", 0, &s->kl_expect);
+    bad |= has_p < 0 || has_q < 0 || has_e < 0;
+    if (!bad && (has_p || has_q || has_e) &&
+        !(has_p && has_q && has_e && s->n_kl == n_q && isfinite(s->kl_expect) && s->kl_expect >= 0)) {
+        gf_y_error(ctx, m,
+                   "'kl_pair_p' and 'kl_pair_q' (two logit rows of one length) and 'kl_pair_expect' (their "
+                   "KL(p || q) in nats, >= 0) go together");
+        bad = 1;
+    }
+    for (size_t i = 0; !bad && i < s->n_kl; i++)
+        if (!isfinite(s->kl_p[i]) || !isfinite(s->kl_q[i])) {
+            gf_y_error(ctx, m, "'kl_pair_p' and 'kl_pair_q' must be finite logits");
+            bad = 1;
+        }
+    if (!has_p)
+        s->n_kl = 0;
     if (!bad && !s->n_goldens && !s->n_prompts) {
         gf_y_error(ctx, m, "distribution_match needs 'goldens' or 'prompts' (or both)");
         bad = 1;
@@ -240,6 +264,45 @@ static int acc_step(dm_acc *a, const float *ref, const float *test, int32_t V, i
                 margin, top1);
     a->n++;
     return 0;
+}
+
+/* The KL's own check: the case's two rows through acc_step, as every
+ * position goes (p the reference, q the backend), must give the case's
+ * KL(p || q) within 1e-9 relative. The rows are far apart, where KL(q || p)
+ * is another number, so a KL with its arguments swapped fails here, where
+ * near-identical distributions (every backend of the suite) cannot tell. */
+static void kl_pair_check(gf_krun *k, const dm_spec *s)
+{
+    const int32_t n = (int32_t)s->n_kl;
+    float *p = malloc((size_t)n * sizeof *p), *q = malloc((size_t)n * sizeof *q); /* (n) each */
+    dm_acc b = {.disagree_max_margin = -INFINITY, .kl_full_max = -INFINITY, .bound_over_max = -INFINITY};
+    b.lr = malloc((size_t)n * sizeof *b.lr);
+    b.lb = malloc((size_t)n * sizeof *b.lb);
+    gf_cmp_init(&b.cmp, &s->gate, k->dtype, GF_CMP_TEACHER_FORCED, NAN);
+    if (!p || !q || !b.lr || !b.lb) {
+        gf_k_fail(k, "out of memory");
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            p[i] = (float)s->kl_p[i];
+            q[i] = (float)s->kl_q[i];
+        }
+        if (acc_step(&b, p, q, n, 0, 0, 0) != 0) {
+            gf_k_fail(k, "out of memory");
+        } else {
+            const double got = b.kl[0];
+            gf_k_metric_json(k, "kl_pair", json_pack("{s:f, s:f}", "computed", got, "expected", s->kl_expect));
+            gf_k_check(k, fabs(got - s->kl_expect) <= 1e-9 * (1 + s->kl_expect), "KL of the kl_pair",
+                       "KL(p || q) of the case's two rows: computed %.12g, expected %.12g nats", got, s->kl_expect);
+        }
+    }
+    free(p);
+    free(q);
+    free(b.kl);
+    free(b.dp);
+    free(b.pos);
+    free(b.step);
+    free(b.lr);
+    free(b.lb);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -620,6 +683,8 @@ static void run_dm(const gf_case *c, gf_krun *k)
         gf_k_fail(k, "out of memory");
         goto done;
     }
+    if (s->n_kl)
+        kl_pair_check(k, s);
     if (run_goldens(c, k, s, &a, sources) < 0 || run_prompts(c, k, s, &a, sources) < 0)
         goto done;
 

@@ -44,6 +44,9 @@ static int parse_dist(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     int fp;
     int bad = gf_y_probs_or_logits(ctx, m, GF_Y_REQUIRED, &s->logits, &s->V, &fp) < 0;
     bad |= gf_y_sampler(ctx, m, &s->p) < 0;
+    uint64_t shift;
+    bad |= gf_y_seed_shift(ctx, m, &shift) < 0;
+    s->p.seed += shift; /* (keys.h: GENFENCE_SEED_SHIFT) */
     bad |= gf_y_int(ctx, m, "draws", 0, 1, 100000000LL, &s->draws) < 0;
     bad |= gf_y_double(ctx, m, "alpha", 0, &s->alpha) < 0;
     if (!bad && !(s->alpha > 0 && s->alpha < 1)) {

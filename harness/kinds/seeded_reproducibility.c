@@ -55,6 +55,8 @@ static int parse_seeded(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_double(ctx, m, "atol", 0, &s->atol) < 0;
     bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
     bad |= gf_y_bool(ctx, m, "batch", 0, &s->batch) < 0;
+    uint64_t shift;
+    bad |= gf_y_seed_shift(ctx, m, &shift) < 0;
     const gf_ynode *sn = gf_y_get(ctx, m, "seeds", GF_Y_REQUIRED);
     if (sn && gf_y_node_is_seq(ctx, sn, "'seeds'")) {
         if (sn->n < 2) {
@@ -67,7 +69,7 @@ static int parse_seeded(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
             long long v = 0;
             if (gf_y_node_int(ctx, sn->items[i], "'seeds' entry", 0, 0x7fffffffffffffffLL, &v) < 0)
                 bad = 1;
-            s->seeds[i] = (uint64_t)v;
+            s->seeds[i] = (uint64_t)v + shift; /* (keys.h: GENFENCE_SEED_SHIFT) */
         }
     } else {
         bad = 1;

@@ -120,6 +120,9 @@ static int parse_ss(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
             }
         }
     bad |= refused || gf_y_sampler(ctx, m, &s->p) < 0;
+    uint64_t shift;
+    bad |= gf_y_seed_shift(ctx, m, &shift) < 0;
+    s->p.seed += shift; /* (keys.h: GENFENCE_SEED_SHIFT) */
     bad |= gf_y_int(ctx, m, "draws", 0, 100, 100000000LL, &s->draws) < 0;
     bad |= gf_y_double(ctx, m, "alpha", 0, &s->alpha) < 0;
     if (!(s->alpha > 0 && s->alpha < 1)) {

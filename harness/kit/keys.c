@@ -1,5 +1,6 @@
 /* Case keys and inputs shared by several kinds: sampler parameters,
  * probabilities or logits, prompts, seeded normals. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,6 +350,23 @@ int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p)
         gf_y_error(ctx, map, "invalid sampler: %s", gf_error_msg());
         return -1;
     }
+    return 0;
+}
+
+int gf_y_seed_shift(gf_cctx *ctx, const gf_ynode *map, uint64_t *shift)
+{
+    *shift = 0;
+    const char *env = getenv("GENFENCE_SEED_SHIFT");
+    if (!env || !env[0])
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(env, &end, 10);
+    if (errno || *end || v < 0 || v > 0x7fffffffLL) {
+        gf_y_error(ctx, map, "GENFENCE_SEED_SHIFT='%s' is not an integer in [0, 2147483647]", env);
+        return -1;
+    }
+    *shift = (uint64_t)v;
     return 0;
 }
 

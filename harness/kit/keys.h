@@ -36,6 +36,15 @@ int gf_y_sampler(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p);
 int gf_y_sampler_raw(gf_cctx *ctx, const gf_ynode *map, gf_sampler_params *p);
 json_t *gf_sampler_json(const gf_sampler_params *p);
 
+/* GENFENCE_SEED_SHIFT=N (an integer in [0, 2^31)): added to the seed of every
+ * case whose seed no golden pins and whose verdict is a statistical test or a
+ * seed property (sampling_distribution, speculative_sampling,
+ * seeded_reproducibility), so a run can be repeated on other draws
+ * (tests/mutants/run.sh runs the harmless variants over 10 shifts). Unset or
+ * empty: 0. *shift gets it; -1 (recorded at map) when it is not such an
+ * integer. */
+int gf_y_seed_shift(gf_cctx *ctx, const gf_ynode *map, uint64_t *shift);
+
 /* `probs` or `logits` (exactly one, unless optional): V float logits
  * (probabilities become their logs). Logits follow the sampler's rule (no
  * NaN, no +inf) unless flags has GF_Y_ANY_LOGITS (a

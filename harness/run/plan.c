@@ -279,6 +279,8 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
         gf_kind_reach reach = c->kind->reaches;
         int on_engine = 0, dropped = 0;
         for (size_t b = 0; b < n_bs; b++) {
+            if (bs[b].opt_in && !gf_case_has_tag(c, "exec"))
+                continue; /* the default run's echo client: only the cases tagged exec */
             if (bs[b].available && !bs[b].unusable && reach != GF_KIND_REACHES_MODEL &&
                 !(reach == GF_KIND_REACHES_SAMPLE && bs[b].has_sample) &&
                 !(reach == GF_KIND_REACHES_SPECULATE && bs[b].has_speculate) &&
@@ -287,8 +289,8 @@ int gf_plan_build(gf_plan *p, const gf_case *const *cases, size_t n_cases, gf_ba
                     on_engine = 1; /* nothing of this backend is tested: the engine run stands for it */
                 continue;
             }
-            if (!bs[b].explicit_ && !bs[b].available)
-                continue; /* default mode: only what runs here */
+            if (!bs[b].explicit_ && !bs[b].available && !bs[b].opt_in)
+                continue; /* default mode: only what runs here (the echo client's cases say why not) */
             /* a named backend that cannot be used is an error on every case:
              * its real name (for the cases' backends filter) is unknown */
             if (!bs[b].unusable && !gf_case_backend_allowed(c, bs[b].requested, bs[b].name))

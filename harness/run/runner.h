@@ -48,6 +48,11 @@ typedef struct gf_backend_probe {
     int explicit_;          /* named with --backend / --require-backend */
     int unusable;           /* could not be opened or described: unknown name, missing file,
                                refused ABI, the probe crashed or hung, no config (exec) */
+    int opt_in;             /* the built-in C protocol client of a default run (exec with the
+                               build's tools/echo_ref): only the cases tagged exec run on it
+                               (cases/exec.yaml); no triangulation */
+    int absent;             /* not there to probe (opt_in without its echo_ref): unavailable,
+                               why says so, nothing is opened */
     char why[512];          /* why unavailable */
     gf_compute_dtype dtype; /* declared compute dtype (fp32 if undeclared) */
     int32_t threads;

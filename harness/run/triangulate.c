@@ -262,7 +262,8 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
                           "skipped", 1, "model", gf_json_text(models[m]), "backend", gf_json_text(backends[b].name),
                           "backend_requested", gf_json_text(backends[b].requested)));
     for (size_t b = 0; b < n_backends; b++)
-        if (backends[b].available && strcmp(backends[b].name, "ref") && strcmp(backends[b].weights, GF_WEIGHTS_SERVED))
+        if (backends[b].available && !backends[b].opt_in && strcmp(backends[b].name, "ref") &&
+            strcmp(backends[b].weights, GF_WEIGHTS_SERVED))
             n += n_models;
     if (!n)
         return out;
@@ -273,9 +274,9 @@ json_t *gf_triangulate(const char *const *models, size_t n_models, const gf_back
     if (args && argp && rec && why) {
         size_t k = 0;
         for (size_t b = 0; b < n_backends; b++) {
-            if (!backends[b].available || !strcmp(backends[b].name, "ref") ||
+            if (!backends[b].available || backends[b].opt_in || !strcmp(backends[b].name, "ref") ||
                 !strcmp(backends[b].weights, GF_WEIGHTS_SERVED))
-                continue;
+                continue; /* (an opt-in backend runs its declared cases only) */
             for (size_t m = 0; m < n_models; m++, k++) {
                 args[k] = (tri_arg){.model = models[m],
                                     .backend = backends[b].requested,

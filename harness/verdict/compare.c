@@ -96,6 +96,7 @@ void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode m
     c->first_unexcused = -1;
     c->first_over_atol = -1;
     c->first_nonfinite = -1;
+    c->first_neg_margin = -1;
     c->first_failing = -1;
     c->divergence_margin = c->divergence_threshold = NAN;
     c->unexcused_margin = c->unexcused_threshold = NAN;
@@ -132,6 +133,10 @@ int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_
         c->min_margin_step = step;
         c->min_margin_threshold = thr;
     }
+    if (ref_margin < 0 && c->first_neg_margin < 0) { /* top1 - top2 of the reference: never negative */
+        c->first_neg_margin = step;
+        c->neg_margin = ref_margin;
+    }
     if (ref_margin < thr)
         c->near_ties++;
     if (ref_token != test_token) {
@@ -151,7 +156,8 @@ int gf_cmp_step(gf_cmp *c, int32_t step, double delta, int32_t ref_token, int32_
             c->unexcused_test_token = test_token;
         }
     }
-    int failed_now = c->first_unexcused >= 0 || c->first_over_atol >= 0 || c->first_nonfinite >= 0;
+    int failed_now =
+        c->first_unexcused >= 0 || c->first_over_atol >= 0 || c->first_nonfinite >= 0 || c->first_neg_margin >= 0;
     if (failed_now && !failed_before) {
         c->first_failing = step;
         return 1;
@@ -215,6 +221,10 @@ void gf_cmp_merge(gf_cmp *a, const gf_cmp *b)
     }
     if (a->first_nonfinite < 0)
         a->first_nonfinite = b->first_nonfinite;
+    if (a->first_neg_margin < 0 && b->first_neg_margin >= 0) {
+        a->first_neg_margin = b->first_neg_margin;
+        a->neg_margin = b->neg_margin;
+    }
     if (a->first_failing < 0)
         a->first_failing = b->first_failing;
 }
@@ -244,6 +254,12 @@ gf_verdict gf_cmp_verdict(const gf_cmp *c, char *why, size_t why_len)
     }
     if (c->first_nonfinite >= 0) {
         snprintf(tmp, sizeof tmp, "non-finite logits delta at step %d", c->first_nonfinite);
+        v = GF_V_FAIL;
+    } else if (c->first_neg_margin >= 0) {
+        snprintf(tmp, sizeof tmp,
+                 "reference margin %.3g < 0 at step %d: a top-1 minus top-2 margin cannot be negative (the margin "
+                 "or the argmax is computed wrong)",
+                 c->neg_margin, c->first_neg_margin);
         v = GF_V_FAIL;
     } else if (tok[0] && atol[0]) {
         int tok_first = c->first_unexcused <= c->first_over_atol;

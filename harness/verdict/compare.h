@@ -90,8 +90,11 @@ typedef struct gf_cmp {
     int32_t unexcused_ref_token, unexcused_test_token;
     int32_t first_over_atol; /* -1 if none */
     double over_atol_delta;
-    int32_t first_nonfinite; /* first step whose delta is not finite, -1 if none */
-    int32_t first_failing;   /* the step that decided a failure, -1 if none */
+    int32_t first_nonfinite;  /* first step whose delta is not finite, -1 if none */
+    int32_t first_neg_margin; /* first step whose reference margin is < 0 (top1 - top2 cannot be:
+                                 the margin or the argmax is computed wrong), -1 if none */
+    double neg_margin;
+    int32_t first_failing; /* the step that decided a failure, -1 if none */
 } gf_cmp;
 
 void gf_cmp_init(gf_cmp *c, const gf_gate *g, gf_compute_dtype dt, gf_cmp_mode mode, double atol);

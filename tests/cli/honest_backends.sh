@@ -7,7 +7,9 @@
 #     refused for its table (ABI), a plugin whose probe crashes (SIGSEGV) or
 #     hangs (tests/backends/faulty.c; the probe gets --timeout when shorter);
 #   - exec without a client command (its info says so);
-# and not named: exec (needs exec:COMMAND) is not in the default list; a
+# and not named: bare exec (needs exec:COMMAND) is not in the default list,
+# only the built-in C echo client (exec:<build>/tools/echo_ref, opt-in: no
+# case without `backends: [exec]` runs on it, docs/harness.md); a
 # built-in unavailable here (cuda without a GPU) is not run, said so in the
 # summary; --require-backend on it fails (exit 1).
 # Before: each of the first five gave "0 passed, 0 failed, N skipped", exit 0.
@@ -60,8 +62,10 @@ grep -q '^pass .*\[ref\]' "$tmp/out" || fail "ref did not run beside the unusabl
 
 # default list: no exec; an unavailable built-in is named in the summary (-q)
 "$GENFENCE" run --kind top_k_fence --no-report >"$tmp/out" || fail "default run exited $?"
-! grep -Eq '^  backend exec ' "$tmp/out" || fail "exec (needs a command) is in the default list"
-! grep -q '\[exec\]' "$tmp/out" || fail "a case ran on exec by default"
+grep -Eq '^  backend exec +available +echo_ref \(C, libm\); .*/tools/echo_ref$' "$tmp/out" ||
+    fail "the default list has no built-in echo client: $(grep '^  backend exec' "$tmp/out")"
+[[ $(grep -c '^  backend exec ' "$tmp/out") == 1 ]] || fail "exec is in the default list twice"
+! grep -q '\[exec\]' "$tmp/out" || fail "a case that does not name exec ran on the echo client by default"
 if grep -Eq '^backend cuda: unavailable here' "$tmp/out"; then
     "$GENFENCE" run --kind top_k_fence --no-report -q >"$tmp/out" || fail "default run -q exited $?"
     grep -Eq '^backend cuda: unavailable here, not run: ' "$tmp/out" || fail "-q summary does not say cuda was not run"
