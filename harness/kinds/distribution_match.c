@@ -7,9 +7,11 @@
  * at every step both sides' logits become distributions (float64 softmax) and
  * the step gives KL(reference || backend) in nats, whether the argmaxes agree,
  * and |p_ref(x) - p_backend(x)| of the token x the sequence takes next (what
- * llama-perplexity --kl-divergence reports). The verdict comes from the
- * thresholds of the backend's weight type (info.weights, else its dtype):
- * KL mean, p99, max, top-1 agreement, |delta p| max. The usual max |delta|,
+ * llama-perplexity --kl-divergence reports). The verdict: KL mean and top-1
+ * agreement by one-tailed hypothesis tests against the calibrated null of
+ * the case and the backend's types (stat_judge.h, docs/calibration.md), else
+ * by the fixed thresholds of its weight type (info.weights, else its dtype),
+ * which also bound KL p99, max and |delta p| max. The usual max |delta|,
  * reference margins and near ties are in the summary beside them.
  *
  * `topk: N` restricts every figure to what a served engine reports (docs/http.md,
@@ -129,7 +131,8 @@ static int dm_judges_weights(const gf_case *c, const char *weights, const char *
     /* a top-k bound proves a fail, never a pass: it stands for no deferred case */
     const dm_spec *s = c->spec;
     return s && !s->topk &&
-           (gf_stat_thr_for(s->thr, s->n_thr, weights, &t, &from_case) || gf_stat_table_has(s->table, s->cal_case ? s->cal_case : c->id, weights, kv && kv[0] ? kv : "f32"));
+           (gf_stat_thr_for(s->thr, s->n_thr, weights, &t, &from_case) ||
+            gf_stat_table_has(s->table, s->cal_case ? s->cal_case : c->id, weights, kv && kv[0] ? kv : "f32"));
 }
 
 /* ---- figures ---- */
@@ -641,8 +644,8 @@ static void run_dm(const gf_case *c, gf_krun *k)
     }
     char pkey[64];
     gf_stat_policy_key(w, kv, pkey, sizeof pkey);
-    const int calibrated = !s->topk && gf_stat_hyp_find(&hyp, s->table, s->hyp, s->n_hyp, pkey, s->cal_case ? s->cal_case : c->id, w,
-                                                            kv, model_hex);
+    const int calibrated = !s->topk && gf_stat_hyp_find(&hyp, s->table, s->hyp, s->n_hyp, pkey,
+                                                        s->cal_case ? s->cal_case : c->id, w, kv, model_hex);
     if (s->topk)
         snprintf(hyp.why, sizeof hyp.why, "a top-k bound is judged by fixed bounds only");
     gf_stat_thr thr = {NAN, NAN, NAN, NAN, NAN};
@@ -750,7 +753,7 @@ const gf_kind_def gf_kind_distribution_match = {
     .name = "distribution_match",
     .summary =
         "the statistical tier: KL divergence, top-1 agreement and |delta p| against the reference, teacher-forced, "
-        "thresholds per weight type",
+        "hypothesis tests from a calibrated null (fixed bounds where uncalibrated)",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
     .judges_weights = dm_judges_weights,

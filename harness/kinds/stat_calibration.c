@@ -72,7 +72,9 @@ static int policy_map(gf_cctx *ctx, const gf_ynode *t, const char *what, gf_stat
         gf_stat_policy_entry *e = &(*out)[(*n_out)++];
         e->line = key->line;
         if (!key->value || !key->value[0] || strlen(key->value) >= sizeof e->type) {
-            gf_y_error(ctx, key, "a %s key is a type (f32, f16, bf16, q8_0, kv_f16, kv_q8_0 ...; in a case, * for every type)", what);
+            gf_y_error(ctx, key,
+                       "a %s key is a type (f32, f16, bf16, q8_0, kv_f16, kv_q8_0 ...; in a case, * for every type)",
+                       what);
             bad = 1;
             continue;
         }
@@ -145,8 +147,8 @@ static int null_read(gf_cctx *ctx, const gf_ynode *n, gf_stat_null *e)
         bad = 1;
     }
     /* what the tool writes beside them, for the reader (not used) */
-    const char *const info[] = {"kld_sigma_position", "kld_sigma_windows", "top1_disagreements", "kld_p99", "kld_max",
-                                NULL};
+    const char *const info[] = {
+        "kld_sigma_position", "kld_sigma_windows", "top1_disagreements", "kld_p99", "kld_max", NULL};
     for (int i = 0; info[i]; i++) {
         double d;
         bad |= gf_y_double(ctx, n, info[i], 0, &d) < 0;
@@ -330,8 +332,8 @@ const gf_stat_null *gf_stat_null_for(const gf_stat_table *t, const char *case_id
                                      const char *weights, const char *kv)
 {
     for (size_t i = 0; t && i < t->n_null; i++)
-        if (!strcmp(t->null[i].case_id, case_id) && !strcmp(t->null[i].model_hash, model_hash) && !strcmp(t->null[i].weights, weights) &&
-            !strcmp(t->null[i].kv, kv))
+        if (!strcmp(t->null[i].case_id, case_id) && !strcmp(t->null[i].model_hash, model_hash) &&
+            !strcmp(t->null[i].weights, weights) && !strcmp(t->null[i].kv, kv))
             return &t->null[i];
     return NULL;
 }
@@ -339,8 +341,7 @@ const gf_stat_null *gf_stat_null_for(const gf_stat_table *t, const char *case_id
 int gf_stat_table_has(const gf_stat_table *t, const char *case_id, const char *weights, const char *kv)
 {
     for (size_t i = 0; t && case_id && i < t->n_null; i++)
-        if (!strcmp(t->null[i].case_id, case_id) && !strcmp(t->null[i].weights, weights) &&
-            !strcmp(t->null[i].kv, kv))
+        if (!strcmp(t->null[i].case_id, case_id) && !strcmp(t->null[i].weights, weights) && !strcmp(t->null[i].kv, kv))
             return 1;
     return 0;
 }

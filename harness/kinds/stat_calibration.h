@@ -33,16 +33,16 @@ typedef struct gf_stat_policy_entry {
 /* The null of one case's statistics on one (weights, kv): honest backends
  * over the case's reseeds (its prompts redrawn from the corpus). */
 typedef struct gf_stat_null {
-    char case_id[128];    /* the case calibrated (a reseeded twin names it: `calibration_case`) */
-    char model[256];      /* the case's `model` as written (models/holmes-gpt) */
-    char model_hash[65];  /* gf_model_hash of it when measured */
+    char case_id[128];   /* the case calibrated (a reseeded twin names it: `calibration_case`) */
+    char model[256];     /* the case's `model` as written (models/holmes-gpt) */
+    char model_hash[65]; /* gf_model_hash of it when measured */
     char weights[32], kv[32];
-    char backends[256];   /* the honest backends measured ("openblas onednn") */
-    long long windows;    /* reseeds x backends pooled */
-    long long positions;  /* positions pooled */
-    double kld_mean;      /* mu0: the per-position KL's mean */
-    double kld_sigma;     /* sigma used: max(per-position sd, sd of the reseeds' means x sqrt(their positions)) */
-    double top1_disagree; /* p0: the disagreement rate */
+    char backends[256];     /* the honest backends measured ("openblas onednn") */
+    long long windows;      /* reseeds x backends pooled */
+    long long positions;    /* positions pooled */
+    double kld_mean;        /* mu0: the per-position KL's mean */
+    double kld_sigma;       /* sigma used: max(per-position sd, sd of the reseeds' means x sqrt(their positions)) */
+    double top1_disagree;   /* p0: the disagreement rate */
     double top1_dispersion; /* phi >= 1: Pearson's dispersion of the reseeds' disagreements (absent: 1) */
     int line;
 } gf_stat_null;

@@ -59,7 +59,10 @@ static json_t *prop_json(const gf_stat_prop_test *t)
     return o;
 }
 
-static void needed_str(char *buf, size_t cap, long long n) { snprintf(buf, cap, n >= 0 ? "%lld" : "more than 2^24", n); }
+static void needed_str(char *buf, size_t cap, long long n)
+{
+    snprintf(buf, cap, n >= 0 ? "%lld" : "more than 2^24", n);
+}
 
 int gf_stat_hyp_plan(gf_krun *k, const gf_case *c, gf_stat_hyp *h, const char *key, size_t n)
 {
@@ -81,14 +84,14 @@ int gf_stat_hyp_plan(gf_krun *k, const gf_case *c, gf_stat_hyp *h, const char *k
     json_t *o = json_object();
     json_object_set_new(o, "kld_mean", mean_json(&h->kl));
     json_object_set_new(o, "top1", prop_json(&h->top1));
-    json_t *cal = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "table", h->table->path, "line",
-                            z->line, "case", z->case_id, "model", z->model, "weights", z->weights, "kv", z->kv, "backends", z->backends, "windows",
-                            (json_int_t)z->windows, "positions", (json_int_t)z->positions);
+    json_t *cal = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "table", h->table->path, "line", z->line,
+                            "case", z->case_id, "model", z->model, "weights", z->weights, "kv", z->kv, "backends",
+                            z->backends, "windows", (json_int_t)z->windows, "positions", (json_int_t)z->positions);
     json_object_set(cal, "provenance", h->table->provenance);
     json_object_set_new(o, "calibration", cal);
-    json_object_set_new(o, "policy_from", h->pol_from_case ? json_pack("{s:s, s:i}", "case", c->file, "line",
-                                                                       h->pol_from_case)
-                                                           : json_string("table"));
+    json_object_set_new(o, "policy_from",
+                        h->pol_from_case ? json_pack("{s:s, s:i}", "case", c->file, "line", h->pol_from_case)
+                                         : json_string("table"));
     gf_k_metric_json(k, "hypothesis", o);
     const int kl_short = h->kl.n_needed < 0 || (long long)n < h->kl.n_needed;
     const int t1_short = !(h->top1.power >= 1 - h->top1.beta);
