@@ -3,7 +3,7 @@
  *   provenance: {date: ..., machine: ..., versions: ..., command: ..., ...}
  *   policy:
  *     q8_0: {alpha: 0.05, beta: 0.2, theta_kld: 5.0e-4, theta_top1: 0.05}
- *   null:
+ *   nulls:
  *     - {case: statistical.holmes-gpt, model: models/holmes-gpt, model_hash: ..., weights: q8_0, kv: f16,
  *        backends: "llamacpp:q8_0,repack=off", windows: 60, positions: 1920,
  *        kld_mean: ..., kld_sigma: ..., top1_disagree: ...}
@@ -213,8 +213,8 @@ static gf_stat_table *table_read(gf_cctx *ctx, const char *path)
                                k_policy_keys[f]);
                     bad = 1;
                 }
-        const gf_ynode *nl = gf_y_get(ctx, root, "null", GF_Y_REQUIRED);
-        if (nl && gf_y_node_is_seq(ctx, nl, "'null'")) {
+        const gf_ynode *nl = gf_y_get(ctx, root, "nulls", GF_Y_REQUIRED);
+        if (nl && gf_y_node_is_seq(ctx, nl, "'nulls'")) {
             t->null = calloc(nl->n ? nl->n : 1, sizeof *t->null);
             bad |= !t->null;
             for (size_t i = 0; t->null && i < nl->n; i++)
@@ -230,7 +230,7 @@ static gf_stat_table *table_read(gf_cctx *ctx, const char *path)
                     }
         } else
             bad = 1;
-        gf_y_check_unknown(ctx, root, "in a calibration table (known: provenance, policy, null)");
+        gf_y_check_unknown(ctx, root, "in a calibration table (known: provenance, policy, nulls)");
     }
     gf_ynode_free(root);
     if (bad || ctx->n_errors) {

@@ -1,7 +1,7 @@
 /* The statistical tier's calibration table (stat_calibration.c): per type,
  * the declared alpha, beta and theta a case inherits (`policy`), and per
  * (model, weights, KV cache) the calibrated null of the per-position
- * statistics under honest backends (`null`), with the provenance of the
+ * statistics under honest backends (`nulls`), with the provenance of the
  * measurement. Written by tools/calibrate/calibrate.py (docs/calibration.md),
  * read through the case loader's YAML layer: a bad key or value is refused
  * at FILE:LINE:COL. */

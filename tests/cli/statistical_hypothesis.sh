@@ -12,8 +12,10 @@
 #   3. a case the table does not calibrate keeps the fixed bounds, saying why;
 #   4. a bad table is exit 2 at the table's FILE:LINE:COL (a value out of range,
 #      an unknown key), as is a `calibration` naming no file;
-#   5. the repository's table: ref and openblas pass cases/statistical.yaml's
-#      calibrated cases by the tests, the record names the table's null.
+#   5. the repository's table: ref (the oracle: double accumulation, the same
+#      figures on any x86 CPU) passes cases/statistical.yaml's calibrated
+#      cases by the tests, the record names the table's null (the other
+#      backends' figures are their CPU's: docs/calibration.md, not asserted).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
@@ -35,7 +37,7 @@ table() { # table FILE POLICY-LINE NULL-EXTRA
 provenance: {date: "test", machine: "test", versions: "test", command: "tests/cli/statistical_hypothesis.sh"}
 policy:
   $2
-null:
+nulls:
   - {case: t.hyp, model: models/holmes-gpt, model_hash: "$hash", weights: f32, kv: f32, backends: "test",
      windows: 10, positions: 1000, kld_mean: 1.0e-12, kld_sigma: 4.0e-12, top1_disagree: 0.01$3}
 Y
@@ -168,14 +170,13 @@ set -e
 [[ $rc == 2 ]] && grep -q "h.yaml:6:[0-9]*: 'beta' must be a number in (0, 1)" "$tmp/h.out" || fail "a bad hypothesis: exit $rc: $(cat "$tmp/h.out")"
 echo "ok   4: a bad table or hypothesis is exit 2 at FILE:LINE:COL"
 
-# 5. the repository's table on the fp32 backends (their figures are this
-#    genfence's own arithmetic; llama.cpp's are never asserted)
+# 5. the repository's table on ref
 set +e
-"$GENFENCE" run -q cases/statistical.yaml --filter '^statistical\.holmes-(gpt|llama)$' --backend ref --backend openblas \
+"$GENFENCE" run -q cases/statistical.yaml --filter '^statistical\.holmes-(gpt|llama)$' --backend ref \
   --no-triangulate --report-dir "$tmp/r" >"$tmp/r.out" 2>&1
 rc=$?
 set -e
-[[ $rc == 0 ]] || { cat "$tmp/r.out"; fail "the repository's calibrated cases exited $rc on ref, openblas"; }
+[[ $rc == 0 ]] || { cat "$tmp/r.out"; fail "the repository's calibrated cases exited $rc on ref"; }
 check "$tmp/r/run.json" '
 for (c, b), x in r.items():
     h = x["metrics"]["hypothesis"]
@@ -183,5 +184,5 @@ for (c, b), x in r.items():
     assert h["kld_mean"]["positions"] == 576 and h["kld_mean"]["positions_needed"] <= 576, h["kld_mean"]
     assert {"date", "machine", "versions", "command"} <= set(h["calibration"]["provenance"]), h["calibration"]
 '
-echo "ok   5: the repository's calibrated cases pass ref and openblas by the tests"
+echo "ok   5: the repository's calibrated cases pass ref by the tests"
 echo "statistical_hypothesis: ok"

@@ -301,7 +301,7 @@ def write_table(path, prov, policy, nulls):
     out.append("policy:")
     for k, (a, b, t, t1) in policy.items():
         out.append("  %s: {alpha: %g, beta: %g, theta_kld: %.3g, theta_top1: %g}" % (k, a, b, t, t1))
-    out.append("null:")
+    out.append("nulls:")
     for e in nulls:
         out.append("  - {case: %s, model: %s, model_hash: %s, weights: %s, kv: %s, backends: %s," % (
             e["case"], e["model"], q(e["model_hash"]), e["weights"], e["kv"], q(e["backends"])))
