@@ -181,14 +181,15 @@ struct gf_kind_def {
      * kind judges token equality against a fp32 reference, so a backend with
      * lower-precision weights is skipped where a statistical case judges
      * them. judges_weights (the statistical kind): does case c have
-     * thresholds for the weight type? */
+     * thresholds, or a calibrated null, for the weight type (and KV cache
+     * type: "" = f32)? */
     int defers_to_statistical;
     /* A kind that reaches the model slots on a model it makes itself (the
      * probes: a micro-model written at run time) opens its sessions in run
      * (gf_session_open on its own directory, the backend k->backend and ref);
      * the runner then opens none and k->session stays NULL. */
     int opens_sessions;
-    int (*judges_weights)(const gf_case *c, const char *weights);
+    int (*judges_weights)(const gf_case *c, const char *weights, const char *kv);
     /* Served backends (a backend whose info names weights GF_WEIGHTS_SERVED:
      * backends/http, an OpenAI-compatible server): its rows hold the top-k
      * log-probabilities it reported at their ids and an even remainder, never

@@ -7,9 +7,11 @@
  * at every step both sides' logits become distributions (float64 softmax) and
  * the step gives KL(reference || backend) in nats, whether the argmaxes agree,
  * and |p_ref(x) - p_backend(x)| of the token x the sequence takes next (what
- * llama-perplexity --kl-divergence reports). The verdict comes from the
- * thresholds of the backend's weight type (info.weights, else its dtype):
- * KL mean, p99, max, top-1 agreement, |delta p| max. The usual max |delta|,
+ * llama-perplexity --kl-divergence reports). The verdict: KL mean and top-1
+ * agreement by one-tailed hypothesis tests against the calibrated null of
+ * the case and the backend's types (stat_judge.h, docs/calibration.md), else
+ * by the fixed thresholds of its weight type (info.weights, else its dtype),
+ * which also bound KL p99, max and |delta p| max. The usual max |delta|,
  * reference margins and near ties are in the summary beside them.
  *
  * `topk: N` restricts every figure to what a served engine reports (docs/http.md,
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stat_judge.h"
 #include "stat_thresholds.h"
 #include "genfence/engine.h"
 #include "golden.h"
@@ -45,6 +48,10 @@ typedef struct dm_spec {
     long long steps;        /* greedy ref tokens after each prompt */
     gf_stat_thr_entry *thr; /* the case's (over the defaults, field by field) */
     size_t n_thr;
+    const gf_stat_table *table; /* the calibration table (stat_calibration.h; NULL: none), not owned */
+    gf_stat_policy_entry *hyp;  /* the case's `hypothesis` (over the table's policy, field by field) */
+    char *cal_case;             /* `calibration_case`: the case whose null judges this one (a reseeded twin) */
+    size_t n_hyp;
     gf_gate gate;        /* for the near-tie count beside the figures */
     long long topk;      /* 0: the full distributions; N: the top-N bound (served engines) */
     double *kl_p, *kl_q; /* (n_kl) kl_pair_p / kl_pair_q: two logit rows whose KL(p || q) is */
@@ -64,6 +71,8 @@ static void spec_free(void *p)
         free(s->thr);
         free(s->kl_p);
         free(s->kl_q);
+        free(s->hyp);
+        free(s->cal_case);
     }
     free(s);
 }
@@ -81,6 +90,26 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     bad |= gf_y_gate(ctx, m, "gate", &s->gate) < 0;
     bad |= gf_y_int(ctx, m, "topk", 0, 1, 1 << 20, &s->topk) < 0;
     bad |= gf_stat_thr_parse(ctx, m, &s->thr, &s->n_thr) < 0;
+    bad |= gf_stat_hypothesis_parse(ctx, m, &s->hyp, &s->n_hyp) < 0;
+    bad |= gf_y_string(ctx, m, "calibration_case", 0, &s->cal_case) < 0;
+    /* the calibration table: the case's `calibration` (required to exist),
+     * else the repository's calibration/distribution_match.yaml when there is one */
+    char *cal = NULL;
+    int rc_cal = gf_y_string(ctx, m, "calibration", 0, &cal);
+    bad |= rc_cal < 0;
+    if (rc_cal >= 0) {
+        char *root = gf_case_root_for(ctx->root, ctx->file);
+        char *path = !root ? NULL
+                     : cal ? (cal[0] == '/' ? strdup(cal) : gf_path_join(root, cal))
+                           : gf_path_join(root, GF_STAT_TABLE_DEFAULT);
+        size_t errors = ctx->n_errors;
+        if (path)
+            s->table = gf_stat_table_load(ctx, path, cal != NULL);
+        bad |= !path || ctx->n_errors > errors;
+        free(path);
+        free(root);
+    }
+    free(cal);
     size_t n_q = 0;
     int has_p = gf_y_doubles(ctx, m, "kl_pair_p", 0, 2, &s->kl_p, &s->n_kl);
     int has_q = gf_y_doubles(ctx, m, "kl_pair_q", 0, 2, &s->kl_q, &n_q);
@@ -119,13 +148,15 @@ static int parse_dm(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 
 /* judges_weights (case.h): the plan skips token-equality kinds on weights
  * a statistical case has thresholds for (harness/run/plan.c). */
-static int dm_judges_weights(const gf_case *c, const char *weights)
+static int dm_judges_weights(const gf_case *c, const char *weights, const char *kv)
 {
     gf_stat_thr t;
     int from_case;
     /* a top-k bound proves a fail, never a pass: it stands for no deferred case */
-    return c->spec && !((const dm_spec *)c->spec)->topk &&
-           gf_stat_thr_for(((const dm_spec *)c->spec)->thr, ((const dm_spec *)c->spec)->n_thr, weights, &t, &from_case);
+    const dm_spec *s = c->spec;
+    return s && !s->topk &&
+           (gf_stat_thr_for(s->thr, s->n_thr, weights, &t, &from_case) ||
+            gf_stat_table_has(s->table, s->cal_case ? s->cal_case : c->id, weights, kv && kv[0] ? kv : "f32"));
 }
 
 /* ---- figures ---- */
@@ -334,6 +365,15 @@ static double mean_of(const double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         s += v[i];
     return n ? s / (double)n : NAN;
+}
+
+/* the sample standard deviation (n - 1) */
+static double sd_of(const double *v, size_t n, double mean)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (v[i] - mean) * (v[i] - mean);
+    return n > 1 ? sqrt(s / (double)(n - 1)) : NAN;
 }
 
 static double max_of(const double *v, size_t n)
@@ -569,7 +609,8 @@ static json_t *kl_by_position(const dm_acc *a)
 }
 
 /* The early-garbage guard: a KL at one of the first GF_DM_EARLY_STEPS steps
- * of a sequence far above the type's band, past max(10 kld_mean, 0.25 nats),
+ * of a sequence far above the type's band, past max(10 kld_mean, 0.25 nats)
+ * (kld_mean: the KL-mean test's threshold where calibrated, else the fixed bound),
  * is a broken kernel (a quantized cache's wrong scale, a garbled first
  * decode), its own check ahead of the band's, not a quality drift. 0.25 nats
  * is 4x the largest single-position KL measured on an honest q8_0 backend
@@ -594,19 +635,19 @@ static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, const ch
             first = i;
     gf_k_metric_json(k, "early_garbage",
                      json_pack("{s:i, s:f, s:f, s:s}", "steps", GF_DM_EARLY_STEPS, "bound", bound, "kld_max_early",
-                               worst, "rule", "max(10 x the band's kld_mean, 0.25 nats) at each of the first steps"));
+                               worst, "rule", "max(10 x the kld_mean bound, 0.25 nats) at each of the first steps"));
     if (at == SIZE_MAX)
         return;
     if (first == SIZE_MAX)
         gf_k_check(
             k, 1, "no garbage in the first steps (a broken kernel)",
-            "KL at most %.3g in the first %d steps of every sequence (bound %.3g: 10 x the %s thresholds' kld_mean "
-            "%.3g, at least 0.25)",
+            "KL at most %.3g in the first %d steps of every sequence (bound %.3g: 10 x the %s kld_mean bound %.3g, "
+            "at least 0.25)",
             worst, GF_DM_EARLY_STEPS, bound, key, kld_mean);
     else
         gf_k_check(k, 0, "no garbage in the first steps (a broken kernel)",
                    "a broken kernel, not a quality drift: KL %.3g at step %d (position %d) of its sequence, past %.3g "
-                   "(10 x the %s thresholds' kld_mean %.3g, at least 0.25); the worst in the first %d steps %.3g",
+                   "(10 x the %s kld_mean bound %.3g, at least 0.25); the worst in the first %d steps %.3g",
                    a->kl[first], a->step[first] + 1, a->pos[first], bound, key, kld_mean, GF_DM_EARLY_STEPS, worst);
 }
 
@@ -656,16 +697,36 @@ static void run_dm(const gf_case *c, gf_krun *k)
                                    "figures",
                                    "lower bounds (KL over the top-k plus one merged rest, |delta p| "
                                    "outside the set bounded below by p - q_rest): docs/http.md"));
-    gf_stat_thr thr;
-    int from_case = 0;
-    if (!gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case)) {
-        gf_k_skip(k,
-                  "no thresholds for %s (weights %s, kv %s; defaults exist for f32, f16, q8_0: give 'thresholds: "
-                  "{%s: {...}}')",
-                  key, w, kv, key);
+    /* the hypothesis tests where the table calibrates the model and types,
+     * else the fixed bounds (the thresholds' defaults or the case's) */
+    gf_stat_hyp hyp;
+    char model_hex[65] = "";
+    if (s->table && gf_model_hash(c->model, model_hex) != GF_OK) {
+        gf_k_error(k, "model hash of %s: %s", c->model_arg, gf_error_msg());
         return;
     }
-    gf_k_metric_json(k, "thresholds", gf_stat_thr_json(&thr, from_case));
+    char pkey[64];
+    gf_stat_policy_key(w, kv, pkey, sizeof pkey);
+    const int calibrated = !s->topk && gf_stat_hyp_find(&hyp, s->table, s->hyp, s->n_hyp, pkey,
+                                                        s->cal_case ? s->cal_case : c->id, w, kv, model_hex);
+    if (s->topk)
+        snprintf(hyp.why, sizeof hyp.why, "a top-k bound is judged by fixed bounds only");
+    gf_stat_thr thr = {NAN, NAN, NAN, NAN, NAN};
+    int from_case = 0;
+    const int has_thr = gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case);
+    if (!calibrated && !has_thr) {
+        gf_k_skip(k,
+                  "no thresholds for %s (weights %s, kv %s): not calibrated (%s), and no fixed bounds (defaults "
+                  "exist for f32, f16, q8_0: give 'thresholds: {%s: {...}}', or calibrate: docs/calibration.md)",
+                  key, w, kv, hyp.why, key);
+        return;
+    }
+    if (!calibrated)
+        gf_k_metric_json(k, "hypothesis", json_pack("{s:b, s:s}", "calibrated", 0, "why", hyp.why));
+    if (calibrated) /* the mean and top-1 come from the tests; the tails keep their bounds */
+        thr.kld_mean = thr.top1_min = NAN;
+    if (has_thr)
+        gf_k_metric_json(k, "thresholds", gf_stat_thr_json(&thr, from_case));
 
     dm_acc a = {0};
     a.disagree_max_margin = -INFINITY;
@@ -694,6 +755,7 @@ static void run_dm(const gf_case *c, gf_krun *k)
     json_t *st = json_object();
     json_object_set_new(st, "positions", json_integer((json_int_t)a.n));
     gf_json_set_number(st, "kld_mean", kl_mean, "no positions");
+    gf_json_set_number(st, "kld_sd", sd_of(a.kl, a.n, kl_mean), "fewer than two positions");
     gf_json_set_number(st, "kld_p99", kl_p99, "no positions");
     gf_json_set_number(st, "kld_max", kl_max, "no positions");
     gf_json_set_number(st, "top1_agreement", top1, "no positions");
@@ -720,7 +782,11 @@ static void run_dm(const gf_case *c, gf_krun *k)
     char extra[256];
     snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds%s", a.n, w, kv, key,
              s->topk ? ", top-k bound" : "");
-    early_garbage(k, &a, thr.kld_mean, key);
+    if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n) < 0)
+        goto done; /* refused: the case cannot reach the declared power */
+    early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean, key);
+    if (calibrated)
+        gf_stat_hyp_judge(k, &hyp, kl_mean, a.n - a.agree, extra);
     judge(k, "kld_mean", kl_mean, thr.kld_mean, 0, extra);
     judge(k, "kld_p99", kl_p99, thr.kld_p99, 0, extra);
     judge(k, "kld_max", kl_max, thr.kld_max, 0, extra);
@@ -752,7 +818,7 @@ const gf_kind_def gf_kind_distribution_match = {
     .name = "distribution_match",
     .summary =
         "the statistical tier: KL divergence, top-1 agreement and |delta p| against the reference, teacher-forced, "
-        "thresholds per weight type",
+        "hypothesis tests from a calibrated null (fixed bounds where uncalibrated)",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
     .judges_weights = dm_judges_weights,

@@ -14,8 +14,10 @@
 #include "json.h"
 #include "stat_thresholds.h"
 
-/* The defaults, calibrated in docs/cases.md ("distribution_match:
- * calibration") on holmes-gpt and holmes-llama (576 positions each): each KL
+/* The defaults (fixed bounds: the tails always; the mean and top-1 only
+ * where no calibration covers the case, docs/calibration.md), measured in
+ * docs/cases.md ("distribution_match: calibration") on holmes-gpt and
+ * holmes-llama (576 positions each): each KL
  * bound is about 10x the worst figure measured for that type (x30 for f32,
  * whose figures are fp32 rounding noise, so that a reordered sum on another
  * CPU still passes), |delta p| about 3x (KL grows with the square of a logit

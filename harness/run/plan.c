@@ -200,9 +200,9 @@ static void stat_cache_free(stat_cache *sc)
 }
 
 /* Does s, a statistical case, judge weights w on c's model? */
-static int stat_covers(const gf_case *s, const gf_case *c, const char *w)
+static int stat_covers(const gf_case *s, const gf_case *c, const char *w, const char *kv)
 {
-    return s->kind->judges_weights && s->model && !strcmp(s->model, c->model) && s->kind->judges_weights(s, w);
+    return s->kind->judges_weights && s->model && !strcmp(s->model, c->model) && s->kind->judges_weights(s, w, kv);
 }
 
 /* A token-equality kind on a backend with lower-precision weights (its info
@@ -218,7 +218,7 @@ static void stat_defer(stat_cache *sc, gf_job *j, const gf_case *const *run, siz
     if (!c->kind->defers_to_statistical || !w[0] || !strcmp(w, "f32") || !strcmp(w, GF_WEIGHTS_SERVED) || !c->model)
         return;
     for (size_t i = 0; i < n_run; i++)
-        if (stat_covers(run[i], c, w)) {
+        if (stat_covers(run[i], c, w, j->backend->kv_cache)) {
             gf_job_decide(j, GF_V_SKIP, "weights %s: judged by the statistical tier (case %s) of %s", w, run[i]->id,
                           run[i]->file);
             return;
@@ -226,7 +226,7 @@ static void stat_defer(stat_cache *sc, gf_job *j, const gf_case *const *run, siz
     const gf_case_set *set = stat_cases(sc, c->file);
     for (size_t i = 0; set && i < set->n; i++) {
         const gf_case *s = &set->cases[i];
-        if (stat_covers(s, c, w)) {
+        if (stat_covers(s, c, w, j->backend->kv_cache)) {
             gf_job_decide(j, GF_V_SKIP, "weights %s: judged by the statistical tier (case %s) of %s", w, s->id,
                           s->file);
             return;

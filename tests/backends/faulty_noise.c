@@ -18,9 +18,17 @@
  *                   SmolLM2-135M, which the goldens' tolerance rule must
  *                   refuse (make real-model, docs/real_model.md)
  *
+ *   ref-noise-env   GF_NOISE_FROM_ENV: the amplitude from $GENFENCE_TEST_NOISE_AMP
+ *                   (unset: 0), the declared weights and KV cache from
+ *                   $GENFENCE_TEST_NOISE_WEIGHTS / $GENFENCE_TEST_NOISE_KV
+ *                   (unset: ref's): the faulty backend whose KL shift or
+ *                   top-1 drop tools/calibrate/error_rates.py sets to exactly
+ *                   theta, to measure the tier's power there
+ *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "genfence/backend.h"
 #include "ref/ref.h"
@@ -44,6 +52,16 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+static double noise_amp(void)
+{
+#ifdef GF_NOISE_FROM_ENV
+    const char *e = getenv("GENFENCE_TEST_NOISE_AMP");
+    return e ? strtod(e, NULL) : 0.0;
+#else
+    return GF_NOISE_AMP;
+#endif
+}
+
 static gf_status noise_model_load(const gf_model_desc *desc, const gf_backend_options *opts, void **model_out)
 {
     g_vocab = (size_t)desc->config.vocab_size;
@@ -58,19 +76,29 @@ static gf_status noise_info(const gf_backend_options *opts, gf_backend_info *inf
     if (st == GF_OK && info_out->struct_size >= offsetof(gf_backend_info, kv_cache) + sizeof info_out->kv_cache)
         info_out->weights = GF_NOISE_WEIGHTS;
 #endif
+#ifdef GF_NOISE_FROM_ENV
+    if (st == GF_OK && info_out->struct_size >= offsetof(gf_backend_info, kv_cache) + sizeof info_out->kv_cache) {
+        const char *w = getenv("GENFENCE_TEST_NOISE_WEIGHTS"), *kv = getenv("GENFENCE_TEST_NOISE_KV");
+        if (w && *w)
+            info_out->weights = w;
+        if (kv && *kv)
+            info_out->kv_cache = kv;
+    }
+#endif
     return st;
 }
 
 static gf_status noise_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
 {
     uint64_t call = ++g_calls;
+    const double amp = noise_amp();
     gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
     if (st != GF_OK)
         return st;
     size_t n = (size_t)in->B * (size_t)(in->logits_mode == GF_LOGITS_LAST ? 1 : in->T) * g_vocab;
     for (size_t i = 0; i < n; i++) {
         double u = (double)(splitmix64(call << 32 ^ (uint64_t)i) >> 11) * 0x1.0p-53; /* [0, 1) */
-        logits_out[i] += (float)(GF_NOISE_AMP * (2 * u - 1));
+        logits_out[i] += (float)(amp * (2 * u - 1));
     }
     return GF_OK;
 }

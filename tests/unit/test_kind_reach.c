@@ -174,7 +174,8 @@ Test(kinds, keys_are_what_the_parse_asks)
              "top_n_sigma, mirostat, mirostat_tau, mirostat_eta, mirostat_mu, epsilon_cutoff, eta_cutoff, "
              "allowed_token_ids, structured_output_mask");
     gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_ALL, buf, sizeof buf);
-    cr_assert_str_eq(buf, "goldens, prompts, steps, gate, topk, thresholds, kl_pair_p, kl_pair_q, kl_pair_expect");
+    cr_assert_str_eq(buf, "goldens, prompts, steps, gate, topk, thresholds, hypothesis, calibration_case, calibration, "
+                          "kl_pair_p, kl_pair_q, kl_pair_expect");
     cr_assert_eq(gf_kind_keys(&gf_kind_distribution_match, GF_KEYS_CONDITIONAL, buf, sizeof buf), 0);
     /* eos_id: read by the sampler reader only beside a profile key, by eos itself always */
     gf_kind_keys(&gf_kind_sampling_distribution, GF_KEYS_PLAIN, buf, sizeof buf);

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""The statistical tier's measured error rates (docs/calibration.md): not in CI.
+
+For each calibrated case and type: RESEEDS held-out reseeds (seeds 1000 and
+up; calibrate.py calibrated on 0..R-1) of the case on the type's honest
+backends, judged with the calibration table: the false-fail rate of the
+KL-mean test, of the top-1 test and of the case as a whole (tail bounds
+included), to set against alpha. Then ref-noise-env (tests/backends/
+faulty_noise.c: ref plus uniform logit noise, declaring the type) with its
+amplitude set on calibration seeds 0..9 so that its KL mean is exactly
+mu0 + theta_kld, and again so that its top-1 disagreement rate is exactly
+p0 + theta_top1: the share of the held-out reseeds each test catches, to
+set against 1 - beta.
+
+  .venv/bin/python tools/calibrate/error_rates.py [--reseeds 100]
+      [--cases statistical.holmes-gpt,statistical.holmes-llama] [--types f32/f32,q8_0/f16,...]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibrate as cal  # noqa: E402
+
+NOISE = "@noise_env"
+cal.TEST_BACKENDS[NOISE] = "libgenfence_test_faulty_ref_noise_env.so"
+TUNE_SEEDS = range(10)  # calibration seeds: the amplitude is set on them, never judged
+
+
+def judged(genfence, build, variants, backends, tmp, tag, table, env=None):
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        recs, _ = cal.run_cases(genfence, build, cal.case_yaml(variants, extra={}), backends,
+                                os.path.join(tmp, "root"), os.path.join(tmp, tag), table=table)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return list(recs.values())
+
+
+def check_failed(x, name):
+    return any(c["name"] == name and not c["passed"] for c in x.get("checks", []))
+
+
+def noise_env(w, kv, amp):
+    e = {"GENFENCE_TEST_NOISE_AMP": "%.9g" % amp}
+    if w != "f32":
+        e["GENFENCE_TEST_NOISE_WEIGHTS"] = w
+    if kv != "f32":
+        e["GENFENCE_TEST_NOISE_KV"] = kv
+    return e
+
+
+def measure(genfence, build, variants, tmp, table, w, kv, amp, tag):
+    recs = judged(genfence, build, variants, [NOISE], tmp, tag, table, noise_env(w, kv, amp))
+    s = [x["metrics"]["statistical"] for x in recs if "statistical" in x.get("metrics", {})]
+    n = sum(v["positions"] for v in s)
+    return (sum(v["kld_mean"] * v["positions"] for v in s) / n, sum(v["top1_disagreements"] for v in s) / n, recs)
+
+
+def tune(f, target, lo, hi, iters=12):
+    """The amplitude in [lo, hi] (geometric bisection) where f(amp) = target (f increasing)."""
+    for _ in range(iters):
+        mid = math.sqrt(lo * hi)
+        if f(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reseeds", type=int, default=100)
+    ap.add_argument("--cases", default="statistical.holmes-gpt,statistical.holmes-llama")
+    ap.add_argument("--types", default="f32/f32,f32/q8_0,f16/f16,q8_0/f16")
+    ap.add_argument("--build", default=os.path.join(cal.ROOT, "build"))
+    ap.add_argument("--table", default=cal.TABLE)
+    args = ap.parse_args()
+    genfence = os.path.join(args.build, "genfence")
+    text = cal.corpus()
+    known = cal.cases_json(genfence, os.path.join(cal.ROOT, "cases", "statistical.yaml"))
+    cache = {}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gf-error-rates-") as tmp:
+        for cid in args.cases.split(","):
+            base = known[cid]["case"]
+            held = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid)
+                    for r in range(1000, 1000 + args.reseeds)]
+            tune_v = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid) for r in TUNE_SEEDS]
+            for t in args.types.split(","):
+                w, kv = t.split("/")
+                honest = judged(genfence, args.build, held, cal.HONEST[(w, kv)], tmp, "h-%s-%s-%s" % (cid, w, kv),
+                                args.table)
+                hyp = [x for x in honest if "kld_mean" in x.get("metrics", {}).get("hypothesis", {})]
+                if not hyp:
+                    print("error_rates: %s %s: no calibrated record (%s)" % (cid, t, [
+                        (x["backend"], x["verdict"], x.get("reason", "")[:200]) for x in honest[:2]]))
+                    continue
+                h = hyp[0]["metrics"]["hypothesis"]
+                mu0, theta = h["kld_mean"]["null_mean"], h["kld_mean"]["theta"]
+                p0, theta1 = h["top1"]["null_disagree"], h["top1"]["theta"]
+                ff_kl = sum(check_failed(x, "kld_mean") for x in hyp)
+                ff_t1 = sum(check_failed(x, "top1_min") for x in hyp)
+                ff_case = sum(x["verdict"] != "pass" for x in hyp)
+                # the faulty backend at exactly theta, its amplitude set on the tuning seeds
+                a_kl = tune(lambda a: measure(genfence, args.build, tune_v, tmp, args.table, w, kv, a, "t")[0],
+                            mu0 + theta, math.sqrt(6 * (mu0 + theta)) / 4, math.sqrt(6 * (mu0 + theta)) * 4, 8)
+                kl_at, _, _ = measure(genfence, args.build, tune_v, tmp, args.table, w, kv, a_kl, "t")
+                _, _, recs = measure(genfence, args.build, held, tmp, args.table, w, kv, a_kl, "f-kl")
+                pw_kl = sum(check_failed(x, "kld_mean") for x in recs), len(recs)
+                a_t1 = tune(lambda a: measure(genfence, args.build, tune_v, tmp, args.table, w, kv, a, "t")[1],
+                            p0 + theta1, 1e-3, 10.0, 10)
+                _, d_at, _ = measure(genfence, args.build, tune_v, tmp, args.table, w, kv, a_t1, "t")
+                _, _, recs = measure(genfence, args.build, held, tmp, args.table, w, kv, a_t1, "f-t1")
+                pw_t1 = sum(check_failed(x, "top1_min") for x in recs), len(recs)
+                row = dict(case=cid, type=t, n=h["kld_mean"]["positions"], alpha=h["kld_mean"]["alpha"],
+                           beta=h["kld_mean"]["beta"], honest=len(hyp), ff_kl=ff_kl, ff_t1=ff_t1, ff_case=ff_case,
+                           theta=theta, mu0=mu0, a_kl=a_kl, kl_at=kl_at, pw_kl=pw_kl, theta1=theta1, p0=p0,
+                           a_t1=a_t1, d_at=d_at, pw_t1=pw_t1, backends=" ".join(cal.HONEST[(w, kv)]).replace("@", ""))
+                rows.append(row)
+                print("error_rates: %(case)s %(type)s: false-fail KL %(ff_kl)d/%(honest)d, top-1 %(ff_t1)d/%(honest)d, "
+                      "case %(ff_case)d/%(honest)d; power KL %(pw_kl)s at amp %(a_kl).3g (KL %(kl_at).3g = mu0 "
+                      "%(mu0).3g + theta %(theta).3g), top-1 %(pw_t1)s at amp %(a_t1).3g (disagree %(d_at).4f = p0 "
+                      "%(p0).4f + %(theta1)g)" % row, flush=True)
+    print()
+    print("| case | weights/kv | honest backends | n | alpha | false-fail KL mean | false-fail top-1 | false-fail case "
+          "| beta | theta_kld | faulty KL mean (tuned) | caught by KL test | theta_top1 | faulty disagree (tuned) "
+          "| caught by top-1 test |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %s | %s | %s | %d | %g | %d/%d = %.3f | %d/%d = %.3f | %d/%d = %.3f | %g | %.3g | %.3g (mu0 %.3g) | "
+              "%d/%d = %.2f | %g | %.4f (p0 %.4f) | %d/%d = %.2f |" % (
+                  r["case"], r["type"], r["backends"], r["n"], r["alpha"], r["ff_kl"], r["honest"],
+                  r["ff_kl"] / r["honest"], r["ff_t1"], r["honest"], r["ff_t1"] / r["honest"], r["ff_case"],
+                  r["honest"], r["ff_case"] / r["honest"], r["beta"], r["theta"], r["kl_at"], r["mu0"],
+                  r["pw_kl"][0], r["pw_kl"][1], r["pw_kl"][0] / max(1, r["pw_kl"][1]), r["theta1"], r["d_at"],
+                  r["p0"], r["pw_t1"][0], r["pw_t1"][1], r["pw_t1"][0] / max(1, r["pw_t1"][1])))
+
+
+if __name__ == "__main__":
+    main()
