@@ -2,12 +2,12 @@
 # The default run's built-in protocol client (issue 32; docs/harness.md,
 # "Backends"), and the seed shift of docs/harness.md ("The catalogue of
 # planted bugs"):
-#   - a run without --backend runs cases/exec.yaml's five cases on exec with
+#   - a run without --backend runs cases/exec.yaml's six cases on exec with
 #     the build's tools/echo_ref, each a pass, and no untagged case there;
 #   - a framing bug of the client beside genfence fails them (the C client
 #     relayed through faulty_client.py short: a forward reply one float
 #     short), exit 1;
-#   - a genfence with no echo_ref beside it: the five are skips that say why,
+#   - a genfence with no echo_ref beside it: the six are skips that say why,
 #     the summary names it, exit 0;
 #   - GENFENCE_SEED_SHIFT moves the seeds a statistical case records; a
 #     malformed value is bad input (exit 2).
@@ -20,21 +20,21 @@ gf_test_init echo_default
 cd "$GF_SRC"
 [[ -x "$GF_BUILD/tools/echo_ref" ]] || fail "$GF_BUILD/tools/echo_ref not built"
 
-# 1. the build's genfence: the five cases on exec, all passing
+# 1. the build's genfence: the six cases on exec, all passing
 "$GENFENCE" run cases/exec.yaml cases/sampler.yaml --filter '^(exec\.|top_p\.fence$)' \
   --report-dir "$tmp/rep" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "default run: exit $?"; }
 "$PY" - "$tmp/rep/run.json" <<'PY' || { cat "$tmp/out"; fail "the echo client's cases"; }
 import json, sys
 res = json.load(open(sys.argv[1]))["results"]
 on_exec = sorted((r["id"], r["verdict"]) for r in res if r["backend"] == "exec")
-assert [i for i, _ in on_exec] == ["exec.batch", "exec.cache", "exec.precision", "exec.speculate",
-                                   "exec.statistical"], on_exec
+assert [i for i, _ in on_exec] == ["exec.batch", "exec.cache", "exec.logprobs", "exec.precision",
+                                   "exec.speculate", "exec.statistical"], on_exec
 assert all(v == "pass" for _, v in on_exec), on_exec
 # a case not tagged exec never runs on it; the exec cases run on the other backends too
 assert not [r for r in res if r["id"] == "top_p.fence" and r["backend"] == "exec"]
 assert {r["id"] for r in res if r["backend"] == "ref"} >= {"exec.cache", "exec.batch"}, res
 PY
-echo "ok   default run: the five exec cases pass on the built echo client"
+echo "ok   default run: the six exec cases pass on the built echo client"
 
 # 2. a copy of genfence beside a client with a framing bug: the cases fail
 mkdir -p "$tmp/bad/tools"
@@ -56,12 +56,12 @@ mkdir -p "$tmp/none"
 cp "$GENFENCE" "$tmp/none/genfence"
 "$tmp/none/genfence" run cases/exec.yaml --no-report >"$tmp/out_none" 2>&1 ||
   { cat "$tmp/out_none"; fail "no echo client: exit $?"; }
-[[ $(grep -c '^skip .*exec\..*\[exec:echo_ref\]' "$tmp/out_none") == 5 ]] || { cat "$tmp/out_none"; fail "not five skips"; }
+[[ $(grep -c '^skip .*exec\..*\[exec:echo_ref\]' "$tmp/out_none") == 6 ]] || { cat "$tmp/out_none"; fail "not six skips"; }
 grep -q "^    backend unavailable: the C echo client is not beside this genfence ($tmp/none/tools/echo_ref)" \
   "$tmp/out_none" || { cat "$tmp/out_none"; fail "the skips do not say why"; }
 grep -q '^backend exec: unavailable here, not run: the C echo client is not beside this genfence' "$tmp/out_none" ||
   { cat "$tmp/out_none"; fail "the summary does not name the missing client"; }
-echo "ok   no echo client: five skips with the reason, exit 0"
+echo "ok   no echo client: six skips with the reason, exit 0"
 
 # 4. the seed shift: recorded, and bad input when malformed
 GENFENCE_SEED_SHIFT=5 "$GENFENCE" run cases/sampler.yaml --filter '^sampling\.distribution$' \
