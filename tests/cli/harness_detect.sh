@@ -80,7 +80,7 @@ for f in top_p_gt tie_high no_max topk_ties temp_late one_stream; do
 done
 # issue 32's classes (cases/detect/desc.yaml, golden_family.yaml, sampler_profiles.yaml;
 # faulty_desc.c, faulty_family.c, the example plugin's sample_ex bugs, the race in float)
-for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias family_rope_unscaled example_min_p_one \
+for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias family_rope_unscaled rope_window_wide example_min_p_one \
          example_typical_no_lse example_eos_ban_late example_penalty_window example_vllm_seed_order sample_race_float; do
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_$f.so")
