@@ -20,6 +20,7 @@ typedef struct stream_spec {
     gf_token_source src; /* text, tokens or sample: up to 1 << 20 tokens */
     int decoder;         /* DEC_*: incremental, or a wrong way for detection cases */
     int expect_split;
+    long long expect_replacements; /* -1: not checked; else the U+FFFD count decode must give */
 } stream_spec;
 
 static void stream_free(void *p)
@@ -47,6 +48,8 @@ static int parse_stream(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
         return -1;
     bad |= gf_y_enum(ctx, m, "decoder", 0, k_decoders, &s->decoder) < 0;
     bad |= gf_y_bool(ctx, m, "expect_split", 0, &s->expect_split) < 0;
+    s->expect_replacements = -1;
+    bad |= gf_y_int(ctx, m, "expect_replacements", 0, 0, 1 << 30, &s->expect_replacements) < 0;
     return bad ? -1 : 0;
 }
 
@@ -126,6 +129,13 @@ static void run_stream(const gf_case *c, gf_krun *k)
     if (valid)
         gf_k_check(k, repl_stream == 0, "no U+FFFD for valid UTF-8", "%zu replacement characters in the stream",
                    repl_stream);
+    if (s->expect_replacements >= 0) { /* an independent count: the stream and decode share one lead table */
+        const size_t repl_full = count_fffd(full ? full : "", full_len);
+        gf_k_check(k, repl_full == (size_t)s->expect_replacements, "decode replaces as expected",
+                   "%zu U+FFFD in decode, the case expects %lld (one per maximal invalid subpart, Unicode's "
+                   "recommended practice)",
+                   repl_full, s->expect_replacements);
+    }
     if (s->expect_split)
         gf_k_check(k, repl_naive > 0, "a character spans tokens",
                    "per-token decoding shows %zu U+FFFD (the case must split a character)", repl_naive);
