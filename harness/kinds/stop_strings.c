@@ -34,8 +34,10 @@ typedef struct stop_spec {
     size_t n_stops;
     char *expect_text;
     int has_expect_stop, expect_stop;
-    int naive; /* matcher: naive */
+    int naive; /* matcher: MATCH_INCREMENTAL (0), MATCH_NAIVE, MATCH_LATE */
 } stop_spec;
+
+enum { MATCH_INCREMENTAL, MATCH_NAIVE, MATCH_LATE };
 
 static void stop_free(void *p)
 {
@@ -48,7 +50,7 @@ static void stop_free(void *p)
     free(s);
 }
 
-static const char *const k_matchers[] = {"incremental", "naive", NULL};
+static const char *const k_matchers[] = {"incremental", "naive", "late", NULL};
 
 static int parse_stop(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
 {
@@ -102,7 +104,8 @@ typedef struct matcher {
     gf_stop_strings *eng;
     char *const *stops;
     size_t n_stops, max_len;
-    int naive, stopped;
+    int naive, stopped; /* naive: the stop_spec's matcher */
+    gf_buf pending;     /* late: the engine's last release, given out one feed later */
 } matcher;
 
 static gf_status matcher_open(matcher *m, const stop_spec *s)
@@ -114,7 +117,7 @@ static gf_status matcher_open(matcher *m, const stop_spec *s)
     for (size_t i = 0; i < s->n_stops; i++)
         if (strlen(s->stops[i]) > m->max_len)
             m->max_len = strlen(s->stops[i]);
-    if (m->naive)
+    if (m->naive == MATCH_NAIVE)
         return GF_OK;
     return gf_stop_strings_create((const char *const *)s->stops, s->n_stops, &m->eng);
 }
@@ -122,9 +125,26 @@ static gf_status matcher_open(matcher *m, const stop_spec *s)
 /* one piece in; what is released goes to out (cap >= len + max_len + 8) */
 static size_t matcher_feed(matcher *m, const char *p, size_t len, char *out, size_t cap)
 {
-    if (!m->naive) {
-        size_t w = gf_stop_strings_feed(m->eng, p, len, out, cap, &m->stopped);
-        return w;
+    if (m->naive == MATCH_INCREMENTAL)
+        return gf_stop_strings_feed(m->eng, p, len, out, cap, &m->stopped);
+    if (m->naive == MATCH_LATE) { /* the engine's release, one feed late (all of it at a stop) */
+        size_t w = gf_stop_strings_feed(m->eng, p, len, out, cap, &m->stopped), k = m->pending.n;
+        if (k + w > cap)
+            return 0;
+        char *was = m->pending.p;
+        m->pending = (gf_buf){0};
+        if (m->stopped) {
+            memmove(out + k, out, w);
+            if (k)
+                memcpy(out, was, k);
+            free(was);
+            return k + w;
+        }
+        gf_buf_put(&m->pending, out, w);
+        if (k)
+            memcpy(out, was, k);
+        free(was);
+        return k;
     }
     if (m->stopped)
         return 0;
@@ -136,7 +156,13 @@ static size_t matcher_feed(matcher *m, const char *p, size_t len, char *out, siz
 
 static size_t matcher_finish(matcher *m, char *out, size_t cap)
 {
-    return m->naive ? 0 : gf_stop_strings_finish(m->eng, out, cap);
+    if (m->naive == MATCH_NAIVE)
+        return 0;
+    size_t k = m->pending.n < cap ? m->pending.n : cap;
+    if (k)
+        memcpy(out, m->pending.p, k);
+    gf_buf_free(&m->pending);
+    return k + gf_stop_strings_finish(m->eng, out + k, cap - k);
 }
 
 /* ---- the schemes: how a stream of bytes is cut into pieces ---- */
@@ -147,8 +173,49 @@ typedef struct stream_res {
     gf_buf out;
     int stopped;
     size_t pieces, bad_pieces; /* released pieces; those not valid UTF-8 */
+    size_t late;               /* feeds after which more was held back than the rule allows */
+    char first_late[160];
     gf_status st;
 } stream_res;
+
+/* What a stream may hold back after input f (n bytes), by the rule
+ * (docs/cases.md, stop_strings): the longest suffix that is a proper prefix
+ * of a stop string, then before it an unfinished UTF-8 character (a lead
+ * byte whose sequence needs more bytes than follow it). Everything else
+ * must have been released: a complete character held back is late. */
+static size_t may_hold(const char *f, size_t n, char *const *stops, size_t n_stops)
+{
+    size_t hold = 0;
+    for (size_t i = 0; i < n_stops; i++) {
+        const size_t L = strlen(stops[i]);
+        for (size_t k = L ? L - 1 : 0; k > hold; k--)
+            if (k <= n && !memcmp(f + n - k, stops[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    const size_t m = n - hold;
+    for (size_t back = 1; back <= 3 && back <= m; back++) {
+        const uint8_t c = (uint8_t)f[m - back];
+        if ((c & 0xC0) == 0x80)
+            continue;
+        const size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 1;
+        return hold + (need > back ? back : 0);
+    }
+    return hold;
+}
+
+/* After a feed: the released total against what the rule lets be held. */
+static void check_late(stream_res *r, const matcher *m, const gf_buf *fed)
+{
+    if (m->stopped || m->naive == MATCH_NAIVE)
+        return;
+    const size_t bound = fed->n - may_hold(fed->p ? fed->p : "", fed->n, m->stops, m->n_stops);
+    if (r->out.n < bound && r->late++ == 0)
+        snprintf(r->first_late, sizeof r->first_late,
+                 "after %zu bytes in, %zu released; the rule holds back at most %zu", fed->n, r->out.n,
+                 fed->n - bound);
+}
 
 /* Feed bytes (n) cut at the ascending offsets cuts (n_cuts, each in (0, n))
  * through the UTF-8 stream when text, then the matcher. */
@@ -168,6 +235,7 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         r->st = gf_error_set(GF_E_NOMEM, "out of memory");
         goto done;
     }
+    gf_buf fed = {0}; /* every byte the matcher was given */
     size_t from = 0;
     for (size_t c = 0; c <= n_cuts; c++) {
         const size_t to = c < n_cuts ? cuts[c] : n;
@@ -178,21 +246,25 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
             piece = dec;
         }
         w = matcher_feed(&m, piece, len, out, cap);
+        gf_buf_put(&fed, piece, len);
         if (w) {
             r->pieces++;
             r->bad_pieces += (gf_utf8_valid_prefix((const uint8_t *)out, w) != w);
             gf_buf_put(&r->out, out, w);
         }
+        check_late(r, &m, &fed);
         from = to;
     }
     if (text && !m.stopped) {
         size_t len = gf_utf8_stream_finish(&u8, dec, cap);
         size_t w = matcher_feed(&m, dec, len, out, cap);
+        gf_buf_put(&fed, dec, len);
         if (w) {
             r->pieces++;
             r->bad_pieces += (gf_utf8_valid_prefix((const uint8_t *)out, w) != w);
             gf_buf_put(&r->out, out, w);
         }
+        check_late(r, &m, &fed);
     }
     if (!m.stopped) {
         size_t w = matcher_finish(&m, out, cap);
@@ -203,17 +275,19 @@ static void run_stream(const stop_spec *s, int text, const char *bytes, size_t n
         }
     }
     r->stopped = m.stopped;
-    if (r->out.oom)
+    if (r->out.oom || fed.oom)
         r->st = gf_error_set(GF_E_NOMEM, "out of memory");
 done:
+    gf_buf_free(&fed);
     free(dec);
     free(out);
+    gf_buf_free(&m.pending);
     gf_stop_strings_destroy(m.eng);
 }
 
 typedef struct tally {
-    size_t runs, wrong, wrong_stop, bad_pieces;
-    char first_text[256], first_stop[256], first_utf8[256]; /* the first scheme that went wrong, and how */
+    size_t runs, wrong, wrong_stop, bad_pieces, late;
+    char first_text[256], first_stop[256], first_utf8[256], first_late[300]; /* the first scheme that went wrong */
 } tally;
 
 static void judge(tally *t, const char *scheme, const stream_res *r, const char *ref, size_t ref_len, int ref_stop,
@@ -234,6 +308,11 @@ static void judge(tally *t, const char *scheme, const stream_res *r, const char 
         t->wrong_stop++;
         if (!t->first_stop[0])
             snprintf(t->first_stop, sizeof t->first_stop, "%s: stopped %d, expected %d", scheme, r->stopped, ref_stop);
+    }
+    if (r->late) {
+        t->late += r->late;
+        if (!t->first_late[0])
+            snprintf(t->first_late, sizeof t->first_late, "%s: %.200s", scheme, r->first_late);
     }
     if (utf8_ref && r->bad_pieces) {
         t->bad_pieces += r->bad_pieces;
@@ -345,6 +424,10 @@ static void run_stop(const gf_case *c, gf_krun *k)
     gf_k_check(k, tt.bad_pieces == 0 && tr.bad_pieces == 0, "released pieces are whole UTF-8 characters",
                "%zu pieces split a character%s%s", tt.bad_pieces + tr.bad_pieces,
                tt.bad_pieces || tr.bad_pieces ? "; first: " : "", tt.bad_pieces ? tt.first_utf8 : tr.first_utf8);
+    if (s->naive != MATCH_NAIVE)
+        gf_k_check(k, tt.late == 0 && tr.late == 0, "releases what no stop string or unfinished character holds",
+                   "%zu feeds held back more%s%s", tt.late + tr.late, tt.late || tr.late ? "; first: " : "",
+                   tt.late ? tt.first_late : tr.first_late);
     if (s->expect_text) {
         const size_t el = strlen(s->expect_text);
         const int ok = el == cut_text && !memcmp(full, s->expect_text, el);
