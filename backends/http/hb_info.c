@@ -147,8 +147,8 @@ static gf_status probe_server(const hb_conf *c, info_entry *e)
     int ok_lp = 1;
     for (int i = 0; i < 2 && ok_lp; i++) {
         st = ask(c, model, 0, 0, i ? 0.5 : 0.0, 1234, 1, &r);
-        ok_lp = st == GF_OK && r.status == 200 && hb_parse_completion(r.body, r.len, &lp[i]) == GF_OK &&
-                lp[i].n_steps >= 1;
+        ok_lp =
+            st == GF_OK && r.status == 200 && hb_parse_completion(r.body, r.len, &lp[i]) == GF_OK && lp[i].n_steps >= 1;
         hb_reply_free(&r);
     }
     if (!ok_lp) {

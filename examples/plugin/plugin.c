@@ -87,6 +87,7 @@ typedef struct ex_model {
     int32_t llama;                              /* GF_ARCH_LLAMA */
     float *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head aliases wte when tied; wpe, lnf_b GPT-2 only */
     float *inv_freq;                            /* (d_head / 2); Llama only */
+    int32_t *window; /* (n_layer) desc->layer_window, copied: 0 full attention, w >= 1 the last w keys; NULL: none */
     ex_layer *layers;
 } ex_model;
 
@@ -117,6 +118,8 @@ static gf_status ex_info(const gf_backend_options *opts, gf_backend_info *info_o
     /* one thread, and every row's sums in one order whatever the batch or
      * chunk: measured bitwise on every axis of the invariance kind */
     info->invariance = "all=bitwise";
+    /* sliding-window attention (Mistral, Qwen2's use_sliding_window): the window of each layer */
+    info->model_features = GF_MODEL_NEEDS_SLIDING_WINDOW;
     return gf_backend_info_put(info_out, info);
 }
 
@@ -148,6 +151,7 @@ static void ex_model_free(void *handle)
     ex_model *m = handle;
     if (!m)
         return;
+    free(m->window);
     for (int32_t l = 0; m->layers && l < m->cfg.n_layer; l++) {
         ex_layer *y = &m->layers[l];
         free(y->ln1_w);
@@ -244,6 +248,14 @@ static gf_status ex_model_load(const gf_model_desc *desc, const gf_backend_optio
     if (!m)
         return fail(GF_E_NOMEM, "example plugin: out of memory");
     m->cfg = *c;
+    if (gf_model_desc_has(desc, layer_window) && (desc->needs & GF_MODEL_NEEDS_SLIDING_WINDOW) && desc->layer_window) {
+        m->window = malloc((size_t)c->n_layer * sizeof *m->window); /* a copy: desc is not ours after the call */
+        if (!m->window) {
+            ex_model_free(m);
+            return fail(GF_E_NOMEM, "example plugin: out of memory");
+        }
+        memcpy(m->window, desc->layer_window, (size_t)c->n_layer * sizeof *m->window);
+    }
     if (c->arch == GF_ARCH_LLAMA) {
         gf_status st = ex_load_llama(m, desc);
         if (st != GF_OK) {
@@ -503,8 +515,10 @@ static gf_status ex_forward_traced(void *model, void *cache, const gf_batch *in,
                     const int32_t qpos = start + t;
 #endif
                     float mx = -INFINITY, sum = 0.0f;
+                    const int32_t win = m->window ? m->window[l] : 0; /* keys j with qpos - win < j <= qpos */
                     for (int32_t j = 0; j <= qpos; j++) {
-                        int ok = j == qpos || !in->key_mask || in->key_mask[(size_t)b * Tk + j];
+                        int ok = j == qpos ||
+                                 ((!in->key_mask || in->key_mask[(size_t)b * Tk + j]) && (win <= 0 || j > qpos - win));
                         p[j] = ok ? dot(q, Kh + (size_t)j * dh, dh) * scale : -INFINITY;
                         mx = p[j] > mx ? p[j] : mx;
                     }
@@ -951,7 +965,7 @@ static const gf_backend_ops k_ops = {
     .abi_version = GF_BACKEND_ABI_VERSION,
     .struct_size = sizeof(gf_backend_ops),
     .name = EX_NAME,
-    .description = "out-of-tree example plugin: a small F32 forward (GPT-2, Llama, Qwen2)",
+    .description = "out-of-tree example plugin: a small F32 forward (GPT-2, Llama, Qwen2, Mistral's sliding window)",
     .probe = ex_probe,
     .info = ex_info,
     .model_load = ex_model_load,

@@ -89,7 +89,7 @@ static void top_ids(const double *v, int32_t V, int32_t n, int32_t *ids)
 }
 
 typedef struct pl_acc {
-    double lp_max;       /* max |lp_backend - lp_golden| of the prompt token */
+    double lp_max; /* max |lp_backend - lp_golden| of the prompt token */
     int32_t lp_row, lp_pos, lp_tok;
     double lp_got, lp_want;
     long long judged, top_judged, top_near_ties, top_mismatches;
@@ -104,8 +104,8 @@ static int run_row(gf_krun *k, const pl_spec *s, const gf_golden *g, int32_t b, 
     const gf_golden_row *r = &g->row[b];
     const int32_t V = g->V, P = r->prompt_len, N = r->steps, T = r->n_tokens - 1, K = (int32_t)s->top;
     const int32_t top = K < V ? K : V;
-    int32_t *pos = malloc((size_t)T * sizeof *pos);                 /* (T) position ids 0 .. T - 1 */
-    float *logits = malloc((size_t)T * (size_t)V * sizeof *logits); /* (T, V) the backend's */
+    int32_t *pos = malloc((size_t)T * sizeof *pos);                                    /* (T) position ids 0 .. T - 1 */
+    float *logits = malloc((size_t)T * (size_t)V * sizeof *logits);                    /* (T, V) the backend's */
     double *lb = malloc((size_t)V * sizeof *lb), *lg = malloc((size_t)V * sizeof *lg); /* (V) log-softmax each side */
     int32_t *tb = malloc((size_t)top * sizeof *tb), *tg = malloc((size_t)top * sizeof *tg); /* (top) ids each side */
     int rc = -1;
@@ -218,8 +218,7 @@ static void run_pl(const gf_case *c, gf_krun *k)
     const double atol = gf_golden_atol(g, s->atol, &rule);
     gf_k_metric_json(k, "atol_rule", rule);
     const char *gen = gf_golden_meta(g, "generator"), *gv = gf_golden_meta(g, "generator_version");
-    gf_k_metric_json(k, "reference",
-                     json_sprintf("golden %s (%s %s)", s->golden_arg, gen ? gen : "?", gv ? gv : "?"));
+    gf_k_metric_json(k, "reference", json_sprintf("golden %s (%s %s)", s->golden_arg, gen ? gen : "?", gv ? gv : "?"));
     pl_acc a = {.lp_row = -1};
     long long unjudged = 0;
     for (int32_t b = 0; b < g->rows; b++) {

@@ -213,8 +213,7 @@ static void check_late(stream_res *r, const matcher *m, const gf_buf *fed)
     const size_t bound = fed->n - may_hold(fed->p ? fed->p : "", fed->n, m->stops, m->n_stops);
     if (r->out.n < bound && r->late++ == 0)
         snprintf(r->first_late, sizeof r->first_late,
-                 "after %zu bytes in, %zu released; the rule holds back at most %zu", fed->n, r->out.n,
-                 fed->n - bound);
+                 "after %zu bytes in, %zu released; the rule holds back at most %zu", fed->n, r->out.n, fed->n - bound);
 }
 
 /* Feed bytes (n) cut at the ascending offsets cuts (n_cuts, each in (0, n))

@@ -71,7 +71,7 @@ gf_grepq -q 'profile\.vllm\.min_p_top_k_top_p \[example\]' "$tmp/honest" || fail
 
 # 3. the twins, as declared
 backends=()
-for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias family_rope_unscaled example_min_p_one \
+for f in faulty_ref_keeps_desc faulty_ref_keeps_weights family_no_qkv_bias family_rope_unscaled rope_window_wide example_min_p_one \
          example_typical_no_lse example_eos_ban_late example_penalty_window example_vllm_seed_order sample_race_float; do
   backends+=(--backend "$(so "$f")")
 done

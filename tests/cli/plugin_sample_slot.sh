@@ -67,7 +67,7 @@ for cid, r in by["example"].items():
           and s["mismatches"] == 0 and s["errors"] == 0, f"{cid} [example]: slot record {s}")
     check(SLOT in checks and checks[SLOT]["passed"], f"{cid} [example]: slot check {checks.get(SLOT)}")
     print(f"ok   {cid} [example]: slot ran {s['calls']} calls / {s['rows']} rows, all equal to the engine")
-check(slot_cases == 9, f"{slot_cases} sampler cases ran the slot, expected 9")
+check(slot_cases == 11, f"{slot_cases} sampler cases ran the slot, expected 11")
 for cid, r in by["example-bad-sample"].items():
     failed = [c["name"] for c in r["checks"] if not c["passed"]]
     if "sampler" not in r["metrics"]:

@@ -347,19 +347,19 @@ enum {
       "  --max-length N         hf's max_length (prompt + generated), read by forced EOS (default 20)\n", GF_SFC_NONE, \
       GF_SF_HF_ONLY("max_length", 20.0), GF_SFC_NONE, GF_SF_LC_NONE("max_length", 20.0),                               \
       GF_SF_VL_NONE("max_length", 20.0))                                                                               \
-    X(EXP_DECAY_START, "exponential_decay_start", GF_SF_INT, E, exp_decay_start, exp_decay_start, -1.0, -1.0,         \
+    X(EXP_DECAY_START, "exponential_decay_start", GF_SF_INT, E, exp_decay_start, exp_decay_start, -1.0, -1.0,          \
       GF_SF_IMAX, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--exponential-decay-start",                         \
-      "  --exponential-decay-start N  hf's exponential_decay_length_penalty start_index: after N\n"                     \
+      "  --exponential-decay-start N  hf's exponential_decay_length_penalty start_index: after N\n"                    \
       "                         generated ids eos_id's logit grows by factor^(generated - N) (-1 off)\n",              \
-      GF_SFC_NONE, GF_SF_HF_ONLY("exponential_decay_start", -1.0), GF_SFC_NONE,                                       \
-      GF_SF_LC_NONE("exponential_decay_length_penalty", -1.0),                                                        \
-      GF_SF_VL_NONE("exponential_decay_length_penalty", -1.0))                                                        \
+      GF_SFC_NONE, GF_SF_HF_ONLY("exponential_decay_start", -1.0), GF_SFC_NONE,                                        \
+      GF_SF_LC_NONE("exponential_decay_length_penalty", -1.0),                                                         \
+      GF_SF_VL_NONE("exponential_decay_length_penalty", -1.0))                                                         \
     X(EXP_DECAY_FACTOR, "exponential_decay_factor", GF_SF_REAL, E, exp_decay_factor, exp_decay_factor, 1.0,            \
       -GF_SF_INF, GF_SF_INF, 0, GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--exponential-decay-factor",             \
       "  --exponential-decay-factor F  its decay_factor (default 1: no change)\n",                                     \
       GF_SF_FINITE("exponential_decay_factor must be finite, got %s"), GF_SF_HF_ONLY("exponential_decay_factor", 1.0), \
-      GF_SFC_NONE, GF_SF_LC_NONE("exponential_decay_length_penalty", 1.0),                                            \
-      GF_SF_VL_NONE("exponential_decay_length_penalty", 1.0))                                                         \
+      GF_SFC_NONE, GF_SF_LC_NONE("exponential_decay_length_penalty", 1.0),                                             \
+      GF_SF_VL_NONE("exponential_decay_length_penalty", 1.0))                                                          \
     X(ALLOWED_TOKEN_IDS, "allowed_token_ids", GF_SF_IDS, E, allowed_ids, n_allowed_ids, 0.0, 0.0, GF_SF_IMAX, 0,       \
       GF_SF_REC_SET, GF_SF_EXT_KEY | GF_SF_FILTER, "--allowed-token-ids",                                              \
       "  --allowed-token-ids A,B  vllm: only these ids may be sampled\n", GF_SFC_NONE,                                 \
