@@ -72,7 +72,7 @@ static void ref_model_free(void *handle)
     }
     ref_pool_free(m->pool);
     free(m->kn_acc);
-    free(m->kn_tile);
+    free(m->dscratch);
     free(m->inv_freq);
     free(m->window);
     free(m->layers);
@@ -187,17 +187,24 @@ static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_opti
         *model_out = NULL;
         return gf_error_set(GF_E_NOMEM, "ref: out of memory for the thread pool");
     }
-    if (c->arch == GF_ARCH_GPT2) { /* the [in, out] products' scratch (ref_model.h) */
+    { /* the products' double operands (ref_model.h): K is D, F or H d_head */
+        int32_t kmax = c->n_embd > c->d_ff ? c->n_embd : c->d_ff;
+        if (c->n_head * c->d_head > kmax)
+            kmax = c->n_head * c->d_head;
+        m->d_kpad = (kmax + 7) & ~7;
+        const size_t bytes = (size_t)threads * (REF_RB + REF_KN_TILE) * m->d_kpad * sizeof(double);
+        m->dscratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    }
+    if (c->arch == GF_ARCH_GPT2) { /* the [in, out] products' partial sums (ref_model.h) */
         const int32_t D = c->n_embd, F = c->d_ff;
         m->kn_nmax = 3 * D > F ? 3 * D : F;
         m->kn_kmax = D > F ? D : F;
         m->kn_acc = malloc((size_t)threads * 8 * m->kn_nmax * sizeof *m->kn_acc);
-        m->kn_tile = malloc((size_t)threads * REF_KN_TILE * m->kn_kmax * sizeof *m->kn_tile);
-        if (!m->kn_acc || !m->kn_tile) {
-            ref_model_free(m);
-            *model_out = NULL;
-            return gf_error_set(GF_E_NOMEM, "ref: out of memory for the product scratch");
-        }
+    }
+    if (!m->dscratch || (c->arch == GF_ARCH_GPT2 && !m->kn_acc)) {
+        ref_model_free(m);
+        *model_out = NULL;
+        return gf_error_set(GF_E_NOMEM, "ref: out of memory for the product scratch");
     }
     return GF_OK;
 }

@@ -33,6 +33,112 @@ static inline double dot(const float *a, const float *b, int32_t n)
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/* dot(a_k, b, n) for four a_k at once, each exactly dot()'s operations in
+ * dot()'s order (lane j of a vector is dot()'s acc[j]), so the same double:
+ * four independent chains of adds keep the FP units busy where one dot waits
+ * on its own previous add (a short dot, as the tiny models' and a head
+ * dimension's, is that latency and little else). GCC 12 does not vectorise
+ * four interleaved scalar dots, so the lanes are GNU C vectors (element-wise
+ * IEEE double operations, as the scalar code's); other compilers run dot()
+ * four times, which is the same arithmetic. */
+#if defined(__GNUC__)
+typedef double ref_v8d __attribute__((vector_size(64)));
+typedef float ref_v8f __attribute__((vector_size(32)));
+#define REF_LD8(p)                            \
+    __extension__({                           \
+        ref_v8f f_;                           \
+        memcpy(&f_, (p), sizeof f_);          \
+        __builtin_convertvector(f_, ref_v8d); \
+    })
+#define REF_SUM8(c) ((((c)[0] + (c)[1]) + ((c)[2] + (c)[3])) + (((c)[4] + (c)[5]) + ((c)[6] + (c)[7])))
+static inline void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
+                        const float *b, int32_t n)
+{
+    ref_v8d c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const ref_v8d bv = REF_LD8(b + i);
+        c0 += REF_LD8(a0 + i) * bv;
+        c1 += REF_LD8(a1 + i) * bv;
+        c2 += REF_LD8(a2 + i) * bv;
+        c3 += REF_LD8(a3 + i) * bv;
+    }
+    for (int j = 0; i + j < n; j++) {
+        const double bj = (double)b[i + j];
+        c0[j] += (double)a0[i + j] * bj;
+        c1[j] += (double)a1[i + j] * bj;
+        c2[j] += (double)a2[i + j] * bj;
+        c3[j] += (double)a3[i + j] * bj;
+    }
+    out[0] = REF_SUM8(c0);
+    out[1] = REF_SUM8(c1);
+    out[2] = REF_SUM8(c2);
+    out[3] = REF_SUM8(c3);
+}
+#else
+static inline void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
+                        const float *b, int32_t n)
+{
+    out[0] = dot(a0, b, n);
+    out[1] = dot(a1, b, n);
+    out[2] = dot(a2, b, n);
+    out[3] = dot(a3, b, n);
+}
+#endif
+
+/* Each product's operands in double, once: a row of x or W converted to
+ * double (the conversion is exact) into the thread's scratch, zero-padded to
+ * kp = K rounded up to 8, so that dot4d() runs whole blocks of 8. A padded
+ * lane adds 0 * 0 = +0 to a partial sum that is never -0 (it starts at +0,
+ * and an exact cancellation rounds to +0), so the padding changes no bit:
+ * dot4d(w, x, kp) is dot(w, x, K) exactly, four outputs at a time. */
+static inline int32_t ref_kpad(int32_t K) { return (K + 7) & ~7; }
+
+static inline void to_double(double *restrict d, const float *restrict f, int32_t n, int32_t np)
+{
+    int32_t i = 0;
+    for (; i < n; i++)
+        d[i] = (double)f[i];
+    for (; i < np; i++)
+        d[i] = 0.0;
+}
+
+#if defined(__GNUC__)
+/* out[k] = dot of w (4, kp) row k with x (kp): w and x 64-byte aligned, kp a
+ * multiple of 8; lane j of c_k is dot()'s acc[j] */
+static inline void dot4d(double out[4], const double *w, const double *x, int32_t kp)
+{
+    const ref_v8d *w0 = (const ref_v8d *)__builtin_assume_aligned(w, 64), *xv = __builtin_assume_aligned(x, 64);
+    const ref_v8d *w1 = w0 + kp / 8, *w2 = w1 + kp / 8, *w3 = w2 + kp / 8;
+    ref_v8d c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+    for (int32_t i = 0; i < kp / 8; i++) {
+        const ref_v8d xi = xv[i];
+        c0 += w0[i] * xi;
+        c1 += w1[i] * xi;
+        c2 += w2[i] * xi;
+        c3 += w3[i] * xi;
+    }
+    out[0] = REF_SUM8(c0);
+    out[1] = REF_SUM8(c1);
+    out[2] = REF_SUM8(c2);
+    out[3] = REF_SUM8(c3);
+}
+#else
+static inline double dotd(const double *a, const double *b, int32_t n)
+{
+    double acc[8] = {0};
+    for (int32_t i = 0; i < n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[i + j] * b[i + j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+static inline void dot4d(double out[4], const double *w, const double *x, int32_t kp)
+{
+    for (int k = 0; k < 4; k++)
+        out[k] = dotd(w + (size_t)k * kp, x, kp);
+}
+#endif
+
 typedef struct lin_task {
     const ref_model *m; /* linear_kn_chunk's per-thread scratch */
     float *y;           /* (R, N) */
@@ -42,20 +148,29 @@ typedef struct lin_task {
     int32_t R, N, K;
 } lin_task;
 
-/* outputs [lo, hi) of every row; rows in blocks so that a block of x stays in
- * cache while the chunk of W streams past it */
+/* outputs [lo, hi) of every row; rows in blocks of REF_RB, converted to
+ * double once, while four rows of W at a time, converted once per block,
+ * meet every row of the block */
 REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int thread)
 {
     const lin_task *t = arg;
-    (void)thread;
-    const int32_t RB = 16;
-    for (int32_t r0 = 0; r0 < t->R; r0 += RB) {
-        const int32_t r1 = r0 + RB < t->R ? r0 + RB : t->R;
-        for (int64_t o = lo; o < hi; o++) {
-            const float *w = t->W + (size_t)o * t->K;
-            const double bias = t->b ? (double)t->b[o] : 0.0;
-            for (int32_t r = r0; r < r1; r++)
-                t->y[(size_t)r * t->N + o] = (float)(dot(w, t->x + (size_t)r * t->K, t->K) + bias);
+    const int32_t K = t->K, kp = ref_kpad(K);
+    double *xd = ref_dscratch(t->m, thread); /* (REF_RB, kp) rows of x */
+    double *wd = xd + (size_t)REF_RB * kp;   /* (4, kp) rows of W */
+    for (int32_t r0 = 0; r0 < t->R; r0 += REF_RB) {
+        const int32_t r1 = r0 + REF_RB < t->R ? r0 + REF_RB : t->R;
+        for (int32_t r = r0; r < r1; r++)
+            to_double(xd + (size_t)(r - r0) * kp, t->x + (size_t)r * K, K, kp);
+        for (int64_t o = lo; o < hi; o += 4) {
+            const int nq = hi - o < 4 ? (int)(hi - o) : 4;
+            for (int k = 0; k < 4; k++) /* rows past hi repeat row o: computed, not stored */
+                to_double(wd + (size_t)k * kp, t->W + (size_t)(o + (k < nq ? k : 0)) * K, K, kp);
+            for (int32_t r = r0; r < r1; r++) {
+                double s4[4];
+                dot4d(s4, wd, xd + (size_t)(r - r0) * kp, kp);
+                for (int k = 0; k < nq; k++)
+                    t->y[(size_t)r * t->N + o + k] = (float)(s4[k] + (t->b ? (double)t->b[o + k] : 0.0));
+            }
         }
     }
 }
@@ -110,19 +225,43 @@ REF_CLONES static void linear_kn_chunk(void *arg, int64_t lo, int64_t hi, int th
         }
         return;
     }
-    float *tile = m->kn_tile + (size_t)thread * REF_KN_TILE * m->kn_kmax; /* (REF_KN_TILE, K) */
+    const int32_t kp = ref_kpad(K);
+    double *xd = ref_dscratch(m, thread);    /* (REF_RB, kp) rows of x */
+    double *tile = xd + (size_t)REF_RB * kp; /* (REF_KN_TILE, kp) columns of W */
     for (int64_t o0 = lo; o0 < hi; o0 += REF_KN_TILE) {
         const int32_t nt = (int32_t)(hi - o0 < REF_KN_TILE ? hi - o0 : REF_KN_TILE);
-        for (int32_t i = 0; i < K; i++) {
+        const int32_t ntp = (nt + 3) & ~3; /* tile rows past nt are zero: computed, not stored */
+        /* eight rows of W at a time, so that each tile row gets eight
+         * consecutive doubles per pass (a vector store, not eight scalar ones) */
+        int32_t i0 = 0;
+        for (; i0 + 8 <= K; i0 += 8) {
+            const float *w = t->W + (size_t)i0 * N + o0;
+            for (int32_t o = 0; o < nt; o++) {
+                double *d = tile + (size_t)o * kp + i0;
+                for (int32_t ii = 0; ii < 8; ii++)
+                    d[ii] = (double)w[(size_t)ii * N + o];
+            }
+        }
+        for (int32_t i = i0; i < K; i++) {
             const float *w = t->W + (size_t)i * N + o0;
             for (int32_t o = 0; o < nt; o++)
-                tile[(size_t)o * K + i] = w[o];
+                tile[(size_t)o * kp + i] = (double)w[o];
         }
-        for (int32_t r = 0; r < t->R; r++)
-            for (int32_t o = 0; o < nt; o++) {
-                const double bias = t->b ? (double)t->b[o0 + o] : 0.0;
-                t->y[(size_t)r * N + o0 + o] = (float)(dot(tile + (size_t)o * K, t->x + (size_t)r * K, K) + bias);
-            }
+        for (int32_t o = 0; o < ntp; o++)
+            for (int32_t i = o < nt ? K : 0; i < kp; i++)
+                tile[(size_t)o * kp + i] = 0.0;
+        for (int32_t r0 = 0; r0 < t->R; r0 += REF_RB) {
+            const int32_t r1 = r0 + REF_RB < t->R ? r0 + REF_RB : t->R;
+            for (int32_t r = r0; r < r1; r++)
+                to_double(xd + (size_t)(r - r0) * kp, t->x + (size_t)r * K, K, kp);
+            for (int32_t r = r0; r < r1; r++)
+                for (int32_t o = 0; o < nt; o += 4) {
+                    double s4[4];
+                    dot4d(s4, tile + (size_t)o * kp, xd + (size_t)(r - r0) * kp, kp);
+                    for (int k = 0; k < 4 && o + k < nt; k++)
+                        t->y[(size_t)r * N + o0 + o + k] = (float)(s4[k] + (t->b ? (double)t->b[o0 + o + k] : 0.0));
+                }
+        }
     }
 }
 
@@ -195,9 +334,18 @@ REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
         const int32_t qpos = a->start + t;
         const int32_t j0 = a->window > 0 && qpos - a->window + 1 > 0 ? qpos - a->window + 1 : 0;
         double mx = -INFINITY;
-        for (int32_t j = 0; j <= qpos; j++) {
-            int allowed = j == qpos || (j >= j0 && (!in->key_mask || in->key_mask[(size_t)b * a->Tk + j]));
-            p[j] = allowed ? dot(q, Kh + (size_t)j * dh, dh) * a->scale : -INFINITY;
+        int32_t j = j0; /* keys before j0 are outside the window (only the own key is always seen: qpos >= j0) */
+        for (int32_t i = 0; i < j0; i++)
+            p[i] = -INFINITY;
+        for (; j + 4 <= qpos + 1; j += 4) { /* four keys' scores at once: each one dot()'s */
+            const float *k0 = Kh + (size_t)j * dh;
+            dot4(p + j, k0, k0 + dh, k0 + 2 * (size_t)dh, k0 + 3 * (size_t)dh, q, dh);
+        }
+        for (; j <= qpos; j++)
+            p[j] = dot(Kh + (size_t)j * dh, q, dh);
+        for (j = j0; j <= qpos; j++) {
+            int allowed = j == qpos || !in->key_mask || in->key_mask[(size_t)b * a->Tk + j];
+            p[j] = allowed ? p[j] * a->scale : -INFINITY;
             if (p[j] > mx)
                 mx = p[j];
         }

@@ -51,10 +51,21 @@ typedef struct ref_model {
      * thread; calls on one model are serialised, so one set per model */
     int32_t kn_nmax, kn_kmax; /* the largest N and K of a layer product */
     double *kn_acc;           /* (threads, 8, kn_nmax) one row's partial sums */
-    float *kn_tile;           /* (threads, REF_KN_TILE, kn_kmax) columns of W, gathered */
+    /* every product's operands in double (ref_forward.c, linear_chunk and
+     * linear_kn_chunk), per pool thread, 64-byte aligned: REF_RB rows of x,
+     * then four rows of W or a tile of REF_KN_TILE columns of W, each row
+     * d_kpad = max K rounded up to 8 doubles */
+    int32_t d_kpad;
+    double *dscratch; /* (threads, REF_RB + REF_KN_TILE, d_kpad) */
 } ref_model;
 
 #define REF_KN_TILE 16 /* outputs gathered per tile (several rows) */
+#define REF_RB      16 /* rows of x per block */
+
+static inline double *ref_dscratch(const ref_model *m, int thread)
+{
+    return m->dscratch + (size_t)thread * (REF_RB + REF_KN_TILE) * m->d_kpad;
+}
 
 /* ---- lifetime 2: the KV cache ---- */
 
