@@ -189,6 +189,10 @@ struct gf_kind_def {
      * (gf_session_open on its own directory, the backend k->backend and ref);
      * the runner then opens none and k->session stays NULL. */
     int opens_sessions;
+    /* The kind's run hashes the case's model (gf_model_hash: a golden's
+     * provenance): the runner hashes each such model once in the parent
+     * before the children fork, and they inherit it (hash.c's memo). */
+    int hashes_model;
     int (*judges_weights)(const gf_case *c, const char *weights, const char *kv);
     /* Served backends (a backend whose info names weights GF_WEIGHTS_SERVED:
      * backends/http, an OpenAI-compatible server): its rows hold the top-k

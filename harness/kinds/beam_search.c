@@ -353,6 +353,7 @@ const gf_kind_def gf_kind_beam_search = {
                "generate(num_beams=...): beams token for token, scores within tolerance",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .hashes_model = 1,
     .defers_to_statistical = 1,
     .served_skip = beam_served_skip,
     .parse = parse_beam,

@@ -821,6 +821,7 @@ const gf_kind_def gf_kind_distribution_match = {
         "hypothesis tests from a calibrated null (fixed bounds where uncalibrated)",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .hashes_model = 1,
     .judges_weights = dm_judges_weights,
     .served_skip = dm_served_skip,
     .parse = parse_dm,

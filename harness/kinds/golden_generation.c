@@ -407,6 +407,7 @@ const gf_kind_def gf_kind_golden_generation = {
     .summary = "the backend teacher-forced through a golden's tokens against its logits (goldens: docs/goldens.md)",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .hashes_model = 1,
     .defers_to_statistical = 1,
     .served_skip = golden_served_skip,
     .parse = parse_golden,

@@ -271,6 +271,7 @@ const gf_kind_def gf_kind_prompt_logprobs = {
                "against a golden's transformers logits: gated logits, the token's logprob, the top ids",
     .needs = GF_KIND_NEEDS_MODEL,
     .reaches = GF_KIND_REACHES_MODEL,
+    .hashes_model = 1,
     .parse = parse_pl,
     .free_spec = pl_free,
     .run = run_pl,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "hash.h"
 #include "localize.h"
 #include "slot.h"
 #include "pool.h"
@@ -333,6 +334,13 @@ void gf_runner_run(gf_job *jobs, size_t n, const gf_run_opts *o, const gf_run_ho
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/failures", o->report_dir);
         mkdir(dir, 0777);
+    }
+    for (size_t i = 0; i < n; i++) { /* each model a child will hash, hashed once here (hash.c's memo) */
+        const gf_case *c = jobs[i].c;
+        char hex[65];
+        if (!jobs[i].decided && jobs[i].backend && jobs[i].backend->available && c->kind && c->kind->hashes_model &&
+            c->model && gf_model_hash(c->model, hex) != GF_OK)
+            gf_error_clear(); /* the child meets the error and reports it */
     }
     size_t t = 0;
     for (size_t i = 0; i < n; i++) {
