@@ -51,6 +51,21 @@ typedef float ref_v8f __attribute__((vector_size(32)));
         __builtin_convertvector(f_, ref_v8d); \
     })
 #define REF_SUM8(c) ((((c)[0] + (c)[1]) + ((c)[2] + (c)[3])) + (((c)[4] + (c)[5]) + ((c)[6] + (c)[7])))
+typedef long long ref_v8i __attribute__((vector_size(64)));
+/* out[k] = REF_SUM8(c_k) for four vectors at once: the same additions
+ * (((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), each pair's sum in
+ * either order the same double), done lane-wise on shuffled vectors: pairs,
+ * then pairs of pairs, then the two halves */
+static inline void ref_sum8x4(double out[4], ref_v8d c0, ref_v8d c1, ref_v8d c2, ref_v8d c3)
+{
+    const ref_v8i ev = {0, 8, 2, 10, 4, 12, 6, 14}, od = {1, 9, 3, 11, 5, 13, 7, 15};
+    const ref_v8d s01 = __builtin_shuffle(c0, c1, ev) + __builtin_shuffle(c0, c1, od); /* lane 2i + k: c_k's pair i */
+    const ref_v8d s23 = __builtin_shuffle(c2, c3, ev) + __builtin_shuffle(c2, c3, od);
+    const ref_v8i lo = {0, 1, 8, 9, 4, 5, 12, 13}, hi = {2, 3, 10, 11, 6, 7, 14, 15};
+    const ref_v8d t = __builtin_shuffle(s01, s23, lo) + __builtin_shuffle(s01, s23, hi); /* lane 4h + k: c_k's half h */
+    for (int k = 0; k < 4; k++)
+        out[k] = t[k] + t[4 + k];
+}
 static inline void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
                         const float *b, int32_t n)
 {
@@ -70,10 +85,7 @@ static inline void dot4(double out[4], const float *a0, const float *a1, const f
         c2[j] += (double)a2[i + j] * bj;
         c3[j] += (double)a3[i + j] * bj;
     }
-    out[0] = REF_SUM8(c0);
-    out[1] = REF_SUM8(c1);
-    out[2] = REF_SUM8(c2);
-    out[3] = REF_SUM8(c3);
+    ref_sum8x4(out, c0, c1, c2, c3);
 }
 #else
 static inline void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
@@ -118,10 +130,7 @@ static inline void dot4d(double out[4], const double *w, const double *x, int32_
         c2 += w2[i] * xi;
         c3 += w3[i] * xi;
     }
-    out[0] = REF_SUM8(c0);
-    out[1] = REF_SUM8(c1);
-    out[2] = REF_SUM8(c2);
-    out[3] = REF_SUM8(c3);
+    ref_sum8x4(out, c0, c1, c2, c3);
 }
 #else
 static inline double dotd(const double *a, const double *b, int32_t n)
