@@ -540,12 +540,33 @@ static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const g
                     sum += p[j];
                 float *o = m->att + ((size_t)b * T + t) * Q + (size_t)hh * dh;
                 memset(o, 0, dh * sizeof(float));
-                for (int32_t j = 0; j <= qpos; j++) {
+                int32_t d0 = 0;
+#if defined(__GNUC__)
+                /* 32 channels at a time held in registers across the keys
+                 * (o may alias nothing, but the compiler cannot know): each
+                 * o[d] the same float adds in key order as below */
+                for (; d0 + 32 <= dh; d0 += 32) {
+                    gfv_v4f acc[8] = {{0}}, x;
+                    for (int32_t j = 0; j <= qpos; j++) {
+                        const float pj = p[j];
+                        if (pj == 0.0f)
+                            continue;
+                        const gfv_v4f pv = {pj, pj, pj, pj};
+                        const float *vj = Vh + (size_t)j * dh + d0;
+                        for (int k = 0; k < 8; k++) {
+                            memcpy(&x, vj + 4 * k, sizeof x);
+                            acc[k] += pv * x;
+                        }
+                    }
+                    memcpy(o + d0, acc, sizeof acc);
+                }
+#endif
+                for (int32_t j = 0; j <= qpos && d0 < dh; j++) {
                     const float pj = p[j];
                     if (pj == 0.0f)
                         continue;
                     const float *vj = Vh + (size_t)j * dh;
-                    for (int32_t d = 0; d < dh; d++)
+                    for (int32_t d = d0; d < dh; d++)
                         o[d] += pj * vj[d];
                 }
                 const float inv = 1.0f / sum;
