@@ -66,10 +66,39 @@ void gf_sampler_greedy_pick(const float *logits, int32_t V, gf_sample_result *ou
     out->kept = V;
 }
 
-static int cmp_double_desc(const void *a, const void *b)
+/* The k-th largest of a[0..n) (1 <= k <= n; no NaN: check_logits refuses
+ * them), a reordered: what a[k - 1] is after sorting a descending, found by
+ * selection (Hoare's partition, the middle element as pivot) instead of a
+ * sort of the whole vocabulary at every step */
+static double kth_largest(double *a, int32_t n, int32_t k)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x < y) - (x > y);
+    int32_t lo = 0, hi = n - 1;
+    const int32_t want = k - 1;
+    while (lo < hi) {
+        const double pivot = a[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot)
+                i++;
+            while (a[j] < pivot)
+                j--;
+            if (i <= j) {
+                const double t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        /* a[lo..j] >= pivot >= a[i..hi], and a[j+1..i-1] == pivot */
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return pivot;
+    }
+    return a[want];
 }
 
 /* Steps 1-3 for a non-greedy temperature: z = logits / T, then top-k, then
@@ -93,8 +122,7 @@ static gf_status filter_sampled(const float *logits, int32_t V, const gf_sampler
             return gf_error_set(GF_E_NOMEM, "sampler: top-k scratch for %d logits", (int)V);
         for (int32_t i = 0; i < V; i++)
             tmp[i] = z[i];
-        qsort(tmp, (size_t)V, sizeof *tmp, cmp_double_desc);
-        double kth = tmp[p->top_k - 1];
+        double kth = kth_largest(tmp, V, p->top_k);
         free(tmp);
         for (int32_t i = 0; i < V; i++)
             if (z[i] < kth)
