@@ -10,8 +10,11 @@
  * element (a row of W, a query head) and never inside a sum, so the result is
  * bit-identical for any thread count. Every dot product keeps 8 interleaved
  * double partial sums added in a fixed order: plain C loops the compiler
- * vectorizes (one clone per ISA on x86-64 GCC, each doing the same IEEE
- * double operations, so the result does not depend on the CPU either). */
+ * vectorizes, and where GCC does not (four outputs' dots at once, over
+ * operands converted to double once: ref_forward.c, dot4d), GNU C vectors
+ * whose lane j is that partial sum j (one clone per ISA on x86-64 GCC, each
+ * doing the same IEEE double operations, so the result does not depend on
+ * the CPU either). */
 #include "ref_model.h"
 
 #include <math.h>
