@@ -4,6 +4,7 @@
  * sampler files: sampler_chain.c runs the profile's chain, sampler.c draws
  * and validates through gf_sampler_validate here. */
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -164,15 +165,25 @@ void gf_sf_reset(const gf_sampler_field *f, gf_sampler_params *p, gf_sampler_ext
     }
 }
 
-gf_sampler_ext gf_sampler_ext_defaults(void)
+/* The defaults, from the field table once (gf_sampler_ext_load runs at every
+ * sampling step of a profile's chain) */
+static gf_sampler_ext g_ext_defaults;
+static pthread_once_t g_ext_defaults_once = PTHREAD_ONCE_INIT;
+
+static void ext_defaults_init(void)
 {
-    gf_sampler_ext e;
-    memset(&e, 0, sizeof e);
-    e.struct_size = (uint32_t)sizeof e;
+    gf_sampler_ext *e = &g_ext_defaults;
+    memset(e, 0, sizeof *e);
+    e->struct_size = (uint32_t)sizeof *e;
     for (int i = 0; i < GF_SF_COUNT; i++)
         if (gf_sampler_fields[i].in_ext)
-            gf_sf_reset(&gf_sampler_fields[i], NULL, &e);
-    return e;
+            gf_sf_reset(&gf_sampler_fields[i], NULL, e);
+}
+
+gf_sampler_ext gf_sampler_ext_defaults(void)
+{
+    pthread_once(&g_ext_defaults_once, ext_defaults_init);
+    return g_ext_defaults;
 }
 
 gf_status gf_sampler_ext_load(const gf_sampler_params *p, gf_sampler_ext *out)
