@@ -19,9 +19,16 @@
 #else
 #define REF_CLONES
 #endif
+/* the kernels below are inlined into each clone (a kernel left out of line
+ * would be compiled for the baseline ISA only) */
+#if defined(__GNUC__)
+#define REF_INLINE inline __attribute__((always_inline))
+#else
+#define REF_INLINE inline
+#endif
 
 /* sum a[i] b[i] in double: 8 partial sums (lane i % 8), added in a fixed order */
-static inline double dot(const float *a, const float *b, int32_t n)
+static REF_INLINE double dot(const float *a, const float *b, int32_t n)
 {
     double acc[8] = {0};
     int32_t i = 0;
@@ -56,7 +63,7 @@ typedef long long ref_v8i __attribute__((vector_size(64)));
  * (((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), each pair's sum in
  * either order the same double), done lane-wise on shuffled vectors: pairs,
  * then pairs of pairs, then the two halves */
-static inline void ref_sum8x4(double out[4], ref_v8d c0, ref_v8d c1, ref_v8d c2, ref_v8d c3)
+static REF_INLINE void ref_sum8x4(double out[4], ref_v8d c0, ref_v8d c1, ref_v8d c2, ref_v8d c3)
 {
     const ref_v8i ev = {0, 8, 2, 10, 4, 12, 6, 14}, od = {1, 9, 3, 11, 5, 13, 7, 15};
     const ref_v8d s01 = __builtin_shuffle(c0, c1, ev) + __builtin_shuffle(c0, c1, od); /* lane 2i + k: c_k's pair i */
@@ -66,8 +73,8 @@ static inline void ref_sum8x4(double out[4], ref_v8d c0, ref_v8d c1, ref_v8d c2,
     for (int k = 0; k < 4; k++)
         out[k] = t[k] + t[4 + k];
 }
-static inline void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
-                        const float *b, int32_t n)
+static REF_INLINE void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
+                            const float *b, int32_t n)
 {
     ref_v8d c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
     int32_t i = 0;
@@ -88,8 +95,8 @@ static inline void dot4(double out[4], const float *a0, const float *a1, const f
     ref_sum8x4(out, c0, c1, c2, c3);
 }
 #else
-static inline void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
-                        const float *b, int32_t n)
+static REF_INLINE void dot4(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
+                            const float *b, int32_t n)
 {
     out[0] = dot(a0, b, n);
     out[1] = dot(a1, b, n);
@@ -106,7 +113,7 @@ static inline void dot4(double out[4], const float *a0, const float *a1, const f
  * dot4d(w, x, kp) is dot(w, x, K) exactly, four outputs at a time. */
 static inline int32_t ref_kpad(int32_t K) { return (K + 7) & ~7; }
 
-static inline void to_double(double *restrict d, const float *restrict f, int32_t n, int32_t np)
+static REF_INLINE void to_double(double *restrict d, const float *restrict f, int32_t n, int32_t np)
 {
     int32_t i = 0;
     for (; i < n; i++)
@@ -118,7 +125,7 @@ static inline void to_double(double *restrict d, const float *restrict f, int32_
 #if defined(__GNUC__)
 /* out[k] = dot of w (4, kp) row k with x (kp): w and x 64-byte aligned, kp a
  * multiple of 8; lane j of c_k is dot()'s acc[j] */
-static inline void dot4d(double out[4], const double *w, const double *x, int32_t kp)
+static REF_INLINE void dot4d(double out[4], const double *w, const double *x, int32_t kp)
 {
     const ref_v8d *w0 = (const ref_v8d *)__builtin_assume_aligned(w, 64), *xv = __builtin_assume_aligned(x, 64);
     const ref_v8d *w1 = w0 + kp / 8, *w2 = w1 + kp / 8, *w3 = w2 + kp / 8;
@@ -132,8 +139,32 @@ static inline void dot4d(double out[4], const double *w, const double *x, int32_
     }
     ref_sum8x4(out, c0, c1, c2, c3);
 }
+
+/* dot4d for two rows x0, x1 at once: each of W's four rows is loaded once for
+ * both (half the loads per product, where a long K keeps w in L2) */
+static REF_INLINE void dot4x2d(double out0[4], double out1[4], const double *w, const double *x0, const double *x1,
+                               int32_t kp)
+{
+    const ref_v8d *w0 = (const ref_v8d *)__builtin_assume_aligned(w, 64);
+    const ref_v8d *xa = __builtin_assume_aligned(x0, 64), *xb = __builtin_assume_aligned(x1, 64);
+    const ref_v8d *w1 = w0 + kp / 8, *w2 = w1 + kp / 8, *w3 = w2 + kp / 8;
+    ref_v8d a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    for (int32_t i = 0; i < kp / 8; i++) {
+        const ref_v8d xi = xa[i], yi = xb[i], v0 = w0[i], v1 = w1[i], v2 = w2[i], v3 = w3[i];
+        a0 += v0 * xi;
+        b0 += v0 * yi;
+        a1 += v1 * xi;
+        b1 += v1 * yi;
+        a2 += v2 * xi;
+        b2 += v2 * yi;
+        a3 += v3 * xi;
+        b3 += v3 * yi;
+    }
+    ref_sum8x4(out0, a0, a1, a2, a3);
+    ref_sum8x4(out1, b0, b1, b2, b3);
+}
 #else
-static inline double dotd(const double *a, const double *b, int32_t n)
+static REF_INLINE double dotd(const double *a, const double *b, int32_t n)
 {
     double acc[8] = {0};
     for (int32_t i = 0; i < n; i += 8)
@@ -141,10 +172,16 @@ static inline double dotd(const double *a, const double *b, int32_t n)
             acc[j] += a[i + j] * b[i + j];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
-static inline void dot4d(double out[4], const double *w, const double *x, int32_t kp)
+static REF_INLINE void dot4d(double out[4], const double *w, const double *x, int32_t kp)
 {
     for (int k = 0; k < 4; k++)
         out[k] = dotd(w + (size_t)k * kp, x, kp);
+}
+static REF_INLINE void dot4x2d(double out0[4], double out1[4], const double *w, const double *x0, const double *x1,
+                               int32_t kp)
+{
+    dot4d(out0, w, x0, kp);
+    dot4d(out1, w, x1, kp);
 }
 #endif
 
@@ -174,11 +211,15 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
             const int nq = hi - o < 4 ? (int)(hi - o) : 4;
             for (int k = 0; k < 4; k++) /* rows past hi repeat row o: computed, not stored */
                 to_double(wd + (size_t)k * kp, t->W + (size_t)(o + (k < nq ? k : 0)) * K, K, kp);
-            for (int32_t r = r0; r < r1; r++) {
-                double s4[4];
-                dot4d(s4, wd, xd + (size_t)(r - r0) * kp, kp);
-                for (int k = 0; k < nq; k++)
-                    t->y[(size_t)r * t->N + o + k] = (float)(s4[k] + (t->b ? (double)t->b[o + k] : 0.0));
+            for (int32_t r = r0; r < r1; r += 2) {
+                double s4[2][4] = {{0}};
+                if (r + 1 < r1)
+                    dot4x2d(s4[0], s4[1], wd, xd + (size_t)(r - r0) * kp, xd + (size_t)(r + 1 - r0) * kp, kp);
+                else
+                    dot4d(s4[0], wd, xd + (size_t)(r - r0) * kp, kp);
+                for (int q = 0; q < 2 && r + q < r1; q++)
+                    for (int k = 0; k < nq; k++)
+                        t->y[(size_t)(r + q) * t->N + o + k] = (float)(s4[q][k] + (t->b ? (double)t->b[o + k] : 0.0));
             }
         }
     }
@@ -263,12 +304,18 @@ REF_CLONES static void linear_kn_chunk(void *arg, int64_t lo, int64_t hi, int th
             const int32_t r1 = r0 + REF_RB < t->R ? r0 + REF_RB : t->R;
             for (int32_t r = r0; r < r1; r++)
                 to_double(xd + (size_t)(r - r0) * kp, t->x + (size_t)r * K, K, kp);
-            for (int32_t r = r0; r < r1; r++)
+            for (int32_t r = r0; r < r1; r += 2)
                 for (int32_t o = 0; o < nt; o += 4) {
-                    double s4[4];
-                    dot4d(s4, tile + (size_t)o * kp, xd + (size_t)(r - r0) * kp, kp);
-                    for (int k = 0; k < 4 && o + k < nt; k++)
-                        t->y[(size_t)r * N + o0 + o + k] = (float)(s4[k] + (t->b ? (double)t->b[o0 + o + k] : 0.0));
+                    double s4[2][4] = {{0}};
+                    if (r + 1 < r1)
+                        dot4x2d(s4[0], s4[1], tile + (size_t)o * kp, xd + (size_t)(r - r0) * kp,
+                                xd + (size_t)(r + 1 - r0) * kp, kp);
+                    else
+                        dot4d(s4[0], tile + (size_t)o * kp, xd + (size_t)(r - r0) * kp, kp);
+                    for (int q = 0; q < 2 && r + q < r1; q++)
+                        for (int k = 0; k < 4 && o + k < nt; k++)
+                            t->y[(size_t)(r + q) * N + o0 + o + k] =
+                                (float)(s4[q][k] + (t->b ? (double)t->b[o0 + o + k] : 0.0));
                 }
         }
     }
