@@ -413,9 +413,23 @@ REF_CLONES static void attn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
         /* o[d] = sum_j p[j] v[j][d] / sum, each d summed over j in order */
         for (int32_t d = 0; d < dh; d++)
             acc[d] = 0.0;
-        for (int32_t j = 0; j <= qpos; j++) {
+        int32_t d0 = 0;
+#if defined(__GNUC__)
+        for (; d0 + 16 <= dh; d0 += 16) { /* 16 channels held in registers across the keys: the same adds */
+            ref_v8d c0 = {0}, c1 = {0};
+            for (int32_t j = 0; j <= qpos; j++) {
+                const float *vj = Vh + (size_t)j * dh + d0;
+                const ref_v8d pj = {p[j], p[j], p[j], p[j], p[j], p[j], p[j], p[j]};
+                c0 += pj * REF_LD8(vj);
+                c1 += pj * REF_LD8(vj + 8);
+            }
+            memcpy(acc + d0, &c0, sizeof c0);
+            memcpy(acc + d0 + 8, &c1, sizeof c1);
+        }
+#endif
+        for (int32_t j = 0; j <= qpos && d0 < dh; j++) {
             const float *vj = Vh + (size_t)j * dh;
-            for (int32_t d = 0; d < dh; d++)
+            for (int32_t d = d0; d < dh; d++)
                 acc[d] += p[j] * (double)vj[d];
         }
         float *o = a->att + ((size_t)b * a->T + t) * a->att_stride + (size_t)hh * dh;
