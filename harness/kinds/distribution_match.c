@@ -9,9 +9,11 @@
  * and |p_ref(x) - p_backend(x)| of the token x the sequence takes next (what
  * llama-perplexity --kl-divergence reports). The verdict: KL mean and top-1
  * agreement by one-tailed hypothesis tests against the calibrated null of
- * the case and the backend's types (stat_judge.h, docs/calibration.md), else
- * by the fixed thresholds of its weight type (info.weights, else its dtype),
- * which also bound KL p99, max and |delta p| max. The usual max |delta|,
+ * the case and the backend's types (stat_judge.h, docs/calibration.md), KL
+ * p99, KL max and |delta p| max by exceedance tests against the same null's
+ * levels; where the table has no null (a user's model, a served top-k
+ * bound), by the fixed thresholds of its weight type (info.weights, else its
+ * dtype), saying so. The usual max |delta|,
  * reference margins and near ties are in the summary beside them.
  *
  * `topk: N` restricts every figure to what a served engine reports (docs/http.md,
@@ -723,9 +725,9 @@ static void run_dm(const gf_case *c, gf_krun *k)
     }
     if (!calibrated)
         gf_k_metric_json(k, "hypothesis", json_pack("{s:b, s:s}", "calibrated", 0, "why", hyp.why));
-    if (calibrated) /* the mean and top-1 come from the tests; the tails keep their bounds */
-        thr.kld_mean = thr.top1_min = NAN;
-    if (has_thr)
+    if (calibrated) /* every figure is judged by a test; the fixed bounds judge nothing */
+        thr = (gf_stat_thr){NAN, NAN, NAN, NAN, NAN};
+    if (has_thr && !calibrated)
         gf_k_metric_json(k, "thresholds", gf_stat_thr_json(&thr, from_case));
 
     dm_acc a = {0};
@@ -785,8 +787,10 @@ static void run_dm(const gf_case *c, gf_krun *k)
     if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n) < 0)
         goto done; /* refused: the case cannot reach the declared power */
     early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean, key);
-    if (calibrated)
+    if (calibrated) {
         gf_stat_hyp_judge(k, &hyp, kl_mean, a.n - a.agree, extra);
+        gf_stat_hyp_judge_tails(k, &hyp, a.kl, a.dp, kl_p99, kl_max, dp_max, extra);
+    }
     judge(k, "kld_mean", kl_mean, thr.kld_mean, 0, extra);
     judge(k, "kld_p99", kl_p99, thr.kld_p99, 0, extra);
     judge(k, "kld_max", kl_max, thr.kld_max, 0, extra);
