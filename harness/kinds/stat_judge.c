@@ -111,6 +111,12 @@ int gf_stat_hyp_plan(gf_krun *k, const gf_case *c, gf_stat_hyp *h, const char *k
                                                : "the null's largest |delta p|"};
     for (int i = 0; i < 3; i++) {
         json_t *j = prop_json(tails[i], "one-tailed exact binomial test of the share of positions past the level");
+        /* the share's names: a position past the level, not a disagreement */
+        json_object_set(j, "null_share", json_object_get(j, "null_disagree"));
+        json_object_set(j, "past_allowed", json_object_get(j, "disagreements_allowed"));
+        json_object_del(j, "null_disagree");
+        json_object_del(j, "disagreements_allowed");
+        json_object_del(j, "dispersion");
         json_object_set_new(j, "level", json_real(lvls[i]));
         json_object_set_new(j, "level_is", json_string(lwhat[i]));
         json_object_set_new(o, tname[i], j);
