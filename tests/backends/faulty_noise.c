@@ -29,7 +29,10 @@
  *                   $GENFENCE_TEST_NOISE_WEIGHTS / $GENFENCE_TEST_NOISE_KV
  *                   (unset: ref's): the faulty backend whose KL shift or
  *                   top-1 drop tools/calibrate/error_rates.py sets to exactly
- *                   theta, to measure the tier's power there
+ *                   theta, to measure the tier's power there; with
+ *                   $GENFENCE_TEST_NOISE_EVERY=N, noise on every N-th forward
+ *                   call only (a share 1/N of the positions: the tails'
+ *                   exceedance tests at their theta)
  *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <stddef.h>
@@ -99,6 +102,10 @@ static gf_status noise_forward(void *model, void *cache, const gf_batch *in, flo
     uint64_t call = ++g_calls;
 #ifdef GF_NOISE_EVERY
     const double amp = call % GF_NOISE_EVERY ? 0.0 : noise_amp();
+#elif defined GF_NOISE_FROM_ENV
+    const char *ev = getenv("GENFENCE_TEST_NOISE_EVERY");
+    const unsigned long long every = ev && strtoull(ev, NULL, 10) > 0 ? strtoull(ev, NULL, 10) : 1;
+    const double amp = call % every ? 0.0 : noise_amp();
 #else
     const double amp = noise_amp();
 #endif

@@ -410,9 +410,10 @@ def main():
         "versions": versions(genfence, args.build),
         "command": "tools/calibrate/calibrate.py --reseeds %d --cases %s --types %s" % (args.reseeds, args.cases,
                                                                                       args.types),
-        "reseed": "seeds 0..%d: each prompt of the case redrawn from ../shared/data/sherlock-holmes-canon.txt "
+        "reseed": "seeds 0..R-1, R each command's --reseeds (a null's windows: R x its backends): each prompt "
+                  "of the case redrawn from ../shared/data/sherlock-holmes-canon.txt "
                   "(random.Random('CASE/PROMPT/SEED'), whole words, the prompt's token count), the case's steps "
-                  "of greedy ref tokens after it, its goldens kept" % (args.reseeds - 1),
+                  "of greedy ref tokens after it, its goldens kept",
         "sigma": "max(the pooled per-position sd, the sd of the reseeds' means x sqrt(positions per reseed))",
     }
     # the table being replaced: its nulls that this run did not measure stay
