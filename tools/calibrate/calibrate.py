@@ -73,7 +73,34 @@ HONEST = {
     ("q4_k_m", "f16"): ["llamacpp:q4_k_m,repack=off"],
     ("q4_0", "f16"): ["llamacpp:q4_0,repack=off"],
 }
+# A served engine (type "served": its weights are unknown): tests/http/fault_server.py
+# (numpy GPT-2 over HTTP, the served backend tests/cli/http_served.sh judges), for the
+# top-k cases on holmes-gpt (cases/served.yaml); started on first use, stopped at exit.
+HONEST[("served", "f32")] = ["@fault_server"]
 TEST_BACKENDS = {"@ref_kv_q8": "libgenfence_test_ref_kv_q8.so"}
+_SERVER = {}
+
+
+def fault_server_url():
+    if "url" not in _SERVER:
+        import atexit
+        d = tempfile.mkdtemp(prefix="gf-calibrate-server-")
+        pf = os.path.join(d, "port")
+        py = os.path.join(ROOT, ".venv", "bin", "python")
+        proc = subprocess.Popen([py if os.path.exists(py) else sys.executable,
+                                 os.path.join(ROOT, "tests", "http", "fault_server.py"), "--model",
+                                 os.path.join(ROOT, "models", "holmes-gpt"), "--port-file", pf, "--lifetime", "7200"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        atexit.register(proc.terminate)
+        import time
+        for _ in range(240):
+            if os.path.exists(pf) and open(pf).read().strip():
+                break
+            time.sleep(0.5)
+        else:
+            sys.exit("calibrate: tests/http/fault_server.py did not start")
+        _SERVER["url"] = "http:http://127.0.0.1:%s,timeout=120" % open(pf).read().strip()
+    return _SERVER["url"]
 
 # alpha, beta, theta per policy key (policy_key below; gf_stat_policy_key in
 # harness/kinds/stat_calibration.c). A type without one in the table being
@@ -128,7 +155,7 @@ def rule_policy(nulls):
     return out
 
 
-THR_KEYS = ["f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "tf32"]
+THR_KEYS = ["f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "tf32", "served"]
 
 
 def corpus():
@@ -197,6 +224,8 @@ def case_yaml(cases, extra=None):
 
 
 def backend_arg(spec, build):
+    if spec == "@fault_server":
+        return fault_server_url()
     if spec.startswith("@"):
         return os.path.join(build, "tests", "backends", TEST_BACKENDS[spec])
     return spec
@@ -361,8 +390,9 @@ def write_table(path, prov, policy, nulls):
             " dp_max: %.6g," % e["dp_max"] if e.get("dp_max") is not None else ""))
         out.append("     top1_disagree: %.6g, top1_disagreements: %d, top1_dispersion: %.4g}" % (
             e["top1_disagree"], e["top1_disagreements"], e["top1_dispersion"]))
-    with open(path, "w") as f:
+    with open(path + ".new", "w") as f:  # replaced whole: a run reading the table meanwhile sees one or the other
         f.write("\n".join(out) + "\n")
+    os.replace(path + ".new", path)
 
 
 def main():
