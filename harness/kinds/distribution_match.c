@@ -749,7 +749,10 @@ static void run_dm(const gf_case *c, gf_krun *k)
     }
     if (s->n_kl)
         kl_pair_check(k, s);
-    if (run_goldens(c, k, s, &a, sources) < 0 || run_prompts(c, k, s, &a, sources) < 0)
+    if (run_goldens(c, k, s, &a, sources) < 0)
+        goto done;
+    const size_t n_golden = a.n; /* the goldens' positions: the same in every reseed of the null */
+    if (run_prompts(c, k, s, &a, sources) < 0)
         goto done;
 
     double kl_mean = mean_of(a.kl, a.n), kl_p99 = percentile(a.kl, a.n, 99), kl_max = max_of(a.kl, a.n);
@@ -785,7 +788,7 @@ static void run_dm(const gf_case *c, gf_krun *k)
     char extra[256];
     snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds%s", a.n, w, kv, key,
              s->topk ? ", top-k bound" : "");
-    if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n) < 0)
+    if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n, n_golden) < 0)
         goto done; /* refused: the case cannot reach the declared power */
     early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean, key);
     if (calibrated) {

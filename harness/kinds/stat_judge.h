@@ -21,8 +21,9 @@ typedef struct gf_stat_hyp {
      * the null (the KL's p99 level, its maximum, |delta p|'s maximum) */
     gf_stat_prop_test p99, kmax, dpmax;
     double lvl_p99, lvl_max, lvl_dp;
-    int dp_pinsker; /* the table has no dp_max: lvl_dp = sqrt(kld_max / 2) */
-    char why[512];  /* not calibrated: why */
+    int dp_pinsker;  /* the table has no dp_max: lvl_dp = sqrt(kld_max / 2) */
+    double distinct; /* the null's distinct positions (the max tests' p0 = 1 / (distinct + 1)) */
+    char why[512];   /* not calibrated: why */
 } gf_stat_hyp;
 
 /* The null and policy for the backend's types (key: the thresholds' key;
@@ -31,10 +32,11 @@ typedef struct gf_stat_hyp {
  * 1: calibrated (h->null set), 0: not (h->why says why). */
 int gf_stat_hyp_find(gf_stat_hyp *h, const gf_stat_table *t, const gf_stat_policy_entry *hyp, size_t n_hyp,
                      const char *key, const char *case_id, const char *w, const char *kv, const char *model_hex);
-/* The tests at n positions; the record's metrics.hypothesis. 0, or -1 when
+/* The tests at n positions, n_fixed of them the goldens' (the same in every
+ * reseed); the record's metrics.hypothesis. 0, or -1 when
  * a test cannot reach the declared power at n: the case is refused (an
  * error verdict, exit 2) naming its FILE:LINE. */
-int gf_stat_hyp_plan(gf_krun *k, const gf_case *c, gf_stat_hyp *h, const char *key, size_t n);
+int gf_stat_hyp_plan(gf_krun *k, const gf_case *c, gf_stat_hyp *h, const char *key, size_t n, size_t n_fixed);
 /* The checks kld_mean and top1_min against the tests' thresholds. */
 void gf_stat_hyp_judge(gf_krun *k, const gf_stat_hyp *h, double kl_mean, size_t disagreements, const char *extra);
 /* The checks kld_p99, kld_max and dp_max: the exceedance tests, from the
