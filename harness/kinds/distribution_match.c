@@ -9,9 +9,11 @@
  * and |p_ref(x) - p_backend(x)| of the token x the sequence takes next (what
  * llama-perplexity --kl-divergence reports). The verdict: KL mean and top-1
  * agreement by one-tailed hypothesis tests against the calibrated null of
- * the case and the backend's types (stat_judge.h, docs/calibration.md), else
- * by the fixed thresholds of its weight type (info.weights, else its dtype),
- * which also bound KL p99, max and |delta p| max. The usual max |delta|,
+ * the case and the backend's types (stat_judge.h, docs/calibration.md), KL
+ * p99, KL max and |delta p| max by exceedance tests against the same null's
+ * levels; where the table has no null (a user's model, a served top-k
+ * bound), by the fixed thresholds of its weight type (info.weights, else its
+ * dtype), saying so. The usual max |delta|,
  * reference margins and near ties are in the summary beside them.
  *
  * `topk: N` restricts every figure to what a served engine reports (docs/http.md,
@@ -707,10 +709,11 @@ static void run_dm(const gf_case *c, gf_krun *k)
     }
     char pkey[64];
     gf_stat_policy_key(w, kv, pkey, sizeof pkey);
-    const int calibrated = !s->topk && gf_stat_hyp_find(&hyp, s->table, s->hyp, s->n_hyp, pkey,
-                                                        s->cal_case ? s->cal_case : c->id, w, kv, model_hex);
-    if (s->topk)
-        snprintf(hyp.why, sizeof hyp.why, "a top-k bound is judged by fixed bounds only");
+    /* a top-k case's null is its own KL_S (the bound), measured on honest
+     * backends through the same top-k restriction: tested like a full KL,
+     * the power being the bound's (a divergence outside the top k is not seen) */
+    const int calibrated =
+        gf_stat_hyp_find(&hyp, s->table, s->hyp, s->n_hyp, pkey, s->cal_case ? s->cal_case : c->id, w, kv, model_hex);
     gf_stat_thr thr = {NAN, NAN, NAN, NAN, NAN};
     int from_case = 0;
     const int has_thr = gf_stat_thr_for(s->thr, s->n_thr, key, &thr, &from_case);
@@ -723,9 +726,9 @@ static void run_dm(const gf_case *c, gf_krun *k)
     }
     if (!calibrated)
         gf_k_metric_json(k, "hypothesis", json_pack("{s:b, s:s}", "calibrated", 0, "why", hyp.why));
-    if (calibrated) /* the mean and top-1 come from the tests; the tails keep their bounds */
-        thr.kld_mean = thr.top1_min = NAN;
-    if (has_thr)
+    if (calibrated) /* every figure is judged by a test; the fixed bounds judge nothing */
+        thr = (gf_stat_thr){NAN, NAN, NAN, NAN, NAN};
+    if (has_thr && !calibrated)
         gf_k_metric_json(k, "thresholds", gf_stat_thr_json(&thr, from_case));
 
     dm_acc a = {0};
@@ -746,7 +749,10 @@ static void run_dm(const gf_case *c, gf_krun *k)
     }
     if (s->n_kl)
         kl_pair_check(k, s);
-    if (run_goldens(c, k, s, &a, sources) < 0 || run_prompts(c, k, s, &a, sources) < 0)
+    if (run_goldens(c, k, s, &a, sources) < 0)
+        goto done;
+    const size_t n_golden = a.n; /* the goldens' positions: the same in every reseed of the null */
+    if (run_prompts(c, k, s, &a, sources) < 0)
         goto done;
 
     double kl_mean = mean_of(a.kl, a.n), kl_p99 = percentile(a.kl, a.n, 99), kl_max = max_of(a.kl, a.n);
@@ -782,11 +788,13 @@ static void run_dm(const gf_case *c, gf_krun *k)
     char extra[256];
     snprintf(extra, sizeof extra, "; %zu positions, weights %s, kv %s, %s thresholds%s", a.n, w, kv, key,
              s->topk ? ", top-k bound" : "");
-    if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n) < 0)
+    if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n, n_golden) < 0)
         goto done; /* refused: the case cannot reach the declared power */
     early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean, key);
-    if (calibrated)
+    if (calibrated) {
         gf_stat_hyp_judge(k, &hyp, kl_mean, a.n - a.agree, extra);
+        gf_stat_hyp_judge_tails(k, &hyp, a.kl, a.dp, kl_p99, kl_max, dp_max, extra);
+    }
     judge(k, "kld_mean", kl_mean, thr.kld_mean, 0, extra);
     judge(k, "kld_p99", kl_p99, thr.kld_p99, 0, extra);
     judge(k, "kld_max", kl_max, thr.kld_max, 0, extra);

@@ -21,18 +21,18 @@
 
 /* ---- a policy map ---- */
 
-static const char *const k_policy_keys[] = {"alpha", "beta", "theta_kld", "theta_top1", NULL};
+static const char *const k_policy_keys[] = {"alpha", "beta", "theta_kld", "theta_top1", "theta_p99", "theta_max", NULL};
 
 static double *policy_field(gf_stat_policy *p, int i)
 {
-    double *f[] = {&p->alpha, &p->beta, &p->theta_kld, &p->theta_top1};
+    double *f[] = {&p->alpha, &p->beta, &p->theta_kld, &p->theta_top1, &p->theta_p99, &p->theta_max};
     return f[i];
 }
 
-/* {alpha, beta, theta_kld, theta_top1} at n into *p (absent fields NaN) */
+/* {alpha, beta, theta_kld, theta_top1, theta_p99, theta_max} at n into *p (absent fields NaN) */
 static int policy_read(gf_cctx *ctx, const gf_ynode *n, gf_stat_policy *p)
 {
-    *p = (gf_stat_policy){NAN, NAN, NAN, NAN};
+    *p = (gf_stat_policy){NAN, NAN, NAN, NAN, NAN, NAN};
     if (!gf_y_node_is_map(ctx, n, "a policy entry"))
         return -1;
     int bad = 0;
@@ -43,7 +43,7 @@ static int policy_read(gf_cctx *ctx, const gf_ynode *n, gf_stat_policy *p)
             bad = 1;
             continue;
         }
-        /* alpha, beta, theta_top1 in (0, 1); theta_kld > 0 and finite */
+        /* alpha, beta, theta_top1, theta_p99, theta_max in (0, 1); theta_kld > 0 and finite */
         int ok = r == 0 || (f == 2 ? (*d > 0 && isfinite(*d)) : (*d > 0 && *d < 1));
         if (!ok) {
             gf_y_error(ctx, gf_y_get(ctx, n, k_policy_keys[f], 0), "'%s' must be %s", k_policy_keys[f],
@@ -51,7 +51,7 @@ static int policy_read(gf_cctx *ctx, const gf_ynode *n, gf_stat_policy *p)
             bad = 1;
         }
     }
-    gf_y_check_unknown(ctx, n, "in a policy entry (known: alpha, beta, theta_kld, theta_top1)");
+    gf_y_check_unknown(ctx, n, "in a policy entry (known: alpha, beta, theta_kld, theta_top1, theta_p99, theta_max)");
     return bad ? -1 : 0;
 }
 
@@ -146,9 +146,21 @@ static int null_read(gf_cctx *ctx, const gf_ynode *n, gf_stat_null *e)
         gf_y_error(ctx, gf_y_get(ctx, n, "top1_dispersion", 0), "'top1_dispersion' must be a finite number >= 1");
         bad = 1;
     }
+    /* the tails' levels: kld_p99 and kld_max required, dp_max optional (NaN) */
+    const char *const tk[] = {"kld_p99", "kld_max", "dp_max"};
+    double *tv[] = {&e->kld_p99, &e->kld_max, &e->dp_max};
+    for (int i = 0; i < 3; i++) {
+        *tv[i] = NAN;
+        int r = gf_y_double(ctx, n, tk[i], i < 2 ? GF_Y_REQUIRED : 0, tv[i]);
+        if (r < 0)
+            bad = 1;
+        else if (r > 0 && !(*tv[i] >= 0 && isfinite(*tv[i]))) {
+            gf_y_error(ctx, gf_y_get(ctx, n, tk[i], 0), "'%s' must be a finite number >= 0", tk[i]);
+            bad = 1;
+        }
+    }
     /* what the tool writes beside them, for the reader (not used) */
-    const char *const info[] = {
-        "kld_sigma_position", "kld_sigma_windows", "top1_disagreements", "kld_p99", "kld_max", NULL};
+    const char *const info[] = {"kld_sigma_position", "kld_sigma_windows", "top1_disagreements", NULL};
     for (int i = 0; info[i]; i++) {
         double d;
         bad |= gf_y_double(ctx, n, info[i], 0, &d) < 0;
@@ -160,7 +172,7 @@ static int null_read(gf_cctx *ctx, const gf_ynode *n, gf_stat_null *e)
     gf_y_check_unknown(ctx, n,
                        "in a null entry (known: case, model, model_hash, weights, kv, backends, windows, positions, "
                        "kld_mean, kld_sigma, top1_disagree, top1_dispersion, kld_sigma_position, kld_sigma_windows, "
-                       "top1_disagreements, kld_p99, kld_max)");
+                       "top1_disagreements, kld_p99, kld_max, dp_max)");
     return bad ? -1 : 0;
 }
 
@@ -294,7 +306,7 @@ const gf_stat_table *gf_stat_table_load(gf_cctx *ctx, const char *path, int requ
 int gf_stat_policy_for(const gf_stat_table *t, const gf_stat_policy_entry *c, size_t n_c, const char *type,
                        gf_stat_policy *out, int *from_case)
 {
-    *out = (gf_stat_policy){NAN, NAN, NAN, NAN};
+    *out = (gf_stat_policy){NAN, NAN, NAN, NAN, NAN, NAN};
     *from_case = 0;
     for (size_t i = 0; t && i < t->n_policy; i++)
         if (!strcmp(t->policy[i].type, type))

@@ -22,6 +22,8 @@ typedef struct gf_stat_policy {
     double beta;       /* the miss rate, (0, 1) */
     double theta_kld;  /* the KL mean's minimum detectable rise, nats, > 0 */
     double theta_top1; /* the top-1 agreement's minimum detectable drop, (0, 1) */
+    double theta_p99;  /* the tails: the minimum detectable rise of the share of positions past */
+    double theta_max;  /* the null's p99 level (theta_p99) and past its maximum (theta_max, kld and dp), (0, 1) */
 } gf_stat_policy;
 
 typedef struct gf_stat_policy_entry {
@@ -44,6 +46,9 @@ typedef struct gf_stat_null {
     double kld_sigma;       /* sigma used: max(per-position sd, sd of the reseeds' means x sqrt(their positions)) */
     double top1_disagree;   /* p0: the disagreement rate */
     double top1_dispersion; /* phi >= 1: Pearson's dispersion of the reseeds' disagreements (absent: 1) */
+    double kld_p99;         /* the tails' levels: the largest per-reseed 99th percentile of the KL, */
+    double kld_max;         /* the largest KL of the pooled positions, */
+    double dp_max;          /* the largest |delta p| (NaN: not measured; sqrt(kld_max / 2) by Pinsker then) */
     int line;
 } gf_stat_null;
 
@@ -60,12 +65,12 @@ typedef struct gf_stat_table {
  * the table's own FILE:LINE:COL; or, when !required and the file does not
  * exist, NULL with no error: no calibration). */
 const gf_stat_table *gf_stat_table_load(gf_cctx *ctx, const char *path, int required);
-/* A case's `hypothesis:` ({TYPE: {alpha, beta, theta_kld, theta_top1}},
+/* A case's `hypothesis:` ({TYPE: {alpha, beta, theta_kld, theta_top1, theta_p99, theta_max}},
  * fields left out NaN) into malloc'd *out; 0 read or absent, -1 an error. */
 int gf_stat_hypothesis_parse(gf_cctx *ctx, const gf_ynode *m, gf_stat_policy_entry **out, size_t *n_out);
 /* The policy for type: the table's, the case's "*" entry's fields over it,
  * its entry for the type's over those. Returns 1
- * when all four fields are set; *from_case: the case's line for the type
+ * when all six fields are set; *from_case: the case's line for the type
  * when the case gives one (else 0). */
 int gf_stat_policy_for(const gf_stat_table *t, const gf_stat_policy_entry *c, size_t n_c, const char *type,
                        gf_stat_policy *out, int *from_case);

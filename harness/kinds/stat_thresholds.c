@@ -14,8 +14,8 @@
 #include "json.h"
 #include "stat_thresholds.h"
 
-/* The defaults (fixed bounds: the tails always; the mean and top-1 only
- * where no calibration covers the case, docs/calibration.md), measured in
+/* The defaults (fixed bounds, for every figure, only where no calibration
+ * covers the case and type, docs/calibration.md), measured in
  * docs/cases.md ("distribution_match: calibration") on holmes-gpt and
  * holmes-llama (576 positions each): each KL
  * bound is about 10x the worst figure measured for that type (x30 for f32,

@@ -18,12 +18,21 @@
  *                   SmolLM2-135M, which the goldens' tolerance rule must
  *                   refuse (make real-model, docs/real_model.md)
  *
+ *   ref-spike       amp 2e-5, declares fp32, on every GF_NOISE_EVERY-th (97th)
+ *                   forward call only: a few positions far past fp32's honest
+ *                   largest KL, the rest exact, so the KL mean stays inside
+ *                   its test and only the tails' exceedance tests can fail
+ *                   (detect.statistical.tail_spikes)
+ *
  *   ref-noise-env   GF_NOISE_FROM_ENV: the amplitude from $GENFENCE_TEST_NOISE_AMP
  *                   (unset: 0), the declared weights and KV cache from
  *                   $GENFENCE_TEST_NOISE_WEIGHTS / $GENFENCE_TEST_NOISE_KV
  *                   (unset: ref's): the faulty backend whose KL shift or
  *                   top-1 drop tools/calibrate/error_rates.py sets to exactly
- *                   theta, to measure the tier's power there
+ *                   theta, to measure the tier's power there; with
+ *                   $GENFENCE_TEST_NOISE_EVERY=N, noise on every N-th forward
+ *                   call only (a share 1/N of the positions: the tails'
+ *                   exceedance tests at their theta)
  *
  * Every other slot is ref's. Output: libgenfence_test_faulty_<stem>.so. */
 #include <stddef.h>
@@ -91,7 +100,15 @@ static gf_status noise_info(const gf_backend_options *opts, gf_backend_info *inf
 static gf_status noise_forward(void *model, void *cache, const gf_batch *in, float *logits_out)
 {
     uint64_t call = ++g_calls;
+#ifdef GF_NOISE_EVERY
+    const double amp = call % GF_NOISE_EVERY ? 0.0 : noise_amp();
+#elif defined GF_NOISE_FROM_ENV
+    const char *ev = getenv("GENFENCE_TEST_NOISE_EVERY");
+    const unsigned long long every = ev && strtoull(ev, NULL, 10) > 0 ? strtoull(ev, NULL, 10) : 1;
+    const double amp = call % every ? 0.0 : noise_amp();
+#else
     const double amp = noise_amp();
+#endif
     gf_status st = gf_backend_ref()->forward(model, cache, in, logits_out);
     if (st != GF_OK)
         return st;

@@ -54,9 +54,9 @@ for f in ref_attn_no_max ref_rope_off_by_one ref_rms_eps_outside ref_head_dim_80
   [[ -f "$B/libgenfence_test_$f.so" ]] || fail "test backend $B/libgenfence_test_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_$f.so")
 done
-# logit noise under fp32 and q8_0 declarations, and under the calibrated KL-mean test (cases/detect/statistical.yaml,
-# tests/backends/faulty_noise.c)
-for f in ref_noise ref_noise_q8_0 ref_noise_small; do
+# logit noise under fp32 and q8_0 declarations, under the calibrated KL-mean test, and at a few positions only
+# (the tails' exceedance tests) (cases/detect/statistical.yaml, tests/backends/faulty_noise.c)
+for f in ref_noise ref_noise_q8_0 ref_noise_small ref_spike; do
   [[ -f "$B/libgenfence_test_faulty_$f.so" ]] || fail "test backend $B/libgenfence_test_faulty_$f.so not built"
   backends+=(--backend "$B/libgenfence_test_faulty_$f.so")
 done

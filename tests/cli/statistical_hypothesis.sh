@@ -6,7 +6,10 @@
 #      (disagreements allowed, positions needed) from alpha, beta, theta and the
 #      null, exactly as computed here in Python; both check lines print alpha,
 #      beta, theta, the positions used and needed and the threshold; ref passes,
-#      ref-noise (2e-3) fails the KL-mean test;
+#      ref-noise (2e-3) fails the KL-mean test; the tails (kld_p99, kld_max,
+#      dp_max) are exact binomial tests of the share of positions past the
+#      null's levels (p0 0.01 past its p99, 1 / (N + 1) past its maximum, N its distinct positions; dp's
+#      level sqrt(kld_max / 2) where the table has none), as computed here;
 #   2. a case whose positions cannot reach the declared power is refused: an
 #      error (exit 2) naming FILE:LINE of its hypothesis declaration;
 #   3. a case the table does not calibrate keeps the fixed bounds, saying why;
@@ -39,10 +42,12 @@ policy:
   $2
 nulls:
   - {case: t.hyp, model: models/holmes-gpt, model_hash: "$hash", weights: f32, kv: f32, backends: "test",
-     windows: 10, positions: 1000, kld_mean: 1.0e-12, kld_sigma: 4.0e-12, top1_disagree: 0.01$3}
+     windows: 10, positions: 1000, kld_mean: 1.0e-12, kld_sigma: 4.0e-12, top1_disagree: 0.01,
+     kld_p99: 1.0e-10, kld_max: 1.0e-9$3}
 Y
 }
-table "$tmp/root/calibration/distribution_match.yaml" "f32: {alpha: 0.05, beta: 0.2, theta_kld: 2.0e-12, theta_top1: 0.2}" ""
+table "$tmp/root/calibration/distribution_match.yaml" \
+  "f32: {alpha: 0.05, beta: 0.2, theta_kld: 2.0e-12, theta_top1: 0.2, theta_p99: 0.3, theta_max: 0.2}" ""
 cat >"$tmp/root/cases/t.yaml" <<'Y'
 cases:
   - id: t.hyp
@@ -111,6 +116,19 @@ for b in ("ref", "ref-noise"):
     for name, want in (("kld_mean", "alpha 0.05, beta 0.2, theta 2e-12"), ("top1_min", "alpha 0.05, beta 0.2, theta 0.2")):
         assert want in d[name] and "%d positions used, %d needed" % (n, need_kl if name == "kld_mean" else need_t1) in d[name] \
             and ("threshold %.3g" % thr if name == "kld_mean" else "threshold %.4g" % (1 - kmax(n, 0.01) / n)) in d[name], (name, d[name])
+    # the tails: k_max at the null share, the power at p0 + theta, the level
+    # the max tests count the null's distinct positions: no goldens here, so the 10 reseeds x the case's 32
+    # (one backend named), not the 1000 pooled in the table
+    for name, p0, theta, lvl in (("kld_p99", 0.01, 0.3, 1e-10), ("kld_max", 1 / 321, 0.2, 1e-9),
+                                 ("dp_max", 1 / 321, 0.2, math.sqrt(1e-9 / 2))):
+        tt = h[name]
+        km = kmax(n, p0)
+        assert (tt["alpha"], tt["beta"], tt["theta"], tt["positions"]) == (0.05, 0.2, theta, n), tt
+        assert tt["past_allowed"] == km and abs(tt["level"] - lvl) < 1e-9 * lvl and abs(tt["null_share"] - p0) < 1e-9, (tt, km, lvl)
+        assert abs(tt["power"] - sf(km, n, p0 + theta)) < 1e-9, (tt, sf(km, n, p0 + theta))
+        assert "alpha 0.05, beta 0.2, theta %g" % theta in d[name] and "at most %d allowed" % km in d[name] \
+            and "past the level %.3g" % lvl in d[name] and "%d positions used" % n in d[name], (name, d[name])
+    assert "thresholds" not in x["metrics"], x["metrics"]["thresholds"]  # no fixed bound judges a calibrated case
 assert r[("t.hyp", "ref")]["verdict"] == "pass", r[("t.hyp", "ref")]["reason"]
 x = r[("t.hyp", "ref-noise")]
 assert x["verdict"] == "fail" and x["reason"].startswith("kld_mean: measured ") and "> threshold " in x["reason"], x["reason"]
@@ -154,6 +172,11 @@ bad_table "f32: {alpha: 1.5, beta: 0.2, theta_kld: 1.0e-12, theta_top1: 0.1}" ""
 bad_table "f32: {alpha: 0.05, beta: 0.2, theta_kld: 1.0e-12}" "" "the policy of f32 needs 'theta_top1'"
 bad_table "f32: {alpha: 0.05, beta: 0.2, theta_kld: 1.0e-12, theta_top1: 0.1}" ", kld_avg: 1" "unknown key 'kld_avg'"
 bad_table "f32: {alpha: 0.05, beta: 0.2, theta_kld: 0, theta_top1: 0.1}" "" "'theta_kld' must be a finite number > 0"
+bad_table "f32: {alpha: 0.05, beta: 0.2, theta_kld: 1.0e-12, theta_top1: 0.1, theta_p99: 1.5, theta_max: 0.1}" "" \
+  "'theta_p99' must be a number in (0, 1)"
+bad_table "f32: {alpha: 0.05, beta: 0.2, theta_kld: 1.0e-12, theta_top1: 0.1, theta_p99: 0.1}" "" "the policy of f32 needs 'theta_max'"
+bad_table "f32: {alpha: 0.05, beta: 0.2, theta_kld: 1.0e-12, theta_top1: 0.1, theta_p99: 0.1, theta_max: 0.1}" ", dp_max: -1" \
+  "'dp_max' must be a finite number >= 0"
 printf 'cases:\n  - id: t.m\n    kind: distribution_match\n    model: models/holmes-gpt\n    prompts: ["x"]\n    calibration: calibration/none.yaml\n' \
   >"$tmp/root/cases/m.yaml"
 set +e

@@ -58,14 +58,49 @@ HONEST = {
     ("f32", "f32"): ["ref", "openblas", "onednn"],
     ("f32", "f16"): ["llamacpp:f32,kv=f16"],
     ("f32", "q8_0"): ["llamacpp:f32,kv=q8_0,fa=on", "@ref_kv_q8"],
+    # K and V of different types (a quantized V needs flash attention in
+    # llama.cpp: without it, it refuses or crashes, issue 28524)
+    ("f32", "k=q8_0,v=f16"): ["llamacpp:f32,k=q8_0,v=f16,fa=on"],
+    ("f32", "k=f16,v=q8_0"): ["llamacpp:f32,k=f16,v=q8_0,fa=on"],
     ("f16", "f16"): ["llamacpp:f16"],
     ("q8_0", "f16"): ["llamacpp:q8_0,repack=off"],
+    # q8_0 weights over an f32 cache: the null of a backend declaring q8_0
+    # weights and no narrower cache (cases/detect/statistical.yaml's
+    # ref-noise-q8_0 twin)
+    ("q8_0", "f32"): ["llamacpp:q8_0,kv=f32,repack=off"],
     ("q6_k", "f16"): ["llamacpp:q6_k,repack=off"],
     ("q5_k_m", "f16"): ["llamacpp:q5_k_m,repack=off"],
     ("q4_k_m", "f16"): ["llamacpp:q4_k_m,repack=off"],
     ("q4_0", "f16"): ["llamacpp:q4_0,repack=off"],
 }
+# A served engine (type "served": its weights are unknown): tests/http/fault_server.py
+# (numpy GPT-2 over HTTP, the served backend tests/cli/http_served.sh judges), for the
+# top-k cases on holmes-gpt (cases/served.yaml); started on first use, stopped at exit.
+HONEST[("served", "f32")] = ["@fault_server"]
 TEST_BACKENDS = {"@ref_kv_q8": "libgenfence_test_ref_kv_q8.so"}
+_SERVER = {}
+
+
+def fault_server_url():
+    if "url" not in _SERVER:
+        import atexit
+        d = tempfile.mkdtemp(prefix="gf-calibrate-server-")
+        pf = os.path.join(d, "port")
+        py = os.path.join(ROOT, ".venv", "bin", "python")
+        proc = subprocess.Popen([py if os.path.exists(py) else sys.executable,
+                                 os.path.join(ROOT, "tests", "http", "fault_server.py"), "--model",
+                                 os.path.join(ROOT, "models", "holmes-gpt"), "--port-file", pf, "--lifetime", "7200"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        atexit.register(proc.terminate)
+        import time
+        for _ in range(240):
+            if os.path.exists(pf) and open(pf).read().strip():
+                break
+            time.sleep(0.5)
+        else:
+            sys.exit("calibrate: tests/http/fault_server.py did not start")
+        _SERVER["url"] = "http:http://127.0.0.1:%s,timeout=120" % open(pf).read().strip()
+    return _SERVER["url"]
 
 # alpha, beta, theta per policy key (policy_key below; gf_stat_policy_key in
 # harness/kinds/stat_calibration.c). A type without one in the table being
@@ -83,6 +118,12 @@ TEST_BACKENDS = {"@ref_kv_q8": "libgenfence_test_ref_kv_q8.so"}
 # false alarm a suite of many such tests would meet every run.) BETA: 0.2,
 # TensorRT-LLM's.
 ALPHA, BETA = 0.005, 0.2
+# The tails (docs/calibration.md, "The tails"): the minimum detectable rise
+# of the share of positions past the null's p99 level (0.01 under H0) and
+# past its largest KL / |delta p| (1 / (N + 1)): a tenth and a twentieth of
+# the positions, the least 1-2-5 steps that the shortest calibrated case
+# (124 positions) reaches at power 1 - beta.
+THETA_P99, THETA_MAX = 0.1, 0.05
 
 
 def policy_key(w, kv):
@@ -110,11 +151,11 @@ def rule_policy(nulls):
     for k, mu in pol.items():
         theta = 1e-10 if k == "f32" else step125(mu)
         t1 = 0.02 if k in ("f32", "f16", "bf16", "kv_f16") else 0.05
-        out[k] = (ALPHA, BETA, theta, t1)
+        out[k] = (ALPHA, BETA, theta, t1, THETA_P99, THETA_MAX)
     return out
 
 
-THR_KEYS = ["f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "tf32"]
+THR_KEYS = ["f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "tf32", "served"]
 
 
 def corpus():
@@ -150,6 +191,8 @@ def reseed(case, r, text, genfence, cache):
     c.pop("tags", None)
     c.pop("thresholds", None)
     c.pop("hypothesis", None)
+    for k in ("backends", "expect_verdict", "description", "calibration_case"):  # a twin's, when one is calibrated
+        c.pop(k, None)
     prompts = []
     for i, p in enumerate(case.get("prompts", [])):
         if not isinstance(p, str):
@@ -181,6 +224,8 @@ def case_yaml(cases, extra=None):
 
 
 def backend_arg(spec, build):
+    if spec == "@fault_server":
+        return fault_server_url()
     if spec.startswith("@"):
         return os.path.join(build, "tests", "backends", TEST_BACKENDS[spec])
     return spec
@@ -219,7 +264,8 @@ def pool(records):
     """The null of one (model, weights, kv) from its windows' records."""
     ms = [(x["metrics"]["statistical"]["positions"], x["metrics"]["statistical"]["kld_mean"],
            x["metrics"]["statistical"]["kld_sd"], x["metrics"]["statistical"]["top1_disagreements"],
-           x["metrics"]["statistical"]["kld_p99"], x["metrics"]["statistical"]["kld_max"]) for x in records]
+           x["metrics"]["statistical"]["kld_p99"], x["metrics"]["statistical"]["kld_max"],
+           x["metrics"]["statistical"]["dp_max"]) for x in records]
     N = sum(m[0] for m in ms)
     mu = sum(m[0] * m[1] for m in ms) / N
     within = sum((m[0] - 1) * m[2] ** 2 for m in ms)
@@ -238,11 +284,12 @@ def pool(records):
         phi = max(1.0, sum((m[3] - m[0] * p0) ** 2 / (m[0] * p0 * (1 - p0)) for m in ms) / (len(ms) - 1))
     return {"top1_dispersion": phi, "windows": len(ms), "positions": N, "kld_mean": mu, "kld_sigma": max(sd_pos, sd_win),
             "kld_sigma_position": sd_pos, "kld_sigma_windows": sd_win, "top1_disagree": d / N,
-            "top1_disagreements": d, "kld_p99": max(m[4] for m in ms), "kld_max": max(m[5] for m in ms)}
+            "top1_disagreements": d, "kld_p99": max(m[4] for m in ms), "kld_max": max(m[5] for m in ms),
+            "dp_max": max(m[6] for m in ms)}
 
 
 def read_policy(path):
-    """The policy of an existing table ({type: (alpha, beta, theta_kld, theta_top1)})."""
+    """The policy of an existing table ({type: (alpha, beta, theta_kld, theta_top1, theta_p99, theta_max)})."""
     pol = {}
     if not os.path.exists(path):
         return pol
@@ -253,10 +300,39 @@ def read_policy(path):
             continue
         if inside and not line.startswith(" "):
             break
-        m = re.match(r"\s+(\S+): \{alpha: (\S+), beta: (\S+), theta_kld: (\S+), theta_top1: (\S+)\}", line)
+        m = re.match(r"\s+(\S+): \{alpha: (\S+), beta: (\S+), theta_kld: (\S+), theta_top1: ([^,}]+)"
+                     r"(?:, theta_p99: (\S+), theta_max: ([^,}]+))?\}", line)
         if inside and m:
-            pol[m.group(1)] = tuple(float(m.group(i)) for i in range(2, 6))
+            v = [float(m.group(i)) for i in range(2, 6)]
+            v += [float(m.group(6)), float(m.group(7))] if m.group(6) else [THETA_P99, THETA_MAX]
+            pol[m.group(1)] = tuple(v)
     return pol
+
+
+def parse_types(arg):
+    """weights/kv pairs, comma-separated; a kv of K and V ("k=q8_0,v=f16") holds a comma
+    itself: a piece without "/" continues the one before."""
+    out = []
+    for piece in arg.split(","):
+        if "/" in piece or not out:
+            out.append(piece)
+        else:
+            out[-1] += "," + piece
+    return [tuple(t.split("/", 1)) for t in out]
+
+
+def read_table(path):
+    """The nulls and provenance of an existing table (PyYAML: a tool's reader, not genfence's)."""
+    if not os.path.exists(path):
+        return [], {}
+    import yaml
+    with open(path) as f:
+        doc = yaml.safe_load(f) or {}
+    nulls = doc.get("nulls") or []
+    for e in nulls:
+        e["model_hash"] = str(e["model_hash"])
+        e.setdefault("dp_max", None)
+    return nulls, doc.get("provenance") or {}
 
 
 def versions(genfence, build):
@@ -299,26 +375,31 @@ def write_table(path, prov, policy, nulls):
     for k, v in prov.items():
         out.append("  %s: %s" % (k, q(v)))
     out.append("policy:")
-    for k, (a, b, t, t1) in policy.items():
-        out.append("  %s: {alpha: %g, beta: %g, theta_kld: %.3g, theta_top1: %g}" % (k, a, b, t, t1))
+    for k, (a, b, t, t1, tp, tm) in policy.items():
+        out.append("  %s: {alpha: %g, beta: %g, theta_kld: %.3g, theta_top1: %g, theta_p99: %g, theta_max: %g}" % (
+            k, a, b, t, t1, tp, tm))
     out.append("nulls:")
     for e in nulls:
         out.append("  - {case: %s, model: %s, model_hash: %s, weights: %s, kv: %s, backends: %s," % (
-            e["case"], e["model"], q(e["model_hash"]), e["weights"], e["kv"], q(e["backends"])))
+            e["case"], e["model"], q(e["model_hash"]), e["weights"], q(e["kv"]) if "," in e["kv"] else e["kv"],
+            q(e["backends"])))
         out.append("     windows: %d, positions: %d, kld_mean: %.6g, kld_sigma: %.6g," % (
             e["windows"], e["positions"], e["kld_mean"], e["kld_sigma"]))
-        out.append("     kld_sigma_position: %.6g, kld_sigma_windows: %.6g, kld_p99: %.6g, kld_max: %.6g," % (
-            e["kld_sigma_position"], e["kld_sigma_windows"], e["kld_p99"], e["kld_max"]))
+        out.append("     kld_sigma_position: %.6g, kld_sigma_windows: %.6g, kld_p99: %.6g, kld_max: %.6g,%s" % (
+            e["kld_sigma_position"], e["kld_sigma_windows"], e["kld_p99"], e["kld_max"],
+            " dp_max: %.6g," % e["dp_max"] if e.get("dp_max") is not None else ""))
         out.append("     top1_disagree: %.6g, top1_disagreements: %d, top1_dispersion: %.4g}" % (
             e["top1_disagree"], e["top1_disagreements"], e["top1_dispersion"]))
-    with open(path, "w") as f:
+    with open(path + ".new", "w") as f:  # replaced whole: a run reading the table meanwhile sees one or the other
         f.write("\n".join(out) + "\n")
+    os.replace(path + ".new", path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reseeds", type=int, default=40)
-    ap.add_argument("--cases", default=",".join(CASES), help="case ids of cases/statistical.yaml")
+    ap.add_argument("--cases", default=",".join(CASES), help="case ids of --file")
+    ap.add_argument("--file", default="cases/statistical.yaml", help="the case file (under the repository)")
     ap.add_argument("--types", default=",".join("%s/%s" % k for k in HONEST),
                     help="weights/kv pairs, comma-separated (default: all)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -326,8 +407,8 @@ def main():
     args = ap.parse_args()
     genfence = os.path.join(args.build, "genfence")
     text = corpus()
-    types = [tuple(t.split("/")) for t in args.types.split(",")]
-    known = cases_json(genfence, os.path.join(ROOT, "cases", "statistical.yaml"))
+    types = parse_types(args.types)
+    known = cases_json(genfence, os.path.join(ROOT, args.file))
     nulls, cache = [], {}
     with tempfile.TemporaryDirectory(prefix="gf-calibrate-") as tmp:
         for cid in args.cases.split(","):
@@ -359,14 +440,23 @@ def main():
         "versions": versions(genfence, args.build),
         "command": "tools/calibrate/calibrate.py --reseeds %d --cases %s --types %s" % (args.reseeds, args.cases,
                                                                                       args.types),
-        "reseed": "seeds 0..%d: each prompt of the case redrawn from ../shared/data/sherlock-holmes-canon.txt "
+        "reseed": "seeds 0..R-1, R each command's --reseeds (a null's windows: R x its backends): each prompt "
+                  "of the case redrawn from ../shared/data/sherlock-holmes-canon.txt "
                   "(random.Random('CASE/PROMPT/SEED'), whole words, the prompt's token count), the case's steps "
-                  "of greedy ref tokens after it, its goldens kept" % (args.reseeds - 1),
+                  "of greedy ref tokens after it, its goldens kept",
         "sigma": "max(the pooled per-position sd, the sd of the reseeds' means x sqrt(positions per reseed))",
     }
-    policy = rule_policy(nulls)
+    # the table being replaced: its nulls that this run did not measure stay
+    # (keyed by case, model hash, weights, kv), its policy stays, and its
+    # provenance's commands are kept before this one
+    old_nulls, old_prov = read_table(args.out)
+    fresh = {(e["case"], e["model_hash"], e["weights"], e["kv"]) for e in nulls}
+    kept = [e for e in old_nulls if (e["case"], e["model_hash"], e["weights"], e["kv"]) not in fresh]
+    if old_prov.get("command"):
+        prov["command"] = old_prov["command"] + "; then " + prov["command"]
+    policy = rule_policy(kept + nulls)
     policy.update(read_policy(args.out))  # what the table being replaced declares stays
-    write_table(args.out, prov, policy, nulls)
+    write_table(args.out, prov, policy, kept + nulls)
     print("calibrate: wrote %s (%d nulls)" % (args.out, len(nulls)))
 
 

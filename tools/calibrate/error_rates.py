@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -46,13 +47,43 @@ def check_failed(x, name):
     return any(c["name"] == name and not c["passed"] for c in x.get("checks", []))
 
 
-def noise_env(w, kv, amp):
+def noise_env(w, kv, amp, every=None):
     e = {"GENFENCE_TEST_NOISE_AMP": "%.9g" % amp}
+    if every:
+        e["GENFENCE_TEST_NOISE_EVERY"] = str(every)
     if w != "f32":
         e["GENFENCE_TEST_NOISE_WEIGHTS"] = w
     if kv != "f32":
         e["GENFENCE_TEST_NOISE_KV"] = kv
     return e
+
+
+def past_share(x, name):
+    """The share of positions past the level in a tail check's line (its detail)."""
+    for c in x.get("checks", []):
+        if c["name"] == name:
+            m = re.search(r"(\d+) of (\d+) positions past the level", c["detail"])
+            if m:
+                return int(m.group(1)) / int(m.group(2))
+    return float("nan")
+
+
+def tails_power(genfence, build, held, tmp, table, w, kv, h, tag):
+    """The tails' exceedance tests at exactly their theta: ref-noise-env with noise on every N-th
+    forward call only (N = floor(1 / (p0 + theta)): a share of at least p0 + theta of the
+    positions), its amplitude such that a noised position's KL is ~10x the null's largest
+    (KL ~ amp^2 / 6 for uniform noise on every logit), so each noised position is past the level."""
+    out = {}
+    for name in ("kld_p99", "kld_max", "dp_max"):
+        t = h[name]
+        every = max(1, int(math.floor(1 / (t["null_share"] + t["theta"]))))
+        lvl = h["kld_max"]["level"]
+        amp = math.sqrt(6 * 10 * lvl)
+        recs = judged(genfence, build, held, [NOISE], tmp, "%s-%s" % (tag, name), table,
+                      noise_env(w, kv, amp, every))
+        share = [past_share(x, name) for x in recs]
+        out[name] = (sum(check_failed(x, name) for x in recs), len(recs), every, sum(share) / max(1, len(share)))
+    return out
 
 
 def measure(genfence, build, variants, tmp, table, w, kv, amp, tag):
@@ -80,6 +111,8 @@ def main():
     ap.add_argument("--types", default="f32/f32,f32/q8_0,f16/f16,q8_0/f16")
     ap.add_argument("--build", default=os.path.join(cal.ROOT, "build"))
     ap.add_argument("--table", default=cal.TABLE)
+    ap.add_argument("--honest-only", action="store_true",
+                    help="the false-fail rates only (no faulty backend tuned to theta: minutes less per type)")
     args = ap.parse_args()
     genfence = os.path.join(args.build, "genfence")
     text = cal.corpus()
@@ -92,8 +125,8 @@ def main():
             held = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid)
                     for r in range(1000, 1000 + args.reseeds)]
             tune_v = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid) for r in TUNE_SEEDS]
-            for t in args.types.split(","):
-                w, kv = t.split("/")
+            for (w, kv) in cal.parse_types(args.types):
+                t = "%s/%s" % (w, kv)
                 honest = judged(genfence, args.build, held, cal.HONEST[(w, kv)], tmp, "h-%s-%s-%s" % (cid, w, kv),
                                 args.table)
                 hyp = [x for x in honest if "kld_mean" in x.get("metrics", {}).get("hypothesis", {})]
@@ -107,6 +140,15 @@ def main():
                 ff_kl = sum(check_failed(x, "kld_mean") for x in hyp)
                 ff_t1 = sum(check_failed(x, "top1_min") for x in hyp)
                 ff_case = sum(x["verdict"] != "pass" for x in hyp)
+                ff_tail = {n: sum(check_failed(x, n) for x in hyp) for n in ("kld_p99", "kld_max", "dp_max")}
+                tag = "%s-%s-%s" % (cid, w, kv.replace(",", "_"))
+                if args.honest_only:
+                    print("error_rates: %s %s: %d honest runs: false-fail KL %d, top-1 %d, case %d, tails %s" % (
+                        cid, t, len(hyp), ff_kl, ff_t1, ff_case, ff_tail), flush=True)
+                    rows.append(dict(case=cid, type=t, honest=len(hyp), ff_kl=ff_kl, ff_t1=ff_t1, ff_case=ff_case,
+                                     ff_tail=ff_tail, honest_only=True))
+                    continue
+                pw_tail = tails_power(genfence, args.build, held, tmp, args.table, w, kv, h, "f-tail-" + tag)
                 # the faulty backend at exactly theta, its amplitude set on the tuning seeds
                 a_kl = tune(lambda a: measure(genfence, args.build, tune_v, tmp, args.table, w, kv, a, "t")[0],
                             mu0 + theta, math.sqrt(6 * (mu0 + theta)) / 4, math.sqrt(6 * (mu0 + theta)) * 4, 8)
@@ -121,17 +163,24 @@ def main():
                 row = dict(case=cid, type=t, n=h["kld_mean"]["positions"], alpha=h["kld_mean"]["alpha"],
                            beta=h["kld_mean"]["beta"], honest=len(hyp), ff_kl=ff_kl, ff_t1=ff_t1, ff_case=ff_case,
                            theta=theta, mu0=mu0, a_kl=a_kl, kl_at=kl_at, pw_kl=pw_kl, theta1=theta1, p0=p0,
-                           a_t1=a_t1, d_at=d_at, pw_t1=pw_t1, backends=" ".join(cal.HONEST[(w, kv)]).replace("@", ""))
+                           a_t1=a_t1, d_at=d_at, pw_t1=pw_t1, backends=" ".join(cal.HONEST[(w, kv)]).replace("@", ""),
+                           ff_tail=ff_tail, pw_tail=pw_tail, th_p99=h["kld_p99"]["theta"], th_max=h["kld_max"]["theta"])
                 rows.append(row)
                 print("error_rates: %(case)s %(type)s: false-fail KL %(ff_kl)d/%(honest)d, top-1 %(ff_t1)d/%(honest)d, "
                       "case %(ff_case)d/%(honest)d; power KL %(pw_kl)s at amp %(a_kl).3g (KL %(kl_at).3g = mu0 "
                       "%(mu0).3g + theta %(theta).3g), top-1 %(pw_t1)s at amp %(a_t1).3g (disagree %(d_at).4f = p0 "
-                      "%(p0).4f + %(theta1)g)" % row, flush=True)
+                      "%(p0).4f + %(theta1)g); tails false-fail %(ff_tail)s, power %(pw_tail)s" % row, flush=True)
     print()
     print("| case | weights/kv | honest backends | n | alpha | false-fail KL mean | false-fail top-1 | false-fail case "
           "| beta | theta_kld | faulty KL mean (tuned) | caught by KL test | theta_top1 | faulty disagree (tuned) "
           "| caught by top-1 test |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in [r for r in rows if r.get("honest_only")]:
+        f = r["ff_tail"]
+        print("| %s | %s | %d honest runs | false-fail KL mean %d, top-1 %d, kld_p99 %d, kld_max %d, dp_max %d, "
+              "case %d |" % (r["case"], r["type"], r["honest"], r["ff_kl"], r["ff_t1"], f["kld_p99"], f["kld_max"],
+                             f["dp_max"], r["ff_case"]))
+    rows = [r for r in rows if not r.get("honest_only")]
     for r in rows:
         print("| %s | %s | %s | %d | %g | %d/%d = %.3f | %d/%d = %.3f | %d/%d = %.3f | %g | %.3g | %.3g (mu0 %.3g) | "
               "%d/%d = %.2f | %g | %.4f (p0 %.4f) | %d/%d = %.2f |" % (
@@ -140,6 +189,24 @@ def main():
                   r["honest"], r["ff_case"] / r["honest"], r["beta"], r["theta"], r["kl_at"], r["mu0"],
                   r["pw_kl"][0], r["pw_kl"][1], r["pw_kl"][0] / max(1, r["pw_kl"][1]), r["theta1"], r["d_at"],
                   r["p0"], r["pw_t1"][0], r["pw_t1"][1], r["pw_t1"][0] / max(1, r["pw_t1"][1])))
+    tails_table(rows)
+
+
+def tails_table(rows):
+    print()
+    print("| case | weights/kv | honest runs | false-fail kld_p99 | false-fail kld_max | false-fail dp_max | theta_p99 "
+          "| faulty: noise every N-th call (share past the p99 level) | caught by kld_p99 | theta_max "
+          "| faulty: every N-th (share past the max level) | caught by kld_max | caught by dp_max |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f, p = r["ff_tail"], r["pw_tail"]
+        print("| %s | %s | %d | %d/%d | %d/%d | %d/%d | %g | %d (%.3f) | %d/%d = %.2f | %g | %d (%.3f) | %d/%d = %.2f "
+              "| %d/%d = %.2f |" % (
+                  r["case"], r["type"], r["honest"], f["kld_p99"], r["honest"], f["kld_max"], r["honest"],
+                  f["dp_max"], r["honest"], r["th_p99"], p["kld_p99"][2], p["kld_p99"][3], p["kld_p99"][0],
+                  p["kld_p99"][1], p["kld_p99"][0] / max(1, p["kld_p99"][1]), r["th_max"], p["kld_max"][2],
+                  p["kld_max"][3], p["kld_max"][0], p["kld_max"][1], p["kld_max"][0] / max(1, p["kld_max"][1]),
+                  p["dp_max"][0], p["dp_max"][1], p["dp_max"][0] / max(1, p["dp_max"][1])))
 
 
 if __name__ == "__main__":
