@@ -611,19 +611,25 @@ static json_t *kl_by_position(const dm_acc *a)
 }
 
 /* The early-garbage guard: a KL at one of the first GF_DM_EARLY_STEPS steps
- * of a sequence far above the type's band, past max(10 kld_mean, 0.25 nats)
- * (kld_mean: the KL-mean test's threshold where calibrated, else the fixed bound),
- * is a broken kernel (a quantized cache's wrong scale, a garbled first
- * decode), its own check ahead of the band's, not a quality drift. 0.25 nats
- * is 4x the largest single-position KL measured on an honest q8_0 backend
- * (llamacpp:q8_0 on holmes-gpt, 6.6e-2) and 1500x an honest q8_0 cache's
- * (ref-kv-q8, 1.7e-4 in its first steps); a K scale 16x off reads 0.63 at
- * the first step (ref-kv-q8-bad-k-scale). */
-static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, const char *key)
+ * of a sequence far above the type's band, past max(10 kld_mean, 0.25 nats,
+ * 2 null_max) (kld_mean: the KL-mean test's threshold where calibrated, else
+ * the fixed bound; null_max: the calibrated null's largest single-position KL,
+ * 0 without one), is a broken kernel (a quantized cache's wrong scale, a
+ * garbled first decode), its own check ahead of the band's, not a quality
+ * drift. 0.25 nats is 4x the largest single-position KL measured on an honest
+ * q8_0 backend (llamacpp:q8_0 on holmes-gpt, 6.6e-2) and 1500x an honest q8_0
+ * cache's (ref-kv-q8, 1.7e-4 in its first steps); a K scale 16x off reads
+ * 0.63 at the first step (ref-kv-q8-bad-k-scale). Twice the null's largest
+ * KL: an honest type whose own reseeds reach past 0.25 (q4_0 weights on
+ * holmes-gpt: 0.43) is not a broken kernel there (one honest q4_0 reseed of
+ * 100 read 0.297 at step 3 and failed the 0.25 bound). */
+static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, double null_max, const char *key)
 {
     if (!(kld_mean > 0) || !a->n)
         return;
-    const double bound = 10 * kld_mean > 0.25 ? 10 * kld_mean : 0.25;
+    double bound = 10 * kld_mean > 0.25 ? 10 * kld_mean : 0.25;
+    if (2 * null_max > bound)
+        bound = 2 * null_max;
     size_t at = SIZE_MAX;
     double worst = -1;
     for (size_t i = 0; i < a->n; i++)
@@ -635,22 +641,25 @@ static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, const ch
     for (size_t i = 0; i < a->n && first == SIZE_MAX; i++)
         if (a->step[i] < GF_DM_EARLY_STEPS && a->kl[i] > bound)
             first = i;
-    gf_k_metric_json(k, "early_garbage",
-                     json_pack("{s:i, s:f, s:f, s:s}", "steps", GF_DM_EARLY_STEPS, "bound", bound, "kld_max_early",
-                               worst, "rule", "max(10 x the kld_mean bound, 0.25 nats) at each of the first steps"));
+    gf_k_metric_json(
+        k, "early_garbage",
+        json_pack("{s:i, s:f, s:f, s:s}", "steps", GF_DM_EARLY_STEPS, "bound", bound, "kld_max_early", worst, "rule",
+                  "max(10 x the kld_mean bound, 0.25 nats, 2 x the null's largest KL) at each of the first steps"));
     if (at == SIZE_MAX)
         return;
     if (first == SIZE_MAX)
         gf_k_check(
             k, 1, "no garbage in the first steps (a broken kernel)",
             "KL at most %.3g in the first %d steps of every sequence (bound %.3g: 10 x the %s kld_mean bound %.3g, "
-            "at least 0.25)",
+            "at least 0.25 and twice the null's largest KL)",
             worst, GF_DM_EARLY_STEPS, bound, key, kld_mean);
     else
-        gf_k_check(k, 0, "no garbage in the first steps (a broken kernel)",
-                   "a broken kernel, not a quality drift: KL %.3g at step %d (position %d) of its sequence, past %.3g "
-                   "(10 x the %s kld_mean bound %.3g, at least 0.25); the worst in the first %d steps %.3g",
-                   a->kl[first], a->step[first] + 1, a->pos[first], bound, key, kld_mean, GF_DM_EARLY_STEPS, worst);
+        gf_k_check(
+            k, 0, "no garbage in the first steps (a broken kernel)",
+            "a broken kernel, not a quality drift: KL %.3g at step %d (position %d) of its sequence, past %.3g "
+            "(10 x the %s kld_mean bound %.3g, at least 0.25 and twice the null's largest KL); the worst in the first "
+            "%d steps %.3g",
+            a->kl[first], a->step[first] + 1, a->pos[first], bound, key, kld_mean, GF_DM_EARLY_STEPS, worst);
 }
 
 static const char *const dm_served_why =
@@ -790,7 +799,8 @@ static void run_dm(const gf_case *c, gf_krun *k)
              s->topk ? ", top-k bound" : "");
     if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n, n_golden) < 0)
         goto done; /* refused: the case cannot reach the declared power */
-    early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean, key);
+    early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean,
+                  calibrated && hyp.null && isfinite(hyp.null->kld_max) ? hyp.null->kld_max : 0.0, key);
     if (calibrated) {
         gf_stat_hyp_judge(k, &hyp, kl_mean, a.n - a.agree, extra);
         gf_stat_hyp_judge_tails(k, &hyp, a.kl, a.dp, kl_p99, kl_max, dp_max, extra);
