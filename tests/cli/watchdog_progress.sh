@@ -9,19 +9,20 @@
 # cores) although no call was slow.
 # ref-slow-calls (tests/backends: every forward sleeps GF_SLOW_MS ms after
 # ref's) runs cache.sherlock (about 150 forward calls):
-# 1. 200 ms a call under --timeout 20: the pair sleeps about 30 s, more than
-#    --timeout, and passes (it failed before this rule);
+# 1. 100 ms a call under --timeout 10: the pair sleeps about 15 s, more than
+#    --timeout, and passes (it failed before this rule; 200 ms under 20 s
+#    before, the same ratios at half the idle wait);
 # 2. 250 ms a call under --timeout 2: about 37 s of sleep, past the 20 s cap,
 #    timeout, named as the cap, with the call it was in;
 # 3. a stall is still caught at --timeout: ref-hang (never returns from a
 #    forward) times out after its --timeout in forward call #1.
 # The sleeps set lower bounds on the pair's time, so load only lengthens it,
 # and they dominate the compute: (2) cannot finish inside its cap, and (1)'s
-# cap (200 s) leaves room for compute 10x slower than this test's first
+# cap (100 s) leaves room for compute 6x slower than this test's first
 # version met under ASan beside two busy loops (14 s for the case's ~150
 # calls; with 50 ms sleeps and --timeout 2 it ran into the 20 s cap there).
-# A stall needs one call to take --timeout (20 s, 2 s): a 200 ms sleep plus
-# one tiny-model forward.
+# A stall needs one call to take --timeout (10 s, 2 s): a 100 ms (250 ms)
+# sleep plus one tiny-model forward.
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_BUILD:?}"
 PY=${GF_PYTHON:-python3}
@@ -35,7 +36,7 @@ HANG="$B/libgenfence_test_ref_hang.so"
 export GENFENCE_MODULE_DIR="$GF_BUILD/backends"
 
 set +e
-GF_SLOW_MS=200 "$GENFENCE" run --backend "$SLOW" --filter '^cache\.sherlock$' --timeout 20 --no-triangulate \
+GF_SLOW_MS=100 "$GENFENCE" run --backend "$SLOW" --filter '^cache\.sherlock$' --timeout 10 --no-triangulate \
     --report-dir "$tmp/r1" >"$tmp/r1.txt" 2>&1
 rc=$?
 set -e
@@ -46,7 +47,7 @@ r = json.load(open(sys.argv[1]))
 res = [x for x in r["results"] if x["id"] == "cache.sherlock"]
 assert len(res) == 1 and res[0]["verdict"] == "pass", res
 # the precondition that makes (1) mean something: the pair outlasted --timeout
-assert res[0]["seconds"] > 20, res[0]["seconds"]
+assert res[0]["seconds"] > 10, res[0]["seconds"]
 PY
 
 set +e
