@@ -1,4 +1,8 @@
-/* eos: rows stop at the end-of-sequence token, each at its own step. */
+/* eos: rows stop at the end-of-sequence token, each at its own step.
+ * The end token is a case's eos_id, or (eos_from_decode: N) the token row 0
+ * emits at step N of the same generation run without an end token: a token
+ * this model and these prompts are known to produce, whatever the weights
+ * (a template case on a user's model cannot name a token the model emits). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +16,7 @@ typedef struct eos_spec {
     gf_prompt_spec *prompts;
     size_t n_prompts;
     long long max_new, eos_id, require_eos;
+    long long from_step; /* eos_from_decode: row 0's token at this step, or -1 */
     gf_sampler_params p;
     gf_stop_expect *expect; /* per row, optional */
     size_t n_expect;
@@ -38,9 +43,26 @@ static int parse_eos(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     s->p = gf_sampler_greedy();
     int bad = gf_y_prompts(ctx, m, "prompts", GF_Y_REQUIRED, &s->prompts, &s->n_prompts) < 0;
     bad |= gf_y_int(ctx, m, "max_new_tokens", 0, 1, 1 << 20, &s->max_new) < 0;
-    bad |= gf_y_int(ctx, m, "eos_id", GF_Y_REQUIRED, 0, 2147483647LL, &s->eos_id) < 0;
+    s->from_step = -1;
+    const int has_id = gf_y_int(ctx, m, "eos_id", 0, 0, 2147483647LL, &s->eos_id);
+    const int has_from = gf_y_int(ctx, m, "eos_from_decode", 0, 0, 1 << 20, &s->from_step);
+    bad |= has_id < 0 || has_from < 0;
+    if (has_id >= 0 && has_from >= 0 && (has_id > 0) == (has_from > 0)) {
+        const gf_ynode *at = has_from > 0 ? gf_y_get(ctx, m, "eos_from_decode", 0) : m;
+        gf_y_error(ctx, at ? at : m,
+                   "an eos case names its end token one way: 'eos_id' (a token id) or 'eos_from_decode' (row "
+                   "0's token at that step of a decode without one)%s",
+                   has_id > 0 ? ", not both" : "; it has neither");
+        bad = 1;
+    }
     bad |= gf_y_int(ctx, m, "require_eos", 0, 0, 1 << 20, &s->require_eos) < 0;
     bad |= gf_y_sampler(ctx, m, &s->p) < 0;
+    if (!bad && has_from > 0 && s->from_step >= s->max_new) {
+        const gf_ynode *at = gf_y_get(ctx, m, "eos_from_decode", 0);
+        gf_y_error(ctx, at ? at : m, "'eos_from_decode' %lld is past the run's last step (max_new_tokens %lld)",
+                   s->from_step, s->max_new);
+        bad = 1;
+    }
     const gf_ynode *ex = gf_y_get(ctx, m, "expect", 0);
     if (ex && gf_y_node_is_seq(ctx, ex, "'expect'")) {
         if (!bad && ex->n != s->n_prompts) {
@@ -69,11 +91,38 @@ static int parse_eos(gf_cctx *ctx, const gf_ynode *m, gf_case *c)
     return bad ? -1 : 0;
 }
 
+/* eos_from_decode: the same rows and sampler without an end token, up to
+ * step from_step; row 0's token there is the end token (-1: a failed check) */
+static int32_t decoded_eos(gf_krun *k, const eos_spec *s, int32_t B, int32_t **prompts, const int32_t *lens)
+{
+    gf_generate_params gp = gf_generate_defaults();
+    gp.max_new_tokens = (int32_t)s->from_step + 1;
+    gp.sampler = s->p;
+    gp.eos_id = -1;
+    gf_generation *g = NULL;
+    gf_status st = gf_generate(k->session->engine, B, (const int32_t *const *)prompts, lens, &gp, &g);
+    if (st != GF_OK) {
+        gf_k_status(k, st, "generate (the decode that picks the end token)");
+        return -1;
+    }
+    const int32_t P = g->prompt_len[0], until = g->n_until_stop[0];
+    int32_t tok = -1;
+    if (until - P > s->from_step)
+        tok = g->tokens[0][P + s->from_step];
+    else
+        gf_k_check(k, 0, "the decode that picks the end token",
+                   "row 0 stopped by %s after %d new tokens, before step %lld", gf_stop_reason_str(g->stop[0]),
+                   until - P, s->from_step);
+    gf_generation_free(g);
+    return tok;
+}
+
 static void run_eos(const gf_case *c, gf_krun *k)
 {
     const eos_spec *s = c->spec;
     gf_engine *e = k->session->engine;
-    const int32_t B = (int32_t)s->n_prompts, eos = (int32_t)s->eos_id;
+    const int32_t B = (int32_t)s->n_prompts;
+    int32_t eos = (int32_t)s->eos_id;
     int32_t **prompts = NULL, *lens = NULL;
     gf_generation *g = NULL;
     if (!gf_k_encode_prompts(k, s->prompts, B, &prompts, &lens))
@@ -82,6 +131,9 @@ static void run_eos(const gf_case *c, gf_krun *k)
     gf_k_metric_json(k, "sampler_params", gf_sampler_json(&s->p));
     if (s->p.temperature > 0)
         gf_k_seed(k, "sampler", s->p.seed);
+    if (s->from_step >= 0 && (eos = decoded_eos(k, s, B, prompts, lens)) < 0)
+        goto done;
+    gf_k_metric_int(k, "eos_id", eos);
     gf_generate_params gp = gf_generate_defaults();
     gp.max_new_tokens = (int32_t)s->max_new;
     gp.sampler = s->p;
@@ -165,6 +217,13 @@ static void run_eos(const gf_case *c, gf_krun *k)
                      b, gf_stop_reason_str(g->stop[b]), until - P - 1, eos, until - P, ids);
             break;
         }
+    if (s->from_step >= 0) { /* the same run as the decode up to row 0's end token: it must stop there */
+        const int32_t P = g->prompt_len[0], until = g->n_until_stop[0];
+        gf_k_check(k, g->stop[0] == GF_STOP_EOS && until - P - 1 <= s->from_step,
+                   "row 0 finishes by its decoded end token",
+                   "row 0 stopped by %s at step %d; the decode without an end token emitted %d at step %lld",
+                   gf_stop_reason_str(g->stop[0]), until - P - 1, eos, s->from_step);
+    }
     gf_k_check(k, eos_rows >= s->require_eos, "rows finished by eos_id", "%d of %d rows (required %lld)%s", eos_rows, B,
                s->require_eos, unfinished);
 done:
