@@ -7,7 +7,9 @@
  * backend is at least as accurate as any fp32 implementation it judges.
  *
  * Threads: opts->threads (a pool per model, ref_pool.h), work split by output
- * element (a row of W, a query head) and never inside a sum, so the result is
+ * element (a row of W, a query head) or, for GPT-2's one-row [in, out]
+ * products, by a dot product's partial-sum lanes (each lane's adds in order
+ * on one thread, the lanes then added in the fixed order), so the result is
  * bit-identical for any thread count. Every dot product keeps 8 interleaved
  * double partial sums added in a fixed order: plain C loops the compiler
  * vectorizes, and where GCC does not (four outputs' dots at once, over
@@ -43,7 +45,7 @@ static gf_status ref_info(const gf_backend_options *opts, gf_backend_info *info_
     info->dtype = GF_COMPUTE_F32;
     info->threads = ref_threads(opts);
     info->library = "plain C (double accumulation)";
-    info->detail = "the oracle; threads split outputs, never sums (bit-identical for any count)";
+    info->detail = "the oracle; threads split outputs or a sum's lanes, never a lane (bit-identical for any count)";
     info->model_features = GF_MODEL_NEEDS_SLIDING_WINDOW | GF_MODEL_NEEDS_ROPE_ATTN_FACTOR;
     info->probes = "all"; /* the oracle the probes compare against (cases/probes/) */
     /* measured (cases/invariance.yaml): every sum runs in one order whatever the
@@ -202,7 +204,8 @@ static gf_status ref_model_load(const gf_model_desc *desc, const gf_backend_opti
         const int32_t D = c->n_embd, F = c->d_ff;
         m->kn_nmax = 3 * D > F ? 3 * D : F;
         m->kn_kmax = D > F ? D : F;
-        m->kn_acc = malloc((size_t)threads * 8 * m->kn_nmax * sizeof *m->kn_acc);
+        m->kn_cols = (m->pool->n + 7) / 8;
+        m->kn_acc = malloc((size_t)8 * m->kn_nmax * sizeof *m->kn_acc);
     }
     if (!m->dscratch || (c->arch == GF_ARCH_GPT2 && !m->kn_acc)) {
         ref_model_free(m);

@@ -230,51 +230,88 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
  * output's sum is dot()'s exactly (8 partial sums, lane i % 8, each in
  * increasing i, added in dot's order, then the bias).
  *
- * One row (decode): W streams in file order, each of its rows' [lo, hi) once,
- * into the thread's partial sums acc (8, hi - lo) (m->kn_acc), then the 8
- * lanes are added per output. Several rows (prefill, batches): W's columns
- * [o, o + REF_KN_TILE) are gathered into the thread's tile (REF_KN_TILE, K)
- * (m->kn_tile), [out, in] like linear_chunk's W, and dot() runs on it for
- * every row: W is read once however many rows there are. */
+ * One row (decode): linear_kn1_chunk, then linear_kn1_sums. Several rows
+ * (prefill, batches): W's columns [o, o + REF_KN_TILE) are gathered into the
+ * thread's tile (REF_KN_TILE, K) (m->kn_tile), [out, in] like linear_chunk's
+ * W, and dot() runs on it for every row: W is read once however many rows
+ * there are. */
+
+/* The rows of W that feed one of dot()'s lanes (i % 8 == j) into that lane's
+ * partial sums acc (8, N) (m->kn_acc), row j: items [lo, hi) of [0, 8 C) are
+ * (lane it / C, columns chunk it % C of C), C = m->kn_cols. Each thread thus
+ * streams whole rows of W in file order (with two threads, rows i % 8 < 4
+ * and the others: runs of four adjacent rows, not a half of every row), and
+ * each lane's sum is added in increasing i whichever thread owns it. */
+REF_CLONES static void linear_kn1_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    (void)thread;
+    const lin_task *t = arg;
+    const int32_t K = t->K, N = t->N, C = t->m->kn_cols;
+    double *acc = t->m->kn_acc; /* (8, N) */
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t c0, c1;
+        ref_chunk(N, C, (int)(it % C), &c0, &c1);
+        memset(acc + (it / C) * N + c0, 0, (size_t)(c1 - c0) * sizeof *acc);
+    }
+    /* eight rows of one lane per pass (i, i + 8, ..., i + 56: the lane's adds
+     * in order, so the same roundings) reads and writes acc once per eight
+     * weights */
+    int32_t i0 = 0;
+    for (; i0 + 64 <= K; i0 += 64)
+        for (int64_t it = lo; it < hi; it++) {
+            const int32_t j = (int32_t)(it / C);
+            int64_t c0, c1;
+            ref_chunk(N, C, (int)(it % C), &c0, &c1);
+            const float *restrict w[8];
+            double x[8];
+            for (int q = 0; q < 8; q++) {
+                w[q] = t->W + (size_t)(i0 + j + 8 * q) * N + c0;
+                x[q] = t->x[i0 + j + 8 * q];
+            }
+            double *restrict a = acc + (size_t)j * N + c0;
+            const size_t nb = (size_t)(c1 - c0);
+            for (size_t o = 0; o < nb; o++)
+                a[o] = (((((((a[o] + (double)w[0][o] * x[0]) + (double)w[1][o] * x[1]) + (double)w[2][o] * x[2]) +
+                           (double)w[3][o] * x[3]) +
+                          (double)w[4][o] * x[4]) +
+                         (double)w[5][o] * x[5]) +
+                        (double)w[6][o] * x[6]) +
+                       (double)w[7][o] * x[7];
+        }
+    for (int32_t i = i0; i < K; i++)
+        for (int64_t it = lo; it < hi; it++) {
+            if (it / C != (i & 7))
+                continue;
+            int64_t c0, c1;
+            ref_chunk(N, C, (int)(it % C), &c0, &c1);
+            const float *restrict w = t->W + (size_t)i * N + c0;
+            const double xi = (double)t->x[i];
+            double *restrict a = acc + (size_t)(i & 7) * N + c0;
+            for (size_t o = 0; o < (size_t)(c1 - c0); o++)
+                a[o] += (double)w[o] * xi;
+        }
+}
+
+/* outputs [lo, hi) of the one row: the 8 lanes of acc (8, N) added in
+ * dot()'s order, then the bias */
+REF_CLONES static void linear_kn1_sums(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    (void)thread;
+    const lin_task *t = arg;
+    const int64_t N = t->N;
+    for (int64_t o = lo; o < hi; o++) {
+        const double *a = t->m->kn_acc + o;
+        const double sum = ((a[0] + a[N]) + (a[2 * N] + a[3 * N])) + ((a[4 * N] + a[5 * N]) + (a[6 * N] + a[7 * N]));
+        const double bias = t->b ? (double)t->b[o] : 0.0;
+        t->y[o] = (float)(sum + bias);
+    }
+}
+
 REF_CLONES static void linear_kn_chunk(void *arg, int64_t lo, int64_t hi, int thread)
 {
     const lin_task *t = arg;
     const ref_model *m = t->m;
     const int32_t K = t->K, N = t->N;
-    if (t->R == 1) {
-        const size_t nb = (size_t)(hi - lo);
-        double *acc = m->kn_acc + (size_t)thread * 8 * m->kn_nmax; /* (8, nb) */
-        memset(acc, 0, 8 * nb * sizeof *acc);
-        /* four rows of one lane per pass (i, i + 8, i + 16, i + 24: the lane's
-         * adds in order, so the same roundings) reads and writes acc once per
-         * four weights */
-        int32_t i0 = 0;
-        for (; i0 + 32 <= K; i0 += 32)
-            for (int32_t j = 0; j < 8; j++) {
-                const float *restrict w0 = t->W + (size_t)(i0 + j) * N + lo, *restrict w1 = w0 + (size_t)8 * N;
-                const float *restrict w2 = w1 + (size_t)8 * N, *restrict w3 = w2 + (size_t)8 * N;
-                const double x0 = t->x[i0 + j], x1 = t->x[i0 + j + 8], x2 = t->x[i0 + j + 16], x3 = t->x[i0 + j + 24];
-                double *restrict a = acc + (size_t)j * nb;
-                for (size_t o = 0; o < nb; o++)
-                    a[o] =
-                        (((a[o] + (double)w0[o] * x0) + (double)w1[o] * x1) + (double)w2[o] * x2) + (double)w3[o] * x3;
-            }
-        for (int32_t i = i0; i < K; i++) {
-            const float *restrict w = t->W + (size_t)i * N + lo;
-            const double xi = (double)t->x[i];
-            double *restrict a = acc + (size_t)(i & 7) * nb;
-            for (size_t o = 0; o < nb; o++)
-                a[o] += (double)w[o] * xi;
-        }
-        for (size_t o = 0; o < nb; o++) {
-            const double *a = acc + o;
-            const double sum =
-                ((a[0] + a[nb]) + (a[2 * nb] + a[3 * nb])) + ((a[4 * nb] + a[5 * nb]) + (a[6 * nb] + a[7 * nb]));
-            const double bias = t->b ? (double)t->b[lo + (int64_t)o] : 0.0;
-            t->y[lo + (int64_t)o] = (float)(sum + bias);
-        }
-        return;
-    }
     const int32_t kp = ref_kpad(K);
     double *xd = ref_dscratch(m, thread);    /* (REF_RB, kp) rows of x */
     double *tile = xd + (size_t)REF_RB * kp; /* (REF_KN_TILE, kp) columns of W */
@@ -330,6 +367,11 @@ static void linear(const ref_model *m, float *y, const float *x, int32_t R, cons
 {
     lin_task t = {m, y, x, W, b, R, N, K};
     const int in_out = m->cfg.arch == GF_ARCH_GPT2 && W != m->lm_head;
+    if (in_out && R == 1) {
+        ref_pool_run(m->pool, linear_kn1_chunk, &t, 8 * (int64_t)m->kn_cols, (double)N * K);
+        ref_pool_run(m->pool, linear_kn1_sums, &t, N, 8.0 * N);
+        return;
+    }
     ref_pool_run(m->pool, in_out ? linear_kn_chunk : linear_chunk, &t, N, (double)R * N * K);
 }
 
@@ -356,6 +398,22 @@ static float activation(gf_activation act, float xf)
     case GF_ACT_RELU: return xf > 0.0f ? xf : 0.0f;
     default: return xf;
     }
+}
+
+typedef struct act_task {
+    gf_activation act;
+    float *v; /* (n) in place */
+} act_task;
+
+/* elements [lo, hi) through the activation, split among the pool: each
+ * element's own function (a libm tanh or erf in double), so the same bits on
+ * any thread */
+static void act_chunk(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    (void)thread;
+    const act_task *t = arg;
+    for (int64_t i = lo; i < hi; i++)
+        t->v[i] = activation(t->act, t->v[i]);
 }
 
 typedef struct attn_task {
@@ -762,8 +820,10 @@ gf_status gf_ref_forward_trace(void *model, void *cache, const gf_batch *in, flo
         for (size_t i = 0; i < BT; i++)
             layernorm(s.h + i * D, s.x + i * D, ly->ln2_w, ly->ln2_b, D, g->norm_eps);
         linear(m, s.ff, s.h, (int32_t)BT, ly->fc_w, ly->fc_b, F, D);
-        for (size_t i = 0; i < BT * F; i++)
-            s.ff[i] = activation(g->activation, s.ff[i]);
+        { /* a libm call per element: about as long as 100 multiply-adds */
+            act_task at = {g->activation, s.ff};
+            ref_pool_run(m->pool, act_chunk, &at, (int64_t)(BT * F), 100.0 * (double)(BT * F));
+        }
         linear(m, s.tmp, s.ff, (int32_t)BT, ly->mproj_w, ly->mproj_b, D, F);
         gf_trace_put(tr, gf_trace_index(g->n_layer, GF_TRACE_MLP_OUT, l), s.tmp, B, T);
         for (size_t i = 0; i < BT * D; i++)

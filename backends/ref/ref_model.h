@@ -47,10 +47,11 @@ typedef struct ref_model {
     const float *lnf_w, *lnf_b; /* (D) */
     const float *lm_head;       /* (V, D) [out, in]; aliases wte when tied */
     ref_pool *pool;             /* opts->threads workers, the caller included */
-    /* GPT-2's [in, out] products (ref_forward.c, linear_kn_chunk), per pool
-     * thread; calls on one model are serialised, so one set per model */
+    /* GPT-2's [in, out] products of one row (ref_forward.c, linear_kn1_chunk);
+     * calls on one model are serialised, so one set per model */
     int32_t kn_nmax, kn_kmax; /* the largest N and K of a layer product */
-    double *kn_acc;           /* (threads, 8, kn_nmax) one row's partial sums */
+    int32_t kn_cols;          /* column chunks per lane: 1 up to 8 threads, then ceil(threads / 8) */
+    double *kn_acc;           /* (8, kn_nmax) the row's partial sums, lane-major */
     /* every product's operands in double (ref_forward.c, linear_chunk and
      * linear_kn_chunk), per pool thread, 64-byte aligned: REF_RB rows of x,
      * then four rows of W or a tile of REF_KN_TILE columns of W, each row

@@ -1,9 +1,11 @@
 /* ref's worker threads: a pool per model handle (opts->threads, the caller
  * included) that splits a task's items into contiguous chunks, one per
- * thread. ref splits work only by output element (a row of W, a query head),
- * never inside a reduction, so every value is computed by the same code in
- * the same order whatever the thread count: results are bit-identical for
- * any --threads. Included through ref_model.h by ref.c (create, free) and
+ * thread. ref splits work by output element (a row of W, a query head) or
+ * by the lanes of a dot product's 8 partial sums (each lane's adds in order
+ * on one thread, the lanes then added in dot()'s order), never elsewhere
+ * inside a reduction, so every value is computed by the same code in the
+ * same order whatever the thread count: results are bit-identical for any
+ * --threads. Included through ref_model.h by ref.c (create, free) and
  * ref_forward.c (run): static inline, so each file keeps what it uses. */
 #ifndef GENFENCE_REF_POOL_H
 #define GENFENCE_REF_POOL_H
