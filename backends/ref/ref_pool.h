@@ -11,6 +11,7 @@
 #define GENFENCE_REF_POOL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -32,13 +33,30 @@ struct ref_pool {
     ref_worker *workers; /* (n - 1) */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    unsigned long epoch; /* bumped once per task */
-    int running;         /* workers not yet done with this epoch's task */
-    int stop;
+    atomic_ulong epoch; /* bumped once per task (under mu, after the task's fields) */
+    atomic_int running; /* workers not yet done with this epoch's task */
+    atomic_int stop;
     ref_task_fn fn;
     void *arg;
     int64_t n_items;
 };
+
+/* A decode step is dozens of short tasks with a little serial work between
+ * them: a sleeping worker takes a futex wake-up (tens of microseconds) per
+ * task, so a worker, and the caller waiting for the workers, first polls for
+ * about REF_SPIN polls (a pause each: some hundred microseconds), then
+ * sleeps on the condition variable as before. A pool of one thread never
+ * spins. */
+#define REF_SPIN 4000
+
+static inline void ref_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 static inline void ref_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi)
 {
@@ -51,25 +69,30 @@ static inline void *ref_pool_worker(void *a)
     ref_worker *w = a;
     ref_pool *p = w->pool;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->epoch == seen)
-            pthread_cond_wait(&p->go, &p->mu);
-        if (p->stop)
+        for (int s = 0; s < REF_SPIN && atomic_load_explicit(&p->epoch, memory_order_acquire) == seen &&
+                        !atomic_load_explicit(&p->stop, memory_order_relaxed);
+             s++)
+            ref_cpu_relax();
+        if (atomic_load_explicit(&p->epoch, memory_order_acquire) == seen) {
+            pthread_mutex_lock(&p->mu);
+            while (!atomic_load(&p->stop) && atomic_load(&p->epoch) == seen)
+                pthread_cond_wait(&p->go, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop))
             break;
-        seen = p->epoch;
-        ref_task_fn fn = p->fn;
-        void *arg = p->arg;
-        int64_t n = p->n_items, lo, hi;
-        pthread_mutex_unlock(&p->mu);
-        ref_chunk(n, p->n, w->idx, &lo, &hi);
+        seen = atomic_load_explicit(&p->epoch, memory_order_acquire);
+        int64_t lo, hi;
+        ref_chunk(p->n_items, p->n, w->idx, &lo, &hi);
         if (lo < hi)
-            fn(arg, lo, hi, w->idx);
-        pthread_mutex_lock(&p->mu);
-        if (--p->running == 0)
+            p->fn(p->arg, lo, hi, w->idx);
+        if (atomic_fetch_sub_explicit(&p->running, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -78,7 +101,7 @@ static inline void ref_pool_free(ref_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n - 1; i++)
@@ -102,6 +125,9 @@ static inline ref_pool *ref_pool_create(int threads)
     if (!p)
         return NULL;
     p->n = 1;
+    atomic_init(&p->epoch, 0);
+    atomic_init(&p->running, 0);
+    atomic_init(&p->stop, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -136,22 +162,26 @@ static inline void ref_pool_run(ref_pool *p, ref_task_fn fn, void *arg, int64_t 
         fn(arg, 0, n_items, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
     p->n_items = n_items;
-    p->running = p->n - 1;
-    p->epoch++;
+    atomic_store_explicit(&p->running, p->n - 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->epoch, 1, memory_order_release);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     int64_t lo, hi;
     ref_chunk(n_items, p->n, 0, &lo, &hi);
     if (lo < hi)
         fn(arg, lo, hi, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->running)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int s = 0; s < REF_SPIN && atomic_load_explicit(&p->running, memory_order_acquire); s++)
+        ref_cpu_relax();
+    if (atomic_load_explicit(&p->running, memory_order_acquire)) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->running))
+            pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
 
 #endif
