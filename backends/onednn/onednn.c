@@ -12,6 +12,18 @@
  * LM head) are the same (K, N) matrix with tag ba. Source and destination memory objects
  * are made once per primitive and re-pointed with dnnl_memory_set_data_handle.
  *
+ * One row (decode, M = 1) is a matrix-vector product, which the matmul
+ * primitive streams at 0.57-0.81 of the one-thread read bandwidth (per
+ * shape, ONEDNN_VERBOSE's times on the GPT-2-small shape, Intel Xeon);
+ * oneDNN's dnnl_sgemm (its gemv kernels) at 0.94-1.07. So a one-row product is
+ * dn_gemv: cut into a fixed number of blocks (gemv_blocks, set by the
+ * product's size and the machine's CPU count, never by the thread option),
+ * each one single-threaded dnnl_sgemm, the blocks shared among the threads of
+ * a pool. The same calls on the same data whatever --threads says, so the
+ * bits do not depend on it; a row alone (dnnl_sgemm) and the same row in a
+ * batch (the matmul) can differ in the last bits, like openblas's sgemv and
+ * sgemm: batch and split invariance are gated, not bitwise.
+ *
  * Threads: Debian's libdnnl uses OpenMP; options->threads is the most any
  * product uses: the module sets omp_set_num_threads(options->threads) for
  * products of at least GF_DNNL_PAR_MIN_MACS multiply-adds and 1 below (an
@@ -28,6 +40,7 @@
 #include <string.h>
 
 #include "gfv.h"
+#include "ref_pool.h" /* ref's spin-then-sleep pool (backends/ref): the one-row blocks' threads */
 
 #define GF_EXPORT         __attribute__((visibility("default")))
 #define GF_DNNL_MAX_PRIMS 256
@@ -35,6 +48,13 @@
  * OpenMP fork/join costs more than it saves there, and on a loaded machine a
  * descheduled worker stalls every barrier (decode products here are 16K-65K). */
 #define GF_DNNL_PAR_MIN_MACS (1 << 20)
+/* A one-row product of at least this many multiply-adds is cut into
+ * gemv_blocks blocks shared among the threads (GPT-2-small's 768 x 768
+ * product, 590K, took 0.17 ms on one thread and 0.135 on two); a smaller one
+ * (the tiny models' 16K-65K) is one dnnl_sgemm on the caller. */
+#define GF_DNNL_GEMV_PAR_MIN_MACS (1 << 18)
+/* the most blocks a one-row product is cut into */
+#define GF_DNNL_GEMV_MAX_BLOCKS 16
 
 typedef struct dn_prim {
     int32_t M, K, N, trans_w, has_bias;
@@ -46,6 +66,11 @@ typedef struct dn_prim {
 typedef struct dn_model {
     gfv_model base; /* first: the common slots take this pointer */
     int threads;
+    int gemv_blocks;     /* blocks of a large one-row product: the CPU count's power of two, 2..16 */
+    int gemv_ran;        /* dn_gemv has run (model_paths says dnnl_sgemm) */
+    float *gemv_part;    /* (gemv_blocks - 1, gemv_part_n) partial sums of a one-row (K, N) product */
+    ref_pool *pool;      /* threads workers (the caller included) for the one-row blocks; NULL at one thread */
+    int32_t gemv_part_n; /* the widest N of the trans_w 0 weights */
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     dnnl_memory_t *w_mem, *b_mem; /* (n_lin) wrapping base.lin[i].w / .b */
@@ -261,9 +286,12 @@ static gf_status dn_setup(const gf_backend_options *opts)
     if (s != dnnl_success)
         st = gf_error_set(GF_E_UNAVAILABLE, "onednn: oneDNN cannot create an f32 matmul: %s", dnnl_status2str(s));
     else {
-        snprintf(g_detail, sizeof g_detail, "OpenMP (%d cpus), matmul impl %s%s%s; primitives cached per shape",
+        snprintf(g_detail, sizeof g_detail,
+                 "OpenMP (%d cpus), matmul impl %s%s%s; primitives cached per shape; one-row products by "
+                 "dnnl_sgemm in fixed blocks",
                  omp_get_num_procs(), impl ? impl : "?", k >= 0 ? "; max ISA isa=" : "", k >= 0 ? want : "");
-        snprintf(g_path, sizeof g_path, "%s%s", impl ? impl : "?", k >= 0 ? " (isa)" : "");
+        snprintf(g_path, sizeof g_path, "%s%s,dnnl_sgemm%s", impl ? impl : "?", k >= 0 ? " (isa)" : "",
+                 k >= 0 ? " (isa)" : "");
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -299,11 +327,13 @@ static gf_status dn_info(const gf_backend_options *opts, gf_backend_info *info_o
     info->detail = g_detail[0] ? g_detail : NULL;
     info->cpu_path = g_path[0] ? g_path : NULL;
     info->model_features = GFV_MODEL_FEATURES;
-    info->probes = "all"; /* every dense product through dnnl_sgemm, whatever the shape */
+    info->probes = "all"; /* every dense product through the matmul, or one row through dnnl_sgemm */
     /* measured on holmes-gpt and holmes-llama (cases/invariance.yaml,
-     * docs/backends.md): bitwise on every axis, threads included (a product
-     * below GF_DNNL_PAR_MIN_MACS runs on one thread) */
-    info->invariance = "all=bitwise";
+     * docs/backends.md): bitwise on every axis but batch and split, threads
+     * included (a product below GF_DNNL_PAR_MIN_MACS runs on one thread; a
+     * one-row product's blocks do not depend on the thread count); a row
+     * alone goes through dnnl_sgemm and in a batch through the matmul */
+    info->invariance = "all=bitwise,batch=gated,split=gated";
     return gf_backend_info_put(info_out, info);
 }
 
@@ -358,7 +388,11 @@ static void note_path(dn_model *m, dnnl_primitive_desc_t pd)
 
 static gf_status dn_model_paths(void *model, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s", ((dn_model *)model)->paths);
+    const dn_model *m = model;
+    size_t gl = strlen(g_path);
+    const char *isa = gl > 6 && !strcmp(g_path + gl - 6, " (isa)") ? " (isa)" : "";
+    snprintf(buf, len, "%s%s%s%s", m->paths, m->paths[0] && m->gemv_ran ? "," : "", m->gemv_ran ? "dnnl_sgemm" : "",
+             m->gemv_ran ? isa : "");
     return GF_OK;
 }
 
@@ -419,11 +453,81 @@ fail_pd:
     return dn_fail(s, "creating the primitive", M, L->K, L->N);
 }
 
+typedef struct dn_gemv_task {
+    dn_model *m;
+    const gfv_lin *L;
+    const float *x;
+    float *y;
+    int32_t step;                              /* a block's rows of W */
+    dnnl_status_t st[GF_DNNL_GEMV_MAX_BLOCKS]; /* per block */
+} dn_gemv_task;
+
+/* blocks [lo, hi) of a one-row product, each one single-threaded dnnl_sgemm */
+static void dn_gemv_blocks(void *arg, int64_t lo, int64_t hi, int thread)
+{
+    (void)thread;
+    dn_gemv_task *t = arg;
+    const gfv_lin *L = t->L;
+    const int32_t K = L->K, N = L->N, span = L->trans_w ? N : K;
+    use_threads(1); /* a pool worker's ICV, or the caller's */
+    for (int64_t c = lo; c < hi; c++) {
+        const int32_t r0 = (int32_t)c * t->step, r1 = r0 + t->step < span ? r0 + t->step : span;
+        if (r1 <= r0)
+            t->st[c] = dnnl_success;
+        else if (L->trans_w)
+            t->st[c] = dnnl_sgemm('N', 'T', 1, r1 - r0, K, 1.f, t->x, K, L->w + (size_t)r0 * K, K, L->b ? 1.f : 0.f,
+                                  t->y + r0, N);
+        else
+            t->st[c] = dnnl_sgemm('N', 'N', 1, N, r1 - r0, 1.f, t->x + r0, K, L->w + (size_t)r0 * N, N,
+                                  c == 0 && L->b ? 1.f : 0.f,
+                                  c ? t->m->gemv_part + (size_t)(c - 1) * t->m->gemv_part_n : t->y, N);
+    }
+}
+
+/* y (1, N) = x (1, K) W + b in m->gemv_blocks fixed blocks (one below
+ * GF_DNNL_GEMV_PAR_MIN_MACS), each one single-threaded dnnl_sgemm, shared
+ * among the pool's threads (the same calls whatever the thread count):
+ * - trans_w 1, W (N, K): block c is the outputs n0..n1, W's rows n0..n1;
+ * - trans_w 0, W (K, N): block c is the inputs k0..k1, W's rows k0..k1 (a
+ *   block of columns would read each row in short strided pieces, 10-20%
+ *   slower at one thread), a partial sum over all N outputs; block 0's goes
+ *   into y, the others' into gemv_part, added to y in block order.
+ * y holds the bias first, added by beta = 1. The threads are ref's pool, not
+ * OpenMP's: libgomp's workers sleep between parallel regions unless
+ * OMP_WAIT_POLICY=active is set before the library loads, and a decode step's
+ * 49 products each paid their wake-up (23.4 against 18.9 ms per GPT-2-small
+ * token at two threads, with OpenMP's threads, without and with that variable). */
+static gf_status dn_gemv(dn_model *m, const gfv_lin *L, const float *x, float *y)
+{
+    const double macs = (double)L->K * L->N;
+    /* a small product is one block: it runs on the caller alone anyway */
+    const int32_t K = L->K, N = L->N, nb = macs >= GF_DNNL_GEMV_PAR_MIN_MACS ? m->gemv_blocks : 1;
+    const int32_t span = L->trans_w ? N : K;
+    dn_gemv_task t = {.m = m, .L = L, .x = x, .y = y, .step = ((span + nb - 1) / nb + 15) / 16 * 16};
+    if (!L->trans_w && N > m->gemv_part_n)
+        return gf_error_set(GF_E_BACKEND, "onednn: a (1 x %d) x (%d x %d) product exceeds its partial sums", K, K, N);
+    if (L->b)
+        memcpy(y, L->b, (size_t)N * sizeof *y);
+    ref_pool_run(m->pool, dn_gemv_blocks, &t, nb, REF_PAR_MIN_WORK + macs);
+    m->gemv_ran = 1;
+    for (int c = 0; c < nb; c++)
+        if (t.st[c] != dnnl_success)
+            return dn_fail(t.st[c], "dnnl_sgemm", 1, K, N);
+    for (int c = 1; !L->trans_w && c < nb && c * t.step < span; c++) {
+        const float *p = m->gemv_part + (size_t)(c - 1) * m->gemv_part_n;
+        for (int32_t n = 0; n < N; n++)
+            y[n] += p[n];
+    }
+    return GF_OK;
+}
+
 /* y (M, N) = x (M, K) W + b */
 static gf_status dn_linear(gfv_model *base, int32_t id, const float *x, float *y, int32_t M)
 {
     dn_model *m = (dn_model *)base;
     const gfv_lin *L = &base->lin[id];
+    if (M == 1)
+        return dn_gemv(m, L, x, y);
     dn_prim *p;
     gf_status st = get_prim(m, M, L, &p);
     if (st != GF_OK)
@@ -461,6 +565,8 @@ static void dn_model_free(void *handle)
     }
     free(m->w_mem);
     free(m->b_mem);
+    free(m->gemv_part);
+    ref_pool_free(m->pool);
     if (m->stream)
         dnnl_stream_destroy(m->stream);
     if (m->engine)
@@ -488,6 +594,8 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
         return st;
     }
     m->threads = clamp_threads(opts);
+    for (m->gemv_blocks = 2; m->gemv_blocks < omp_get_num_procs() && m->gemv_blocks < GF_DNNL_GEMV_MAX_BLOCKS;)
+        m->gemv_blocks *= 2;
     dnnl_status_t s = dnnl_engine_create(&m->engine, dnnl_cpu, 0);
     if (s == dnnl_success)
         s = dnnl_stream_create(&m->stream, m->engine, dnnl_stream_default_flags);
@@ -498,7 +606,13 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
     m->w_mem = calloc((size_t)m->base.n_lin, sizeof *m->w_mem);
     m->b_mem = calloc((size_t)m->base.n_lin, sizeof *m->b_mem);
     m->prims = calloc(GF_DNNL_MAX_PRIMS, sizeof *m->prims);
-    if (!m->w_mem || !m->b_mem || !m->prims) {
+    for (int32_t i = 0; i < m->base.n_lin; i++)
+        if (m->base.lin[i].w && !m->base.lin[i].trans_w && m->base.lin[i].N > m->gemv_part_n)
+            m->gemv_part_n = m->base.lin[i].N;
+    m->gemv_part = malloc(((size_t)(m->gemv_blocks - 1) * m->gemv_part_n + 1) * sizeof *m->gemv_part);
+    if (m->threads > 1)
+        m->pool = ref_pool_create(m->threads < m->gemv_blocks ? m->threads : m->gemv_blocks);
+    if (!m->w_mem || !m->b_mem || !m->prims || !m->gemv_part || (m->threads > 1 && !m->pool)) {
         dn_model_free(m);
         return gf_error_set(GF_E_NOMEM, "onednn: out of memory");
     }
@@ -516,14 +630,6 @@ static gf_status dn_model_load(const gf_model_desc *desc, const gf_backend_optio
         if (s != dnnl_success) {
             dn_model_free(m);
             return gf_error_set(GF_E_BACKEND, "onednn: cannot wrap weight %d: %s", i, dnnl_status2str(s));
-        }
-    }
-    /* the decode shapes up front: one primitive per distinct (1, K, N) */
-    for (int32_t i = 0; i < m->base.n_lin; i++) {
-        dn_prim *p;
-        if (m->base.lin[i].w && (st = get_prim(m, 1, &m->base.lin[i], &p)) != GF_OK) {
-            dn_model_free(m);
-            return st;
         }
     }
     *model_out = m;
