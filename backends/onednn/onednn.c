@@ -366,6 +366,14 @@ static void use_threads(int nt)
         omp_set_num_threads(nt);
 }
 
+/* " (isa)" where an isa= cap is in force (g_path ends with it), else "": each
+ * item of a model's paths carries it, as g_path's do */
+static const char *isa_suffix(void)
+{
+    const size_t gl = strlen(g_path);
+    return gl > 6 && !strcmp(g_path + gl - 6, " (isa)") ? " (isa)" : "";
+}
+
 /* The impl oneDNN chose for pd, in cpu_path's words (g_path: the impl, and
  * " (isa)" under an isa= cap), added to m->paths once. */
 static void note_path(dn_model *m, dnnl_primitive_desc_t pd)
@@ -374,8 +382,7 @@ static void note_path(dn_model *m, dnnl_primitive_desc_t pd)
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
         impl = "?";
     char item[96];
-    size_t gl = strlen(g_path);
-    snprintf(item, sizeof item, "%s%s", impl, gl > 6 && !strcmp(g_path + gl - 6, " (isa)") ? " (isa)" : "");
+    snprintf(item, sizeof item, "%s%s", impl, isa_suffix());
     for (const char *d = m->paths; *d;) {
         size_t k = strcspn(d, ",");
         if (k == strlen(item) && !strncmp(d, item, k))
@@ -389,10 +396,8 @@ static void note_path(dn_model *m, dnnl_primitive_desc_t pd)
 static gf_status dn_model_paths(void *model, char *buf, size_t len)
 {
     const dn_model *m = model;
-    size_t gl = strlen(g_path);
-    const char *isa = gl > 6 && !strcmp(g_path + gl - 6, " (isa)") ? " (isa)" : "";
     snprintf(buf, len, "%s%s%s%s", m->paths, m->paths[0] && m->gemv_ran ? "," : "", m->gemv_ran ? "dnnl_sgemm" : "",
-             m->gemv_ran ? isa : "");
+             m->gemv_ran ? isa_suffix() : "");
     return GF_OK;
 }
 
@@ -504,8 +509,8 @@ static gf_status dn_gemv(dn_model *m, const gfv_lin *L, const float *x, float *y
     const int32_t K = L->K, N = L->N, nb = macs >= GF_DNNL_GEMV_PAR_MIN_MACS ? m->gemv_blocks : 1;
     const int32_t span = L->trans_w ? N : K;
     dn_gemv_task t = {.m = m, .L = L, .x = x, .y = y, .step = ((span + nb - 1) / nb + 15) / 16 * 16};
-    if (!L->trans_w && N > m->gemv_part_n)
-        return gf_error_set(GF_E_BACKEND, "onednn: a (1 x %d) x (%d x %d) product exceeds its partial sums", K, K, N);
+    /* every product is one of m->base.lin's, and gemv_part_n is the widest N
+     * of their trans_w 0 weights (dn_load), so the partial sums hold any */
     if (L->b)
         memcpy(y, L->b, (size_t)N * sizeof *y);
     ref_pool_run(m->pool, dn_gemv_blocks, &t, nb, REF_PAR_MIN_WORK + macs);
