@@ -65,7 +65,11 @@ def main(folder):
         print(f"model    {model['name']}: {model['params'] / 1e6:.1f}M parameters")
     if machine:
         print(f"machine  {machine['cpu']}, {machine['cpus']} CPUs; {machine['threads']} thread(s): "
-              f"read {machine['read_gbps']:.1f} GB/s, sgemm {machine.get('sgemm_peak_gflops') or float('nan'):.1f} GFLOP/s")
+              f"read {machine['read_gbps']:.1f} GB/s"
+              + (f" ({machine['read_working_set_gbps']:.1f} GB/s at a token's"
+                 f" {model['decode_bytes_per_token_f32'] / 1e6:.1f} MB)"
+                 if machine.get("read_working_set_gbps") and model else "")
+              + f", sgemm {machine.get('sgemm_peak_gflops') or float('nan'):.1f} GFLOP/s")
     rounds = max((len(v) for v in rows.values()), default=0)
     print(f"medians over {rounds} interleaved round(s), the lowest and highest round in brackets; x torch /"
           f" x l.cpp: that runner's figure over theirs in the same round (above 1 = faster)\n")

@@ -12,8 +12,10 @@
 
 /* ---- probes (bench_probe.c) ---- */
 
-/* Best of `passes` sums over a `bytes` buffer (far larger than the caches)
- * split among `threads` threads: GB/s (1e9 bytes/s) read from memory. */
+/* Best of `passes` sums over a `bytes` buffer split among `threads` threads:
+ * GB/s (1e9 bytes/s). A buffer far larger than the caches gives the rate from
+ * memory; a smaller one is swept again and again within a pass (at least
+ * 256 MiB read), so it gives the rate from the caches it fits in. */
 double gf_bench_read_bw(int threads, size_t bytes, int passes);
 /* Register-only fp32 FMA throughput (the widest vector FMA this CPU has,
  * enough independent chains to fill the pipes) on `threads` threads:
@@ -61,6 +63,8 @@ enum {
     GF_BENCH_STEPS = 16,
     GF_BENCH_MAX_REPEATS = 101
 };
+/* the memory probe's buffer: far past any cache of the machines it runs on */
+#define GF_BENCH_BW_BYTES ((size_t)1 << 30)
 
 typedef struct bench_opts {
     const char *model, *shape;
@@ -113,6 +117,10 @@ typedef struct bench_row {
 
 typedef struct probe_result {
     double bw_gbps, fma_gflops, sgemm_gflops;
+    /* the read rate at a decoded token's working set: ws_bytes (the f32
+     * weights one token reads) swept again and again, as decode does; below
+     * the caches' size it is the roofline that binds, not bw_gbps */
+    double ws_gbps, ws_bytes;
     char fma_isa[32];
 } probe_result;
 

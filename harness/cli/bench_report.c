@@ -121,15 +121,16 @@ void bench_print_row(FILE *f, const bench_opts *o, int i, const bench_model *m, 
         fprintf(f, "%-12s error: %s\n", o->backends[i], r->err);
         return;
     }
-    char c1[32];
+    char c1[32], c2[32];
     for (int mode = 0; mode < 2; mode++) {
         const mode_result *x = mode ? &r->uncached : &r->cached;
         if (!x->ran)
             continue;
         double gbps = decode_bytes(m, r) / x->decode_s * 1e-9;
-        fprintf(f, "%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %s %9.3f", o->backends[i], mode ? "uncached" : "cached",
-                x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT, x->decode_s * 1e3, 1.0 / x->decode_s,
-                gbps, cell(c1, sizeof c1, 7, 2, gbps / p->bw_gbps), x->decode_cpu_s * 1e3);
+        fprintf(f, "%-12s %-9s %9.1f %15.3f %14.3f %10.1f %9.2f %s %s %9.3f", o->backends[i],
+                mode ? "uncached" : "cached", x->tokens / x->total_s, x->prefill_s * 1e3 / GF_BENCH_PROMPT,
+                x->decode_s * 1e3, 1.0 / x->decode_s, gbps, cell(c1, sizeof c1, 7, 2, gbps / p->bw_gbps),
+                cell(c2, sizeof c2, 7, 2, gbps / p->ws_gbps), x->decode_cpu_s * 1e3);
         if (!mode && r->uncached.ran)
             fprintf(f, " %9.2f", r->uncached.total_s / r->cached.total_s);
         fprintf(f, "\n");
@@ -145,19 +146,26 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
     double peak = peak_gflops(p, &which);
     printf("model    %s: %.1fM parameters, %.1f MiB of f32 weights, %.1f MB read per decoded f32 token\n", m->name,
            m->params / 1e6, weight_mib(m), (m->matmul_params + m->head_params) * 4 / 1e6);
-    char bw[96], fma[128], sg[96];
+    char bw[96], ws[128], fma[128], sg[96];
     machine_figure(bw, sizeof bw, "read", "GB/s", p->bw_gbps, NULL);
+    const double ws_mb = (m->matmul_params + m->head_params) * 4 / 1e6;
+    if (isnan(p->ws_gbps))
+        snprintf(ws, sizeof ws, ", read at a token's %.1f MB not measured", ws_mb);
+    else if (ws_mb * 1e6 >= (double)GF_BENCH_BW_BYTES)
+        ws[0] = 0; /* the working set is the big probe's */
+    else
+        snprintf(ws, sizeof ws, " (%.1f GB/s at a token's %.1f MB)", p->ws_gbps, ws_mb);
     machine_figure(fma, sizeof fma, "fp32 FMA peak", "GFLOP/s", p->fma_gflops, p->fma_isa);
     machine_figure(sg, sizeof sg, "sgemm", "GFLOP/s", p->sgemm_gflops, NULL);
-    printf("machine  %s, %d CPUs; at %d thread%s: %s, %s, %s%s\n", cpu, gf_cpu_count(), o->threads,
-           o->threads > 1 ? "s" : "", bw, fma, sg, o->probe ? "" : " (--no-probe)");
+    printf("machine  %s, %d CPUs; at %d thread%s: %s%s, %s, %s%s\n", cpu, gf_cpu_count(), o->threads,
+           o->threads > 1 ? "s" : "", bw, ws, fma, sg, o->probe ? "" : " (--no-probe)");
     printf("state    load average %.2f at the start, %.2f at the end; governor %s\n", ms->start.load[0],
            ms->end.load[0], ms->start.governor[0] ? ms->start.governor : "not readable");
     printf("workload %d-token prompt, %d greedy tokens, 1 warm-up, median of %d; prefill %d tokens; "
            "decode B=%d\n\n",
            GF_BENCH_PROMPT, o->new_tokens, o->repeats, GF_BENCH_PREFILL, GF_BENCH_ROWS);
-    printf("%-12s %-9s %9s %15s %14s %10s %9s %7s %9s %9s\n", "backend", "mode", "tok/s", "prefill ms/tok",
-           "decode ms/tok", "decode t/s", "GB/s", "of BW", "cpu ms/t", "c/u");
+    printf("%-12s %-9s %9s %15s %14s %10s %9s %7s %7s %9s %9s\n", "backend", "mode", "tok/s", "prefill ms/tok",
+           "decode ms/tok", "decode t/s", "GB/s", "of BW", "of WS", "cpu ms/t", "c/u");
     for (int i = 0; i < o->n_backends; i++)
         bench_print_row(stdout, o, i, m, p, &rows[i]);
     printf("\n%-12s %12s %9s %7s %12s %9s %7s %10s %8s %9s\n", "backend", "prefill t/s", "GFLOP/s",
@@ -185,6 +193,8 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
     if (isnan(p->bw_gbps) || isnan(peak))
         printf("-: not measured (the machine probe %s)\n", o->probe ? "failed" : "was skipped: --no-probe");
     printf("GB/s: weight bytes per decoded token / decode time; of BW: that over the read bandwidth;\n"
+           "of WS: over the read rate at that many bytes swept again and again (a token's working set:\n"
+           "where it fits in the caches, the roofline decode is held to; else the same as of BW);\n"
            "cpu ms/t: decode CPU time per token of the backend's process (all its threads; on a busy\n"
            "machine wall time over it shows how long the backend waited for a CPU);\n"
            "c/u: uncached over cached wall time; RSS/wts: peak RSS of the backend's process over the\n"
@@ -200,7 +210,7 @@ static json_t *ms_array(const double *v, int n, double scale)
     return a;
 }
 
-static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_result *x, double bw)
+static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_result *x, double bw, double ws)
 {
     if (!x->ran)
         return json_null();
@@ -215,6 +225,7 @@ static json_t *mode_json(const bench_model *m, const bench_row *r, const mode_re
     gf_json_set_number(j, "decode_tokens_per_s", 1.0 / x->decode_s, NULL);
     gf_json_set_number(j, "decode_weight_gbps", gbps, NULL);
     gf_json_set_number(j, "decode_of_bandwidth", gbps / bw, "no bandwidth measured");
+    gf_json_set_number(j, "decode_of_working_set_bandwidth", gbps / ws, "no bandwidth measured");
     gf_json_set_number(j, "prefill_cpu_ms", x->prefill_cpu_s * 1e3, NULL);
     gf_json_set_number(j, "decode_cpu_ms_per_token", x->decode_cpu_s * 1e3, NULL);
     /* each repeat's figures, in run order (the medians above are of these) */
@@ -249,6 +260,7 @@ static json_t *probe_json(const probe_result *p)
 {
     json_t *j = json_object();
     gf_json_set_number(j, "read_gbps", p->bw_gbps, "probe failed");
+    gf_json_set_number(j, "read_working_set_gbps", p->ws_gbps, "probe failed");
     gf_json_set_number(j, "fma_peak_gflops", p->fma_gflops, "probe failed");
     json_object_set_new(j, "fma_isa", json_string(p->fma_isa));
     gf_json_set_number(j, "sgemm_peak_gflops", p->sgemm_gflops, "libopenblas.so.0 not found");
@@ -289,6 +301,8 @@ void bench_print_json(const bench_opts *o, const bench_model *m, const probe_res
     json_object_set_new(mach, "cpus", json_integer(gf_cpu_count()));
     json_object_set_new(mach, "threads", json_integer(o->threads));
     gf_json_set_number(mach, "read_gbps", p->bw_gbps, o->probe ? "probe failed" : "--no-probe");
+    /* the read rate at a token's working set (model.decode_bytes_per_token_f32) */
+    gf_json_set_number(mach, "read_working_set_gbps", p->ws_gbps, o->probe ? "probe failed" : "--no-probe");
     gf_json_set_number(mach, "fma_peak_gflops", p->fma_gflops, o->probe ? "probe failed" : "--no-probe");
     json_object_set_new(mach, "fma_isa", json_string(p->fma_isa));
     gf_json_set_number(mach, "sgemm_peak_gflops", p->sgemm_gflops,
@@ -328,8 +342,8 @@ void bench_print_json(const bench_opts *o, const bench_model *m, const probe_res
             json_object_set_new(b, "cpu_path", said(r->cpu_path));
             json_object_set_new(b, "weights", said(r->weights));
             json_object_set_new(b, "kv_cache", said(r->kv_cache));
-            json_object_set_new(b, "cached", mode_json(m, r, &r->cached, p->bw_gbps));
-            json_object_set_new(b, "uncached", mode_json(m, r, &r->uncached, p->bw_gbps));
+            json_object_set_new(b, "cached", mode_json(m, r, &r->cached, p->bw_gbps, p->ws_gbps));
+            json_object_set_new(b, "uncached", mode_json(m, r, &r->uncached, p->bw_gbps, p->ws_gbps));
             gf_json_set_number(b, "cached_over_uncached",
                                r->uncached.ran ? r->uncached.total_s / r->cached.total_s : NAN, "--no-uncached");
             json_object_set_new(b, "prefill", rate_json(&r->prefill, prefill_gflops(m, r), peak, "tokens"));

@@ -381,14 +381,23 @@ static void write_fn(const void *arg, void *out)
     snprintf(r->err, sizeof r->err, "%s", r->ok ? "" : gf_error_msg());
 }
 
+typedef struct probe_arg {
+    const bench_opts *o;
+    double ws_bytes; /* the f32 weight bytes a decoded token reads */
+} probe_arg;
+
 static void probe_fn(const void *arg, void *out)
 {
-    const bench_opts *o = arg;
+    const probe_arg *pa = arg;
+    const bench_opts *o = pa->o;
     probe_result *p = out;
     const char *isa = "";
     if (g_progress)
         fprintf(stderr, "\r\033[Kbench: measuring read bandwidth and fp32 peak (%d threads)", o->threads);
-    p->bw_gbps = gf_bench_read_bw(o->threads, (size_t)1 << 30, 5);
+    p->bw_gbps = gf_bench_read_bw(o->threads, GF_BENCH_BW_BYTES, 5);
+    /* a working set at least the big probe's is that probe again */
+    p->ws_bytes = pa->ws_bytes;
+    p->ws_gbps = pa->ws_bytes >= GF_BENCH_BW_BYTES ? p->bw_gbps : gf_bench_read_bw(o->threads, (size_t)pa->ws_bytes, 5);
     p->fma_gflops = gf_bench_fma_peak(o->threads, &isa);
     snprintf(p->fma_isa, sizeof p->fma_isa, "%s", isa);
     p->sgemm_gflops = gf_bench_sgemm_peak(o->threads, 1536);
@@ -541,12 +550,13 @@ int gf_cmd_bench(int argc, char **argv)
             return GF_EXIT_OK;
         }
     }
-    probe_result probe = {.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
+    probe_result probe = {.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN, .ws_gbps = NAN, .ws_bytes = NAN};
+    const probe_arg parg = {&o, (bm.matmul_params + bm.head_params) * 4};
     bench_machine mach = {.probes = {probe, probe}};
     gf_bench_state_read(&mach.start);
-    if (o.probe && in_child(probe_fn, &o, &probe, sizeof probe, NULL, err, sizeof err) != 0) {
+    if (o.probe && in_child(probe_fn, &parg, &probe, sizeof probe, NULL, err, sizeof err) != 0) {
         gf_cli_error("bench: the machine probe failed: %s", err);
-        probe = (probe_result){.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN};
+        probe = (probe_result){.bw_gbps = NAN, .fma_gflops = NAN, .sgemm_gflops = NAN, .ws_gbps = NAN, .ws_bytes = NAN};
     }
     if (o.probe)
         mach.probes[mach.n_probes++] = probe;
@@ -591,9 +601,11 @@ int gf_cmd_bench(int argc, char **argv)
     /* the machine again after the backends: a shared machine's load comes
      * and goes, and the best of the two is the closest to what it can do */
     probe_result again;
-    if (o.probe && in_child(probe_fn, &o, &again, sizeof again, NULL, err, sizeof err) == 0) {
+    if (o.probe && in_child(probe_fn, &parg, &again, sizeof again, NULL, err, sizeof err) == 0) {
         mach.probes[mach.n_probes++] = again;
         probe.bw_gbps = isnan(probe.bw_gbps) || again.bw_gbps > probe.bw_gbps ? again.bw_gbps : probe.bw_gbps;
+        probe.ws_gbps = isnan(probe.ws_gbps) || again.ws_gbps > probe.ws_gbps ? again.ws_gbps : probe.ws_gbps;
+        probe.ws_bytes = again.ws_bytes;
         if (isnan(probe.fma_gflops) || again.fma_gflops > probe.fma_gflops) { /* the figure with its ISA */
             probe.fma_gflops = again.fma_gflops;
             memcpy(probe.fma_isa, again.fma_isa, sizeof probe.fma_isa);

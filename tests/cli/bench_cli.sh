@@ -48,6 +48,8 @@ w = out["workload"]
 need(w["prompt_tokens"] == 16 and w["new_tokens"] == 3 and w["repeats"] == 1 and w["warmup"] == 1, "workload")
 need(out["machine"]["read_gbps"] is None and out["machine"]["read_gbps_reason"] == "--no-probe",
      "--no-probe: no bandwidth, and why")
+need(out["machine"]["read_working_set_gbps"] is None and out["machine"]["read_working_set_gbps_reason"] == "--no-probe",
+     "--no-probe: no working-set bandwidth, and why")
 need(pos(out["model"]["params"]) and pos(out["model"]["weight_bytes_f32"]), "model counts")
 good, missing = out["backends"]
 need(good["backend"] == "ref" and good["ok"] is True and good["error"] is None, "ref ran")
@@ -58,6 +60,7 @@ for mode in ("cached", "uncached"):
         need(pos(m[k]), f"{mode}.{k} > 0")
     need(m["new_tokens"] == 3, f"{mode}.new_tokens")
     need(m["decode_of_bandwidth"] is None, f"{mode}: no bandwidth ratio without a probe")
+    need(m["decode_of_working_set_bandwidth"] is None, f"{mode}: no working-set ratio without a probe")
 need(pos(good["cached_over_uncached"]), "cached_over_uncached")
 need(good["prefill"]["tokens"] == min(128, cfg["n_positions"]) and pos(good["prefill"]["gflops"]), "prefill row")
 need(good["batched_decode"]["rows"] == 8 and pos(good["batched_decode"]["tokens_per_s"]), "batched decode row")
@@ -91,8 +94,11 @@ PY
 # the table, with the probe (its numbers positive, never compared)
 expect_rc 0 "table" "$GENFENCE" bench --model "$model" --new-tokens 2 --repeats 1 --no-uncached
 check "table: model line" grep -q "^model    .*parameters" "$tmp/out"
-check "table: machine line with a bandwidth" grep -Eq "^machine  .* read [0-9.]+ GB/s, fp32 FMA peak [0-9.]+ GFLOP/s" "$tmp/out"
-check "table: cached row" grep -Eq "^ref +cached +[0-9.]+ " "$tmp/out"
+check "table: machine line with a bandwidth" grep -Eq "^machine  .* read [0-9.]+ GB/s( \([^)]*\))?, fp32 FMA peak [0-9.]+ GFLOP/s" "$tmp/out"
+# the test model's weights fit in the caches: a second read rate, at a token's working set
+check "table: the read rate at a token's working set" grep -Eq "^machine  .* read [0-9.]+ GB/s \([0-9.]+ GB/s at a token's [0-9.]+ MB\), " "$tmp/out"
+check "table: of BW and of WS columns" grep -Eq "^backend +mode .* of BW +of WS " "$tmp/out"
+check "table: cached row, both ratios" grep -Eq "^ref +cached( +[0-9.]+){5} +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/out"
 check "table: no uncached row with --no-uncached" bash -c '! grep -Eq "^ref +uncached" "$0"' "$tmp/out"
 check "table: memory columns" grep -q "RSS MiB" "$tmp/out"
 check "no terminal escapes when stderr is not a terminal" bash -c '! grep -q $'"'"'\r'"'"' "$0"' "$tmp/err"
@@ -105,6 +111,6 @@ check "progress: its row as it finished" bash -c 'grep -A1 "^bench: ref done (1/
 expect_rc 0 "table --no-probe" "$GENFENCE" bench --model "$model" --new-tokens 2 --repeats 1 --no-uncached --no-probe
 check "--no-probe: no nan" bash -c '! grep -qi "nan" "$0"' "$tmp/out"
 check "--no-probe: no empty ()" bash -c '! grep -qF "()" "$0"' "$tmp/out"
-check "--no-probe: machine line says not measured" grep -q "^machine  .* read not measured, fp32 FMA peak not measured, sgemm not measured (--no-probe)" "$tmp/out"
-check "--no-probe: the ratios are -" grep -Eq "^ref +cached( +[0-9.]+){5} +- " "$tmp/out"
+check "--no-probe: machine line says not measured" grep -Eq "^machine  .* read not measured, read at a token's [0-9.]+ MB not measured, fp32 FMA peak not measured, sgemm not measured \(--no-probe\)" "$tmp/out"
+check "--no-probe: the ratios are -" grep -Eq "^ref +cached( +[0-9.]+){5} +- +- " "$tmp/out"
 exit $fail
