@@ -313,8 +313,24 @@ size_t gfv_cache_bytes(const void *cache)
 
 /* ---- F32 building blocks ---- */
 
-static void layernorm_f32(float *restrict y, const float *restrict x, const float *w, const float *b, int32_t D,
-                          float eps)
+/* One clone of the elementwise and attention loops per x86-64 ISA (GCC),
+ * picked at load: the same source, so the same float operations in the same
+ * order (ISO C: no contraction into FMA, no reassociation), only wider. The
+ * helpers they call are inlined into each clone (GFV_INLINE): one left out of
+ * line would be compiled for the baseline ISA only. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define GFV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GFV_CLONES
+#endif
+#if defined(__GNUC__)
+#define GFV_INLINE inline __attribute__((always_inline))
+#else
+#define GFV_INLINE inline
+#endif
+
+GFV_CLONES static void layernorm_f32(float *restrict y, const float *restrict x, const float *w, const float *b,
+                                     int32_t D, float eps)
 {
     float mean = 0.0f, var = 0.0f;
     for (int32_t i = 0; i < D; i++)
@@ -331,7 +347,7 @@ static void layernorm_f32(float *restrict y, const float *restrict x, const floa
 }
 
 /* HF's LlamaRMSNorm in float32: w * (x * rsqrt(mean(x^2) + eps)) */
-static void rmsnorm_f32(float *restrict y, const float *restrict x, const float *w, int32_t D, float eps)
+GFV_CLONES static void rmsnorm_f32(float *restrict y, const float *restrict x, const float *w, int32_t D, float eps)
 {
     float ss = 0.0f;
     for (int32_t i = 0; i < D; i++)
@@ -375,7 +391,7 @@ static void rope_apply(float *x, const float *cs, int32_t half)
     }
 }
 
-static void activation_f32(gf_activation act, float *x, size_t n)
+GFV_CLONES static void activation_f32(gf_activation act, float *x, size_t n)
 {
     switch (act) {
     case GF_ACT_GELU_TANH:
@@ -398,7 +414,7 @@ static void activation_f32(gf_activation act, float *x, size_t n)
     }
 }
 
-static float dot_f32(const float *restrict a, const float *restrict b, int32_t n)
+static GFV_INLINE float dot_f32(const float *restrict a, const float *restrict b, int32_t n)
 {
     /* four partial sums: vectorisable without -ffast-math, and a little
      * more accurate than one running sum */
@@ -423,8 +439,8 @@ static float dot_f32(const float *restrict a, const float *restrict b, int32_t n
  * (element-wise IEEE float operations); elsewhere dot_f32 four times. */
 #if defined(__GNUC__)
 typedef float gfv_v4f __attribute__((vector_size(16)));
-static void dot4_f32(float out[4], const float *a0, const float *a1, const float *a2, const float *a3,
-                     const float *restrict b, int32_t n)
+static GFV_INLINE void dot4_f32(float out[4], const float *a0, const float *a1, const float *a2, const float *a3,
+                                const float *restrict b, int32_t n)
 {
     gfv_v4f c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, x, bv;
     int32_t i = 0;
@@ -451,8 +467,8 @@ static void dot4_f32(float out[4], const float *a0, const float *a1, const float
     out[3] = (c3[0] + c3[1]) + (c3[2] + c3[3]);
 }
 #else
-static void dot4_f32(float out[4], const float *a0, const float *a1, const float *a2, const float *a3,
-                     const float *restrict b, int32_t n)
+static GFV_INLINE void dot4_f32(float out[4], const float *a0, const float *a1, const float *a2, const float *a3,
+                                const float *restrict b, int32_t n)
 {
     out[0] = dot_f32(a0, b, n);
     out[1] = dot_f32(a1, b, n);
@@ -493,7 +509,7 @@ static gf_status check_batch(const gfv_model *m, const gfv_cache *c, const gf_ba
 /* One layer's attention over the cache: queries from qkv (row stride
  * Q + 2 KV), keys and values of layer l in c, output att (BT, Q). Query head
  * hh reads key/value head hh / (H / H_kv). */
-static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const gf_batch *in, int32_t start)
+GFV_CLONES static void attention(const gfv_model *m, const gfv_cache *c, int32_t l, const gf_batch *in, int32_t start)
 {
     const gf_model_config *g = &m->cfg;
     const int32_t B = in->B, T = in->T, H = g->n_head, Hkv = g->n_kv_head, dh = g->d_head;
