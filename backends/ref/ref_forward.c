@@ -188,22 +188,20 @@ static REF_INLINE void dot4x2d(double out0[4], double out1[4], const double *w, 
 #if defined(__GNUC__)
 /* out[k] = dot of the float rows a_k (K) with x (kp, double, 64-byte aligned,
  * zero past K): dot()'s operations in dot()'s order, W converted as it is
- * loaded. pf (4 rows, NULL for none), the rows two calls ahead, is prefetched one 128-byte pair of
- * lines in two (REF_PF_STEP): the hardware's streams do not run far enough
- * ahead on one thread's share of a matrix read once per token, and one
- * request in two leaves them room (gpt2-small's LM head at two threads:
- * about 1.2x a plain stream's read rate, measured side by side) */
-#define REF_PF_STEP 2
+ * loaded. pf > 0: each row's line pf floats ahead is prefetched, one per 64
+ * bytes read (linear_chunk's decode passes the next row of each stream) */
 static REF_INLINE void dot4xd(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
-                              const double *x, int32_t K, const float *pf)
+                              const double *x, int32_t K, size_t pf)
 {
     const ref_v8d *xv = __builtin_assume_aligned(x, 64);
     ref_v8d c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
     int32_t i = 0;
     for (; i + 8 <= K; i += 8) {
-        if (pf && (i / 8) % REF_PF_STEP == 0) {
-            __builtin_prefetch(pf + 4 * i);
-            __builtin_prefetch(pf + 4 * i + 16);
+        if (pf && (i / 8) % 2 == 0) {
+            __builtin_prefetch(a0 + pf + i);
+            __builtin_prefetch(a1 + pf + i);
+            __builtin_prefetch(a2 + pf + i);
+            __builtin_prefetch(a3 + pf + i);
         }
         const ref_v8d xi = xv[i / 8];
         c0 += REF_LD8(a0 + i) * xi;
@@ -222,7 +220,7 @@ static REF_INLINE void dot4xd(double out[4], const float *a0, const float *a1, c
 }
 #else
 static REF_INLINE void dot4xd(double out[4], const float *a0, const float *a1, const float *a2, const float *a3,
-                              const double *x, int32_t K, const float *pf)
+                              const double *x, int32_t K, size_t pf)
 {
     (void)pf;
     const float *a[4] = {a0, a1, a2, a3};
@@ -256,14 +254,28 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
     double *wd = xd + (size_t)REF_RB * kp;   /* (4, kp) rows of W */
     if (t->R == 1) {                         /* decode: W is read once, as it is loaded */
         to_double(xd, t->x, K, kp);
-        for (int64_t o = lo; o < hi; o += 4) {
+        /* four streams, one per quarter of the chunk (rows o, o + q, o + 2q,
+         * o + 3q), each read in file order with its next row prefetched: four
+         * adjacent rows would share a 4 KiB page where K is short (GPT-2's
+         * 768: 3 KB rows), and the hardware's stream prefetcher, which follows
+         * one stream per page, then lags (gpt2-small's LM head, side by side:
+         * 12.1 / 23.0 GB/s at one / two threads, against 15.4 / 30.6 so) */
+        const int64_t q = (hi - lo) / 4;
+        for (int64_t o = lo; o < lo + q; o++) {
+            const float *a0 = t->W + (size_t)o * K;
+            const size_t s = (size_t)q * K;
+            double s4[4];
+            dot4xd(s4, a0, a0 + s, a0 + 2 * s, a0 + 3 * s, xd, K, o + 1 < lo + q ? (size_t)K : 0);
+            for (int k = 0; k < 4; k++)
+                t->y[o + k * q] = (float)(s4[k] + (t->b ? (double)t->b[o + k * q] : 0.0));
+        }
+        for (int64_t o = lo + 4 * q; o < hi; o += 4) { /* the last (hi - lo) % 4 rows */
             const int nq = hi - o < 4 ? (int)(hi - o) : 4;
             const float *a[4];
             for (int k = 0; k < 4; k++) /* rows past hi repeat row o: computed, not stored */
                 a[k] = t->W + (size_t)(o + (k < nq ? k : 0)) * K;
-            double s4[4]; /* prefetched: rows o+8 .. o+11 while they are rows of W */
-            const float *pf = o + 12 <= t->N ? t->W + (size_t)(o + 8) * K : NULL;
-            dot4xd(s4, a[0], a[1], a[2], a[3], xd, K, pf);
+            double s4[4];
+            dot4xd(s4, a[0], a[1], a[2], a[3], xd, K, 0);
             for (int k = 0; k < nq; k++)
                 t->y[o + k] = (float)(s4[k] + (t->b ? (double)t->b[o + k] : 0.0));
         }
@@ -308,6 +320,17 @@ REF_CLONES static void linear_chunk(void *arg, int64_t lo, int64_t hi, int threa
  * streams whole rows of W in file order (with two threads, rows i % 8 < 4
  * and the others: runs of four adjacent rows, not a half of every row), and
  * each lane's sum is added in increasing i whichever thread owns it. */
+/* a + w[0][o] x[0] + ... + w[7][o] x[7], added in that order */
+static REF_INLINE double kn1_lane8(double a, const float *const restrict w[8], const double x[8], size_t o)
+{
+    return (((((((a + (double)w[0][o] * x[0]) + (double)w[1][o] * x[1]) + (double)w[2][o] * x[2]) +
+               (double)w[3][o] * x[3]) +
+              (double)w[4][o] * x[4]) +
+             (double)w[5][o] * x[5]) +
+            (double)w[6][o] * x[6]) +
+           (double)w[7][o] * x[7];
+}
+
 REF_CLONES static void linear_kn1_chunk(void *arg, int64_t lo, int64_t hi, int thread)
 {
     (void)thread;
@@ -321,7 +344,12 @@ REF_CLONES static void linear_kn1_chunk(void *arg, int64_t lo, int64_t hi, int t
     }
     /* eight rows of one lane per pass (i, i + 8, ..., i + 56: the lane's adds
      * in order, so the same roundings) reads and writes acc once per eight
-     * weights */
+     * weights. The next pass's eight rows (the thread's next item, else its
+     * first item in the next 64 rows) are prefetched, a line each per 16
+     * outputs: a pass's rows are short streams (GPT-2's 768 columns: 3 KB,
+     * under a page), too short for the hardware to get ahead of (gpt2-small's
+     * layer products, side by side: 13.6 / 25.9 GB/s at one / two threads,
+     * against 15.0 / 29.0 so) */
     int32_t i0 = 0;
     for (; i0 + 64 <= K; i0 += 64)
         for (int64_t it = lo; it < hi; it++) {
@@ -334,15 +362,28 @@ REF_CLONES static void linear_kn1_chunk(void *arg, int64_t lo, int64_t hi, int t
                 w[q] = t->W + (size_t)(i0 + j + 8 * q) * N + c0;
                 x[q] = t->x[i0 + j + 8 * q];
             }
+            const int64_t itn = it + 1 < hi ? it + 1 : lo; /* the next pass */
+            const int32_t in0 = it + 1 < hi ? i0 : i0 + 64;
+            const float *pn = NULL; /* its row in0 + lane, from its first column */
+            size_t nn = 0;          /* its columns */
+            if (in0 + 64 <= K) {
+                int64_t n0, n1;
+                ref_chunk(N, C, (int)(itn % C), &n0, &n1);
+                pn = t->W + (size_t)(in0 + itn / C) * N + n0;
+                nn = (size_t)(n1 - n0);
+            }
             double *restrict a = acc + (size_t)j * N + c0;
             const size_t nb = (size_t)(c1 - c0);
-            for (size_t o = 0; o < nb; o++)
-                a[o] = (((((((a[o] + (double)w[0][o] * x[0]) + (double)w[1][o] * x[1]) + (double)w[2][o] * x[2]) +
-                           (double)w[3][o] * x[3]) +
-                          (double)w[4][o] * x[4]) +
-                         (double)w[5][o] * x[5]) +
-                        (double)w[6][o] * x[6]) +
-                       (double)w[7][o] * x[7];
+            size_t o = 0;
+            for (; o + 16 <= nb; o += 16) {
+                if (o < nn)
+                    for (int q = 0; q < 8; q++)
+                        __builtin_prefetch(pn + (size_t)8 * q * N + o);
+                for (size_t u = o; u < o + 16; u++)
+                    a[u] = kn1_lane8(a[u], w, x, u);
+            }
+            for (; o < nb; o++)
+                a[o] = kn1_lane8(a[o], w, x, o);
         }
     for (int32_t i = i0; i < K; i++)
         for (int64_t it = lo; it < hi; it++) {
