@@ -14,6 +14,7 @@ set against 1 - beta.
 
   .venv/bin/python tools/calibrate/error_rates.py [--reseeds 100]
       [--cases statistical.holmes-gpt,statistical.holmes-llama] [--types f32/f32,q8_0/f16,...]
+      [--first-seed 1000]
 """
 import argparse
 import json
@@ -107,6 +108,8 @@ def tune(f, target, lo, hi, iters=12):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reseeds", type=int, default=100)
+    ap.add_argument("--first-seed", type=int, default=1000,
+                    help="the first held-out reseed (default 1000; another range, e.g. 2000, gives fresh seeds)")
     ap.add_argument("--cases", default="statistical.holmes-gpt,statistical.holmes-llama")
     ap.add_argument("--types", default="f32/f32,f32/q8_0,f16/f16,q8_0/f16")
     ap.add_argument("--build", default=os.path.join(cal.ROOT, "build"))
@@ -123,7 +126,7 @@ def main():
         for cid in args.cases.split(","):
             base = known[cid]["case"]
             held = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid)
-                    for r in range(1000, 1000 + args.reseeds)]
+                    for r in range(args.first_seed, args.first_seed + args.reseeds)]
             tune_v = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid) for r in TUNE_SEEDS]
             for (w, kv) in cal.parse_types(args.types):
                 t = "%s/%s" % (w, kv)
