@@ -3,7 +3,8 @@
  * (model_suite.h; docs/cases.md "The model suite", docs/goldens.md "Goldens
  * on demand"). The templates' placeholders are filled by text before the case
  * loader reads the result, so the instantiated file is an ordinary case file
- * (written to the cache: golden.py, reproduce lines and --rerun-failed read it). */
+ * (written to the cache: golden.py, reproduce lines and --rerun-failed read it).
+ * The makers of its goldens and calibration are model_suite_make.c. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +36,11 @@
 #define GF_SUITE_SMALL_PARAMS 20000000.0
 #define GF_SUITE_STEPS_SMALL  32
 #define GF_SUITE_STEPS_LARGE  8
+/* The statistical case's own steps above GF_SUITE_SMALL_PARAMS: its
+ * positions are the three goldens' (36 there) plus these, and the top-1
+ * test at alpha 0.005, beta 0.2, theta 0.02 needs 80 (stat_hypothesis.c):
+ * with 8 steps a calibrated case is refused for want of power. */
+#define GF_SUITE_STAT_STEPS_LARGE 48
 
 static int is_dir(const char *p)
 {
@@ -42,7 +48,7 @@ static int is_dir(const char *p)
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static int is_file(const char *p)
+int gf_ms_is_file(const char *p)
 {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -96,7 +102,7 @@ static int resolve_dir(gf_model_suite *ms, const char *cmd, const char *arg)
 {
     char buf[PATH_MAX];
     char *cfg = gf_path_join(arg, "config.json");
-    int plain = cfg && is_file(cfg);
+    int plain = cfg && gf_ms_is_file(cfg);
     free(cfg);
     if (plain) {
         if (!realpath(arg, buf)) {
@@ -147,7 +153,7 @@ static int resolve_dir(gf_model_suite *ms, const char *cmd, const char *arg)
     }
     char *snap = rev ? gf_path_join(snaps, rev) : NULL;
     char *scfg = snap ? gf_path_join(snap, "config.json") : NULL;
-    int ok = scfg && is_file(scfg) && realpath(snap, buf);
+    int ok = scfg && gf_ms_is_file(scfg) && realpath(snap, buf);
     if (!ok)
         gf_cli_error("%s: --model %s: the snapshot %s has no config.json", cmd, arg, snap ? snap : "?");
     else {
@@ -191,7 +197,7 @@ static size_t eos_ids_of(const char *dir, long long *ids, size_t cap, const char
 
 /* ---- the generator ---- */
 
-static char *root_path(const char *rel)
+char *gf_ms_root_path(const char *rel)
 {
     char *root = gf_case_find_root(".");
     char *p = root ? gf_path_join(root, rel) : NULL;
@@ -209,10 +215,10 @@ static void find_generator(gf_model_suite *ms)
         return;
     }
     const char *env = getenv("GENFENCE_PYTHON");
-    char *venv = root_path(".venv/bin/python");
+    char *venv = gf_ms_root_path(".venv/bin/python");
     char *py = env && *env ? strdup(env) : venv && access(venv, X_OK) == 0 ? strdup(venv) : strdup("python3");
     free(venv);
-    char *tool = root_path("tools/reference/golden.py");
+    char *tool = gf_ms_root_path("tools/reference/golden.py");
     char qp[PATH_MAX + 8], qt[PATH_MAX + 8], cmd[2 * PATH_MAX + 64], line[2048] = "";
     gf_shell_quote(qp, sizeof qp, py);
     gf_shell_quote(qt, sizeof qt, tool ? tool : "golden.py");
@@ -256,7 +262,8 @@ typedef struct vars {
     long long steps;
     long long window; /* every layer's sliding window (gf_config_sliding_window), 0 = none */
     gf_tokenizer *tok;
-    json_t *golden_paths; /* id -> path (pass 2), NULL in pass 1 */
+    json_t *golden_paths;    /* id -> path (pass 2), NULL in pass 1 */
+    const char *calibration; /* the suite's calibration table when it exists (pass 2), else NULL */
     const char *file;
     int line;
 } vars;
@@ -279,12 +286,16 @@ static long long var_int(const vars *v, const char *name, int *ok)
         return (long long)v->n_eos;
     if (!strcmp(name, "STEPS"))
         return v->steps;
+    if (!strcmp(name, "STAT_STEPS"))
+        return v->steps == GF_SUITE_STEPS_SMALL ? GF_SUITE_STEPS_SMALL : GF_SUITE_STAT_STEPS_LARGE;
     if (!strcmp(name, "VOCAB"))
         return c->vocab_size;
     if (!strcmp(name, "LAYERS"))
         return c->n_layer;
     if (!strcmp(name, "WINDOW"))
         return v->window;
+    if (!strcmp(name, "CALIBRATED"))
+        return v->calibration != NULL;
     *ok = 0;
     return 0;
 }
@@ -359,6 +370,15 @@ static int put_var(gf_buf *b, vars *v, const char *cmd, const char *name)
             gf_buf_printf(b, "%s%lld", i ? ", " : "", id);
         }
         gf_buf_puts(b, "]]");
+        return 0;
+    }
+    if (!strcmp(name, "CALIBRATION")) { /* only under #@if CALIBRATED > 0 */
+        if (!v->calibration) {
+            gf_cli_error("%s: %s:%d: ${CALIBRATION} outside '#@if CALIBRATED > 0': the suite is not calibrated", cmd,
+                         v->file, v->line);
+            return -1;
+        }
+        put_quoted(b, v->calibration);
         return 0;
     }
     if (!strncmp(name, "GOLDEN:", 7)) {
@@ -506,7 +526,7 @@ static int by_str(const void *a, const void *b) { return strcmp(*(const char *co
 /* The bundled templates: the .yaml files of cases/model/, sorted. */
 static size_t bundled_templates(char ***out)
 {
-    char *dir = root_path("cases/model");
+    char *dir = gf_ms_root_path("cases/model");
     DIR *d = dir ? opendir(dir) : NULL;
     struct dirent *e;
     size_t n = 0;
@@ -582,7 +602,7 @@ char *gf_model_cache_dir(void)
     return g;
 }
 
-static int mkdirs(const char *path)
+int gf_ms_mkdirs(const char *path)
 {
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
@@ -621,6 +641,27 @@ static char *golden_address(const gf_model_suite *ms, const char *id, const char
     }
     free(key);
     free(dir);
+    return p;
+}
+
+/* The address of the calibration table of the suite's statistical cases:
+ * sha256 of the model hash, the generator versions and every
+ * distribution_match case's hash (pass 1's, without the table), in the
+ * model's folder under calibration/; what else lies there was made for
+ * another content of the model, other cases or another generator, and is
+ * never read. */
+static char *calibration_address(const gf_model_suite *ms, const char *case_hashes)
+{
+    char *key = gf_str_printf("genfence-calibration-address-1\nmodel %s\ncases %s\ngenerator %s\n", ms->model_hash,
+                              case_hashes, ms->generator);
+    char where[65], hex[65];
+    gf_sha256_of(ms->dir, strlen(ms->dir), where);
+    char *p = NULL;
+    if (key) {
+        gf_sha256_of(key, strlen(key), hex);
+        p = gf_str_printf("%s/calibration/%.16s/%s.yaml", ms->cache, where, hex);
+    }
+    free(key);
     return p;
 }
 
@@ -730,16 +771,26 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
     }
     v.golden_paths = json_object();
     json_t *addresses = json_object(); /* id -> its address: the suite the maker writes into */
+    gf_buf stat_hashes = {0};          /* "id hash\n" of each distribution_match case */
     for (size_t i = 0; i < set.n; i++) {
         const gf_case *c = &set.cases[i];
+        char ch[65];
+        if (!strcmp(c->kind->name, "distribution_match")) {
+            if (gf_case_hash_of(c, ch) != GF_OK)
+                goto done_addr;
+            gf_buf_printf(&stat_hashes, "%s %s\n", c->id, ch);
+            char *ids = gf_str_printf("%s%s%s", ms->stat_ids ? ms->stat_ids : "", ms->stat_ids ? "," : "", c->id);
+            free(ms->stat_ids);
+            ms->stat_ids = ids;
+            continue;
+        }
         if (strcmp(c->kind->name, "golden_generation"))
             continue;
-        char ch[65];
         if (gf_case_hash_of(c, ch) != GF_OK)
             goto done_addr;
         char *path = golden_address(ms, c->id, ch);
         int other_gen = 0;
-        char *stale = path && !is_file(path) ? stale_golden(ms, c->id, ch, &other_gen) : NULL;
+        char *stale = path && !gf_ms_is_file(path) ? stale_golden(ms, c->id, ch, &other_gen) : NULL;
         if (stale)
             push(&ms->stale, &ms->n_stale,
                  gf_str_printf("%s: the cached golden %s was made for another model content or case: "
@@ -755,6 +806,13 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         ms->n_goldens--;
         push(&ms->golden_paths, &ms->n_goldens, path);
     }
+    if (ms->stat_ids) {
+        ms->calibration_path = calibration_address(ms, stat_hashes.p ? stat_hashes.p : "");
+        if (!ms->calibration_path || stat_hashes.oom)
+            goto done_addr;
+        if (gf_ms_is_file(ms->calibration_path))
+            v.calibration = ms->calibration_path;
+    }
     /* the suite a run reads (a stale golden where its address holds none), and the one the maker
      * writes into (every golden at its address); the same file when nothing is stale */
     for (int pass = 0; pass < 2; pass++) {
@@ -768,7 +826,7 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
         gf_sha256_of(text.p, text.n, hex);
         char *sdir = gf_str_printf("%s/suites", ms->cache);
         char *file = gf_str_printf("%s/%.16s.yaml", sdir, hex);
-        if (!sdir || !file || mkdirs(sdir) != 0 || gf_write_atomic(file, text.p, text.n) != 0) {
+        if (!sdir || !file || gf_ms_mkdirs(sdir) != 0 || gf_write_atomic(file, text.p, text.n) != 0) {
             gf_cli_error("%s: cannot write the model suite %s: %s", cmd, file ? file : "?", strerror(errno));
             free(sdir);
             free(file);
@@ -780,6 +838,7 @@ int gf_model_suite_open(gf_model_suite *ms, const char *cmd, const char *arg, gf
     rc = 0;
 done_addr:
     json_decref(addresses);
+    gf_buf_free(&stat_hashes);
 done:
     for (size_t i = 0; i < n_files; i++)
         free(files[i]);
@@ -804,6 +863,8 @@ void gf_model_suite_free(gf_model_suite *ms)
     free(ms->cache);
     free(ms->suite_file);
     free(ms->make_file);
+    free(ms->stat_ids);
+    free(ms->calibration_path);
     for (size_t i = 0; i < ms->n_goldens; i++) {
         free(ms->golden_ids[i]);
         free(ms->golden_paths[i]);
@@ -823,7 +884,7 @@ size_t gf_model_suite_goldens_cached(const gf_model_suite *ms)
 {
     size_t n = 0;
     for (size_t i = 0; i < ms->n_goldens; i++)
-        n += is_file(ms->golden_paths[i]);
+        n += gf_ms_is_file(ms->golden_paths[i]);
     return n;
 }
 
@@ -849,82 +910,19 @@ void gf_model_suite_print(const gf_model_suite *ms, const char *cmd, FILE *f)
                 "%s: the reference is genfence's own ref backend (--reference ref), not transformers: a "
                 "golden so made checks a backend against ref, and is marked genfence-bless in its provenance\n",
                 cmd);
+    if (ms->stat_ids && gf_model_suite_calibrated(ms))
+        fprintf(f, "%s: calibration: %s judged by the hypothesis tests of the null in %s\n", cmd, ms->stat_ids,
+                ms->calibration_path);
+    else if (ms->stat_ids)
+        fprintf(f,
+                "%s: calibration: none for %s, judged by the fixed bounds of its types (labelled so in the "
+                "record): `genfence goldens --model %s --calibrate` measures its null\n",
+                cmd, ms->stat_ids, ms->given);
     for (size_t i = 0; i < ms->n_left_out; i++)
         fprintf(f, "%s: %s\n", cmd, ms->left_out[i]);
 }
 
-static char *self_exe(void)
+int gf_model_suite_calibrated(const gf_model_suite *ms)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return strdup("genfence");
-    exe[n] = '\0';
-    return strdup(exe);
-}
-
-int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, int threads)
-{
-    char re[8192] = "^(";
-    size_t n = 0;
-    for (size_t i = 0; i < ms->n_goldens; i++) {
-        if (!force && is_file(ms->golden_paths[i]))
-            continue;
-        char one[600];
-        gf_id_regex(one, sizeof one, ms->golden_ids[i]);
-        one[strlen(one) - 1] = '\0'; /* ^id$ -> id */
-        if (strlen(re) + strlen(one) + 4 >= sizeof re)
-            break;
-        strcat(re, n ? "|" : "");
-        strcat(re, one + 1);
-        n++;
-    }
-    strcat(re, ")$");
-    if (!n) {
-        printf("%s: every golden of the suite is in the cache (%zu); --force remakes them\n", cmd, ms->n_goldens);
-        return GF_EXIT_OK;
-    }
-    for (size_t i = 0; i < ms->n_goldens; i++) {
-        char *d = strdup(ms->golden_paths[i]);
-        char *slash = d ? strrchr(d, '/') : NULL;
-        if (slash)
-            *slash = '\0';
-        if (!d || mkdirs(d) != 0) {
-            gf_cli_error("%s: cannot make %s: %s", cmd, d ? d : "?", strerror(errno));
-            free(d);
-            return GF_EXIT_USAGE;
-        }
-        free(d);
-    }
-    char *exe = self_exe();
-    int rc;
-    printf("%s: making %zu golden%s with %s\n", cmd, n, n == 1 ? "" : "s", ms->generator);
-    fflush(stdout);
-    if (ms->source == GF_GOLDENS_REF) {
-        char th[32];
-        snprintf(th, sizeof th, "%d", threads);
-        char *argv[] = {"bless", "--backend", "ref", "--filter", re, "--threads", th, "--force", ms->make_file, NULL};
-        rc = gf_cmd_bless(9, argv);
-    } else if (!ms->python) {
-        gf_cli_error("%s: %s", cmd, ms->python_why);
-        rc = GF_EXIT_USAGE;
-    } else {
-        char *tool = root_path("tools/reference/golden.py");
-        char qp[PATH_MAX + 8], qt[PATH_MAX + 8], qe[PATH_MAX + 8], qr[sizeof re + 8], qs[PATH_MAX + 8];
-        gf_shell_quote(qp, sizeof qp, ms->python);
-        gf_shell_quote(qt, sizeof qt, tool ? tool : "golden.py");
-        gf_shell_quote(qe, sizeof qe, exe);
-        gf_shell_quote(qr, sizeof qr, re);
-        gf_shell_quote(qs, sizeof qs, ms->make_file);
-        char *line = gf_str_printf("%s %s --genfence %s --threads %d --filter %s %s", qp, qt, qe, threads, qr, qs);
-        int st = line ? system(line) : -1;
-        rc = st == 0 ? GF_EXIT_OK : WIFEXITED(st) && WEXITSTATUS(st) == 2 ? GF_EXIT_USAGE : GF_EXIT_FAIL;
-        if (rc != GF_EXIT_OK)
-            gf_cli_error("%s: `%s` failed (status %d)", cmd, line ? line : "golden.py",
-                         WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-        free(line);
-        free(tool);
-    }
-    free(exe);
-    return rc;
+    return ms->calibration_path && gf_ms_is_file(ms->calibration_path);
 }

@@ -33,6 +33,8 @@ typedef struct gf_model_suite {
     size_t n_left_out;
     char **stale; /* "ID: ..." a cached golden of another model content, case or generator */
     size_t n_stale;
+    char *stat_ids;         /* the distribution_match cases, comma-separated; NULL if none */
+    char *calibration_path; /* their calibration table's address in the cache (it may not exist) */
 } gf_model_suite;
 
 /* Instantiate templates (NULL / 0: the bundled cases/model/ *.yaml) for the
@@ -47,5 +49,19 @@ void gf_model_suite_print(const gf_model_suite *ms, const char *cmd, FILE *f);
 /* Make the goldens not yet cached (all with force). 0 ok, 1 a maker failed,
  * 2 no maker (no torch: the message says how to get it and offers ref). */
 int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, int threads);
+/* Is the calibration table at its address (the run judges the statistical
+ * cases by its null)? */
+int gf_model_suite_calibrated(const gf_model_suite *ms);
+/* Measure the statistical cases' null (tools/calibrate/calibrate.py: reseeds
+ * x the honest f32 backends) into the table's address, unless it is there
+ * (all with force); corpus NULL: calibrate.py's default. 0 ok, 1 the
+ * calibration failed, 2 no python or no statistical case. */
+int gf_model_suite_calibrate(gf_model_suite *ms, const char *cmd, int force, int reseeds, const char *corpus);
+
+/* Shared by model_suite.c and model_suite_make.c: a regular file? a path
+ * under the repository (or share/genfence), NULL if none; mkdir -p (0 ok). */
+int gf_ms_is_file(const char *p);
+char *gf_ms_root_path(const char *rel);
+int gf_ms_mkdirs(const char *path);
 
 #endif

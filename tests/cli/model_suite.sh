@@ -11,7 +11,10 @@
 # folder (blobs, snapshots/REV as links, refs/main, two shards and their
 # index, generation_config.json with a list of end ids) runs end to end;
 # without torch the command says how to get it and offers ref, whose goldens
-# are marked as such; the bundled template alone is refused with the command
+# are marked as such; the statistical case is judged by fixed bounds (said)
+# until `goldens --calibrate` measures its null into the cache, then by the
+# hypothesis tests of that null (ref-noise fails them), never reused for a
+# changed model; the bundled template alone is refused with the command
 # that runs it; the default suite does not hold the model suite.
 set -euo pipefail
 export GF_SRC
@@ -138,6 +141,30 @@ g run --model "$M" --backend "$NOISE" --filter 'golden|cache' --no-report
 want 1 "the model suite on ref-noise-1.5e-3"
 has '^FAIL +model\.golden\.greedy \[ref-noise-1\.5e-3\]' "ref-noise-1.5e-3 fails the golden"
 
+# ---- the statistical case: fixed bounds (said) until calibrated, then its own null ----
+g list --model "$M"
+has "calibration: none for model.statistical, judged by the fixed bounds of its types" \
+  "an uncalibrated suite says its statistical case has fixed bounds"
+g goldens --model "$M" --reseeds 3
+want 2 "--reseeds without --calibrate"
+g goldens --model "$M" --calibrate --reseeds 3
+want 0 "goldens --calibrate"
+has "calibrate: wrote $tmp/cache/genfence/calibration/[0-9a-f]{16}/[0-9a-f]{64}\.yaml \(1 nulls\)" \
+  "the null is measured into the cache"
+g goldens --model "$M" --calibrate --reseeds 3
+want 0 "goldens --calibrate again"
+has "the calibration of model.statistical is in the cache" "a second --calibrate finds it"
+g run --model "$M" --backend "$BE" --filter '^model\.statistical$' --no-report
+want 0 "the calibrated statistical case on $BE"
+has "calibration: model.statistical judged by the hypothesis tests of the null in $tmp/cache/genfence/calibration/" \
+  "the run names the null it judges by"
+has "^pass +model\.statistical \[$BE\]" "$BE passes the calibrated case"
+g run --model "$M" --backend "$NOISE" --filter '^model\.statistical$' --no-report
+want 1 "the calibrated statistical case on ref-noise-1.5e-3"
+has 'kld_mean: measured [0-9.e+-]+ > threshold [0-9.e+-]+ \(one-tailed z-test: alpha 0\.005, beta 0\.2' \
+  "ref-noise-1.5e-3 fails the calibrated KL-mean test"
+echo "ok   holmes-llama: the statistical case is judged by its own null once calibrated"
+
 # ---- a changed model: its goldens are stale, never reused ----
 "$PY" - "$M/model.safetensors" <<'PY'
 import sys
@@ -152,6 +179,8 @@ want 1 "a changed model's golden"
 has "made for another model content or case: the run says stale" "the header names the stale golden"
 has '^STALE +model\.golden\.greedy \[ref\]' "the golden of a changed model is stale"
 has "model hash" "stale names the model hash"
+g list --model "$M"
+has "calibration: none for model.statistical" "a changed model's calibration is not reused"
 # (remaking them is what the first goldens call did; not again here, to keep the test short)
 
 # ---- a Hugging Face cache folder: blobs, snapshots/REV links, refs/main, shards ----

@@ -158,8 +158,12 @@ def rule_policy(nulls):
 THR_KEYS = ["f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "tf32", "served"]
 
 
-def corpus():
-    with open(CORPUS, encoding="utf-8") as f:
+def corpus(path=None):
+    path = path or CORPUS
+    if not os.path.isfile(path):
+        sys.exit("calibrate: no corpus at %s (the reseeds' prompts are drawn from it): give --corpus FILE, "
+                 "any plain text of a few thousand words" % path)
+    with open(path, encoding="utf-8") as f:
         return f.read()
 
 
@@ -191,7 +195,7 @@ def reseed(case, r, text, genfence, cache):
     c.pop("tags", None)
     c.pop("thresholds", None)
     c.pop("hypothesis", None)
-    for k in ("backends", "expect_verdict", "description", "calibration_case"):  # a twin's, when one is calibrated
+    for k in ("backends", "expect_verdict", "description", "calibration_case", "calibration"):  # a twin's, when one is calibrated; the table
         c.pop(k, None)
     prompts = []
     for i, p in enumerate(case.get("prompts", [])):
@@ -404,9 +408,10 @@ def main():
                     help="weights/kv pairs, comma-separated (default: all)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=TABLE)
+    ap.add_argument("--corpus", default=None, help="the text reseeds draw prompts from (default %s)" % CORPUS)
     args = ap.parse_args()
     genfence = os.path.join(args.build, "genfence")
-    text = corpus()
+    text = corpus(args.corpus)
     types = parse_types(args.types)
     known = cases_json(genfence, os.path.join(ROOT, args.file))
     nulls, cache = [], {}
@@ -441,9 +446,10 @@ def main():
         "command": "tools/calibrate/calibrate.py --reseeds %d --cases %s --types %s" % (args.reseeds, args.cases,
                                                                                       args.types),
         "reseed": "seeds 0..R-1, R each command's --reseeds (a null's windows: R x its backends): each prompt "
-                  "of the case redrawn from ../shared/data/sherlock-holmes-canon.txt "
+                  "of the case redrawn from %s "
                   "(random.Random('CASE/PROMPT/SEED'), whole words, the prompt's token count), the case's steps "
-                  "of greedy ref tokens after it, its goldens kept",
+                  "of greedy ref tokens after it, its goldens kept" % (
+                      args.corpus if args.corpus else "../shared/data/sherlock-holmes-canon.txt"),
         "sigma": "max(the pooled per-position sd, the sd of the reseeds' means x sqrt(positions per reseed))",
     }
     # the table being replaced: its nulls that this run did not measure stay
