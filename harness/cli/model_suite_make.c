@@ -28,6 +28,22 @@ static char *self_exe(void)
     return strdup(exe);
 }
 
+/* mkdir -p of the folder that will hold file; 0 ok, -1 after the error. */
+static int make_folder_of(const char *cmd, const char *file)
+{
+    char *d = strdup(file);
+    char *slash = d ? strrchr(d, '/') : NULL;
+    if (slash)
+        *slash = '\0';
+    if (!d || gf_ms_mkdirs(d) != 0) {
+        gf_cli_error("%s: cannot make %s: %s", cmd, d ? d : "?", strerror(errno));
+        free(d);
+        return -1;
+    }
+    free(d);
+    return 0;
+}
+
 int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, int threads)
 {
     char re[8192] = "^(";
@@ -49,18 +65,9 @@ int gf_model_suite_make_goldens(gf_model_suite *ms, const char *cmd, int force, 
         printf("%s: every golden of the suite is in the cache (%zu); --force remakes them\n", cmd, ms->n_goldens);
         return GF_EXIT_OK;
     }
-    for (size_t i = 0; i < ms->n_goldens; i++) {
-        char *d = strdup(ms->golden_paths[i]);
-        char *slash = d ? strrchr(d, '/') : NULL;
-        if (slash)
-            *slash = '\0';
-        if (!d || gf_ms_mkdirs(d) != 0) {
-            gf_cli_error("%s: cannot make %s: %s", cmd, d ? d : "?", strerror(errno));
-            free(d);
+    for (size_t i = 0; i < ms->n_goldens; i++)
+        if (make_folder_of(cmd, ms->golden_paths[i]) != 0)
             return GF_EXIT_USAGE;
-        }
-        free(d);
-    }
     char *exe = self_exe();
     int rc;
     printf("%s: making %zu golden%s with %s\n", cmd, n, n == 1 ? "" : "s", ms->generator);
@@ -111,19 +118,11 @@ int gf_model_suite_calibrate(gf_model_suite *ms, const char *cmd, int force, int
                      ms->n_goldens - gf_model_suite_goldens_cached(ms) == 1 ? " is" : "s are");
         return GF_EXIT_FAIL;
     }
-    char *d = strdup(ms->calibration_path);
-    char *slash = d ? strrchr(d, '/') : NULL;
-    if (slash)
-        *slash = '\0';
-    if (!d || gf_ms_mkdirs(d) != 0) {
-        gf_cli_error("%s: cannot make %s: %s", cmd, d ? d : "?", strerror(errno));
-        free(d);
+    if (make_folder_of(cmd, ms->calibration_path) != 0)
         return GF_EXIT_USAGE;
-    }
-    free(d);
     char *exe = self_exe(), *tool = gf_ms_root_path("tools/calibrate/calibrate.py");
     char *build = exe ? strdup(exe) : NULL;
-    slash = build ? strrchr(build, '/') : NULL;
+    char *slash = build ? strrchr(build, '/') : NULL;
     if (slash)
         *slash = '\0';
     /* with --force the table is rewritten in place: calibrate.py replaces
