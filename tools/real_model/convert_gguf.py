@@ -118,6 +118,10 @@ def fix_tokens(d, meta, tokz, hub):
     cfg["bos_token_id"], cfg["eos_token_id"] = bos, eos
     if pad is not None:
         cfg["pad_token_id"] = pad
+    # save_pretrained records the temporary folder it loaded from; kept, it
+    # would make every conversion's model hash (config.json is in it) its own,
+    # so no calibrated null or cached golden could ever be found again
+    cfg.pop("_name_or_path", None)
     json.dump(cfg, open(cfg_path, "w"), indent=2, sort_keys=True)
     gpath = os.path.join(d, "generation_config.json")
     if os.path.exists(gpath):
