@@ -611,55 +611,80 @@ static json_t *kl_by_position(const dm_acc *a)
 }
 
 /* The early-garbage guard: a KL at one of the first GF_DM_EARLY_STEPS steps
- * of a sequence far above the type's band, past max(10 kld_mean, 0.25 nats,
- * 2 null_max) (kld_mean: the KL-mean test's threshold where calibrated, else
- * the fixed bound; null_max: the calibrated null's largest single-position KL,
- * 0 without one), is a broken kernel (a quantized cache's wrong scale, a
- * garbled first decode), its own check ahead of the band's, not a quality
- * drift. 0.25 nats is 4x the largest single-position KL measured on an honest
- * q8_0 backend (llamacpp:q8_0 on holmes-gpt, 6.6e-2) and 1500x an honest q8_0
- * cache's (ref-kv-q8, 1.7e-4 in its first steps); a K scale 16x off reads
- * 0.63 at the first step (ref-kv-q8-bad-k-scale). Twice the null's largest
- * KL: an honest type whose own reseeds reach past 0.25 (q4_0 weights on
- * holmes-gpt: 0.43) is not a broken kernel there (one honest q4_0 reseed of
- * 100 read 0.297 at step 3 and failed the 0.25 bound). */
-static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, double null_max, const char *key)
+ * of a sequence far above the type's band is a broken kernel (a quantized
+ * cache's wrong scale, a garbled first decode), its own check ahead of the
+ * band's, not a quality drift. Its bound is the largest of
+ *  - 10 x kld_mean (the KL-mean test's threshold where calibrated, else the
+ *    fixed bound) and 0.25 nats: what makes it garbage, not drift. 0.25 nats
+ *    is 4x the largest single-position KL measured on an honest q8_0 backend
+ *    (llamacpp:q8_0 on holmes-gpt, 6.6e-2) and 1500x an honest q8_0 cache's
+ *    (ref-kv-q8, 1.7e-4 in its first steps); a K scale 16x off reads 0.63 at
+ *    the first step (ref-kv-q8-bad-k-scale);
+ *  - where calibrated, the level that none of the n early positions of an
+ *    honest backend passes but with probability at most the type's alpha
+ *    (gf_stat_cantelli_level: from the null's mean and sigma, no shape
+ *    assumed; sigma is the table's, at least the per-position sd, so the
+ *    level errs high). It is what bounds the guard's false alarms where a
+ *    type's own honest KL reaches far: q4_0 weights on holmes-gpt (null mean
+ *    0.0205, sigma 0.0272, largest 0.43) get 1.56 at 16 early positions,
+ *    where 0.25 had failed one honest reseed of 100 (0.297 at step 3).
+ * Uncalibrated, the first two only, and the check says its false-alarm rate
+ * is not bounded. */
+static void early_garbage(gf_krun *k, const dm_acc *a, double kld_mean, const gf_stat_hyp *hyp, const char *key)
 {
     if (!(kld_mean > 0) || !a->n)
         return;
-    double bound = 10 * kld_mean > 0.25 ? 10 * kld_mean : 0.25;
-    if (2 * null_max > bound)
-        bound = 2 * null_max;
-    size_t at = SIZE_MAX;
+    size_t at = SIZE_MAX, n_early = 0;
     double worst = -1;
     for (size_t i = 0; i < a->n; i++)
-        if (a->step[i] < GF_DM_EARLY_STEPS && a->kl[i] > worst) {
-            worst = a->kl[i];
-            at = i;
+        if (a->step[i] < GF_DM_EARLY_STEPS) {
+            n_early++;
+            if (a->kl[i] > worst) {
+                worst = a->kl[i];
+                at = i;
+            }
         }
+    if (at == SIZE_MAX)
+        return;
+    double bound = 10 * kld_mean > 0.25 ? 10 * kld_mean : 0.25;
+    double level = NAN, alpha = NAN;
+    if (hyp && hyp->null) {
+        alpha = hyp->pol.alpha;
+        level = gf_stat_cantelli_level(hyp->null->kld_mean, hyp->null->kld_sigma, alpha, (long long)n_early);
+        if (level > bound)
+            bound = level;
+    }
+    char rule[320];
+    if (isfinite(level))
+        snprintf(rule, sizeof rule,
+                 "10 x the %s kld_mean bound %.3g, at least 0.25 nats and the null's level %.3g that %zu honest "
+                 "positions pass with probability <= alpha %g (Cantelli: mean %.3g + sigma %.3g x sqrt(n / alpha - 1))",
+                 key, kld_mean, level, n_early, alpha, hyp->null->kld_mean, hyp->null->kld_sigma);
+    else
+        snprintf(rule, sizeof rule,
+                 "10 x the %s kld_mean bound %.3g, at least 0.25 nats; no calibrated null: its false-alarm rate is not "
+                 "bounded",
+                 key, kld_mean);
+    json_t *m = json_pack("{s:i, s:I, s:f, s:f, s:s}", "steps", GF_DM_EARLY_STEPS, "positions", (json_int_t)n_early,
+                          "bound", bound, "kld_max_early", worst, "rule", rule);
+    if (isfinite(level)) {
+        json_object_set_new(m, "null_level", json_real(level));
+        json_object_set_new(m, "alpha", json_real(alpha));
+    }
+    gf_k_metric_json(k, "early_garbage", m);
     size_t first = SIZE_MAX;
     for (size_t i = 0; i < a->n && first == SIZE_MAX; i++)
         if (a->step[i] < GF_DM_EARLY_STEPS && a->kl[i] > bound)
             first = i;
-    gf_k_metric_json(
-        k, "early_garbage",
-        json_pack("{s:i, s:f, s:f, s:s}", "steps", GF_DM_EARLY_STEPS, "bound", bound, "kld_max_early", worst, "rule",
-                  "max(10 x the kld_mean bound, 0.25 nats, 2 x the null's largest KL) at each of the first steps"));
-    if (at == SIZE_MAX)
-        return;
     if (first == SIZE_MAX)
-        gf_k_check(
-            k, 1, "no garbage in the first steps (a broken kernel)",
-            "KL at most %.3g in the first %d steps of every sequence (bound %.3g: 10 x the %s kld_mean bound %.3g, "
-            "at least 0.25 and twice the null's largest KL)",
-            worst, GF_DM_EARLY_STEPS, bound, key, kld_mean);
+        gf_k_check(k, 1, "no garbage in the first steps (a broken kernel)",
+                   "KL at most %.3g at the %zu positions of the first %d steps (bound %.3g: %s)", worst, n_early,
+                   GF_DM_EARLY_STEPS, bound, rule);
     else
-        gf_k_check(
-            k, 0, "no garbage in the first steps (a broken kernel)",
-            "a broken kernel, not a quality drift: KL %.3g at step %d (position %d) of its sequence, past %.3g "
-            "(10 x the %s kld_mean bound %.3g, at least 0.25 and twice the null's largest KL); the worst in the first "
-            "%d steps %.3g",
-            a->kl[first], a->step[first] + 1, a->pos[first], bound, key, kld_mean, GF_DM_EARLY_STEPS, worst);
+        gf_k_check(k, 0, "no garbage in the first steps (a broken kernel)",
+                   "a broken kernel, not a quality drift: KL %.3g at step %d (position %d) of its sequence, past %.3g "
+                   "(%s); the worst in the first %d steps %.3g",
+                   a->kl[first], a->step[first] + 1, a->pos[first], bound, rule, GF_DM_EARLY_STEPS, worst);
 }
 
 static const char *const dm_served_why =
@@ -799,8 +824,7 @@ static void run_dm(const gf_case *c, gf_krun *k)
              s->topk ? ", top-k bound" : "");
     if (calibrated && gf_stat_hyp_plan(k, c, &hyp, pkey, a.n, n_golden) < 0)
         goto done; /* refused: the case cannot reach the declared power */
-    early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean,
-                  calibrated && hyp.null && isfinite(hyp.null->kld_max) ? hyp.null->kld_max : 0.0, key);
+    early_garbage(k, &a, calibrated ? hyp.kl.threshold : thr.kld_mean, calibrated ? &hyp : NULL, key);
     if (calibrated) {
         gf_stat_hyp_judge(k, &hyp, kl_mean, a.n - a.agree, extra);
         gf_stat_hyp_judge_tails(k, &hyp, a.kl, a.dp, kl_p99, kl_max, dp_max, extra);

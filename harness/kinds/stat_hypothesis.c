@@ -129,3 +129,10 @@ void gf_stat_prop_plan(gf_stat_prop_test *t)
     }
     t->n_needed = (long long)ceil((double)hi * phi);
 }
+
+double gf_stat_cantelli_level(double mu0, double sigma, double alpha, long long n)
+{
+    if (n < 1 || !(alpha > 0 && alpha < 1) || !isfinite(mu0) || !isfinite(sigma) || sigma < 0)
+        return NAN;
+    return mu0 + sigma * sqrt((double)n / alpha - 1);
+}

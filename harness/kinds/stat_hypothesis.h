@@ -59,4 +59,12 @@ typedef struct gf_stat_prop_test {
 void gf_stat_mean_plan(gf_stat_mean_test *t);
 void gf_stat_prop_plan(gf_stat_prop_test *t);
 
+/* A level that none of n positions of the null passes but with probability
+ * at most alpha, from the null's mean mu0 and sd sigma alone (no shape, no
+ * independence): Cantelli's P(X - mu0 >= t) <= sigma^2 / (sigma^2 + t^2) for
+ * each, the union over the n, so t = sigma sqrt(n / alpha - 1):
+ *   level = mu0 + sigma sqrt(n / alpha - 1).
+ * NaN for n < 1, alpha outside (0, 1) or a non-finite mu0 or sigma. */
+double gf_stat_cantelli_level(double mu0, double sigma, double alpha, long long n);
+
 #endif

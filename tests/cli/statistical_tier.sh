@@ -66,6 +66,11 @@ for m in ("holmes-gpt", "holmes-llama"):
     assert sum(b["positions"] for b in bins) == 576 and all(b["to"] - b["from"] == 15 for b in bins), bins
     assert [b["from"] for b in bins] == sorted(b["from"] for b in bins) and all(b["kld_max"] < 1e-9 for b in bins), bins
     assert "max_abs_delta" in x["metrics"]["summary"] and x["metrics"]["summary"]["steps"] == 576
+    # the early guard: its false alarms bounded by alpha from the null (Cantelli over its early positions)
+    g, h = x["metrics"]["early_garbage"], x["metrics"]["hypothesis"]["kld_mean"]
+    lvl = h["null_mean"] + h["sigma"] * ((g["positions"] / h["alpha"] - 1) ** 0.5)
+    assert g["alpha"] == h["alpha"] and 0 < g["positions"] < 576 and abs(g["null_level"] - lvl) <= 1e-6 * lvl, (g, h)
+    assert g["bound"] == max(0.25, 10 * h["threshold"], g["null_level"]) and "Cantelli" in g["rule"], g
 x = r[("statistical.holmes-gpt", "ref-noise")]
 assert x["verdict"] == "fail" and x["reason"].startswith("kld_mean: measured ") and "> threshold " in x["reason"] \
     and "(one-tailed z-test: alpha 0.005, beta 0.2, theta 1e-10; " in x["reason"], x["reason"]
@@ -75,6 +80,8 @@ x = r[("statistical.holmes-gpt", "ref-noise-q8_0")]  # ref declares no kv: q8_0 
 assert x["verdict"] == "fail" and x["metrics"]["weights"] == "q8_0" and ("q8_0 thresholds" in x["reason"] or
                                                                         "q8_0 kld_mean bound" in x["reason"]), x["reason"]
 assert x["metrics"]["hypothesis"]["calibrated"] is False, x["metrics"]["hypothesis"]
+g = x["metrics"]["early_garbage"]  # no null: the floors only, and it says its false alarms are not bounded
+assert "null_level" not in g and "not bounded" in g["rule"] and g["bound"] >= 0.25, g
 for g in ("golden.greedy.sherlock", "golden.greedy.sherlock.llama"):
     x = r.get((g, "ref-noise-q8_0"))
     if x:
