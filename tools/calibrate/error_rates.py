@@ -14,7 +14,7 @@ set against 1 - beta.
 
   .venv/bin/python tools/calibrate/error_rates.py [--reseeds 100]
       [--cases statistical.holmes-gpt,statistical.holmes-llama] [--types f32/f32,q8_0/f16,...]
-      [--first-seed 1000]
+      [--first-seed 1000] [--file cases/statistical.yaml]
 """
 import argparse
 import json
@@ -111,6 +111,7 @@ def main():
     ap.add_argument("--first-seed", type=int, default=1000,
                     help="the first held-out reseed (default 1000; another range, e.g. 2000, gives fresh seeds)")
     ap.add_argument("--cases", default="statistical.holmes-gpt,statistical.holmes-llama")
+    ap.add_argument("--file", default="cases/statistical.yaml", help="the case file of --cases (as calibrate.py's)")
     ap.add_argument("--types", default="f32/f32,f32/q8_0,f16/f16,q8_0/f16")
     ap.add_argument("--build", default=os.path.join(cal.ROOT, "build"))
     ap.add_argument("--table", default=cal.TABLE)
@@ -119,15 +120,19 @@ def main():
     args = ap.parse_args()
     genfence = os.path.join(args.build, "genfence")
     text = cal.corpus()
-    known = cal.cases_json(genfence, os.path.join(cal.ROOT, "cases", "statistical.yaml"))
+    known = cal.cases_json(genfence, os.path.join(cal.ROOT, args.file))
     cache = {}
     rows = []
     with tempfile.TemporaryDirectory(prefix="gf-error-rates-") as tmp:
         for cid in args.cases.split(","):
             base = known[cid]["case"]
-            held = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid)
+            # judged as the case declares it: its own thetas (a case too short for the default
+            # power declares larger ones), which calibrate.py's reseeds drop
+            keep = {k: base[k] for k in ("hypothesis",) if k in base}
+            held = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid, **keep)
                     for r in range(args.first_seed, args.first_seed + args.reseeds)]
-            tune_v = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid) for r in TUNE_SEEDS]
+            tune_v = [dict(cal.reseed(base, r, text, genfence, cache), calibration_case=cid, **keep)
+                      for r in TUNE_SEEDS]
             for (w, kv) in cal.parse_types(args.types):
                 t = "%s/%s" % (w, kv)
                 honest = judged(genfence, args.build, held, cal.HONEST[(w, kv)], tmp, "h-%s-%s-%s" % (cid, w, kv),
@@ -144,6 +149,21 @@ def main():
                 ff_t1 = sum(check_failed(x, "top1_min") for x in hyp)
                 ff_case = sum(x["verdict"] != "pass" for x in hyp)
                 ff_tail = {n: sum(check_failed(x, n) for x in hyp) for n in ("kld_p99", "kld_max", "dp_max")}
+                # which honest runs failed, and where each backend's KL means sit against the null:
+                # the rates alone cannot say whether one backend carries them
+                for x in hyp:
+                    bad = [c for c in x.get("checks", []) if not c["passed"]]
+                    if bad:
+                        print("error_rates: %s %s: honest %s on %s failed %s (KL mean %.4g)" % (
+                            cid, t, x["id"], x["backend"], "; ".join("%s: %s" % (c["name"], c["detail"][:160])
+                                                                     for c in bad),
+                            x["metrics"]["statistical"]["kld_mean"]), flush=True)
+                for b in sorted({x["backend"] for x in hyp}):
+                    v = sorted(x["metrics"]["statistical"]["kld_mean"] for x in hyp if x["backend"] == b)
+                    print("error_rates: %s %s: %s: %d runs, KL mean over runs %.4g, median %.4g, largest %.4g "
+                          "(mu0 %.4g, threshold %.4g)" % (cid, t, b, len(v), sum(v) / len(v), v[len(v) // 2], v[-1],
+                                                          mu0, h["kld_mean"].get("threshold", float("nan"))),
+                          flush=True)
                 tag = "%s-%s-%s" % (cid, w, kv.replace(",", "_"))
                 if args.honest_only:
                     print("error_rates: %s %s: %d honest runs: false-fail KL %d, top-1 %d, case %d, tails %s" % (
