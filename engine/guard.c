@@ -4,6 +4,7 @@
 
 #include "genfence/sampler.h"
 
+#include <fcntl.h>
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -475,6 +476,66 @@ static gf_status block_changed(const gf_desc_tensor *t, size_t o, size_t m, cons
                         where, t->field, shape, o, o + m - 1);
 }
 
+/* The verdict reads every page of the weights again. A backend that copied
+ * them (llamacpp: llama.cpp reads its own GGUF) may have handed the pages of
+ * genfence's mapping back (MADV_PAGEOUT, lc_gguf.c); faulting them all in
+ * again would hold the weights twice at the load's end. So the verdict
+ * leaves each slice's pages as it found them: those not mapped in this
+ * process before it read them (/proc/self/pagemap's present bit; mincore
+ * would say page-cache residency, which the handed-back pages keep) are
+ * handed back after (MADV_PAGEOUT: contents kept; clean file pages fault
+ * back in if read, anonymous ones stay). A backend that reads the weights in
+ * place (ref, openblas, onednn) finds them as it left them. Without pagemap
+ * (another OS, a sandbox) nothing is handed back. */
+#define GF_DESC_SLICE ((size_t)GF_DESC_BLOCK * 256) /* floats: 1 MiB, whole blocks */
+typedef struct residency {
+    uintptr_t lo;                                          /* first whole page of the slice */
+    size_t pages;                                          /* whole pages from lo (0: nothing to restore) */
+    uint64_t pm[GF_DESC_SLICE * sizeof(float) / 4096 + 2]; /* (pages) pagemap entries, bit 63: present */
+} residency;
+
+static void residency_take(residency *r, int pagemap, const void *p, size_t bytes)
+{
+    r->lo = 0;
+    r->pages = 0;
+#ifdef MADV_PAGEOUT
+    if (pagemap < 0)
+        return;
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (e <= a)
+        return;
+    size_t n = (e - a) / 4096, want = n * sizeof r->pm[0];
+    if (n > sizeof r->pm / sizeof r->pm[0] ||
+        pread(pagemap, r->pm, want, (off_t)(a / 4096 * sizeof r->pm[0])) != (ssize_t)want)
+        return;
+    r->lo = a;
+    r->pages = n;
+#else
+    (void)pagemap;
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+static void residency_restore(const residency *r)
+{
+#ifdef MADV_PAGEOUT
+    for (size_t k = 0; k < r->pages;) {
+        if (r->pm[k] >> 63) {
+            k++;
+            continue;
+        }
+        size_t k1 = k;
+        while (k1 < r->pages && !(r->pm[k1] >> 63))
+            k1++;
+        (void)madvise((void *)(r->lo + k * 4096), (k1 - k) * 4096, MADV_PAGEOUT);
+        k = k1;
+    }
+#else
+    (void)r;
+#endif
+}
+
 gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, const char *where)
 {
     /* the struct first: a changed pointer would send the sums elsewhere */
@@ -512,16 +573,28 @@ gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, 
                                 "was %p, is %p), a read-only input",
                                 where, l, k, a[k], b[k]);
         }
+    const int pagemap = sysconf(_SC_PAGESIZE) == 4096 ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
     for (size_t i = 0; i < g->n_t; i++) {
         const gf_desc_tensor *t = &g->t[i];
-        for (size_t o = 0, b = t->block0; o < t->n; o += GF_DESC_BLOCK, b++) {
-            size_t m = t->n - o < GF_DESC_BLOCK ? t->n - o : GF_DESC_BLOCK;
-            uint64_t s[2];
-            block_sums(t->data + o, m, s);
-            if (s[0] != g->sums[2 * b] || s[1] != g->sums[2 * b + 1])
-                return block_changed(t, o, m, g->sums + 2 * b, s, where);
+        for (size_t o0 = 0; o0 < t->n; o0 += GF_DESC_SLICE) {
+            const size_t o1 = t->n - o0 < GF_DESC_SLICE ? t->n : o0 + GF_DESC_SLICE;
+            residency r;
+            residency_take(&r, pagemap, t->data + o0, (o1 - o0) * sizeof *t->data);
+            for (size_t o = o0, b = t->block0 + o0 / GF_DESC_BLOCK; o < o1; o += GF_DESC_BLOCK, b++) {
+                size_t m = t->n - o < GF_DESC_BLOCK ? t->n - o : GF_DESC_BLOCK;
+                uint64_t s[2];
+                block_sums(t->data + o, m, s);
+                if (s[0] != g->sums[2 * b] || s[1] != g->sums[2 * b + 1]) {
+                    if (pagemap >= 0)
+                        close(pagemap);
+                    return block_changed(t, o, m, g->sums + 2 * b, s, where);
+                }
+            }
+            residency_restore(&r);
         }
     }
+    if (pagemap >= 0)
+        close(pagemap);
     return GF_OK;
 }
 

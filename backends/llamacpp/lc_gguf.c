@@ -20,29 +20,46 @@
  * inverse frequencies genfence hands over ("llama" only).
  *
  * Weights are written F32; f16 / q8_0 are made from this
- * file by llama_model_quantize (lc_model.c), as a user's llama-quantize would. */
+ * file by llama_model_quantize (lc_model.c), as a user's llama-quantize would.
+ * The file is written tensor by tensor from genfence's mapping (the
+ * transposes and permutations block by block), each source's pages handed
+ * back once written: the conversion adds no copy of the weights to the
+ * process, so llama.cpp's own copy is the one it holds (issue 27's RSS). */
 #include "lc.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <ggml.h>
 #include <gguf.h>
+
+/* Where one tensor's bytes come from: the weights as they are, GPT-2's
+ * [in, out] transposed, or a Llama q/k weight with its heads' rows permuted.
+ * Nothing is copied ahead: each tensor is made as it is written. */
+typedef enum { SRC_PLAIN, SRC_TRANSPOSE, SRC_PERMUTE } src_mode;
+typedef struct gguf_src {
+    const float *w;
+    src_mode mode;
+    int64_t a, b, c; /* plain: a floats; transpose: (K a, N b); permute: a heads of b rows, c columns */
+} gguf_src;
 
 /* Everything one write needs, freed in one place. */
 typedef struct gguf_job {
     struct gguf_context *g;
     struct ggml_context *meta; /* tensor headers only (no_alloc) */
-    float **owned;             /* transposed / permuted copies */
-    size_t n_owned, cap_owned;
+    gguf_src *src;             /* (gguf_get_n_tensors(g)) in the GGUF's order */
+    size_t cap_src;
+    float *owned; /* llama3's rope_freqs divisors, made here */
 } gguf_job;
 
 static void job_free(gguf_job *j)
 {
-    for (size_t i = 0; i < j->n_owned; i++)
-        free(j->owned[i]);
+    free(j->src);
     free(j->owned);
     if (j->meta)
         ggml_free(j->meta);
@@ -50,50 +67,41 @@ static void job_free(gguf_job *j)
         gguf_free(j->g);
 }
 
-static float *job_alloc(gguf_job *j, size_t n)
+/* Add tensor `name` of shape ne = {ne0, ne1} (ne1 = 1: 1-D), its bytes from `s`. */
+static int add_src(gguf_job *j, const char *name, int64_t ne0, int64_t ne1, gguf_src s)
 {
-    if (j->n_owned == j->cap_owned) {
-        size_t cap = j->cap_owned ? 2 * j->cap_owned : 64;
-        float **p = realloc(j->owned, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        j->owned = p;
-        j->cap_owned = cap;
-    }
-    float *f = malloc(n * sizeof *f);
-    if (f)
-        j->owned[j->n_owned++] = f;
-    return f;
-}
-
-/* Add tensor `name` of shape ne = {ne0, ne1} (ne1 = 1: 1-D) over data. */
-static int add_f32(gguf_job *j, const char *name, const float *data, int64_t ne0, int64_t ne1)
-{
-    if (!data)
+    if (!s.w)
         return 0;
+    size_t n = (size_t)gguf_get_n_tensors(j->g);
+    if (n == j->cap_src) {
+        size_t cap = j->cap_src ? 2 * j->cap_src : 64;
+        gguf_src *p = realloc(j->src, cap * sizeof *p);
+        if (!p)
+            return 0;
+        j->src = p;
+        j->cap_src = cap;
+    }
     struct ggml_tensor *t = ne1 > 1 ? ggml_new_tensor_2d(j->meta, GGML_TYPE_F32, ne0, ne1)
                                     : ggml_new_tensor_1d(j->meta, GGML_TYPE_F32, ne0);
     if (!t)
         return 0;
     ggml_set_name(t, name);
-    t->data = (void *)data;
+    t->data = (void *)s.w; /* never read by gguf: only the metadata is written through it */
     gguf_add_tensor(j->g, t);
+    j->src[n] = s;
     return 1;
+}
+
+static int add_f32(gguf_job *j, const char *name, const float *data, int64_t ne0, int64_t ne1)
+{
+    return add_src(j, name, ne0, ne1, (gguf_src){data, SRC_PLAIN, ne0 * ne1, 0, 0});
 }
 
 /* An [in, out] (K, N) row-major weight as llama.cpp's ne = {K, N}: the
  * transpose, (N, K) row-major. */
 static int add_in_out(gguf_job *j, const char *name, const float *w, int64_t K, int64_t N)
 {
-    if (!w)
-        return 0;
-    float *t = job_alloc(j, (size_t)K * N);
-    if (!t)
-        return 0;
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t n = 0; n < N; n++)
-            t[n * K + k] = w[k * N + n];
-    return add_f32(j, name, t, K, N);
+    return add_src(j, name, K, N, (gguf_src){w, SRC_TRANSPOSE, K, N, 0});
 }
 
 static gf_status add_gpt2(gguf_job *j, const gf_model_desc *desc)
@@ -140,20 +148,12 @@ static gf_status add_gpt2(gguf_job *j, const gf_model_desc *desc)
     return GF_OK;
 }
 
-/* Rows of a per-head [out, in] weight (n_heads heads of d rows, K columns),
- * or a bias (K = 1), permuted as conversion/llama.py's permute(). */
-static const float *permute_heads(gguf_job *j, const float *w, int64_t n_heads, int64_t d, int64_t K)
+/* Rows of a per-head [out, in] weight (n_heads heads of d rows, K columns)
+ * permuted as conversion/llama.py's permute(): new row h d + 2 i + half is
+ * old row h d + half d/2 + i. */
+static int add_permuted(gguf_job *j, const char *name, const float *w, int64_t n_heads, int64_t d, int64_t K)
 {
-    if (!w)
-        return NULL;
-    float *t = job_alloc(j, (size_t)(n_heads * d * K));
-    if (!t)
-        return NULL;
-    for (int64_t h = 0; h < n_heads; h++)
-        for (int64_t half = 0; half < 2; half++)
-            for (int64_t i = 0; i < d / 2; i++)
-                memcpy(t + (h * d + 2 * i + half) * K, w + (h * d + half * (d / 2) + i) * K, (size_t)K * sizeof *t);
-    return t;
+    return add_src(j, name, K, n_heads * d, (gguf_src){w, SRC_PERMUTE, n_heads, d, K});
 }
 
 static gf_status add_llama(gguf_job *j, const gf_model_desc *desc)
@@ -193,7 +193,7 @@ static gf_status add_llama(gguf_job *j, const gf_model_desc *desc)
     if (ok && !c->tied_head && w->lm_head && w->lm_head != w->wte)
         ok = add_f32(j, "output.weight", w->lm_head, D, V);
     if (ok && c->rope_scaling == GF_ROPE_SCALING_LLAMA3) {
-        float *ff = job_alloc(j, (size_t)dh / 2);
+        float *ff = j->owned = malloc((size_t)dh / 2 * sizeof *ff);
         ok = ff != NULL;
         for (int64_t i = 0; ok && i < dh / 2; i++)
             ff[i] = (float)(pow((double)c->rope_theta, -2.0 * (double)i / (double)dh) / (double)w->rope_inv_freq[i]);
@@ -203,10 +203,11 @@ static gf_status add_llama(gguf_job *j, const gf_model_desc *desc)
     for (int32_t l = 0; ok && l < c->n_layer; l++) {
         const gf_layer_weights *s = &w->layers[l];
 #define NAME(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, (int)l), name)
-        const float *wq = permute ? permute_heads(j, s->wq, H, dh, D) : s->wq;
-        const float *wk = permute ? permute_heads(j, s->wk, Hkv, dh, D) : s->wk;
         ok = add_f32(j, NAME("attn_norm.weight"), s->attn_norm_w, D, 1) &&
-             add_f32(j, NAME("attn_q.weight"), wq, D, Q) && add_f32(j, NAME("attn_k.weight"), wk, D, KV) &&
+             (permute ? add_permuted(j, NAME("attn_q.weight"), s->wq, H, dh, D)
+                      : add_f32(j, NAME("attn_q.weight"), s->wq, D, Q)) &&
+             (permute ? add_permuted(j, NAME("attn_k.weight"), s->wk, Hkv, dh, D)
+                      : add_f32(j, NAME("attn_k.weight"), s->wk, D, KV)) &&
              add_f32(j, NAME("attn_v.weight"), s->wv, D, KV) && add_f32(j, NAME("attn_output.weight"), s->wo, Q, D) &&
              add_f32(j, NAME("ffn_norm.weight"), s->mlp_norm_w, D, 1) &&
              add_f32(j, NAME("ffn_gate.weight"), s->w_gate, D, F) && add_f32(j, NAME("ffn_up.weight"), s->w_up, D, F) &&
@@ -274,6 +275,97 @@ gf_status lc_check_desc(const gf_model_desc *desc)
     return GF_OK;
 }
 
+/* Hand a source tensor's whole pages back to the kernel once written: the
+ * weights are genfence's mapping of model.safetensors, clean file pages that
+ * fault back in if read again, so the contents stay as they are (anonymous
+ * memory without swap simply stays). llama.cpp then reads the GGUF into its
+ * own buffers, and the process holds one copy of the weights, not two. */
+static void page_out(const void *p, size_t bytes)
+{
+#ifdef MADV_PAGEOUT
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + ps - 1) & ~(ps - 1), e = ((uintptr_t)p + bytes) & ~(ps - 1);
+    if (e > a)
+        (void)madvise((void *)a, e - a, MADV_PAGEOUT);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* One tensor's bytes, made from its source block by block (rows of at most
+ * GF_GGUF_BLOCK floats) and written at the file's position. */
+enum { GF_GGUF_BLOCK = 1 << 16 };
+static int write_src(FILE *f, const gguf_src *s, float *blk)
+{
+    if (s->mode == SRC_PLAIN)
+        return fwrite(s->w, sizeof *s->w, (size_t)s->a, f) == (size_t)s->a;
+    if (s->mode == SRC_PERMUTE) {
+        const int64_t d = s->b, K = s->c;
+        for (int64_t h = 0; h < s->a; h++)
+            for (int64_t i = 0; i < d / 2; i++)
+                for (int64_t half = 0; half < 2; half++)
+                    if (fwrite(s->w + (h * d + half * (d / 2) + i) * K, sizeof *s->w, (size_t)K, f) != (size_t)K)
+                        return 0;
+        return 1;
+    }
+    const int64_t K = s->a, N = s->b, rows = K < GF_GGUF_BLOCK ? GF_GGUF_BLOCK / K : 1;
+    for (int64_t n0 = 0; n0 < N; n0 += rows) {
+        const int64_t n1 = n0 + rows < N ? n0 + rows : N;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = n0; n < n1; n++)
+                blk[(n - n0) * K + k] = s->w[k * N + n];
+        if (fwrite(blk, sizeof *blk, (size_t)((n1 - n0) * K), f) != (size_t)((n1 - n0) * K))
+            return 0;
+    }
+    return 1;
+}
+
+/* The metadata by ggml's writer, then each tensor at the offset it gives,
+ * zero-padded to the alignment as ggml's own whole-file writer pads. */
+static gf_status write_job(gguf_job *j, const char *path)
+{
+    if (!gguf_write_to_file(j->g, path, true))
+        return gf_error_set(GF_E_IO, "llamacpp: cannot write the GGUF's metadata to %s", path);
+    FILE *f = fopen(path, "ab");
+    int64_t blk_n = GF_GGUF_BLOCK; /* a transpose's block: rows of K, at least one */
+    for (int64_t i = 0; i < gguf_get_n_tensors(j->g); i++)
+        if (j->src[i].mode == SRC_TRANSPOSE && j->src[i].a > blk_n)
+            blk_n = j->src[i].a;
+    float *blk = malloc((size_t)blk_n * sizeof *blk);
+    gf_status st = GF_OK;
+    if (!f || !blk)
+        st = gf_error_set(!f ? GF_E_IO : GF_E_NOMEM, "llamacpp: cannot append the tensors to %s", path);
+    const size_t base = gguf_get_meta_size(j->g), align = gguf_get_alignment(j->g);
+    static const char zeros[64];
+    size_t pos = base;
+    if (st == GF_OK && (fseek(f, 0, SEEK_END) != 0 || (size_t)ftell(f) != base))
+        st = gf_error_set(GF_E_IO, "llamacpp: %s: the metadata is not the %zu bytes ggml says", path, base);
+    for (int64_t i = 0; st == GF_OK && i < gguf_get_n_tensors(j->g); i++) {
+        const size_t at = base + gguf_get_tensor_offset(j->g, i), bytes = gguf_get_tensor_size(j->g, i);
+        const gguf_src *s = &j->src[i];
+        const size_t src_bytes = (size_t)(s->mode == SRC_PLAIN       ? s->a
+                                          : s->mode == SRC_TRANSPOSE ? s->a * s->b
+                                                                     : s->a * s->b * s->c) *
+                                 sizeof(float);
+        int ok = at >= pos && at - pos <= sizeof zeros && src_bytes == bytes;
+        ok = ok && fwrite(zeros, 1, at - pos, f) == at - pos && write_src(f, s, blk);
+        if (!ok) {
+            st = gf_error_set(GF_E_IO, "llamacpp: cannot write tensor %s to %s", gguf_get_tensor_name(j->g, i), path);
+            break;
+        }
+        pos = at + bytes;
+        page_out(s->w, src_bytes);
+    }
+    const size_t end = align ? (pos + align - 1) / align * align : pos;
+    if (st == GF_OK && (end - pos > sizeof zeros || fwrite(zeros, 1, end - pos, f) != end - pos))
+        st = gf_error_set(GF_E_IO, "llamacpp: cannot pad %s", path);
+    if (f && fclose(f) != 0 && st == GF_OK)
+        st = gf_error_set(GF_E_IO, "llamacpp: cannot close %s", path);
+    free(blk);
+    return st;
+}
+
 gf_status lc_gguf_write(const gf_model_desc *desc, const char *path)
 {
     gf_status st = lc_check_desc(desc);
@@ -293,8 +385,8 @@ gf_status lc_gguf_write(const gf_model_desc *desc, const char *path)
     gguf_set_val_u32(j.g, "general.file_type", 0); /* LLAMA_FTYPE_ALL_F32 */
     gguf_set_val_str(j.g, "tokenizer.ggml.model", "none");
     st = desc->config.arch == GF_ARCH_LLAMA ? add_llama(&j, desc) : add_gpt2(&j, desc);
-    if (st == GF_OK && !gguf_write_to_file(j.g, path, false))
-        st = gf_error_set(GF_E_IO, "llamacpp: cannot write the GGUF to %s", path);
+    if (st == GF_OK)
+        st = write_job(&j, path);
     job_free(&j);
     return st;
 }
