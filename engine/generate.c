@@ -280,7 +280,14 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts, co
     /* prefill */
     gf_engine_trace_step(0);
     if (p->use_cache) {
-        st = gf_engine_cache_create(e, B, NP, &s.cache);
+        /* the positions this generation can feed (the last sampled token is
+         * never fed), not the model's whole context: a backend that clears
+         * its cache at creation (llama.cpp) holds all of it in memory, 805 MB
+         * of f32 k and v on Qwen2.5-0.5B's 32768 positions for a few tokens.
+         * One that runs past the context slides or stops at NP, as before. */
+        const int64_t need = (int64_t)Pmax + p->max_new_tokens;
+        g->cache_len = need < NP ? (int32_t)need : NP;
+        st = gf_engine_cache_create(e, B, g->cache_len, &s.cache);
         if (st == GF_OK)
             g->cache_bytes = gf_engine_cache_bytes(e, s.cache);
         if (st == GF_OK)

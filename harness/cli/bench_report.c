@@ -198,7 +198,8 @@ void bench_print_table(const bench_opts *o, const bench_model *m, const probe_re
            "cpu ms/t: decode CPU time per token of the backend's process (all its threads; on a busy\n"
            "machine wall time over it shows how long the backend waited for a CPU);\n"
            "c/u: uncached over cached wall time; RSS/wts: peak RSS of the backend's process over the\n"
-           "f32 weights (! over --max-rss-ratio); cache: the cached generation's k and v (n_positions long).\n");
+           "f32 weights (! over --max-rss-ratio); cache: the cached generation's k and v (prompt + new tokens long, at "
+           "most n_positions).\n");
 }
 
 /* n figures in seconds as a JSON array, times `scale` (1e3: ms); null for NaN */

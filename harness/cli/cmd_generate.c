@@ -462,8 +462,7 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
                "\"batch_consistent\": null, \"kv_cache\": ",
                gf_engine_ops(s->engine)->name, gp.use_cache ? "true" : "false", dt);
         json_t *kv = gp.use_cache && g
-                         ? gf_kv_cache_json(gf_engine_config(s->engine), 1, gf_engine_config(s->engine)->n_positions,
-                                            g->cache_bytes)
+                         ? gf_kv_cache_json(gf_engine_config(s->engine), 1, g->cache_len, g->cache_bytes)
                          : json_null(); /* uncached: no cache; a stop string cut the generation before its record */
         char *kvs = json_dumps(kv, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s}\n", kvs ? kvs : "null");
@@ -506,10 +505,9 @@ static int run_generate(gf_session *s, const int32_t *prompt, size_t n, const ge
     }
     const gf_model_config *mc = gf_engine_config(s->engine);
     if (!o->json && gp.use_cache && g) /* the KV cache holds the key/value heads only */
-        fprintf(stderr,
-                "[kv cache (L %d, B 1, H_kv %d, max_len %d, d_head %d) k and v: %zu bytes (%.1f KiB); H = %d]\n",
-                mc->n_layer, mc->n_kv_head, mc->n_positions, mc->d_head, g->cache_bytes, g->cache_bytes / 1024.0,
-                mc->n_head);
+        fprintf(
+            stderr, "[kv cache (L %d, B 1, H_kv %d, max_len %d, d_head %d) k and v: %zu bytes (%.1f KiB); H = %d]\n",
+            mc->n_layer, mc->n_kv_head, g->cache_len, mc->d_head, g->cache_bytes, g->cache_bytes / 1024.0, mc->n_head);
 done:
     gf_generation_free(g);
     gf_stop_strings_destroy(sc.stops);

@@ -4,7 +4,8 @@
 # the CLI keeps the GPT rule at a full cache (context_limit at 256 + 1) unless
 # --on-limit slide (== --no-cache's tokens), and the KV-cache line shows the
 # grouped-query saving: (L, B, H_kv, max_len, d_head) with H_kv = 2 of H = 4,
-# bytes = 2 x L x H_kv x max_len x d_head x 4 from config.json.
+# bytes = 2 x L x H_kv x max_len x d_head x 4 from config.json, max_len the
+# prompt and its 64 new tokens (what the generation can feed).
 set -euo pipefail
 : "${GENFENCE:?}" "${GF_SRC:?}" "${GF_PYTHON:?}"
 . "$GF_SRC/tests/support/test_lib.sh"
@@ -16,14 +17,17 @@ head -c 15 "$tmp/out" | gf_grepq -qx "Sherlock Holmes" || fail "output does not 
 grep -q "^\[64 new tokens, stop_reason length," "$tmp/err" || fail "no 64-token summary: $(cat "$tmp/err")"
 line=$(grep "^\[kv cache" "$tmp/err") || fail "no kv cache line: $(cat "$tmp/err")"
 echo "$line"
+n_prompt=$("$GENFENCE" generate --model "$m" --prompt "Sherlock Holmes" --max-new-tokens 1 --json |
+    "$GF_PYTHON" -c 'import json, sys; g = json.load(sys.stdin); print(g["total_tokens"] - g["new_tokens"])')
 want=$("$GF_PYTHON" -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
-L, Hkv, H, P, dh = c["num_hidden_layers"], c["num_key_value_heads"], c["num_attention_heads"], c["max_position_embeddings"], c["head_dim"]
+L, Hkv, H, dh = c["num_hidden_layers"], c["num_key_value_heads"], c["num_attention_heads"], c["head_dim"]
+P = min(c["max_position_embeddings"], int(sys.argv[2]) + 64)  # the prompt and 64 new tokens: what the cache can be fed
 assert Hkv == 2 and H == 4, (Hkv, H)
 n = 2 * L * Hkv * P * dh * 4
 print(f"[kv cache (L {L}, B 1, H_kv {Hkv}, max_len {P}, d_head {dh}) k and v: {n} bytes ({n / 1024:.1f} KiB); H = {H}]")
-' "$m/config.json")
+' "$m/config.json" "$n_prompt")
 [[ "$line" == "$want" ]] || fail "kv cache line '$line', expected '$want'"
 
 # greedy 64 == the model card's transformers greedy tokens, and the cached decode verifies

@@ -132,8 +132,13 @@ assert kv["shape"] == [2, 4, 1, 2, 256, 32] and kv["bytes"] >= 2 * 4 * 2 * 256 *
 PY
 g generate --model "$M" --prompt Holmes --max-new-tokens 2 --json
 want 0 "generate --json"
-has '"kv_cache": \{"layout":"\(k\|v, L, B, H_kv, max_len, d_head\)","shape":\[2,4,1,2,256,32\],"elements":131072.0,"bytes":524288,' \
-  "generate --json carries the KV cache's shape and bytes"
+printf '%s\n' "$out" | "$PY" -c '
+import json, sys
+g = json.loads(sys.stdin.read())
+kv, n = g["kv_cache"], g["total_tokens"]  # the prompt and its 2 new tokens: what the cache can be fed
+assert kv["layout"] == "(k|v, L, B, H_kv, max_len, d_head)" and kv["shape"] == [2, 4, 1, 2, n, 32], (kv, n)
+assert kv["elements"] == 2 * 4 * 2 * n * 32 and kv["bytes"] == 4 * kv["elements"], kv' \
+  || fail "generate --json lacks the KV cache's shape and bytes (max_len the prompt + new tokens)"
 echo "ok   holmes-llama: the model suite passes on $BE with goldens made on demand and reused"
 
 # ---- a wrong backend fails ----

@@ -279,8 +279,10 @@ typedef struct gf_generation {
     int32_t *n_until_stop; /* (B) tokens up to and including the row's stop (EOS) */
     gf_stop_reason *stop;  /* (B) */
     double *margins;       /* (steps, B) margin of each step's choice */
-    size_t cache_bytes;    /* cached: the backend's cache_bytes for the (B, n_positions)
-                                  cache, i.e. (L, B, H_kv, n_positions, d_head) k and v; 0 uncached */
+    int32_t cache_len;     /* cached: the cache's max_len, what the generation can feed:
+                                  min(n_positions, longest prompt + max_new_tokens); 0 uncached */
+    size_t cache_bytes;    /* cached: the backend's cache_bytes for the (B, cache_len) cache,
+                                  i.e. (L, B, H_kv, cache_len, d_head) k and v; 0 uncached */
 } gf_generation;
 
 /* Left-pads the B prompts to a common length (key mask + position ids
