@@ -280,8 +280,9 @@ gf_status gf_generate(gf_engine *e, int32_t B, const int32_t *const *prompts, co
     /* prefill */
     gf_engine_trace_step(0);
     if (p->use_cache) {
-        /* the positions this generation can feed (the last sampled token is
-         * never fed), not the model's whole context: a backend that clears
+        /* the longest prompt and its new tokens, every position this
+         * generation can feed (the last sampled token never is: one to
+         * spare), not the model's whole context: a backend that clears
          * its cache at creation (llama.cpp) holds all of it in memory, 805 MB
          * of f32 k and v on Qwen2.5-0.5B's 32768 positions for a few tokens.
          * One that runs past the context slides or stops at NP, as before. */

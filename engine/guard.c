@@ -536,6 +536,26 @@ static void residency_restore(const residency *r)
 #endif
 }
 
+/* One tensor's blocks against their sums, slice by slice, each slice's
+ * pages left as they were found (residency_take / residency_restore). */
+static gf_status tensor_verdict(const gf_desc_guard *g, const gf_desc_tensor *t, int pagemap, const char *where)
+{
+    for (size_t o0 = 0; o0 < t->n; o0 += GF_DESC_SLICE) {
+        const size_t o1 = t->n - o0 < GF_DESC_SLICE ? t->n : o0 + GF_DESC_SLICE;
+        residency r;
+        residency_take(&r, pagemap, t->data + o0, (o1 - o0) * sizeof *t->data);
+        for (size_t o = o0, b = t->block0 + o0 / GF_DESC_BLOCK; o < o1; o += GF_DESC_BLOCK, b++) {
+            size_t m = t->n - o < GF_DESC_BLOCK ? t->n - o : GF_DESC_BLOCK;
+            uint64_t s[2];
+            block_sums(t->data + o, m, s);
+            if (s[0] != g->sums[2 * b] || s[1] != g->sums[2 * b + 1])
+                return block_changed(t, o, m, g->sums + 2 * b, s, where);
+        }
+        residency_restore(&r);
+    }
+    return GF_OK;
+}
+
 gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, const char *where)
 {
     /* the struct first: a changed pointer would send the sums elsewhere */
@@ -574,28 +594,12 @@ gf_status gf_desc_guard_verdict(const gf_desc_guard *g, const gf_model_desc *d, 
                                 where, l, k, a[k], b[k]);
         }
     const int pagemap = sysconf(_SC_PAGESIZE) == 4096 ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
-    for (size_t i = 0; i < g->n_t; i++) {
-        const gf_desc_tensor *t = &g->t[i];
-        for (size_t o0 = 0; o0 < t->n; o0 += GF_DESC_SLICE) {
-            const size_t o1 = t->n - o0 < GF_DESC_SLICE ? t->n : o0 + GF_DESC_SLICE;
-            residency r;
-            residency_take(&r, pagemap, t->data + o0, (o1 - o0) * sizeof *t->data);
-            for (size_t o = o0, b = t->block0 + o0 / GF_DESC_BLOCK; o < o1; o += GF_DESC_BLOCK, b++) {
-                size_t m = t->n - o < GF_DESC_BLOCK ? t->n - o : GF_DESC_BLOCK;
-                uint64_t s[2];
-                block_sums(t->data + o, m, s);
-                if (s[0] != g->sums[2 * b] || s[1] != g->sums[2 * b + 1]) {
-                    if (pagemap >= 0)
-                        close(pagemap);
-                    return block_changed(t, o, m, g->sums + 2 * b, s, where);
-                }
-            }
-            residency_restore(&r);
-        }
-    }
+    gf_status st = GF_OK;
+    for (size_t i = 0; st == GF_OK && i < g->n_t; i++)
+        st = tensor_verdict(g, &g->t[i], pagemap, where);
     if (pagemap >= 0)
         close(pagemap);
-    return GF_OK;
+    return st;
 }
 
 /* ---- probe's why ---- */

@@ -45,7 +45,8 @@ typedef enum { SRC_PLAIN, SRC_TRANSPOSE, SRC_PERMUTE } src_mode;
 typedef struct gguf_src {
     const float *w;
     src_mode mode;
-    int64_t a, b, c; /* plain: a floats; transpose: (K a, N b); permute: a heads of b rows, c columns */
+    int64_t n;    /* floats, the tensor's ne0 x ne1 in every mode */
+    int64_t a, b; /* transpose: (K a, N b) read; permute: a heads of b rows (of ne0 columns) */
 } gguf_src;
 
 /* Everything one write needs, freed in one place. */
@@ -88,20 +89,21 @@ static int add_src(gguf_job *j, const char *name, int64_t ne0, int64_t ne1, gguf
     ggml_set_name(t, name);
     t->data = (void *)s.w; /* never read by gguf: only the metadata is written through it */
     gguf_add_tensor(j->g, t);
+    s.n = ne0 * ne1;
     j->src[n] = s;
     return 1;
 }
 
 static int add_f32(gguf_job *j, const char *name, const float *data, int64_t ne0, int64_t ne1)
 {
-    return add_src(j, name, ne0, ne1, (gguf_src){data, SRC_PLAIN, ne0 * ne1, 0, 0});
+    return add_src(j, name, ne0, ne1, (gguf_src){.w = data, .mode = SRC_PLAIN});
 }
 
 /* An [in, out] (K, N) row-major weight as llama.cpp's ne = {K, N}: the
  * transpose, (N, K) row-major. */
 static int add_in_out(gguf_job *j, const char *name, const float *w, int64_t K, int64_t N)
 {
-    return add_src(j, name, K, N, (gguf_src){w, SRC_TRANSPOSE, K, N, 0});
+    return add_src(j, name, K, N, (gguf_src){.w = w, .mode = SRC_TRANSPOSE, .a = K, .b = N});
 }
 
 static gf_status add_gpt2(gguf_job *j, const gf_model_desc *desc)
@@ -153,7 +155,7 @@ static gf_status add_gpt2(gguf_job *j, const gf_model_desc *desc)
  * old row h d + half d/2 + i. */
 static int add_permuted(gguf_job *j, const char *name, const float *w, int64_t n_heads, int64_t d, int64_t K)
 {
-    return add_src(j, name, K, n_heads * d, (gguf_src){w, SRC_PERMUTE, n_heads, d, K});
+    return add_src(j, name, K, n_heads * d, (gguf_src){.w = w, .mode = SRC_PERMUTE, .a = n_heads, .b = d});
 }
 
 static gf_status add_llama(gguf_job *j, const gf_model_desc *desc)
@@ -299,9 +301,9 @@ enum { GF_GGUF_BLOCK = 1 << 16 };
 static int write_src(FILE *f, const gguf_src *s, float *blk)
 {
     if (s->mode == SRC_PLAIN)
-        return fwrite(s->w, sizeof *s->w, (size_t)s->a, f) == (size_t)s->a;
+        return fwrite(s->w, sizeof *s->w, (size_t)s->n, f) == (size_t)s->n;
     if (s->mode == SRC_PERMUTE) {
-        const int64_t d = s->b, K = s->c;
+        const int64_t d = s->b, K = s->n / (s->a * d);
         for (int64_t h = 0; h < s->a; h++)
             for (int64_t i = 0; i < d / 2; i++)
                 for (int64_t half = 0; half < 2; half++)
@@ -344,18 +346,14 @@ static gf_status write_job(gguf_job *j, const char *path)
     for (int64_t i = 0; st == GF_OK && i < gguf_get_n_tensors(j->g); i++) {
         const size_t at = base + gguf_get_tensor_offset(j->g, i), bytes = gguf_get_tensor_size(j->g, i);
         const gguf_src *s = &j->src[i];
-        const size_t src_bytes = (size_t)(s->mode == SRC_PLAIN       ? s->a
-                                          : s->mode == SRC_TRANSPOSE ? s->a * s->b
-                                                                     : s->a * s->b * s->c) *
-                                 sizeof(float);
-        int ok = at >= pos && at - pos <= sizeof zeros && src_bytes == bytes;
+        int ok = at >= pos && at - pos <= sizeof zeros; /* F32: bytes is the source's n floats */
         ok = ok && fwrite(zeros, 1, at - pos, f) == at - pos && write_src(f, s, blk);
         if (!ok) {
             st = gf_error_set(GF_E_IO, "llamacpp: cannot write tensor %s to %s", gguf_get_tensor_name(j->g, i), path);
             break;
         }
         pos = at + bytes;
-        page_out(s->w, src_bytes);
+        page_out(s->w, bytes);
     }
     const size_t end = align ? (pos + align - 1) / align * align : pos;
     if (st == GF_OK && (end - pos > sizeof zeros || fwrite(zeros, 1, end - pos, f) != end - pos))
