@@ -405,11 +405,15 @@ static gf_status lc_model_load(const gf_model_desc *desc, const gf_backend_optio
 }
 
 /* A llama_context for `rows` sequences of up to `len` positions each, plus
- * the spare sequence `rows` for padding queries. */
+ * the spare sequence `rows` for padding queries. The cells are rows x len,
+ * no spare cell: a padding query is decoded (pad_logits) only in a row that
+ * holds no real key before it, so that row holds at most len - 1 cells and
+ * one is free. llama.cpp pads the count to 256, so a spare cell on a count
+ * already a multiple (B = 8 rows of 32: 256) doubled the K and V. */
 static gf_status context_new(lc_model *m, int32_t rows, int32_t len, struct llama_context **out)
 {
     struct llama_context_params cp = llama_context_default_params();
-    uint32_t cells = (uint32_t)rows * (uint32_t)len + 1;
+    uint32_t cells = (uint32_t)rows * (uint32_t)len;
     cp.n_ctx = cells;
     uint32_t nb = m->conf.n_batch > 0 ? (uint32_t)m->conf.n_batch : cells;
     uint32_t nub = m->conf.n_ubatch > 0 ? (uint32_t)m->conf.n_ubatch : 512;
@@ -481,6 +485,14 @@ static gf_status lc_cache_create(void *model, int32_t batch, int32_t max_len, vo
     if (!c)
         return gf_error_set(GF_E_NOMEM, "llamacpp: out of memory");
     c->m = m;
+    /* the uncached forwards' context is a speed cache, not a cache's memory:
+     * released before a cache's own is made, so the two are never both held
+     * (an uncached forward after this makes it again, once, at the size it
+     * had grown to) */
+    if (m->scratch) {
+        llama_free(m->scratch);
+        m->scratch = NULL;
+    }
     gf_status st = cache_state_init(c, batch, max_len);
     if (st == GF_OK)
         st = context_new(m, batch, max_len, &c->ctx);

@@ -12,6 +12,8 @@
  *     a padding or evicted key masked real again, the logits of a padding
  *     query with a real key before it (GF_E_UNSUPPORTED); a full cache
  *     (GF_E_CONTEXT_LIMIT), a batch of the wrong size (GF_E_INVALID_ARG);
+ *   - a cache with no cell to spare (2 x 128 cells, one padding query):
+ *     within tol cached and uncached, no more cells than those padded to 256;
  *   - the sample slot (llama.cpp's samplers) equal to the engine's sampler
  *     over 2000 draws; and, as a note, how often each draws a token tied at
  *     the top-k threshold (llama.cpp keeps exactly k).
@@ -253,6 +255,49 @@ int main(int argc, char **argv)
     st1 = s[1].ops->forward(s[1].model, NULL, &gap, out[1]);
     CHECK(st == GF_OK && st1 == GF_E_UNSUPPORTED, "positions 0, 2, 3: ref %s, llamacpp %s (%s)", gf_status_str(st),
           gf_status_str(st1), why(&s[1]));
+
+    /* a cache with no cell to spare: 2 rows of 128 positions (256 cells,
+     * llama.cpp's padding unit; the whole context when it is shorter), row
+     * 0 all real, row 1 one pad then real, every position's logits: the
+     * padding query is decoded when 255 cells are held (its row holds at
+     * most len - 1, so one is free). Cached and uncached; the cache holds
+     * at most ref's bytes per cell times 2 x 128 rounded up to 256 cells,
+     * where a spare cell would have doubled them. */
+    {
+        const int32_t L = desc->config.n_positions < 128 ? desc->config.n_positions : 128, N = 2 * L;
+        int32_t *tk = malloc((size_t)N * sizeof *tk), *ps = malloc((size_t)N * sizeof *ps);
+        uint8_t *mk = malloc((size_t)N);
+        float *full[2] = {malloc((size_t)N * V * sizeof(float)), malloc((size_t)N * V * sizeof(float))};
+        for (int32_t i = 0; i < N; i++) {
+            tk[i] = i == L ? 0 : (int32_t)((11 + 37 * (int64_t)i) % V);
+            mk[i] = i != L;
+        }
+        gf_positions_from_mask(mk, 2, L, ps, NULL);
+        gf_batch edge = {
+            .B = 2, .T = L, .tokens = tk, .position_ids = ps, .key_mask = mk, .logits_mode = GF_LOGITS_ALL};
+        void *ec[2] = {NULL, NULL};
+        for (int i = 0; i < 2; i++)
+            if (s[i].ops->cache_create(s[i].model, 2, L, &ec[i]) != GF_OK) {
+                fprintf(stderr, "%s cache_create(2, %d): %s\n", s[i].name, L, why(&s[i]));
+                return 2;
+            }
+        size_t bytes[2] = {s[0].ops->cache_bytes(ec[0]), s[1].ops->cache_bytes(ec[1])};
+        size_t most = bytes[0] / (size_t)N * (((size_t)N + 255) / 256 * 256);
+        CHECK(bytes[1] <= most,
+              "a 2 x %d cache: llamacpp %zu bytes, at most %zu (ref's %zu for %d cells, padded to 256)", L, bytes[1],
+              most, bytes[0], N);
+        d = both(s, ec, &edge, full, (size_t)N * V);
+        CHECK_NUM(d, "2 x %d positions cached, all held but one pad, every position: max |delta| %.3g", L, d);
+        d = both(s, NULL, &edge, full, (size_t)N * V);
+        CHECK_NUM(d, "the same uncached: max |delta| %.3g", d);
+        for (int i = 0; i < 2; i++) {
+            s[i].ops->cache_free(ec[i]);
+            free(full[i]);
+        }
+        free(tk);
+        free(ps);
+        free(mk);
+    }
 
     /* the sample slot (llama.cpp's temp / top-k / top-p samplers, then the
      * race) against the engine's sampler, draw for draw */
