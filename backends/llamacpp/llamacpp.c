@@ -25,7 +25,8 @@
  * is then cleared.
  *
  * The uncached forward runs on a scratch context kept by the model (cleared
- * each call, grown when a call needs more rows or positions). */
+ * each call, grown when a call needs more rows or positions, released when a
+ * cache is made). */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -336,13 +337,20 @@ static void ctx_free(struct llama_context *ctx)
 #endif
 }
 
+/* The uncached forwards' context let go: grown anew, or a cache about to be
+ * made (lc_cache_create) */
+static void scratch_drop(lc_model *m)
+{
+    ctx_free(m->scratch);
+    m->scratch = NULL;
+}
+
 static void lc_model_free(void *handle)
 {
     lc_model *m = handle;
     if (!m)
         return;
-    if (m->scratch)
-        ctx_free(m->scratch);
+    scratch_drop(m);
     if (m->lm)
         llama_model_free(m->lm);
     free(m);
@@ -485,8 +493,7 @@ static void lc_cache_free(void *cache)
     lc_cache *c = cache;
     if (!c)
         return;
-    if (c->ctx)
-        ctx_free(c->ctx);
+    ctx_free(c->ctx);
     cache_state_free(c);
     free(c);
 }
@@ -506,10 +513,7 @@ static gf_status lc_cache_create(void *model, int32_t batch, int32_t max_len, vo
      * released before a cache's own is made, so the two are never both held
      * (an uncached forward after this makes it again, once, at the size it
      * had grown to) */
-    if (m->scratch) {
-        ctx_free(m->scratch);
-        m->scratch = NULL;
-    }
+    scratch_drop(m);
     gf_status st = cache_state_init(c, batch, max_len);
     if (st == GF_OK)
         st = context_new(m, batch, max_len, &c->ctx);
@@ -807,10 +811,8 @@ static gf_status lc_forward_any(void *model, void *cache, const gf_batch *in, fl
     if (in->T > m->cfg.n_positions)
         return gf_error_set(GF_E_CONTEXT_LIMIT, "llamacpp: %d positions exceed n_positions %d", in->T,
                             m->cfg.n_positions);
-    if (m->scratch && (m->scratch_rows < in->B || (int64_t)m->scratch_rows * m->scratch_len < (int64_t)in->B * in->T)) {
-        ctx_free(m->scratch);
-        m->scratch = NULL;
-    }
+    if (m->scratch && (m->scratch_rows < in->B || (int64_t)m->scratch_rows * m->scratch_len < (int64_t)in->B * in->T))
+        scratch_drop(m);
     gf_status st = GF_OK;
     if (!m->scratch) {
         /* grown geometrically: an uncached generation asks for T + 1 each step */
